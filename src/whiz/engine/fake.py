@@ -1,0 +1,147 @@
+"""A fake runtime and tokenizer, shipped in the package so tests need no model.
+
+The fake is faithful where the scheduler could go wrong: its KV cache has a fixed number of
+cells that sequences share after `seq_cp`, it raises KVCacheFull when full, and it refuses a
+batch whose positions don't continue what the sequence already holds. Its "model" replies with
+whatever a script returns for the conversation, one byte per token, so tests know the answer.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from whiz.engine.scheduler import Scheduler
+from whiz.engine.types import EngineInfo
+from whiz.errors import EngineError, KVCacheFull
+
+SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
+_SPECIAL_RE = re.compile("(" + "|".join(re.escape(s) for s in SPECIALS) + ")")
+_ASSISTANT = b"<|im_start|>assistant\n"
+
+
+class ByteTokenizer:
+    """One token per byte (ids 0-255), plus ChatML's special tokens (256 and up)."""
+
+    n_vocab = 256 + len(SPECIALS)
+
+    def __init__(self) -> None:
+        self._special_ids = {s: 256 + i for i, s in enumerate(SPECIALS)}
+        self.eos = self._special_ids["<|endoftext|>"]
+        self.im_end = self._special_ids["<|im_end|>"]
+
+    def encode(self, text: str) -> list[int]:
+        ids: list[int] = []
+        for part in _SPECIAL_RE.split(text):
+            if part in self._special_ids:
+                ids.append(self._special_ids[part])
+            elif part:
+                ids.extend(part.encode())
+        return ids
+
+    def piece(self, token: int) -> bytes:
+        return bytes([token]) if token < 256 else SPECIALS[token - 256].encode()
+
+    def is_eog(self, token: int) -> bool:
+        return token in (self.eos, self.im_end)
+
+
+def last_user_message(conversation: str) -> str:
+    """The text of the last user turn in a ChatML conversation."""
+    found = re.findall(r"<\|im_start\|>user\n(.*?)<\|im_end\|>", conversation, re.S)
+    return found[-1] if found else ""
+
+
+def echo_script(conversation: str) -> str:
+    return "echo: " + last_user_message(conversation)
+
+
+class FakeRuntime:
+    """A `Runtime` whose next token is the next byte of `script(conversation so far)`."""
+
+    def __init__(
+        self,
+        script: Callable[[str], str] = echo_script,
+        *,
+        n_ctx: int = 8192,
+        n_seq_max: int = 4,
+        step_s: float = 0.002,
+        token_s: float = 0.0001,
+    ):
+        self.tokenizer = ByteTokenizer()
+        self.script = script
+        self.n_ctx = n_ctx
+        self.n_seq_max = n_seq_max
+        self.n_vocab = ByteTokenizer.n_vocab
+        self.step_s = step_s
+        self.token_s = token_s
+        # Each cell holds (position, token) and the set of sequences that share it.
+        self._cells: list[tuple[int, int, set[int]]] = []
+        self.decoded_tokens = 0
+        self.decode_calls = 0
+
+    def _tokens(self, seq: int) -> list[int]:
+        mine = sorted((pos, tok) for pos, tok, seqs in self._cells if seq in seqs)
+        if [p for p, _ in mine] != list(range(len(mine))):
+            raise EngineError(f"sequence {seq} has a gap in its positions")
+        return [t for _, t in mine]
+
+    def decode(self, rows: Sequence[tuple[int, int, int, bool]]) -> list[np.ndarray]:
+        if len(self._cells) + len(rows) > self.n_ctx:
+            raise KVCacheFull("the fake KV cache is full")
+        history = {seq: self._tokens(seq) for seq in {r[2] for r in rows}}
+        outputs = []
+        for token, pos, seq, wants in rows:
+            if pos != len(history[seq]):
+                raise EngineError(f"sequence {seq}: position {pos} does not follow {len(history[seq])} cells")
+            history[seq].append(token)
+            if wants:
+                outputs.append(self._logits(history[seq]))
+        for token, pos, seq, _ in rows:
+            self._cells.append((pos, token, {seq}))
+        self.decoded_tokens += len(rows)
+        self.decode_calls += 1
+        time.sleep(self.step_s + self.token_s * len(rows))
+        return outputs
+
+    def _logits(self, history: list[int]) -> np.ndarray:
+        text = b"".join(self.tokenizer.piece(t) for t in history)
+        cut = text.rfind(_ASSISTANT)
+        logits = np.zeros(self.n_vocab, dtype=np.float32)
+        nxt = self.tokenizer.im_end
+        if cut >= 0:
+            reply = self.script(text[:cut].decode(errors="replace")).encode()
+            written = text[cut + len(_ASSISTANT) :]
+            if reply.startswith(written) and len(written) < len(reply):
+                nxt = reply[len(written)]
+        logits[nxt] = 30.0
+        return logits
+
+    def seq_rm(self, seq: int, p0: int, p1: int) -> None:
+        end = p1 if p1 >= 0 else float("inf")
+        kept = []
+        for pos, tok, seqs in self._cells:
+            if p0 <= pos < end:
+                seqs.discard(seq)
+            if seqs:
+                kept.append((pos, tok, seqs))
+        self._cells = kept
+
+    def seq_cp(self, src: int, dst: int, p0: int, p1: int) -> None:
+        end = p1 if p1 >= 0 else float("inf")
+        for pos, _tok, seqs in self._cells:
+            if src in seqs and p0 <= pos < end:
+                seqs.add(dst)
+
+    def used_cells(self) -> int:
+        return len(self._cells)
+
+
+def fake_engine(script: Callable[[str], str] = echo_script, *, n_ctx: int = 8192, **kw) -> Scheduler:
+    """A ready engine over the fake runtime, for tests and `whiz serve --model fake`."""
+    runtime = FakeRuntime(script, n_ctx=n_ctx, **kw)
+    info = EngineInfo(model="fake", n_ctx=n_ctx, n_ctx_train=n_ctx, n_seq_max=runtime.n_seq_max)
+    return Scheduler(runtime, info)

@@ -1,0 +1,149 @@
+"""The llama.cpp runtime, through llama-cpp-python's low-level (ctypes) API.
+
+One model, one context with a unified KV cache shared by `n_seq_max` sequences, one reusable
+batch. The high-level `Llama` class wraps a single sequence, so it can't serve several sessions,
+share prefixes or verify drafts; this module talks to `llama_decode` and the memory API directly.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from whiz.errors import EngineError, KVCacheFull
+
+class LlamaTokenizer:
+    """The model's own tokenizer (BPE for Qwen), with special tokens parsed in text."""
+
+    def __init__(self, llama_cpp, vocab):
+        self._ll = llama_cpp
+        self._vocab = vocab
+        self._buf = ctypes.create_string_buffer(256)
+        self.n_vocab = llama_cpp.llama_vocab_n_tokens(vocab)
+        self._pieces: dict[int, bytes] = {}
+
+    def encode(self, text: str) -> list[int]:
+        data = text.encode()
+        n_max = len(data) + 16
+        out = (self._ll.llama_token * n_max)()
+        n = self._ll.llama_tokenize(self._vocab, data, len(data), out, n_max, False, True)
+        if n < 0:
+            out = (self._ll.llama_token * -n)()
+            n = self._ll.llama_tokenize(self._vocab, data, len(data), out, -n, False, True)
+        return list(out[:n])
+
+    def piece(self, token: int) -> bytes:
+        cached = self._pieces.get(token)
+        if cached is None:
+            n = self._ll.llama_token_to_piece(self._vocab, token, self._buf, len(self._buf), 0, True)
+            cached = self._buf.raw[: max(n, 0)]
+            self._pieces[token] = cached
+        return cached
+
+    def is_eog(self, token: int) -> bool:
+        return bool(self._ll.llama_vocab_is_eog(self._vocab, token))
+
+
+class LlamaRuntime:
+    """A `Runtime` over a GGUF model file."""
+
+    def __init__(
+        self,
+        model_path: Path,
+        *,
+        n_ctx: int,
+        n_seq_max: int = 8,
+        n_threads: int | None = None,
+        n_batch: int = 512,
+        n_ubatch: int = 512,
+        flash_attn: bool = True,
+    ):
+        import llama_cpp  # imported here so that the fake engine and the CLI need no native library
+
+        from llama_cpp import _logger
+
+        # llama.cpp logs every tensor while loading; show only its errors.
+        _logger.set_verbose(False)
+        self._ll = llama_cpp
+        llama_cpp.llama_backend_init()
+        mparams = llama_cpp.llama_model_default_params()
+        mparams.n_gpu_layers = 0
+        self._model = llama_cpp.llama_model_load_from_file(str(model_path).encode(), mparams)
+        if not self._model:
+            raise EngineError(f"llama.cpp could not load the model file {model_path}")
+        self._vocab = llama_cpp.llama_model_get_vocab(self._model)
+        self.tokenizer = LlamaTokenizer(llama_cpp, self._vocab)
+        self.n_vocab = self.tokenizer.n_vocab
+        self.n_ctx_train = llama_cpp.llama_model_n_ctx_train(self._model)
+
+        threads = n_threads or os.cpu_count() or 2
+        cparams = llama_cpp.llama_context_default_params()
+        cparams.n_ctx = n_ctx
+        cparams.n_batch = n_batch
+        cparams.n_ubatch = n_ubatch
+        cparams.n_seq_max = n_seq_max
+        cparams.n_threads = threads
+        cparams.n_threads_batch = threads
+        cparams.kv_unified = True
+        cparams.flash_attn_type = 1 if flash_attn else 0
+        cparams.no_perf = True
+        self._ctx = llama_cpp.llama_init_from_model(self._model, cparams)
+        if not self._ctx:
+            raise EngineError(f"llama.cpp could not create a context of {n_ctx} tokens (out of memory?)")
+        self._mem = llama_cpp.llama_get_memory(self._ctx)
+        self.n_ctx = llama_cpp.llama_n_ctx(self._ctx)
+        self.n_seq_max = llama_cpp.llama_n_seq_max(self._ctx)
+        self.n_batch = n_batch
+        self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
+
+    def decode(self, rows: Sequence[tuple[int, int, int, bool]]) -> list[np.ndarray]:
+        if len(rows) > self.n_batch:
+            raise EngineError(f"a batch of {len(rows)} rows exceeds n_batch={self.n_batch}")
+        b = self._batch
+        b.n_tokens = len(rows)
+        wanted = []
+        for i, (token, pos, seq, wants) in enumerate(rows):
+            b.token[i] = token
+            b.pos[i] = pos
+            b.n_seq_id[i] = 1
+            b.seq_id[i][0] = seq
+            b.logits[i] = 1 if wants else 0
+            if wants:
+                wanted.append(i)
+        rc = self._ll.llama_decode(self._ctx, b)
+        if rc == 1:
+            raise KVCacheFull("no room in the KV cache for this batch")
+        if rc != 0:
+            raise EngineError(f"llama_decode failed with code {rc}")
+        out = []
+        for i in wanted:
+            ptr = self._ll.llama_get_logits_ith(self._ctx, i)
+            # Copy: the buffer is reused by the next decode.
+            out.append(np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)).copy())
+        return out
+
+    def seq_rm(self, seq: int, p0: int, p1: int) -> None:
+        if not self._ll.llama_memory_seq_rm(self._mem, seq, p0, p1):
+            # Partial removal can fail on some cache types; removing the whole sequence can't.
+            self._ll.llama_memory_seq_rm(self._mem, seq, -1, -1)
+            raise EngineError(f"could not trim sequence {seq} to {p0} tokens")
+
+    def seq_cp(self, src: int, dst: int, p0: int, p1: int) -> None:
+        self._ll.llama_memory_seq_cp(self._mem, src, dst, p0, p1)
+
+    def meta(self, key: str) -> str | None:
+        """A GGUF metadata value, such as `tokenizer.chat_template`."""
+        buf = ctypes.create_string_buffer(1 << 16)
+        n = self._ll.llama_model_meta_val_str(self._model, key.encode(), buf, len(buf))
+        return buf.value.decode(errors="replace") if n >= 0 else None
+
+    def close(self) -> None:
+        if getattr(self, "_ctx", None):
+            self._ll.llama_batch_free(self._batch)
+            self._ll.llama_free(self._ctx)
+            self._ll.llama_model_free(self._model)
+            self._ctx = None

@@ -1,0 +1,300 @@
+"""The batch engine: one worker thread drives the runtime; asyncio callers get token streams.
+
+Every running request is a `Job` bound to a KV slot. Each step of the worker builds one batch
+holding one token for every decoding job and a chunk of prompt for jobs still prefilling, so
+several sessions decode together and a long prefill never stalls the others for long. Logits are
+requested only for rows whose next token is sampled.
+
+All runtime calls happen on the worker thread (llama.cpp contexts are not thread-safe); ctypes
+releases the GIL during a decode, so the event loop stays responsive. Cancelling sets a flag the
+worker reads before every step, so a cancel takes effect within one decode step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from whiz.engine.sampling import sample
+from whiz.engine.slots import Placement, SlotTable
+from whiz.engine.types import EngineInfo, GenerateRequest, GenerationStats, TokenChunk
+from whiz.errors import ContextOverflow, KVCacheFull
+from whiz.seams import Runtime
+
+_END = object()
+
+
+class TokenStream:
+    """The asyncio side of one job: iterate for token chunks, `cancel()` to stop early."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, job: Job):
+        self._loop = loop
+        self._queue: asyncio.Queue = asyncio.Queue()
+        self._job = job
+        self.stats = job.stats
+
+    def _push(self, item: object) -> None:
+        # Called from the worker thread.
+        self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
+
+    def __aiter__(self) -> AsyncIterator[TokenChunk]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[TokenChunk]:
+        while True:
+            item = await self._queue.get()
+            if item is _END:
+                return
+            yield item
+
+    def cancel(self) -> None:
+        self._job.cancelled = True
+
+
+@dataclass(eq=False)
+class Job:
+    request: GenerateRequest
+    stats: GenerationStats = field(default_factory=GenerationStats)
+    stream: TokenStream | None = None
+    cancelled: bool = False
+    placement: Placement | None = None
+    feed: list[int] = field(default_factory=list)
+    """Tokens to put into the cache next (prompt chunks, then the last sampled token)."""
+    n_past: int = 0
+    generated: int = 0
+    rng: np.random.Generator | None = None
+    t_submit: float = 0.0
+    t_first: float = 0.0
+
+    @property
+    def decoding(self) -> bool:
+        return self.generated > 0
+
+
+class Scheduler:
+    """An `Engine` over any `Runtime`: continuous batching, prefix reuse, cancel."""
+
+    def __init__(self, runtime: Runtime, info: EngineInfo, *, n_batch: int = 512, prefill_chunk: int = 256):
+        self.runtime = runtime
+        self.tokenizer = runtime.tokenizer
+        self.info = info
+        self.slots = SlotTable(runtime.n_seq_max)
+        self.n_batch = n_batch
+        self.prefill_chunk = prefill_chunk
+        self._inbox: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+        self._waiting: list[Job] = []
+        self._active: list[Job] = []
+        self._closed = False
+        self.steps = 0
+        self.evictions = 0
+        self._thread = threading.Thread(target=self._run, name="whiz-engine", daemon=True)
+        self._thread.start()
+
+    # -- the asyncio side ---------------------------------------------------------------------
+
+    def generate(self, request: GenerateRequest) -> TokenStream:
+        """Queue a request and return its stream. Raises ContextOverflow before queueing."""
+        limit = self.info.n_ctx
+        if not request.prompt:
+            raise ValueError("a generation needs at least one prompt token")
+        if len(request.prompt) >= limit:
+            raise ContextOverflow(len(request.prompt), limit)
+        # Output beyond the window is cut, as OpenAI does with max_tokens: finish_reason "length".
+        request.max_tokens = max(0, min(request.max_tokens, limit - len(request.prompt)))
+        job = Job(request=request, t_submit=time.perf_counter())
+        job.stats.prompt_tokens = len(request.prompt)
+        job.rng = np.random.default_rng(request.sampling.seed)
+        job.stream = TokenStream(asyncio.get_running_loop(), job)
+        self._inbox.put(job)
+        return job.stream
+
+    def close(self) -> None:
+        self._closed = True
+        self._inbox.put(None)
+        self._thread.join(timeout=10)
+
+    def status(self) -> dict:
+        """Counters for /metrics."""
+        return {
+            "active": len(self._active),
+            "waiting": len(self._waiting),
+            "steps": self.steps,
+            "evictions": self.evictions,
+            "cached_tokens": self.slots.cached_tokens(),
+        }
+
+    # -- the worker thread --------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while not self._closed:
+            block = not self._active and not self._waiting
+            if not self._take_inbox(block):
+                return
+            self._admit()
+            self._drop_cancelled()
+            if not self._active:
+                if self._waiting:
+                    time.sleep(0.001)
+                continue
+            try:
+                self._step()
+            except Exception as exc:  # a runtime failure ends the jobs in flight, not the engine
+                for job in list(self._active):
+                    job.stats.error = str(exc)
+                    self._finish(job, "error")
+
+    def _take_inbox(self, block: bool) -> bool:
+        try:
+            item = self._inbox.get(block=block)
+        except queue.Empty:
+            return True
+        while True:
+            if item is None:
+                return False
+            self._waiting.append(item)
+            try:
+                item = self._inbox.get_nowait()
+            except queue.Empty:
+                return True
+
+    def _admit(self) -> None:
+        still_waiting = []
+        for job in self._waiting:
+            if job.cancelled:
+                self._finish(job, "cancelled")
+                continue
+            req = job.request
+            placement = self.slots.place(req.prompt, req.session, need_logits=req.max_tokens > 0)
+            if placement is None:
+                still_waiting.append(job)
+                continue
+            self._start(job, placement)
+        self._waiting = still_waiting
+
+    def _start(self, job: Job, placement: Placement) -> None:
+        slot, keep = placement.slot, placement.keep
+        if placement.donor is not None:
+            self.runtime.seq_rm(slot.seq, 0, -1)
+            self.runtime.seq_cp(placement.donor.seq, slot.seq, 0, keep)
+        else:
+            self.runtime.seq_rm(slot.seq, keep, -1)
+        for other in self.slots.slots:
+            if other is not slot and job.request.session is not None and other.session == job.request.session:
+                other.session = None
+        slot.tokens = job.request.prompt[:keep]
+        slot.busy = True
+        slot.session = job.request.session
+        self.slots.touch(slot)
+        job.placement = placement
+        job.n_past = keep
+        job.feed = job.request.prompt[keep:]
+        job.stats.cached_tokens = keep
+        job.stats.prefill_tokens = len(job.feed)
+        self._active.append(job)
+
+    def _drop_cancelled(self) -> None:
+        for job in list(self._active):
+            if job.cancelled:
+                self._finish(job, "cancelled")
+
+    def _step(self) -> None:
+        rows: list[tuple[int, int, int, bool]] = []
+        sampled: list[Job] = []
+        fed: list[tuple[Job, int]] = []
+        budget = self.n_batch
+        # Decoding jobs first: one token each, so they keep streaming while others prefill.
+        for job in self._active:
+            if job.decoding:
+                rows.append((job.feed[0], job.n_past, job.placement.slot.seq, True))
+                sampled.append(job)
+                fed.append((job, 1))
+                budget -= 1
+        prefill_cap = self.prefill_chunk if sampled else self.n_batch
+        for job in self._active:
+            if job.decoding or budget <= 0 or not job.feed:
+                continue
+            n = min(len(job.feed), budget, prefill_cap)
+            seq = job.placement.slot.seq
+            last = n == len(job.feed)
+            wants = last and job.request.max_tokens > 0
+            for i in range(n):
+                rows.append((job.feed[i], job.n_past + i, seq, wants and i == n - 1))
+            if wants:
+                sampled.append(job)
+            fed.append((job, n))
+            budget -= n
+        if not rows:
+            # Only warm-up jobs whose prompt was fully cached are left.
+            for job in list(self._active):
+                if not job.feed:
+                    self._finish(job, "stop")
+            return
+        logits = self._decode_with_eviction(rows)
+        if logits is None:
+            return
+        self.steps += 1
+        for job, n in fed:
+            job.placement.slot.tokens.extend(job.feed[:n])
+            job.n_past += n
+            del job.feed[:n]
+            if not job.feed and job.request.max_tokens == 0:
+                job.stats.prefill_ms = (time.perf_counter() - job.t_submit) * 1000
+                self._finish(job, "stop")
+        for job, row in zip(sampled, logits, strict=True):
+            self._sampled(job, row)
+
+    def _decode_with_eviction(self, rows: list[tuple[int, int, int, bool]]) -> list[np.ndarray] | None:
+        while True:
+            try:
+                return self.runtime.decode(rows)
+            except KVCacheFull:
+                victim = self.slots.evictable()
+                if victim is None:
+                    # Nothing idle left to evict: fail the largest job so the others can go on.
+                    job = max(self._active, key=lambda j: j.n_past + len(j.feed))
+                    job.stats.error = "the KV cache is full; raise --kv-budget-mb or use fewer sessions"
+                    self._finish(job, "error")
+                    return None
+                self.runtime.seq_rm(victim.seq, 0, -1)
+                victim.tokens = []
+                victim.session = None
+                self.evictions += 1
+
+    def _sampled(self, job: Job, logits: np.ndarray) -> None:
+        now = time.perf_counter()
+        token = sample(logits, job.request.sampling, job.rng)
+        if job.generated == 0:
+            job.t_first = now
+            job.stats.ttft_ms = (now - job.t_submit) * 1000
+            job.stats.prefill_ms = job.stats.ttft_ms
+        job.stats.decode_ms = (now - job.t_first) * 1000
+        if self.tokenizer.is_eog(token) or token in job.request.stop_tokens:
+            self._finish(job, "stop")
+            return
+        job.generated += 1
+        job.stats.decode_tokens = job.generated
+        job.stream._push(TokenChunk(tokens=[token]))
+        if job.generated >= job.request.max_tokens:
+            self._finish(job, "length")
+            return
+        job.feed = [token]
+
+    def _finish(self, job: Job, reason: str) -> None:
+        job.stats.finish_reason = reason
+        if job in self._active:
+            self._active.remove(job)
+        if job.placement is not None:
+            slot = job.placement.slot
+            slot.busy = False
+            self.slots.touch(slot)
+            if reason == "error":
+                # After a failed decode the cache may hold part of a batch: forget the slot.
+                self.runtime.seq_rm(slot.seq, 0, -1)
+                slot.tokens = []
+        job.stream._push(_END)

@@ -1,0 +1,102 @@
+"""Which KV-cache sequence a request runs in, and how much of its prompt is already cached.
+
+The engine holds one llama.cpp context with a unified KV cache and `n_seq_max` sequences
+("slots"). A slot keeps the tokens of its last conversation after the request ends, so the next
+turn of that conversation only prefills what is new. Prefixes are shared across slots: a request
+whose prompt starts like another slot's (the same 6k-token agent system prompt, say) gets those
+cells copied, which in a unified cache shares them instead of recomputing them.
+
+This module is pure bookkeeping; the scheduler applies the plan to the runtime.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    """Length of the longest common prefix of two token lists."""
+    n = min(len(a), len(b))
+    i = 0
+    # Compare in blocks first: prompts are thousands of tokens and usually agree for most of them.
+    step = 256
+    while i + step <= n and a[i : i + step] == b[i : i + step]:
+        i += step
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+@dataclass
+class Slot:
+    """One KV sequence and the tokens its cache cells hold, positions 0..len-1."""
+
+    seq: int
+    tokens: list[int] = field(default_factory=list)
+    busy: bool = False
+    session: str | None = None
+    last_used: int = 0
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a request runs: its slot, how many prompt tokens to keep, and a prefix donor."""
+
+    slot: Slot
+    keep: int
+    """Prompt tokens already in the slot's cache after the plan is applied."""
+    donor: Slot | None = None
+    """Copy positions [0, keep) from this slot's cache before running."""
+
+
+class SlotTable:
+    """Chooses slots for requests and remembers what each slot's cache holds."""
+
+    def __init__(self, n_slots: int):
+        self.slots = [Slot(seq=i) for i in range(n_slots)]
+        self._clock = 0
+
+    def touch(self, slot: Slot) -> None:
+        self._clock += 1
+        slot.last_used = self._clock
+
+    def place(self, prompt: list[int], session: str | None, *, need_logits: bool) -> Placement | None:
+        """Plan where `prompt` runs, or None when every slot is busy.
+
+        The slot is, in order of preference: the session's own slot; a slot whose whole content
+        is a prefix of the prompt (the same conversation, continued); an empty slot; the least
+        recently used one. A slot that holds a different conversation is only overwritten last,
+        so sharing a system prompt never costs another session its cache.
+        """
+        idle = [s for s in self.slots if not s.busy]
+        if not idle:
+            return None
+        lcp = {s.seq: common_prefix(s.tokens, prompt) for s in self.slots}
+        own = [s for s in idle if session is not None and s.session == session]
+        extending = [s for s in idle if s.tokens and lcp[s.seq] == len(s.tokens)]
+        empty = [s for s in idle if not s.tokens]
+        if own:
+            target = own[0]
+        elif extending:
+            target = max(extending, key=lambda s: lcp[s.seq])
+        elif empty:
+            target = empty[0]
+        else:
+            target = min(idle, key=lambda s: s.last_used)
+        keep = lcp[target.seq]
+        donor = max(self.slots, key=lambda s: lcp[s.seq])
+        use_donor = donor is not target and lcp[donor.seq] > keep
+        if use_donor:
+            keep = lcp[donor.seq]
+        # The last prompt token must be decoded again to get the logits of the next one.
+        if need_logits:
+            keep = min(keep, len(prompt) - 1)
+        return Placement(slot=target, keep=max(keep, 0), donor=donor if use_donor else None)
+
+    def evictable(self) -> Slot | None:
+        """The least recently used idle slot that still holds tokens, if any."""
+        idle = [s for s in self.slots if not s.busy and s.tokens]
+        return min(idle, key=lambda s: s.last_used) if idle else None
+
+    def cached_tokens(self) -> int:
+        return sum(len(s.tokens) for s in self.slots)

@@ -1,0 +1,75 @@
+"""Plain data passed across the engine seam."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+FinishReason = Literal["stop", "length", "cancelled", "error"]
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How the next token is chosen. temperature 0 means greedy (argmax), which is deterministic."""
+
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = 0
+    seed: int | None = None
+
+
+@dataclass
+class GenerateRequest:
+    """One generation: the full context as token ids, and how much to produce.
+
+    `max_tokens=0` only loads the prompt into the cache (the WebSocket `generate: false` warm-up).
+    `session` is a hint for cache placement: turns of one session prefer the same KV sequence.
+    """
+
+    prompt: list[int]
+    max_tokens: int = 256
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    stop_tokens: frozenset[int] = frozenset()
+    session: str | None = None
+
+
+@dataclass
+class TokenChunk:
+    """Tokens produced in one decode step (one token now; several once drafts are verified)."""
+
+    tokens: list[int]
+
+
+@dataclass
+class GenerationStats:
+    """Timings and counts of one generation. Filled in as it runs; final once the stream ends."""
+
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    prefill_tokens: int = 0
+    prefill_ms: float = 0.0
+    ttft_ms: float = 0.0
+    decode_tokens: int = 0
+    decode_ms: float = 0.0
+    draft_accepted: int = 0
+    draft_rejected: int = 0
+    finish_reason: FinishReason | None = None
+    error: str | None = None
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Decode speed after the first token; 0 when too few tokens to tell."""
+        if self.decode_tokens < 2 or self.decode_ms <= 0:
+            return 0.0
+        return (self.decode_tokens - 1) / (self.decode_ms / 1000)
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    """What clients may ask about the loaded model."""
+
+    model: str
+    n_ctx: int
+    """The most tokens one conversation may hold (prompt plus output)."""
+    n_ctx_train: int
+    n_seq_max: int

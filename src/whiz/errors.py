@@ -1,0 +1,88 @@
+"""One error hierarchy for whiz, and its mapping to OpenAI-style error objects.
+
+Every error a client can see carries an HTTP status, an OpenAI `type`, a stable `code` and,
+where it applies, the `param` at fault. The server turns them into wire errors in one place
+(`whiz.server.errors`), for HTTP and WebSocket alike.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class WhizError(Exception):
+    """Base of every error whiz raises on purpose."""
+
+    status = 500
+    type = "server_error"
+    code = "internal_error"
+
+    def __init__(self, message: str, *, param: str | None = None, code: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        if code is not None:
+            self.code = code
+
+    def to_dict(self) -> dict[str, Any]:
+        """The OpenAI error object: {"message", "type", "param", "code"}."""
+        return {"message": self.message, "type": self.type, "param": self.param, "code": self.code}
+
+
+class InvalidRequest(WhizError):
+    """The request is malformed: bad JSON, wrong types, unknown values."""
+
+    status = 400
+    type = "invalid_request_error"
+    code = "invalid_request"
+
+
+class ContextOverflow(InvalidRequest):
+    """A request needs more tokens than one conversation may hold."""
+
+    code = "context_length_exceeded"
+
+    def __init__(self, needed: int, limit: int, *, param: str | None = "input"):
+        super().__init__(
+            f"This request needs {needed} tokens, but the context window is {limit} tokens. "
+            "Shorten the input or lower max_output_tokens.",
+            param=param,
+        )
+        self.needed = needed
+        self.limit = limit
+
+
+class NotFound(WhizError):
+    status = 404
+    type = "invalid_request_error"
+    code = "not_found"
+
+
+class AuthError(WhizError):
+    status = 401
+    type = "invalid_request_error"
+    code = "invalid_api_key"
+
+
+class RateLimited(WhizError):
+    status = 429
+    type = "rate_limit_error"
+    code = "rate_limit_exceeded"
+
+
+class PayloadTooLarge(WhizError):
+    status = 413
+    type = "invalid_request_error"
+    code = "payload_too_large"
+
+
+class EngineError(WhizError):
+    """The engine failed; the request ends, the server goes on."""
+
+    code = "engine_error"
+
+
+class KVCacheFull(EngineError):
+    """The KV cache has no room for a batch; the scheduler evicts idle sessions and retries."""
+
+    code = "kv_cache_full"
