@@ -55,7 +55,8 @@ class LlamaRuntime:
         self,
         model_path: Path,
         *,
-        n_ctx: int,
+        kv_budget_mb: int = 2048,
+        ctx: int | None = None,
         n_seq_max: int = 8,
         n_threads: int | None = None,
         n_batch: int = 512,
@@ -79,6 +80,16 @@ class LlamaRuntime:
         self.tokenizer = LlamaTokenizer(llama_cpp, self._vocab)
         self.n_vocab = self.tokenizer.n_vocab
         self.n_ctx_train = llama_cpp.llama_model_n_ctx_train(self._model)
+        # Size the shared cache from the memory budget; one conversation may use up to `ctx` of it.
+        n_layer = llama_cpp.llama_model_n_layer(self._model)
+        n_head = llama_cpp.llama_model_n_head(self._model)
+        n_head_kv = llama_cpp.llama_model_n_head_kv(self._model)
+        head_dim = llama_cpp.llama_model_n_embd(self._model) // max(n_head, 1)
+        per_token = 2 * n_layer * n_head_kv * head_dim * 2  # K and V, f16
+        budget_cells = kv_budget_mb * 1024 * 1024 // per_token
+        want = ctx or self.n_ctx_train
+        n_ctx = max(256, min(budget_cells, max(want, 4096) * n_seq_max))
+        self.kv_bytes_per_token = per_token
 
         threads = n_threads or os.cpu_count() or 2
         cparams = llama_cpp.llama_context_default_params()
@@ -96,6 +107,7 @@ class LlamaRuntime:
             raise EngineError(f"llama.cpp could not create a context of {n_ctx} tokens (out of memory?)")
         self._mem = llama_cpp.llama_get_memory(self._ctx)
         self.n_ctx = llama_cpp.llama_n_ctx(self._ctx)
+        self.ctx_per_conversation = min(want, self.n_ctx)
         self.n_seq_max = llama_cpp.llama_n_seq_max(self._ctx)
         self.n_batch = n_batch
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)

@@ -1,0 +1,45 @@
+# The README's two commands: `make run` and `make test`. Both set up everything on a fresh machine
+# (venv, llama-cpp-python built once for this CPU and cached, the default model) and are idempotent.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+WHIZ := $(VENV)/bin/whiz
+LLAMA_VERSION := 0.3.36
+STAMP := $(VENV)/.whiz-installed
+PYTEST_ARGS ?=
+
+.PHONY: run test setup model lint format bench-serve clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml scripts/ensure_llama.sh scripts/llama_cmake_args.py | $(PY)
+	scripts/ensure_llama.sh $(PY) $(LLAMA_VERSION)
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+setup: $(STAMP)
+
+model: setup
+	$(WHIZ) models pull qwen2.5-coder-0.5b
+
+run: model
+	$(WHIZ) serve
+
+test: model
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: setup
+	$(VENV)/bin/ruff check src tests
+	$(VENV)/bin/ruff format --check src tests
+
+format: setup
+	$(VENV)/bin/ruff format src tests
+	$(VENV)/bin/ruff check --fix src tests
+
+bench-serve: model
+	$(WHIZ) bench serve
+
+clean:
+	rm -rf $(VENV)

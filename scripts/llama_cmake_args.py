@@ -1,0 +1,43 @@
+"""Print the CMAKE_ARGS for building llama-cpp-python on this machine's CPU.
+
+A `-march=native` build picks up AMX where the CPU advertises it, and ggml's AMX matmul crashes
+on the first decode on such machines; a fixed AVX-512 build dies with "Illegal instruction" on
+CPUs without it (seen on AVX2-only AMD EPYC machines). So: no native build, AMX always off, and
+each x86 extension on exactly when /proc/cpuinfo lists it. The wheel cache is keyed by these args.
+"""
+
+from pathlib import Path
+
+FEATURES = {  # cpuinfo flag -> ggml option
+    "avx": "GGML_AVX",
+    "avx2": "GGML_AVX2",
+    "fma": "GGML_FMA",
+    "f16c": "GGML_F16C",
+    "bmi2": "GGML_BMI2",
+    "avx512f": "GGML_AVX512",
+    "avx512vbmi": "GGML_AVX512_VBMI",
+    "avx512_vnni": "GGML_AVX512_VNNI",
+    "avx512_bf16": "GGML_AVX512_BF16",
+    "avx_vnni": "GGML_AVX_VNNI",
+}
+
+
+def cpu_flags() -> set[str]:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def cmake_args() -> str:
+    flags = cpu_flags()
+    args = ["-DGGML_NATIVE=OFF", "-DLLAVA_BUILD=OFF", "-DGGML_AMX_TILE=OFF", "-DGGML_AMX_INT8=OFF", "-DGGML_AMX_BF16=OFF"]
+    args += [f"-D{opt}={'ON' if flag in flags else 'OFF'}" for flag, opt in FEATURES.items()]
+    return " ".join(args)
+
+
+if __name__ == "__main__":
+    print(cmake_args())

@@ -1,0 +1,3 @@
+from whiz.cli import app
+
+app()

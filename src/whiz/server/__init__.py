@@ -1,0 +1,1 @@
+"""The HTTP and WebSocket server: OpenAI-compatible APIs over the engine."""

@@ -1,0 +1,168 @@
+"""`create_app(engine, settings)`: the Starlette app with every route of PROTOCOL.md."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocket
+
+from whiz import __version__
+from whiz.config import ServeSettings
+from whiz.errors import InvalidRequest, NotFound, PayloadTooLarge, WhizError
+from whiz.seams import Engine
+from whiz.server.auth import bearer
+from whiz.server.protocol import ChatRequest, ResponsesRequest, decode_json, parse
+from whiz.server.state import ServerState
+from whiz.server.websocket import Session
+
+log = logging.getLogger("whiz.server")
+
+
+def error_response(exc: WhizError) -> JSONResponse:
+    headers = {"Retry-After": "1"} if exc.status == 429 else None
+    return JSONResponse({"error": exc.to_dict()}, status_code=exc.status, headers=headers)
+
+
+def sse(events: AsyncIterator[dict], *, named: bool) -> StreamingResponse:
+    """Server-sent events; Responses events are named, chat chunks end with [DONE]."""
+
+    async def body():
+        async for ev in events:
+            head = f"event: {ev['type']}\n" if named else ""
+            yield f"{head}data: {json.dumps(ev)}\n\n"
+        if not named:
+            yield "data: [DONE]\n\n"
+
+    return StreamingResponse(body(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+
+def create_app(engine: Engine, settings: ServeSettings | None = None) -> Starlette:
+    settings = settings or ServeSettings()
+    state = ServerState(engine, settings)
+
+    async def read_body(request: Request) -> tuple[dict, str | None]:
+        """Authenticate, rate-limit and decode a POST body."""
+        key = bearer(request.headers.get("authorization"))
+        state.keys.check(key)
+        state.check_rate(key)
+        declared = request.headers.get("content-length")
+        if declared and declared.isdigit() and int(declared) > state.max_body_bytes:
+            raise PayloadTooLarge(f"The body is larger than {settings.max_body_mb} MB.")
+        raw = await request.body()
+        if len(raw) > state.max_body_bytes:
+            raise PayloadTooLarge(f"The body is larger than {settings.max_body_mb} MB.")
+        return decode_json(raw), key
+
+    async def responses_create(request: Request) -> Response:
+        data, _ = await read_body(request)
+        req = parse(ResponsesRequest, data)
+        previous = None
+        if req.previous_response_id is not None:
+            found = state.store.get(req.previous_response_id)
+            if found is None:
+                raise InvalidRequest(
+                    f"Previous response '{req.previous_response_id}' was not found. Send the full input instead.",
+                    param="previous_response_id",
+                    code="previous_response_not_found",
+                )
+            previous = found[1]
+        turn = state.responses.prepare(req, previous, session=None)
+        run = state.responses.start(turn)
+        state.metrics.request("responses.http")
+
+        async def events():
+            async for ev in run.events():
+                yield ev
+            if run.conversation is not None and req.store:
+                state.store.put(run.response, run.conversation)
+            state.metrics.finished(run.response)
+
+        if req.stream:
+            return sse(events(), named=True)
+        async for _ in events():
+            pass
+        return JSONResponse(run.response)
+
+    async def responses_get(request: Request) -> Response:
+        state.keys.check(bearer(request.headers.get("authorization")))
+        found = state.store.get(request.path_params["response_id"])
+        if found is None:
+            raise NotFound(f"No response with id '{request.path_params['response_id']}'.", param="response_id")
+        return JSONResponse(found[0])
+
+    async def chat_completions(request: Request) -> Response:
+        data, _ = await read_body(request)
+        req = parse(ChatRequest, data)
+        state.metrics.request("chat")
+        if req.stream:
+            turn = state.chat.start(req)
+            return sse(state.chat.stream(req, turn), named=False)
+        out = await state.chat.complete(req)
+        state.metrics.finished(out)
+        return JSONResponse(out)
+
+    async def models(request: Request) -> Response:
+        state.keys.check(bearer(request.headers.get("authorization")))
+        info = engine.info
+        entry = {"id": state.model_name, "object": "model", "created": 0, "owned_by": "whiz", "context_window": info.n_ctx}
+        return JSONResponse({"object": "list", "data": [entry]})
+
+    async def health(request: Request) -> Response:
+        return JSONResponse({"status": "ok", "model": state.model_name, "version": __version__})
+
+    async def metrics(request: Request) -> Response:
+        status = engine.status() if hasattr(engine, "status") else {}
+        return PlainTextResponse(state.metrics.render(status), media_type="text/plain; version=0.0.4")
+
+    async def responses_socket(ws: WebSocket) -> None:
+        await ws.accept()
+        key = bearer(ws.headers.get("authorization"))
+        try:
+            state.keys.check(key)
+        except WhizError as exc:
+            await ws.send_text(json.dumps({"type": "error", "status": exc.status, "error": exc.to_dict()}))
+            await ws.close(code=1008)
+            return
+        session = Session(ws, state, key)
+        state.metrics.ws_sessions += 1
+        try:
+            await session.serve()
+        finally:
+            state.metrics.ws_sessions -= 1
+
+    async def on_whiz_error(request: Request, exc: WhizError) -> Response:
+        state.metrics.error(exc.code)
+        return error_response(exc)
+
+    async def on_http_error(request: Request, exc: HTTPException) -> Response:
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        err = WhizError(str(exc.detail), code=code)
+        err.status, err.type = exc.status_code, "invalid_request_error"
+        return error_response(err)
+
+    async def on_crash(request: Request, exc: Exception) -> Response:
+        log.exception("unhandled error")
+        return error_response(WhizError("The server failed to handle this request."))
+
+    routes = [
+        Route("/v1/responses", responses_create, methods=["POST"]),
+        Route("/v1/responses/{response_id}", responses_get, methods=["GET"]),
+        WebSocketRoute("/v1/responses", responses_socket),
+        Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+        Route("/v1/models", models, methods=["GET"]),
+        Route("/health", health, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
+    ]
+    app = Starlette(
+        routes=routes,
+        exception_handlers={WhizError: on_whiz_error, HTTPException: on_http_error, Exception: on_crash},
+    )
+    app.state.whiz = state
+    return app

@@ -1,0 +1,58 @@
+"""Counters for GET /metrics, in Prometheus' text format."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.requests: Counter[str] = Counter()
+        self.errors: Counter[str] = Counter()
+        self.prompt_tokens = 0
+        self.cached_tokens = 0
+        self.output_tokens = 0
+        self.ttft_ms_sum = 0.0
+        self.responses = 0
+        self.ws_sessions = 0
+
+    def request(self, api: str) -> None:
+        self.requests[api] += 1
+
+    def error(self, code: str) -> None:
+        self.errors[code] += 1
+
+    def finished(self, response: dict | None) -> None:
+        """Count a finished Responses-API or chat response from its usage and timings."""
+        if not response:
+            return
+        usage = response.get("usage") or {}
+        self.prompt_tokens += usage.get("input_tokens", usage.get("prompt_tokens", 0))
+        details = usage.get("input_tokens_details") or usage.get("prompt_tokens_details") or {}
+        self.cached_tokens += details.get("cached_tokens", 0)
+        self.output_tokens += usage.get("output_tokens", usage.get("completion_tokens", 0))
+        self.ttft_ms_sum += (response.get("whiz") or {}).get("ttft_ms", 0.0)
+        self.responses += 1
+
+    def render(self, engine_status: dict) -> str:
+        lines = [
+            "# TYPE whiz_requests_total counter",
+            *(f'whiz_requests_total{{api="{k}"}} {v}' for k, v in sorted(self.requests.items())),
+            "# TYPE whiz_errors_total counter",
+            *(f'whiz_errors_total{{code="{k}"}} {v}' for k, v in sorted(self.errors.items())),
+            "# TYPE whiz_prompt_tokens_total counter",
+            f"whiz_prompt_tokens_total {self.prompt_tokens}",
+            "# TYPE whiz_cached_tokens_total counter",
+            f"whiz_cached_tokens_total {self.cached_tokens}",
+            "# TYPE whiz_output_tokens_total counter",
+            f"whiz_output_tokens_total {self.output_tokens}",
+            "# TYPE whiz_ttft_ms_sum counter",
+            f"whiz_ttft_ms_sum {self.ttft_ms_sum:.1f}",
+            "# TYPE whiz_responses_total counter",
+            f"whiz_responses_total {self.responses}",
+            "# TYPE whiz_websocket_sessions gauge",
+            f"whiz_websocket_sessions {self.ws_sessions}",
+        ]
+        for k, v in engine_status.items():
+            lines += [f"# TYPE whiz_engine_{k} gauge", f"whiz_engine_{k} {v}"]
+        return "\n".join(lines) + "\n"

@@ -1,0 +1,236 @@
+"""Request bodies on the wire, validated, and turned into the model's conversation.
+
+Unknown fields are accepted and ignored, because real clients (the Codex CLI, the openai SDK)
+send fields a local server has no use for (`include`, `client_metadata`, `reasoning`, ...).
+Wrong types and impossible values are errors that name the offending parameter.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from whiz.chat.messages import Message, Tool, ToolCall
+from whiz.errors import InvalidRequest
+
+
+class Wire(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+def parse(model: type[BaseModel], data: Any) -> Any:
+    """Validate a decoded JSON body, turning the first problem into an InvalidRequest."""
+    if not isinstance(data, dict):
+        raise InvalidRequest("The request body must be a JSON object.")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        param = ".".join(str(p) for p in err["loc"] if not str(p).startswith("function-")) or None
+        raise InvalidRequest(f"Invalid value for '{param}': {err['msg']}.", param=param) from None
+
+
+def decode_json(raw: bytes | str) -> Any:
+    try:
+        return json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InvalidRequest(f"The body is not valid JSON: {exc}.", code="invalid_json") from None
+
+
+class Prediction(Wire):
+    type: Literal["content"] = "content"
+    content: str | list[dict] = ""
+
+    def text(self) -> str:
+        if isinstance(self.content, str):
+            return self.content
+        return "".join(p.get("text", "") for p in self.content if isinstance(p, dict))
+
+
+class SamplingFields(Wire):
+    model: str | None = None
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    seed: int | None = None
+    stream: bool = False
+    prediction: Prediction | None = None
+
+
+# -- Chat Completions ------------------------------------------------------------------------------
+
+
+class ChatFunction(Wire):
+    name: str
+    arguments: str | dict = ""
+
+
+class ChatToolCall(Wire):
+    id: str = ""
+    type: str = "function"
+    function: ChatFunction
+
+
+class ChatMessage(Wire):
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[dict] | None = None
+    tool_calls: list[ChatToolCall] | None = None
+    tool_call_id: str | None = None
+
+
+class ChatToolFunction(Wire):
+    name: str
+    description: str = ""
+    parameters: dict = Field(default_factory=dict)
+
+
+class ChatTool(Wire):
+    type: Literal["function"] = "function"
+    function: ChatToolFunction
+
+
+class StreamOptions(Wire):
+    include_usage: bool = False
+
+
+class ChatRequest(SamplingFields):
+    messages: list[ChatMessage] = Field(min_length=1)
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+    stop: str | list[str] | None = None
+    stream_options: StreamOptions | None = None
+    tools: list[ChatTool] | None = None
+    tool_choice: str | dict | None = None
+    n: int = Field(default=1, ge=1, le=1)
+
+    def stop_list(self) -> list[str]:
+        return [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
+
+    def limit(self) -> int | None:
+        return self.max_completion_tokens or self.max_tokens
+
+    def tool_list(self) -> list[Tool]:
+        if self.tool_choice == "none":
+            return []
+        return [Tool(t.function.name, t.function.description, t.function.parameters) for t in self.tools or []]
+
+    def conversation(self) -> list[Message]:
+        return [_chat_message(m, i) for i, m in enumerate(self.messages)]
+
+
+def _text(content: str | list | None, param: str) -> str:
+    """Message content as text: a string, or a list of text parts."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    parts = []
+    for i, part in enumerate(content):
+        if not isinstance(part, dict) or not isinstance(part.get("text", ""), str):
+            raise InvalidRequest("Each content part must be an object with a text field.", param=f"{param}.{i}")
+        kind = part.get("type", "text")
+        if kind not in ("text", "input_text", "output_text", "refusal"):
+            raise InvalidRequest(f"Content parts of type '{kind}' are not supported.", param=f"{param}.{i}.type")
+        parts.append(part.get("text") or part.get("refusal") or "")
+    return "".join(parts)
+
+
+def _arguments(value: str | dict) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _chat_message(m: ChatMessage, i: int) -> Message:
+    content = _text(m.content, f"messages.{i}.content")
+    role = "system" if m.role == "developer" else m.role
+    if role == "assistant":
+        calls = tuple(
+            ToolCall(c.id, c.function.name, _arguments(c.function.arguments)) for c in m.tool_calls or []
+        )
+        return Message("assistant", content, calls)
+    if role == "tool":
+        return Message("tool", content, tool_call_id=m.tool_call_id)
+    return Message(role, content)
+
+
+# -- Responses -------------------------------------------------------------------------------------
+
+
+class ResponsesRequest(SamplingFields):
+    input: str | list[dict] = Field(default_factory=list)
+    instructions: str | None = None
+    previous_response_id: str | None = None
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    tools: list[dict] | None = None
+    tool_choice: str | dict | None = None
+    store: bool = True
+    generate: bool = True
+    metadata: dict | None = None
+
+    def tool_list(self) -> list[Tool]:
+        """Function tools; other kinds (web_search, custom, namespace, ...) have no local meaning."""
+        if self.tool_choice == "none":
+            return []
+        tools = []
+        for i, t in enumerate(self.tools or []):
+            if not isinstance(t, dict) or not isinstance(t.get("type"), str):
+                raise InvalidRequest("Each tool must be an object with a type.", param=f"tools.{i}")
+            if t["type"] != "function":
+                continue
+            if not isinstance(t.get("name"), str) or not t["name"]:
+                raise InvalidRequest("A function tool needs a name.", param=f"tools.{i}.name")
+            params = t.get("parameters") or {}
+            if not isinstance(params, dict):
+                raise InvalidRequest("Tool parameters must be a JSON schema object.", param=f"tools.{i}.parameters")
+            tools.append(Tool(t["name"], t.get("description") or "", params))
+        return tools
+
+    def input_messages(self) -> list[Message]:
+        """The input items as messages (function calls and their outputs included)."""
+        if isinstance(self.input, str):
+            return [Message("user", self.input)]
+        out: list[Message] = []
+        for i, item in enumerate(self.input):
+            out.extend(_item_messages(item, f"input.{i}"))
+        return _merge_calls(out)
+
+
+def _item_messages(item: Any, param: str) -> list[Message]:
+    if not isinstance(item, dict):
+        raise InvalidRequest("Each input item must be an object.", param=param)
+    kind = item.get("type", "message")
+    if kind == "message":
+        role = item.get("role")
+        if role not in ("user", "assistant", "system", "developer"):
+            raise InvalidRequest(
+                "A message's role must be user, assistant, system or developer.", param=f"{param}.role"
+            )
+        text = _text(item.get("content"), f"{param}.content")
+        return [Message("system" if role == "developer" else role, text)]
+    if kind == "function_call":
+        for key in ("call_id", "name"):
+            if not isinstance(item.get(key), str):
+                raise InvalidRequest(f"A function_call item needs a string {key}.", param=f"{param}.{key}")
+        call = ToolCall(item["call_id"], item["name"], _arguments(item.get("arguments") or ""))
+        return [Message("assistant", "", (call,))]
+    if kind == "function_call_output":
+        if not isinstance(item.get("call_id"), str):
+            raise InvalidRequest("A function_call_output item needs a string call_id.", param=f"{param}.call_id")
+        output = item.get("output", "")
+        text = output if isinstance(output, str) else _text(output, f"{param}.output")
+        return [Message("tool", text, tool_call_id=item["call_id"])]
+    if kind in ("reasoning", "item_reference"):
+        return []  # nothing a local model can use
+    raise InvalidRequest(f"Input items of type '{kind}' are not supported.", param=f"{param}.type")
+
+
+def _merge_calls(messages: list[Message]) -> list[Message]:
+    """Fold consecutive assistant pieces (text, then calls) into one assistant message."""
+    out: list[Message] = []
+    for m in messages:
+        prev = out[-1] if out else None
+        if m.role == "assistant" and prev is not None and prev.role == "assistant" and m.tool_calls:
+            out[-1] = Message("assistant", prev.content, prev.tool_calls + m.tool_calls)
+        else:
+            out.append(m)
+    return out

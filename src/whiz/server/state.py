@@ -1,0 +1,31 @@
+"""Everything one server instance holds; built by `create_app`, never a module global."""
+
+from __future__ import annotations
+
+from whiz.chat.template import ChatTemplate
+from whiz.config import ServeSettings
+from whiz.engine.types import SamplingParams
+from whiz.seams import Engine
+from whiz.server.auth import KeyCheck, RateLimiter
+from whiz.server.chat import ChatService
+from whiz.server.metrics import Metrics
+from whiz.server.responses import ResponsesService, ResponseStore
+
+
+class ServerState:
+    def __init__(self, engine: Engine, settings: ServeSettings):
+        self.engine = engine
+        self.settings = settings
+        self.model_name = settings.model_name or engine.info.model
+        self.template = ChatTemplate(engine.tokenizer)
+        defaults = SamplingParams(temperature=settings.temperature, top_p=settings.top_p, top_k=settings.top_k)
+        self.responses = ResponsesService(engine, self.template, model_name=self.model_name, defaults=defaults)
+        self.chat = ChatService(engine, self.template, model_name=self.model_name, defaults=defaults)
+        self.store = ResponseStore(settings.stored_responses)
+        self.metrics = Metrics()
+        self.keys = KeyCheck(settings.api_keys)
+        self.limiter = RateLimiter(settings.rate_limit_rpm)
+        self.max_body_bytes = int(settings.max_body_mb * 1024 * 1024)
+
+    def check_rate(self, key: str | None) -> None:
+        self.limiter.hit(key)

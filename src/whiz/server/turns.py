@@ -1,0 +1,109 @@
+"""One model turn, as every API runs it: prompt tokens in; text deltas, tool calls and a result out.
+
+The APIs differ only in how they frame these pieces on the wire. Leaving the iterator early
+(a client that went away, a cancel) cancels the engine stream, so the engine stops within a step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+
+from whiz.chat.detok import Detokenizer
+from whiz.chat.messages import Message, ToolCall
+from whiz.chat.template import assistant_body
+from whiz.chat.toolcalls import TextPart, ToolCallParser
+from whiz.engine.types import GenerateRequest, GenerationStats, SamplingParams
+from whiz.seams import Engine, Stream
+
+
+@dataclass
+class TurnSpec:
+    prompt: list[int]
+    max_tokens: int
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    stop: Sequence[str] = ()
+    parse_tools: bool = False
+    session: str | None = None
+
+
+@dataclass
+class TextDelta:
+    text: str
+
+
+@dataclass
+class TurnResult:
+    text: str
+    tool_calls: list[ToolCall]
+    output_tokens: list[int]
+    stats: GenerationStats
+    finish_reason: str
+
+    def message(self) -> Message:
+        content = self.text.strip() if self.tool_calls else self.text
+        return Message("assistant", content, tuple(self.tool_calls))
+
+    @property
+    def body(self) -> str:
+        return assistant_body(self.message())
+
+
+class Turn:
+    """A running turn. Iterate `events()`; call `cancel()` from anywhere to stop it."""
+
+    def __init__(self, engine: Engine, spec: TurnSpec):
+        self.spec = spec
+        self._engine = engine
+        self.stream: Stream = engine.generate(
+            GenerateRequest(
+                prompt=spec.prompt,
+                max_tokens=spec.max_tokens,
+                sampling=spec.sampling,
+                session=spec.session,
+            )
+        )
+        self.result: TurnResult | None = None
+
+    def cancel(self) -> None:
+        self.stream.cancel()
+
+    async def events(self) -> AsyncIterator[TextDelta | ToolCall]:
+        detok = Detokenizer(self._engine.tokenizer, self.spec.stop)
+        parser = ToolCallParser(enabled=self.spec.parse_tools)
+        tokens: list[int] = []
+        text_parts: list[str] = []
+        calls: list[ToolCall] = []
+        stopped_by_string = False
+
+        def route(pieces):
+            for piece in pieces:
+                if isinstance(piece, TextPart):
+                    text_parts.append(piece.text)
+                    yield TextDelta(piece.text)
+                else:
+                    calls.append(piece)
+                    yield piece
+
+        try:
+            async for chunk in self.stream:
+                if stopped_by_string:
+                    continue  # drain what the engine made before it saw the cancel
+                for token in chunk.tokens:
+                    tokens.append(token)
+                    for ev in route(parser.feed(detok.feed(token))):
+                        yield ev
+                    if detok.stopped:
+                        stopped_by_string = True
+                        self.stream.cancel()
+                        break
+            for ev in route(parser.feed(detok.flush())):
+                yield ev
+            for ev in route(parser.finish()):
+                yield ev
+        finally:
+            # Runs on normal end, on error, and when the consumer goes away mid-stream.
+            self.stream.cancel()
+        stats = self.stream.stats
+        reason = "stop" if stopped_by_string else (stats.finish_reason or "stop")
+        self.result = TurnResult("".join(text_parts), calls, tokens, stats, reason)

@@ -1,0 +1,137 @@
+"""The Responses API's WebSocket mode: one `Session` per connection.
+
+The session keeps the latest response's conversation, so a turn sends `previous_response_id`
+and only its new items. Turns run one at a time from a queue; `response.cancel`, or the socket
+closing, cancels the running one within a decode step. A bad event gets an `error` event and the
+session goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from typing import TYPE_CHECKING, Literal
+
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from whiz.errors import InvalidRequest, WhizError
+from whiz.server.protocol import ResponsesRequest, decode_json, parse
+from whiz.server.responses import Conversation, ResponseRun
+
+if TYPE_CHECKING:
+    from whiz.server.state import ServerState
+
+log = logging.getLogger("whiz.server")
+
+
+class Session:
+    """One WebSocket connection: its state, its queue of turns, its worker task."""
+
+    def __init__(self, ws: WebSocket, state: ServerState, key: str | None):
+        self.ws = ws
+        self.app = state
+        self.key = key
+        self.id = "sess_" + hex(id(self))[2:]
+        self.state: Literal["idle", "running", "closed"] = "idle"
+        self.queue: asyncio.Queue[ResponsesRequest] = asyncio.Queue()
+        self.latest: tuple[str, Conversation] | None = None
+        self.current: ResponseRun | None = None
+        self._seq = 0
+        self._send_lock = asyncio.Lock()
+        self._worker: asyncio.Task | None = None
+
+    async def serve(self) -> None:
+        """Receive events until the client goes away."""
+        self._worker = asyncio.create_task(self._work())
+        try:
+            while True:
+                raw = await self.ws.receive_text()
+                await self._on_event(raw)
+        except WebSocketDisconnect:
+            pass
+        finally:
+            await self.close()
+
+    async def close(self) -> None:
+        self.state = "closed"
+        if self.current is not None:
+            self.current.cancel()
+        if self._worker is not None:
+            self._worker.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._worker
+
+    async def send(self, event: dict) -> None:
+        event["sequence_number"] = self._seq
+        self._seq += 1
+        async with self._send_lock:
+            with contextlib.suppress(WebSocketDisconnect, RuntimeError):
+                await self.ws.send_text(json.dumps(event))
+
+    async def send_error(self, exc: WhizError) -> None:
+        self.app.metrics.error(exc.code)
+        await self.send({"type": "error", "status": exc.status, "error": exc.to_dict()})
+
+    async def _on_event(self, raw: str) -> None:
+        try:
+            if len(raw) > self.app.max_body_bytes:
+                raise InvalidRequest("This event is larger than the server accepts.", code="payload_too_large")
+            data = decode_json(raw)
+            if not isinstance(data, dict) or not isinstance(data.get("type"), str):
+                raise InvalidRequest("Each event must be a JSON object with a string 'type'.", param="type")
+            kind = data["type"]
+            if kind == "response.create":
+                self.app.check_rate(self.key)
+                body = {k: v for k, v in data.items() if k not in ("type", "event_id")}
+                # Some clients nest the body under "response", as in the Realtime API.
+                if isinstance(body.get("response"), dict):
+                    body = {**body.pop("response"), **body}
+                await self.queue.put(parse(ResponsesRequest, body))
+            elif kind == "response.cancel":
+                if self.current is not None:
+                    self.current.cancel()
+            else:
+                raise InvalidRequest(f"Unknown event type '{kind}'.", param="type", code="unknown_event_type")
+        except WhizError as exc:
+            await self.send_error(exc)
+
+    async def _work(self) -> None:
+        while True:
+            req = await self.queue.get()
+            try:
+                await self._run(req)
+            except WhizError as exc:
+                await self.send_error(exc)
+            except Exception:  # never let one bad turn end the session
+                log.exception("turn failed")
+                await self.send_error(WhizError("The server failed to run this response."))
+            finally:
+                self.current = None
+                if self.state != "closed":
+                    self.state = "idle"
+
+    async def _run(self, req: ResponsesRequest) -> None:
+        previous = None
+        if req.previous_response_id is not None:
+            if self.latest is None or self.latest[0] != req.previous_response_id:
+                raise InvalidRequest(
+                    f"Previous response '{req.previous_response_id}' is not the latest response of this "
+                    "connection. Send the full input instead.",
+                    param="previous_response_id",
+                    code="previous_response_not_found",
+                )
+            previous = self.latest[1]
+        service = self.app.responses
+        turn = service.prepare(req, previous, session=self.id)
+        self.state = "running"
+        self.current = run = service.start(turn)
+        self.app.metrics.request("responses.ws")
+        async for event in run.events():
+            await self.send(event)
+        if run.conversation is not None:
+            self.latest = (turn.id, run.conversation)
+            if req.store:
+                self.app.store.put(run.response, run.conversation)
+            self.app.metrics.finished(run.response)

@@ -1,0 +1,195 @@
+"""The batch engine over the fake runtime: caching, sharing, interleaving, cancel, eviction."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from whiz.chat.messages import Message
+from whiz.chat.template import ChatTemplate
+from whiz.engine.fake import echo_script, fake_engine
+from whiz.engine.types import GenerateRequest
+from whiz.errors import ContextOverflow
+
+
+def prompt(engine, *turns: str, system: str | None = None) -> list[int]:
+    msgs = ([Message("system", system)] if system else []) + [Message("user", t) for t in turns]
+    return ChatTemplate(engine.tokenizer).encode(msgs)
+
+
+async def collect(stream) -> list[int]:
+    return [t async for chunk in stream for t in chunk.tokens]
+
+
+def text(tokens: list[int]) -> str:
+    return bytes(tokens).decode()
+
+
+@pytest.fixture
+def engine():
+    e = fake_engine()
+    yield e
+    e.close()
+
+
+async def test_generates_the_scripted_reply(engine):
+    stream = engine.generate(GenerateRequest(prompt=prompt(engine, "hello"), max_tokens=100))
+    assert text(await collect(stream)) == "echo: hello"
+    assert stream.stats.finish_reason == "stop"
+    assert stream.stats.decode_tokens == len("echo: hello")
+
+
+async def test_follow_up_turn_prefills_only_the_new_tokens(engine):
+    first = prompt(engine, "hello")
+    s1 = engine.generate(GenerateRequest(prompt=first, max_tokens=100, session="a"))
+    out = await collect(s1)
+    follow = first + out + engine.tokenizer.encode("<|im_end|>\n<|im_start|>user\nmore<|im_end|>\n<|im_start|>assistant\n")
+    s2 = engine.generate(GenerateRequest(prompt=follow, max_tokens=100, session="a"))
+    assert text(await collect(s2)) == "echo: more"
+    assert s2.stats.cached_tokens == len(first) + len(out)
+    assert s2.stats.prefill_tokens == len(follow) - len(first) - len(out)
+
+
+async def test_new_session_reuses_another_sessions_prefix_without_evicting_it(engine):
+    system = "You are a coding agent. " * 40
+    a = prompt(engine, "first task", system=system)
+    await collect(engine.generate(GenerateRequest(prompt=a, max_tokens=100, session="a")))
+    b = prompt(engine, "second task", system=system)
+    sb = engine.generate(GenerateRequest(prompt=b, max_tokens=100, session="b"))
+    assert text(await collect(sb)) == "echo: second task"
+    shared = len(engine.tokenizer.encode(ChatTemplate(engine.tokenizer).system_text(system, ())))
+    assert sb.stats.cached_tokens >= shared
+    # Session a's own cache is still whole: its next turn is fully cached.
+    again = engine.generate(GenerateRequest(prompt=a, max_tokens=100, session="a"))
+    await collect(again)
+    assert again.stats.cached_tokens == len(a) - 1
+
+
+async def test_sessions_interleave_in_one_batch(engine):
+    streams = [engine.generate(GenerateRequest(prompt=prompt(engine, f"task {i}"), max_tokens=50)) for i in range(3)]
+    outs = await asyncio.gather(*(collect(s) for s in streams))
+    assert [text(o) for o in outs] == [f"echo: task {i}" for i in range(3)]
+    # Three sequences decoded together need far fewer steps than one after another.
+    assert engine.steps < sum(len(o) for o in outs)
+
+
+async def test_more_requests_than_slots_wait_their_turn(engine):
+    n = engine.runtime.n_seq_max + 3
+    streams = [engine.generate(GenerateRequest(prompt=prompt(engine, f"q{i}"), max_tokens=20)) for i in range(n)]
+    outs = await asyncio.gather(*(collect(s) for s in streams))
+    assert [text(o) for o in outs] == [f"echo: q{i}" for i in range(n)]
+
+
+async def test_cancel_stops_within_one_step():
+    engine = fake_engine(lambda _: "x" * 5000, step_s=0.01)
+    try:
+        stream = engine.generate(GenerateRequest(prompt=prompt(engine, "go"), max_tokens=5000))
+        got = 0
+        async for chunk in stream:
+            got += len(chunk.tokens)
+            if got == 10:
+                steps_at_cancel = engine.steps
+                stream.cancel()
+        assert stream.stats.finish_reason == "cancelled"
+        assert engine.steps - steps_at_cancel <= 1
+        assert got <= 11
+    finally:
+        engine.close()
+
+
+async def test_cancel_while_waiting_for_a_slot():
+    engine = fake_engine(lambda _: "y" * 300, n_seq_max=1, step_s=0.005)
+    try:
+        busy = engine.generate(GenerateRequest(prompt=prompt(engine, "a"), max_tokens=300))
+        queued = engine.generate(GenerateRequest(prompt=prompt(engine, "b"), max_tokens=300))
+        queued.cancel()
+        assert await collect(queued) == []
+        assert queued.stats.finish_reason == "cancelled"
+        busy.cancel()
+        await collect(busy)
+    finally:
+        engine.close()
+
+
+async def test_warm_up_loads_the_prompt_without_generating(engine):
+    p = prompt(engine, "warm")
+    warm = engine.generate(GenerateRequest(prompt=p, max_tokens=0, session="w"))
+    assert await collect(warm) == []
+    assert warm.stats.finish_reason == "stop"
+    follow = engine.generate(GenerateRequest(prompt=p, max_tokens=50, session="w"))
+    assert text(await collect(follow)) == "echo: warm"
+    assert follow.stats.cached_tokens == len(p) - 1
+
+
+async def test_full_cache_evicts_idle_sessions_and_rebuilds_them():
+    engine = fake_engine(n_ctx=700, n_seq_max=4)
+    try:
+        pa = prompt(engine, "a" * 200)
+        await collect(engine.generate(GenerateRequest(prompt=pa, max_tokens=300, session="a")))
+        for name in "bcd":
+            await collect(engine.generate(GenerateRequest(prompt=prompt(engine, name * 200), max_tokens=300)))
+        assert engine.evictions > 0
+        again = engine.generate(GenerateRequest(prompt=pa, max_tokens=300, session="a"))
+        assert text(await collect(again)) == "echo: " + "a" * 200
+        assert again.stats.cached_tokens < len(pa) - 1  # rebuilt: it re-prefilled
+    finally:
+        engine.close()
+
+
+async def test_prompt_longer_than_the_context_is_refused():
+    engine = fake_engine(n_ctx=256)
+    try:
+        with pytest.raises(ContextOverflow):
+            engine.generate(GenerateRequest(prompt=list(range(100)) * 3, max_tokens=10))
+        # The engine still serves the next request.
+        ok = engine.generate(GenerateRequest(prompt=prompt(engine, "hi"), max_tokens=20))
+        assert text(await collect(ok)) == "echo: hi"
+    finally:
+        engine.close()
+
+
+async def test_output_is_cut_at_the_context_window():
+    engine = fake_engine(lambda _: "z" * 1000, n_ctx=256)
+    try:
+        p = prompt(engine, "long")
+        stream = engine.generate(GenerateRequest(prompt=p, max_tokens=1000))
+        out = await collect(stream)
+        assert len(p) + len(out) == 256
+        assert stream.stats.finish_reason == "length"
+    finally:
+        engine.close()
+
+
+async def test_a_runtime_failure_ends_the_request_not_the_engine(engine):
+    real_decode = engine.runtime.decode
+    calls = {"n": 0}
+
+    def flaky(rows):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("boom")
+        return real_decode(rows)
+
+    engine.runtime.decode = flaky
+    bad = engine.generate(GenerateRequest(prompt=prompt(engine, "x"), max_tokens=20))
+    await collect(bad)
+    assert bad.stats.finish_reason == "error" and "boom" in bad.stats.error
+    good = engine.generate(GenerateRequest(prompt=prompt(engine, "y"), max_tokens=20))
+    assert text(await collect(good)) == "echo: y"
+
+
+async def test_ttft_and_decode_timings_are_reported():
+    engine = fake_engine(echo_script, step_s=0.003)
+    try:
+        start = time.perf_counter()
+        stream = engine.generate(GenerateRequest(prompt=prompt(engine, "timing"), max_tokens=50))
+        await collect(stream)
+        wall_ms = (time.perf_counter() - start) * 1000
+        s = stream.stats
+        assert 0 < s.ttft_ms <= wall_ms
+        assert 0 < s.decode_ms <= wall_ms
+        assert s.tokens_per_s > 0
+    finally:
+        engine.close()

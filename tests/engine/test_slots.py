@@ -1,0 +1,43 @@
+from whiz.engine.slots import SlotTable, common_prefix
+
+
+def test_common_prefix():
+    assert common_prefix([1, 2, 3], [1, 2, 4]) == 2
+    assert common_prefix(list(range(1000)), list(range(1000))) == 1000
+    assert common_prefix(list(range(600)) + [7], list(range(600)) + [8]) == 600
+    assert common_prefix([], [1]) == 0
+
+
+def test_a_continued_conversation_returns_to_its_slot():
+    table = SlotTable(3)
+    table.slots[1].tokens = [1, 2, 3]
+    p = table.place([1, 2, 3, 4, 5], None, need_logits=True)
+    assert p.slot.seq == 1 and p.keep == 3 and p.donor is None
+
+
+def test_a_shared_prefix_is_copied_into_a_free_slot_not_taken_over():
+    table = SlotTable(3)
+    table.slots[0].tokens = [9, 9, 9, 1, 1]  # another conversation with the same system prompt
+    p = table.place([9, 9, 9, 2], None, need_logits=True)
+    assert p.slot.seq != 0
+    assert p.donor is table.slots[0] and p.keep == 3
+
+
+def test_keeps_one_prompt_token_to_decode_when_logits_are_needed():
+    table = SlotTable(1)
+    table.slots[0].tokens = [1, 2, 3]
+    assert table.place([1, 2, 3], None, need_logits=True).keep == 2
+    assert table.place([1, 2, 3], None, need_logits=False).keep == 3
+
+
+def test_all_busy_means_wait_and_lru_is_evicted_first():
+    table = SlotTable(2)
+    for s in table.slots:
+        s.busy = True
+    assert table.place([1], None, need_logits=True) is None
+    for i, s in enumerate(table.slots):
+        s.busy = False
+        s.tokens = [i + 10]
+    table.touch(table.slots[1])
+    table.touch(table.slots[0])
+    assert table.evictable() is table.slots[1]
