@@ -1,0 +1,1 @@
+"""Benchmarks: programs that print a table for people and end with one JSON line for scripts."""

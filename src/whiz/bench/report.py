@@ -1,0 +1,47 @@
+"""What the serve bench found, as rows for people (a rich table) and one JSON object for scripts."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+
+@dataclass
+class Row:
+    """One line of the table. `value` is None when the measurement was skipped (see `note`)."""
+
+    what: str
+    transport: str
+    value: float | None
+    unit: str = "ms"
+    source: str = ""
+    tokens: str = ""
+    note: str = ""
+
+
+def print_report(rows: list[Row], summary: dict[str, Any], console: Console | None = None) -> None:
+    """The table, then the summary as the last line of stdout (plain JSON, no markup)."""
+    # Off a terminal rich assumes 80 columns, which folds every row; logs and CI are wide.
+    console = console or Console(width=None if sys.stdout.isatty() else 160)
+    table = Table(title=f"whiz bench serve — {summary.get('target')} — model {summary.get('model')}")
+    for name, justify in [
+        ("measurement", "left"),
+        ("transport", "left"),
+        ("value", "right"),
+        ("source", "left"),
+        ("input tokens (cached)", "right"),
+        ("note", "left"),
+    ]:
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for row in rows:
+        value = "skipped" if row.value is None else f"{row.value:,.1f} {row.unit}"
+        table.add_row(row.what, row.transport, value, row.source, row.tokens, row.note)
+    console.print(table)
+    for note in summary.get("notes", []):
+        console.print(f"note: {note}", highlight=False)
+    print(json.dumps(summary), flush=True)

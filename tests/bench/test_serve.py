@@ -1,0 +1,82 @@
+"""`whiz bench serve --quick` against real servers on the fake engine."""
+
+import json
+import threading
+import time
+
+import uvicorn
+
+from whiz.bench.serve import main
+from whiz.config import ServeSettings
+from whiz.engine.fake import fake_engine
+from whiz.server.app import create_app
+
+KEYS = {
+    "bench", "target", "model", "date", "cold_ttft_ms", "warm_ttft_ms", "interleaved_ttft_ms",
+    "shared_prefix_ttft_ms", "decode_tokens_per_s", "roundtrip_ms", "ratios",
+}  # fmt: skip
+
+
+def last_json_line(out: str) -> dict:
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_quick_bench_ends_with_one_json_line_of_results(serve_fake, capsys, tmp_path):
+    served = serve_fake()
+    # A raw baseline that cannot run is noted, and the measured results survive it.
+    assert main(served.root, None, None, quick=True, raw_baseline=str(tmp_path / "missing.gguf")) == 0
+    result = last_json_line(capsys.readouterr().out)
+    assert set(result) >= KEYS
+    assert result["bench"] == "serve" and result["model"] == "fake" and result["websocket"] is True
+    assert set(result["warm_ttft_ms"]["ws"]) == {"0", "256", "512"} == set(result["warm_ttft_ms"]["http"])
+    assert all(v > 0 for v in result["warm_ttft_ms"]["ws"].values())
+    assert result["interleaved_ttft_ms"] > 0 and result["decode_tokens_per_s"] > 0
+    assert result["roundtrip_ms"]["ws"] > 0 and result["roundtrip_ms"]["http"] > 0
+    # The fake engine prefills at a fixed cost per token, so a seen prefix must be cheaper.
+    first, second = result["shared_prefix_ttft_ms"]["first"], result["shared_prefix_ttft_ms"]["second"]
+    assert second < first
+    assert "interleaved_over_warm0" in result["ratios"]
+    assert any(note.startswith("raw baseline skipped") for note in result["notes"])
+
+
+def without_websockets(app):
+    """The same server with its WebSocket route refused, like a plain OpenAI-compatible server."""
+
+    async def wrapped(scope, receive, send):
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        await app(scope, receive, send)
+
+    return wrapped
+
+
+def test_quick_bench_skips_websocket_rows_on_a_server_without_them(capsys):
+    engine = fake_engine()
+    app = without_websockets(create_app(engine, ServeSettings(model="fake", temperature=0)))
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", ws="websockets-sansio")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            time.sleep(0.01)
+        port = server.servers[0].sockets[0].getsockname()[1]
+        assert main(f"http://127.0.0.1:{port}/v1", "fake", None, quick=True) == 0
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        engine.close()
+    out = capsys.readouterr().out
+    result = last_json_line(out)
+    assert result["websocket"] is False
+    assert result["warm_ttft_ms"]["ws"] == {"0": None, "256": None, "512": None}
+    assert all(v > 0 for v in result["warm_ttft_ms"]["http"].values())
+    assert result["interleaved_ttft_ms"] is None and result["cold_ttft_ms"] > 0
+    assert "server has no WebSocket mode" in out
+
+
+def test_an_unreachable_target_fails_with_one_line(capsys):
+    assert main("http://127.0.0.1:9", "fake", None, quick=True) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("whiz bench serve: cannot reach http://127.0.0.1:9/v1/")
