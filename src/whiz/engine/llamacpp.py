@@ -9,12 +9,30 @@ from __future__ import annotations
 
 import ctypes
 import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from whiz.errors import EngineError, KVCacheFull
+
+def _quiet_log_callback(llama_cpp):
+    """Replace llama.cpp's logger: it prints every tensor and harmless warnings while loading.
+
+    Failures reach us as return codes, which become clear errors; WHIZ_LLAMA_LOG=1 shows the log.
+    The callback object is returned so that its owner keeps it alive.
+    """
+    verbose = os.environ.get("WHIZ_LLAMA_LOG") == "1"
+
+    @llama_cpp.llama_log_callback
+    def callback(level, text, user_data):
+        if verbose:
+            sys.stderr.write(text.decode(errors="replace"))
+
+    llama_cpp.llama_log_set(callback, ctypes.c_void_p(0))
+    return callback
+
 
 class LlamaTokenizer:
     """The model's own tokenizer (BPE for Qwen), with special tokens parsed in text."""
@@ -65,11 +83,8 @@ class LlamaRuntime:
     ):
         import llama_cpp  # imported here so that the fake engine and the CLI need no native library
 
-        from llama_cpp import _logger
-
-        # llama.cpp logs every tensor while loading; show only its errors.
-        _logger.set_verbose(False)
         self._ll = llama_cpp
+        self._log_callback = _quiet_log_callback(llama_cpp)
         llama_cpp.llama_backend_init()
         mparams = llama_cpp.llama_model_default_params()
         mparams.n_gpu_layers = 0
