@@ -29,11 +29,11 @@ class Detokenizer:
         return self._release()
 
     def _release(self) -> str:
-        for s in self._stop:
-            at = self._held.find(s)
-            if at >= 0:
-                out, self._held, self.stopped = self._held[:at], "", True
-                return out
+        # Cut at the earliest match: one token can complete two stops that start at different places.
+        hits = [at for s in self._stop if (at := self._held.find(s)) >= 0]
+        if hits:
+            out, self._held, self.stopped = self._held[: min(hits)], "", True
+            return out
         keep = 0
         for s in self._stop:
             for n in range(min(len(s) - 1, len(self._held)), 0, -1):

@@ -28,8 +28,14 @@ def parse(model: type[BaseModel], data: Any) -> Any:
         return model.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
-        param = ".".join(str(p) for p in err["loc"] if not str(p).startswith("function-")) or None
+        param = ".".join(str(p) for p in err["loc"] if not _union_tag(p)) or None
         raise InvalidRequest(f"Invalid value for '{param}': {err['msg']}.", param=param) from None
+
+
+def _union_tag(part: int | str) -> bool:
+    """Parts pydantic adds to an error's location for union members ("str", "list[str]", ...)."""
+    text = str(part)
+    return text.startswith("function-") or "[" in text or text in ("str", "int", "float", "bool", "none")
 
 
 def decode_json(raw: bytes | str) -> Any:

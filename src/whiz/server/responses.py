@@ -102,9 +102,12 @@ class ResponseEvents:
         self.response = response
         self._message: dict | None = None
         self._text = ""
+        self._seq = 0
 
     def _event(self, type_: str, **fields: Any) -> dict:
-        return {"type": type_, **fields}
+        # Numbered here so HTTP streams carry them too; a WebSocket session renumbers per connection.
+        self._seq += 1
+        return {"type": type_, "sequence_number": self._seq - 1, **fields}
 
     def start(self) -> list[dict]:
         return [

@@ -1,0 +1,78 @@
+"""Streaming <tool_call> parsing: whole calls out, everything else kept as text, in order."""
+
+import json
+
+from whiz.chat.messages import ToolCall
+from whiz.chat.toolcalls import TextPart, ToolCallParser
+
+CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+
+
+def run(parser: ToolCallParser, deltas: list[str]) -> list[TextPart | ToolCall]:
+    out = []
+    for d in deltas:
+        out += parser.feed(d)
+    return out + parser.finish()
+
+
+def squash(pieces) -> list:
+    """Adjacent text parts joined; calls as (name, arguments object)."""
+    out: list = []
+    for p in pieces:
+        if isinstance(p, TextPart):
+            if out and isinstance(out[-1], str):
+                out[-1] += p.text
+            else:
+                out.append(p.text)
+        else:
+            out.append((p.name, json.loads(p.arguments)))
+    return out
+
+
+def test_tags_split_across_every_delta():
+    text = "Checking. " + CALL + " done"
+    pieces = run(ToolCallParser(), list(text))  # one character per delta
+    assert squash(pieces) == ["Checking. ", ("get_weather", {"city": "Paris"}), " done"]
+    call = next(p for p in pieces if isinstance(p, ToolCall))
+    assert call.id.startswith("call_")
+
+
+def test_two_calls_get_distinct_ids():
+    pieces = run(ToolCallParser(), [CALL + "\n" + CALL.replace("Paris", "Oslo")])
+    calls = [p for p in pieces if isinstance(p, ToolCall)]
+    assert [json.loads(c.arguments)["city"] for c in calls] == ["Paris", "Oslo"]
+    assert calls[0].id != calls[1].id
+
+
+def test_text_before_a_possible_tag_streams_before_the_tag_is_known():
+    parser = ToolCallParser()
+    assert squash(parser.feed("Hello <tool")) == ["Hello "]
+    assert squash(parser.feed("box> ok")) == ["<toolbox> ok"]
+
+
+def test_malformed_json_is_kept_as_text():
+    bad = "<tool_call>\n{not json}\n</tool_call>"
+    pieces = run(ToolCallParser(), ["a ", bad[:7], bad[7:], " b"])
+    assert squash(pieces) == ["a " + bad + " b"]
+    assert not any(isinstance(p, ToolCall) for p in pieces)
+
+
+def test_json_without_a_name_is_kept_as_text():
+    block = '<tool_call>\n{"arguments": {}}\n</tool_call>'
+    assert squash(run(ToolCallParser(), [block])) == [block]
+
+
+def test_unclosed_call_at_the_end_is_parsed_when_its_json_is_whole():
+    pieces = run(ToolCallParser(), ['<tool_call>\n{"name": "f", "arguments": {"a": 1}}'])
+    assert squash(pieces) == [("f", {"a": 1})]
+    cut = run(ToolCallParser(), ['<tool_call>\n{"name": "f", "argu'])
+    assert squash(cut) == ['<tool_call>\n{"name": "f", "argu']
+
+
+def test_string_arguments_pass_through_unchanged():
+    pieces = run(ToolCallParser(), ['<tool_call>{"name": "f", "arguments": "{\\"x\\": 2}"}</tool_call>'])
+    assert pieces[0].arguments == '{"x": 2}'
+
+
+def test_disabled_parser_passes_tags_as_text():
+    assert squash(run(ToolCallParser(enabled=False), list(CALL))) == [CALL]
