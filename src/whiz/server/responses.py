@@ -302,6 +302,16 @@ class ResponsesService:
     def start(self, turn: PreparedTurn) -> ResponseRun:
         return ResponseRun(self, turn)
 
+    def acknowledge_warmup(self, turn: PreparedTurn) -> tuple[list[dict], Conversation]:
+        """The events of a `generate: false` turn answered before its prefill has run.
+
+        The conversation it leaves is known without the engine: exactly the prompt's tokens.
+        """
+        events = ResponseEvents(self.skeleton(turn))
+        stats = GenerationStats(prompt_tokens=len(turn.basis))
+        out = events.start() + events.finish("completed", usage=usage(stats, 0), whiz=timings(stats))
+        return out, Conversation(turn.basis, turn.messages, turn.system, turn.tools)
+
 
 class ResponseRun:
     """One response in flight: iterate `events()`; `cancel()` from anywhere; then read `conversation`."""

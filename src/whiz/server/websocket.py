@@ -4,6 +4,11 @@ The session keeps the latest response's conversation, so a turn sends `previous_
 and only its new items. Turns run one at a time from a queue; `response.cancel`, or the socket
 closing, cancels the running one within a decode step. A bad event gets an `error` event and the
 session goes on.
+
+A `generate: false` warm-up is answered at once and its prefill goes on in the background; the
+connection's next turn starts when it is done. Clients warm up right after connecting and may
+give up on a warm-up that takes long (the Codex CLI waits about 15 s, less than a 6k-token
+prompt takes to prefill on a laptop CPU), so an instant answer keeps them on this connection.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ class Session:
         self.queue: asyncio.Queue[ResponsesRequest] = asyncio.Queue()
         self.latest: tuple[str, Conversation] | None = None
         self.current: ResponseRun | None = None
+        self.warming: asyncio.Task | None = None
         self._seq = 0
         self._send_lock = asyncio.Lock()
         self._worker: asyncio.Task | None = None
@@ -58,6 +64,8 @@ class Session:
         self.state = "closed"
         if self.current is not None:
             self.current.cancel()
+        if self.warming is not None:
+            self.warming.cancel()
         if self._worker is not None:
             self._worker.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -97,6 +105,14 @@ class Session:
         except WhizError as exc:
             await self.send_error(exc)
 
+    async def _prefill(self, run: ResponseRun) -> None:
+        """Drain a warm-up run whose answer was already sent."""
+        try:
+            async for _ in run.events():
+                pass
+        finally:
+            run.cancel()  # a no-op once it finished; stops the prefill if the session closed
+
     async def _work(self) -> None:
         while True:
             req = await self.queue.get()
@@ -113,6 +129,9 @@ class Session:
                     self.state = "idle"
 
     async def _run(self, req: ResponsesRequest) -> None:
+        if self.warming is not None:
+            await self.warming  # the previous warm-up's prefill; the cache must hold it first
+            self.warming = None
         previous = None
         if req.previous_response_id is not None:
             if self.latest is None or self.latest[0] != req.previous_response_id:
@@ -128,6 +147,15 @@ class Session:
         self.state = "running"
         self.current = run = service.start(turn)
         self.app.metrics.request("responses.ws")
+        if not req.generate:
+            events, conversation = service.acknowledge_warmup(turn)
+            self.warming = asyncio.create_task(self._prefill(run))
+            for event in events:
+                await self.send(event)
+            self.latest = (turn.id, conversation)
+            if req.store:
+                self.app.store.put(events[-1]["response"], conversation)
+            return
         async for event in run.events():
             await self.send(event)
         if run.conversation is not None:
