@@ -90,7 +90,7 @@ def real_server() -> Iterator[Served]:
     log = Path(os.environ.get("TMPDIR", "/tmp")) / f"whiz-test-server-{port}.log"
     with open(log, "w") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "whiz", "serve", "--port", str(port), "--slots", "8", "--kv-budget-mb", "1024"],
+            [sys.executable, "-m", "whiz", "serve", "--port", str(port), "--slots", "8", "--ctx", "16384", "--kv-budget-mb", "1536"],
             stdout=out,
             stderr=subprocess.STDOUT,
             env=env,

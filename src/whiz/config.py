@@ -18,7 +18,7 @@ class ServeSettings(BaseModel):
     model: str = Field("qwen2.5-coder-0.5b", description="Registry name, .gguf path, hf:owner/repo/file, or 'fake'.")
     model_name: str | None = Field(None, description="Model id reported by the API (default: the --model value).")
     ctx: int | None = Field(None, description="Tokens one conversation may hold (default: the model's trained length).")
-    kv_budget_mb: int = Field(2048, description="Memory for the shared KV cache; idle sessions are evicted past it.")
+    kv_budget_mb: int = Field(4096, description="Memory for the KV cache: it buys slots of `ctx` tokens each.")
     slots: int = Field(16, description="KV sequences: sessions kept warm at once.")
     threads: int | None = Field(None, description="CPU threads for llama.cpp (default: all cores).")
     api_keys: list[str] = Field(default_factory=list, description="Accepted bearer keys; none means no auth.")

@@ -95,17 +95,19 @@ class LlamaRuntime:
         self.tokenizer = LlamaTokenizer(llama_cpp, self._vocab)
         self.n_vocab = self.tokenizer.n_vocab
         self.n_ctx_train = llama_cpp.llama_model_n_ctx_train(self._model)
-        # Size the shared cache from the memory budget; one conversation may use up to `ctx` of it.
+        # One KV stream per sequence (not a unified cache): in a unified cache every batch attends
+        # over the cells of every idle session too, which made a warm turn at 4k tokens of history
+        # 3x slower than one at 0 and cut decode speed by a third once a few sessions were warm.
+        # The memory budget buys slots of `ctx` tokens each.
         n_layer = llama_cpp.llama_model_n_layer(self._model)
         n_head = llama_cpp.llama_model_n_head(self._model)
         n_head_kv = llama_cpp.llama_model_n_head_kv(self._model)
         head_dim = llama_cpp.llama_model_n_embd(self._model) // max(n_head, 1)
-        per_token = 2 * n_layer * n_head_kv * head_dim * 2  # K and V, f16
-        budget_cells = kv_budget_mb * 1024 * 1024 // per_token
-        want = ctx or self.n_ctx_train
-        n_ctx = max(256, min(budget_cells, max(want, 4096) * n_seq_max))
-        self.kv_bytes_per_token = per_token
-
+        self.kv_bytes_per_token = 2 * n_layer * n_head_kv * head_dim * 2  # K and V, f16
+        budget_cells = kv_budget_mb * 1024 * 1024 // self.kv_bytes_per_token
+        per_seq = min(ctx or self.n_ctx_train, max(budget_cells // 2, 512))
+        n_seq_max = max(2, min(n_seq_max, budget_cells // per_seq))
+        n_ctx = per_seq * n_seq_max
         threads = n_threads or os.cpu_count() or 2
         cparams = llama_cpp.llama_context_default_params()
         cparams.n_ctx = n_ctx
@@ -114,7 +116,7 @@ class LlamaRuntime:
         cparams.n_seq_max = n_seq_max
         cparams.n_threads = threads
         cparams.n_threads_batch = threads
-        cparams.kv_unified = True
+        cparams.kv_unified = False
         cparams.flash_attn_type = 1 if flash_attn else 0
         cparams.no_perf = True
         self._ctx = llama_cpp.llama_init_from_model(self._model, cparams)
@@ -122,7 +124,7 @@ class LlamaRuntime:
             raise EngineError(f"llama.cpp could not create a context of {n_ctx} tokens (out of memory?)")
         self._mem = llama_cpp.llama_get_memory(self._ctx)
         self.n_ctx = llama_cpp.llama_n_ctx(self._ctx)
-        self.ctx_per_conversation = min(want, self.n_ctx)
+        self.ctx_per_conversation = llama_cpp.llama_n_ctx_seq(self._ctx)
         self.n_seq_max = llama_cpp.llama_n_seq_max(self._ctx)
         self.n_batch = n_batch
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
@@ -160,7 +162,13 @@ class LlamaRuntime:
             raise EngineError(f"could not trim sequence {seq} to {p0} tokens")
 
     def seq_cp(self, src: int, dst: int, p0: int, p1: int) -> None:
-        self._ll.llama_memory_seq_cp(self._mem, src, dst, p0, p1)
+        # Sequences live in separate streams, and llama.cpp copies across streams only whole:
+        # copy all of src, then cut dst back to the range asked for.
+        self._ll.llama_memory_seq_cp(self._mem, src, dst, -1, -1)
+        if p0 > 0:
+            self._ll.llama_memory_seq_rm(self._mem, dst, 0, p0)
+        if p1 >= 0:
+            self._ll.llama_memory_seq_rm(self._mem, dst, p1, -1)
 
     def meta(self, key: str) -> str | None:
         """A GGUF metadata value, such as `tokenizer.chat_template`."""
