@@ -67,6 +67,8 @@ class Runtime(Protocol):
     def decode(self, rows: Sequence[tuple[int, int, int, bool]]) -> list[np.ndarray]:
         """Run one forward pass; return the logits of the rows that asked for them, in order.
 
+        The arrays may be views into the runtime's buffers, valid until the next `decode`.
+
         Raises `KVCacheFull` when the cache has no room for the batch (nothing is changed then).
         """
         ...

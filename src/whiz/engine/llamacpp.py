@@ -78,8 +78,9 @@ class LlamaRuntime:
         n_seq_max: int = 8,
         n_threads: int | None = None,
         n_batch: int = 512,
-        n_ubatch: int = 512,
-        flash_attn: bool = True,
+        n_ubatch: int = 256,
+        flash_attn: bool = False,
+        kv_type: int | None = None,
     ):
         import llama_cpp  # imported here so that the fake engine and the CLI need no native library
 
@@ -119,6 +120,9 @@ class LlamaRuntime:
         cparams.kv_unified = False
         cparams.flash_attn_type = 1 if flash_attn else 0
         cparams.no_perf = True
+        if kv_type is not None:
+            cparams.type_k = kv_type
+            cparams.type_v = kv_type
         self._ctx = llama_cpp.llama_init_from_model(self._model, cparams)
         if not self._ctx:
             raise EngineError(f"llama.cpp could not create a context of {n_ctx} tokens (out of memory?)")
@@ -148,12 +152,12 @@ class LlamaRuntime:
             raise KVCacheFull("no room in the KV cache for this batch")
         if rc != 0:
             raise EngineError(f"llama_decode failed with code {rc}")
-        out = []
-        for i in wanted:
-            ptr = self._ll.llama_get_logits_ith(self._ctx, i)
-            # Copy: the buffer is reused by the next decode.
-            out.append(np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)).copy())
-        return out
+        # Views, not copies (a row is 600 KB): they stay valid until the next decode, and the
+        # scheduler samples from them before it decodes again.
+        return [
+            np.ctypeslib.as_array(self._ll.llama_get_logits_ith(self._ctx, i), shape=(self.n_vocab,))
+            for i in wanted
+        ]
 
     def seq_rm(self, seq: int, p0: int, p1: int) -> None:
         if not self._ll.llama_memory_seq_rm(self._mem, seq, p0, p1):
