@@ -39,6 +39,11 @@ def serve(
     threads: Annotated[int | None, typer.Option(help="CPU threads (default: all cores).")] = None,
     api_key: Annotated[list[str] | None, typer.Option("--api-key", help="Accept this bearer key (repeatable).")] = None,
     rate_limit_rpm: Annotated[int | None, typer.Option(help="Requests per minute per key (0 = off).")] = None,
+    speculation: Annotated[
+        bool | None,
+        typer.Option("--speculation/--no-speculation", help="Draft and verify tokens (output is identical either way)."),
+    ] = None,
+    max_draft: Annotated[int | None, typer.Option(help="Longest draft verified in one batch (default 32).")] = None,
     config: Annotated[Path | None, typer.Option(help="TOML file with a [serve] table.")] = None,
 ) -> None:
     """Serve the OpenAI-compatible APIs (Chat Completions, Responses, and its WebSocket mode)."""
@@ -57,6 +62,8 @@ def serve(
         threads=threads,
         api_keys=api_key,
         rate_limit_rpm=rate_limit_rpm,
+        speculation=speculation,
+        max_draft=max_draft,
     )
     try:
         serve_forever(settings, err)

@@ -21,6 +21,8 @@ class ServeSettings(BaseModel):
     kv_budget_mb: int = Field(4096, description="Memory for the KV cache: it buys slots of `ctx` tokens each.")
     slots: int = Field(16, description="KV sequences: sessions kept warm at once.")
     threads: int | None = Field(None, description="CPU threads for llama.cpp (default: all cores).")
+    speculation: bool = Field(True, description="Draft tokens (prediction, prompt lookup) and verify them in batches.")
+    max_draft: int = Field(32, description="Longest draft verified in one batch.")
     api_keys: list[str] = Field(default_factory=list, description="Accepted bearer keys; none means no auth.")
     rate_limit_rpm: int = Field(0, description="Requests per minute per key (0: unlimited).")
     temperature: float = Field(0.7, description="Sampling temperature when a request sets none.")

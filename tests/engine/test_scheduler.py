@@ -48,8 +48,9 @@ async def test_follow_up_turn_prefills_only_the_new_tokens(engine):
     follow = first + out + engine.tokenizer.encode("<|im_end|>\n<|im_start|>user\nmore<|im_end|>\n<|im_start|>assistant\n")
     s2 = engine.generate(GenerateRequest(prompt=follow, max_tokens=100, session="a"))
     assert text(await collect(s2)) == "echo: more"
-    assert s2.stats.cached_tokens == len(first) + len(out)
-    assert s2.stats.prefill_tokens == len(follow) - len(first) - len(out)
+    # The whole first turn is cached (drafting may have cached its closing token too).
+    assert s2.stats.cached_tokens >= len(first) + len(out)
+    assert s2.stats.prefill_tokens == len(follow) - s2.stats.cached_tokens
 
 
 async def test_new_session_reuses_another_sessions_prefix_without_evicting_it(engine):
@@ -85,7 +86,8 @@ async def test_more_requests_than_slots_wait_their_turn(engine):
 async def test_cancel_stops_within_one_step():
     engine = fake_engine(lambda _: "x" * 5000, step_s=0.01)
     try:
-        stream = engine.generate(GenerateRequest(prompt=prompt(engine, "go"), max_tokens=5000))
+        # One token per step without drafts, so "within one step" is countable in tokens.
+        stream = engine.generate(GenerateRequest(prompt=prompt(engine, "go"), max_tokens=5000, speculation=False))
         got = 0
         async for chunk in stream:
             got += len(chunk.tokens)

@@ -12,7 +12,9 @@ def load_engine(settings: ServeSettings, *, progress=None) -> Scheduler:
     if settings.model == "fake":
         from whiz.engine.fake import fake_engine
 
-        return fake_engine(n_ctx=settings.ctx or 8192, n_seq_max=min(settings.slots, 8))
+        engine = fake_engine(n_ctx=settings.ctx or 8192, n_seq_max=min(settings.slots, 8))
+        engine.speculation = settings.speculation
+        return engine
 
     from whiz.engine.llamacpp import LlamaRuntime
     from whiz.models import ModelStore, default_home
@@ -31,4 +33,4 @@ def load_engine(settings: ServeSettings, *, progress=None) -> Scheduler:
         n_ctx_train=runtime.n_ctx_train,
         n_seq_max=runtime.n_seq_max,
     )
-    return Scheduler(runtime, info)
+    return Scheduler(runtime, info, speculation=settings.speculation, max_draft=settings.max_draft)

@@ -21,8 +21,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from whiz.engine.drafters import ChainDrafter, PredictionDrafter, PromptLookupDrafter
 from whiz.engine.sampling import sample
 from whiz.engine.slots import Placement, SlotTable
+from whiz.engine.speculative import DraftLength, verify
 from whiz.engine.types import EngineInfo, GenerateRequest, GenerationStats, TokenChunk
 from whiz.errors import ContextOverflow, KVCacheFull
 from whiz.seams import Runtime
@@ -69,6 +71,10 @@ class Job:
     n_past: int = 0
     generated: int = 0
     rng: np.random.Generator | None = None
+    context: list[int] = field(default_factory=list)
+    """Prompt and output so far: what drafters draft from."""
+    drafter: ChainDrafter | None = None
+    draft_len: DraftLength | None = None
     t_submit: float = 0.0
     t_first: float = 0.0
 
@@ -80,8 +86,19 @@ class Job:
 class Scheduler:
     """An `Engine` over any `Runtime`: continuous batching, prefix reuse, cancel."""
 
-    def __init__(self, runtime: Runtime, info: EngineInfo, *, n_batch: int = 512, prefill_chunk: int = 256):
+    def __init__(
+        self,
+        runtime: Runtime,
+        info: EngineInfo,
+        *,
+        n_batch: int = 512,
+        prefill_chunk: int = 256,
+        speculation: bool = True,
+        max_draft: int = 32,
+    ):
         self.runtime = runtime
+        self.speculation = speculation
+        self.max_draft = max_draft
         self.tokenizer = runtime.tokenizer
         self.info = info
         self.slots = SlotTable(runtime.n_seq_max)
@@ -196,6 +213,13 @@ class Scheduler:
         job.feed = job.request.prompt[keep:]
         job.stats.cached_tokens = keep
         job.stats.prefill_tokens = len(job.feed)
+        req = job.request
+        if self.speculation and req.speculation and req.max_tokens > 1:
+            drafters = [PredictionDrafter(req.prediction, len(req.prompt))] if req.prediction else []
+            drafters.append(PromptLookupDrafter())
+            job.drafter = ChainDrafter(drafters)
+            job.draft_len = DraftLength(max_len=self.max_draft)
+            job.context = list(req.prompt)
         self._active.append(job)
 
     def _drop_cancelled(self) -> None:
@@ -203,31 +227,42 @@ class Scheduler:
             if job.cancelled:
                 self._finish(job, "cancelled")
 
+    def _draft(self, job: Job) -> list[int]:
+        if job.drafter is None:
+            return []
+        k = job.draft_len.next()
+        # Never draft past max_tokens or the end of the context window.
+        room = min(job.request.max_tokens - job.generated - 1, self.info.n_ctx - job.n_past - 2)
+        k = min(k, room)
+        return job.drafter.propose(job.context, k)[:k] if k > 0 else []
+
     def _step(self) -> None:
         rows: list[tuple[int, int, int, bool]] = []
-        sampled: list[Job] = []
-        fed: list[tuple[Job, int]] = []
+        sampled: list[tuple[Job, list[int]]] = []  # each job whose logits are read, with its draft
+        prefilled: list[tuple[Job, int]] = []
         budget = self.n_batch
-        # Decoding jobs first: one token each, so they keep streaming while others prefill.
+        # Decoding jobs first: their last token, plus a draft to verify, so they keep streaming
+        # while others prefill.
         for job in self._active:
             if job.decoding:
-                rows.append((job.feed[0], job.n_past, job.placement.slot.seq, True))
-                sampled.append(job)
-                fed.append((job, 1))
-                budget -= 1
+                draft = self._draft(job)[: max(budget - 1, 0)]
+                seq = job.placement.slot.seq
+                rows.append((job.feed[0], job.n_past, seq, True))
+                rows.extend((t, job.n_past + 1 + i, seq, True) for i, t in enumerate(draft))
+                sampled.append((job, draft))
+                budget -= 1 + len(draft)
         prefill_cap = self.prefill_chunk if sampled else self.n_batch
         for job in self._active:
             if job.decoding or budget <= 0 or not job.feed:
                 continue
             n = min(len(job.feed), budget, prefill_cap)
             seq = job.placement.slot.seq
-            last = n == len(job.feed)
-            wants = last and job.request.max_tokens > 0
+            wants = n == len(job.feed) and job.request.max_tokens > 0
             for i in range(n):
                 rows.append((job.feed[i], job.n_past + i, seq, wants and i == n - 1))
             if wants:
-                sampled.append(job)
-            fed.append((job, n))
+                sampled.append((job, []))
+            prefilled.append((job, n))
             budget -= n
         if not rows:
             # Only warm-up jobs whose prompt was fully cached are left.
@@ -239,15 +274,37 @@ class Scheduler:
         if logits is None:
             return
         self.steps += 1
-        for job, n in fed:
+        for job, n in prefilled:
             job.placement.slot.tokens.extend(job.feed[:n])
             job.n_past += n
             del job.feed[:n]
             if not job.feed and job.request.max_tokens == 0:
                 job.stats.prefill_ms = (time.perf_counter() - job.t_submit) * 1000
                 self._finish(job, "stop")
-        for job, row in zip(sampled, logits, strict=True):
-            self._sampled(job, row)
+        at = 0
+        for job, draft in sampled:
+            mine = logits[at : at + 1 + len(draft)]
+            at += 1 + len(draft)
+            if job.decoding:
+                self._verified(job, draft, mine)
+            else:
+                self._emit(job, [sample(mine[0], job.request.sampling, job.rng)])
+
+    def _verified(self, job: Job, draft: list[int], logits: list[np.ndarray]) -> None:
+        """Keep the part of the draft the model agreed with; roll the cache back past it."""
+        verdict = verify(draft, logits, job.request.sampling, job.rng)
+        kept = verdict.accepted
+        slot = job.placement.slot
+        if kept < len(draft):
+            self.runtime.seq_rm(slot.seq, job.n_past + 1 + kept, -1)
+        slot.tokens.append(job.feed[0])
+        slot.tokens.extend(draft[:kept])
+        job.n_past += 1 + kept
+        if draft:
+            job.stats.draft_accepted += kept
+            job.stats.draft_rejected += len(draft) - kept
+            job.draft_len.update(len(draft), kept)
+        self._emit(job, verdict.tokens)
 
     def _decode_with_eviction(self, rows: list[tuple[int, int, int, bool]]) -> list[np.ndarray] | None:
         while True:
@@ -266,24 +323,34 @@ class Scheduler:
                 victim.session = None
                 self.evictions += 1
 
-    def _sampled(self, job: Job, logits: np.ndarray) -> None:
+    def _emit(self, job: Job, tokens: list[int]) -> None:
+        """Stream a step's new tokens, stopping at end-of-generation or max_tokens."""
         now = time.perf_counter()
-        token = sample(logits, job.request.sampling, job.rng)
         if job.generated == 0:
             job.t_first = now
             job.stats.ttft_ms = (now - job.t_submit) * 1000
             job.stats.prefill_ms = job.stats.ttft_ms
         job.stats.decode_ms = (now - job.t_first) * 1000
-        if self.tokenizer.is_eog(token) or token in job.request.stop_tokens:
-            self._finish(job, "stop")
-            return
-        job.generated += 1
-        job.stats.decode_tokens = job.generated
-        job.stream._push(TokenChunk(tokens=[token]))
-        if job.generated >= job.request.max_tokens:
-            self._finish(job, "length")
-            return
-        job.feed = [token]
+        out: list[int] = []
+        reason = None
+        for token in tokens:
+            if self.tokenizer.is_eog(token) or token in job.request.stop_tokens:
+                reason = "stop"
+                break
+            out.append(token)
+            if job.generated + len(out) >= job.request.max_tokens:
+                reason = "length"
+                break
+        if out:
+            job.generated += len(out)
+            job.stats.decode_tokens = job.generated
+            if job.drafter is not None:
+                job.context.extend(out)
+            job.stream._push(TokenChunk(tokens=out))
+        if reason is not None:
+            self._finish(job, reason)
+        else:
+            job.feed = [out[-1]]
 
     def _finish(self, job: Job, reason: str) -> None:
         job.stats.finish_reason = reason

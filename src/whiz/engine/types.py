@@ -24,6 +24,8 @@ class GenerateRequest:
 
     `max_tokens=0` only loads the prompt into the cache (the WebSocket `generate: false` warm-up).
     `session` is a hint for cache placement: turns of one session prefer the same KV sequence.
+    `prediction` is text the output is expected to repeat (tokens), drafted ahead and verified;
+    `speculation=False` turns all drafting off. Neither changes what is generated, only how fast.
     """
 
     prompt: list[int]
@@ -31,6 +33,8 @@ class GenerateRequest:
     sampling: SamplingParams = field(default_factory=SamplingParams)
     stop_tokens: frozenset[int] = frozenset()
     session: str | None = None
+    prediction: list[int] | None = None
+    speculation: bool = True
 
 
 @dataclass

@@ -67,7 +67,16 @@ class ChatService:
             top_k=d.top_k,
             seed=req.seed,
         )
-        spec = TurnSpec(prompt, req.limit() or limit, sampling, stop=req.stop_list(), parse_tools=bool(tools))
+        prediction = self.engine.tokenizer.encode(req.prediction.text()) if req.prediction else None
+        spec = TurnSpec(
+            prompt,
+            req.limit() or limit,
+            sampling,
+            stop=req.stop_list(),
+            parse_tools=bool(tools),
+            prediction=prediction,
+            speculation=req.speculation(),
+        )
         return Turn(self.engine, spec)
 
     def _envelope(self, req: ChatRequest, cid: str, created: int, obj: str) -> dict:

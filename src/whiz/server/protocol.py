@@ -55,6 +55,13 @@ class Prediction(Wire):
         return "".join(p.get("text", "") for p in self.content if isinstance(p, dict))
 
 
+class WhizOptions(Wire):
+    """whiz's own request options, namespaced under `whiz`."""
+
+    speculation: bool | None = None
+    """False turns drafting off for this request (output is the same either way)."""
+
+
 class SamplingFields(Wire):
     model: str | None = None
     temperature: float | None = Field(default=None, ge=0, le=2)
@@ -62,6 +69,10 @@ class SamplingFields(Wire):
     seed: int | None = None
     stream: bool = False
     prediction: Prediction | None = None
+    whiz: WhizOptions | None = None
+
+    def speculation(self) -> bool:
+        return not (self.whiz and self.whiz.speculation is False)
 
 
 # -- Chat Completions ------------------------------------------------------------------------------

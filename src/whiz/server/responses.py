@@ -271,7 +271,16 @@ class ResponsesService:
             seed=req.seed,
         )
         max_tokens = (req.max_output_tokens or limit) if req.generate else 0
-        spec = TurnSpec(prompt, max_tokens, sampling, parse_tools=bool(tools), session=session)
+        prediction = enc.tokenizer.encode(req.prediction.text()) if req.prediction else None
+        spec = TurnSpec(
+            prompt,
+            max_tokens,
+            sampling,
+            parse_tools=bool(tools),
+            session=session,
+            prediction=prediction,
+            speculation=req.speculation(),
+        )
         return PreparedTurn(new_id("resp"), req, req.model or self.model_name, basis, messages, system, tools, spec)
 
     def skeleton(self, turn: PreparedTurn) -> dict:

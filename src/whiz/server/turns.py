@@ -25,6 +25,8 @@ class TurnSpec:
     stop: Sequence[str] = ()
     parse_tools: bool = False
     session: str | None = None
+    prediction: list[int] | None = None
+    speculation: bool = True
 
 
 @dataclass
@@ -61,6 +63,8 @@ class Turn:
                 max_tokens=spec.max_tokens,
                 sampling=spec.sampling,
                 session=spec.session,
+                prediction=spec.prediction,
+                speculation=spec.speculation,
             )
         )
         self.result: TurnResult | None = None

@@ -1,0 +1,119 @@
+"""Speculation changes speed, never output: identity, rollback, the sampling rule, adaptivity."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from whiz.chat.messages import Message
+from whiz.chat.template import ChatTemplate
+from whiz.engine.fake import fake_engine, last_user_message
+from whiz.engine.sampling import probabilities
+from whiz.engine.speculative import DraftLength, verify
+from whiz.engine.types import GenerateRequest, SamplingParams
+
+FILE = "\n".join(f"def handler_{i}(request):\n    return render(request, 'page_{i}.html')\n" for i in range(12))
+
+
+def rename_script(conversation: str) -> str:
+    """A fake model that rewrites the file it was given with one function renamed."""
+    return last_user_message(conversation).replace("handler_5", "serve_five")
+
+
+async def run(engine, prompt, **kw):
+    stream = engine.generate(GenerateRequest(prompt=prompt, max_tokens=2000, **kw))
+    tokens = [t async for c in stream for t in c.tokens]
+    return tokens, stream.stats
+
+
+@pytest.fixture
+def engine():
+    e = fake_engine(rename_script, step_s=0.0, token_s=0.0)
+    yield e
+    e.close()
+
+
+def edit_prompt(engine):
+    return ChatTemplate(engine.tokenizer).encode([Message("user", FILE)])
+
+
+def kv_matches_slots(engine) -> bool:
+    return all(engine.runtime._tokens(s.seq) == s.tokens for s in engine.slots.slots)
+
+
+async def test_prediction_and_lookup_give_the_plain_output_in_fewer_steps(engine):
+    prompt = edit_prompt(engine)
+    plain, s_plain = await run(engine, prompt, speculation=False)
+    steps_plain = engine.steps
+    predicted, s_pred = await run(engine, prompt, prediction=engine.tokenizer.encode(FILE), session="p")
+    steps_pred = engine.steps - steps_plain
+    looked_up, s_look = await run(engine, prompt, session="l")
+    assert bytes(plain).decode() == FILE.replace("handler_5", "serve_five")
+    assert predicted == plain and looked_up == plain
+    assert s_plain.draft_accepted == 0
+    assert s_pred.draft_accepted > len(plain) * 0.8
+    assert steps_pred < len(plain) / 4
+    # Accepted drafts plus one model token per step make up the output.
+    assert s_pred.draft_accepted <= s_pred.decode_tokens
+    assert kv_matches_slots(engine)
+
+
+async def test_rejected_drafts_are_rolled_back_and_the_next_turn_continues(engine):
+    prompt = edit_prompt(engine)
+    # A prediction that is wrong in many places forces rejections and rollbacks.
+    wrong = FILE.replace("request", "req").replace("render", "draw")
+    out, stats = await run(engine, prompt, prediction=engine.tokenizer.encode(wrong), session="s")
+    assert stats.draft_rejected > 0
+    assert kv_matches_slots(engine)
+    follow = prompt + out + engine.tokenizer.encode("<|im_end|>\n<|im_start|>user\nok<|im_end|>\n<|im_start|>assistant\n")
+    again, stats2 = await run(engine, follow, session="s")
+    assert bytes(again).decode() == "ok"
+    assert stats2.cached_tokens >= len(prompt) + len(out)
+
+
+async def test_speculation_can_be_switched_off_for_the_engine():
+    engine = fake_engine(rename_script, step_s=0.0, token_s=0.0)
+    engine.speculation = False
+    try:
+        _, stats = await run(engine, edit_prompt(engine), prediction=engine.tokenizer.encode(FILE))
+        assert stats.draft_accepted == 0 and stats.draft_rejected == 0
+    finally:
+        engine.close()
+
+
+def test_greedy_verification_keeps_the_agreeing_prefix():
+    def row(best):
+        r = np.zeros(10, dtype=np.float32)
+        r[best] = 5
+        return r
+
+    v = verify([3, 4, 5], [row(3), row(4), row(9), row(1)], SamplingParams(), np.random.default_rng(0))
+    assert v.accepted == 2 and v.tokens == [3, 4, 9]
+    v = verify([3], [row(3), row(7)], SamplingParams(), np.random.default_rng(0))
+    assert v.accepted == 1 and v.tokens == [3, 7]
+
+
+def test_sampled_verification_preserves_the_model_distribution():
+    rng = np.random.default_rng(0)
+    logits = np.log(np.array([0.5, 0.3, 0.15, 0.05]))
+    params = SamplingParams(temperature=1.0)
+    target = probabilities(logits, params)
+    counts = np.zeros(4)
+    n = 20000
+    for _ in range(n):
+        v = verify([1], [logits, logits], params, rng)  # always draft token 1
+        counts[v.tokens[0]] += 1
+    assert np.abs(counts / n - target).max() < 0.015
+
+
+def test_draft_length_grows_on_hits_and_pauses_after_misses():
+    d = DraftLength(start=4, max_len=16, pause_steps=5)
+    d.update(4, 4)
+    assert d.next() == 8
+    d.update(8, 8)
+    d.update(16, 16)
+    assert d.next() == 16
+    d.update(16, 0)
+    d.update(2, 0)
+    assert [d.next() for _ in range(5)] == [0] * 5
+    assert d.next() == 2  # probes again with a short draft
