@@ -296,7 +296,10 @@ class ServeBench:
         )
 
     async def measure_roundtrip(self) -> None:
-        """The fixed cost of one turn: a tiny warm-up chained on a warm conversation."""
+        """The fixed cost of one turn: a warm-up with no new input, chained on a warm conversation.
+
+        With nothing new to prefill, what is left is the transport, parsing and bookkeeping.
+        """
         roundtrip: dict[str, float | None] = {"ws": None, "http": None}
         fields: dict[str, Any] = {"generate": False}
         http_value, http_source, http_note = await self._http_roundtrip(fields)
@@ -311,7 +314,7 @@ class ServeBench:
                 await conv.prime(self.corpus.history(256))
                 samples, subtracted = [], True
                 for _ in range(self.plan.roundtrips):
-                    turn = await conv.send([user_message("ok")], **fields)
+                    turn = await conv.send([], **fields)
                     conv.last_id = turn.id
                     samples.append(self.overhead_ms(turn))
                     subtracted = subtracted and "prefill_ms" in turn.whiz
@@ -320,7 +323,7 @@ class ServeBench:
             roundtrip["ws"] = median(samples)
             self.rows.append(
                 Row(
-                    "round trip, tiny chained turn",
+                    "round trip, empty chained turn",
                     "ws",
                     roundtrip["ws"],
                     source="client" + (" - server prefill" if subtracted else ""),
@@ -328,10 +331,10 @@ class ServeBench:
                 )
             )
         else:
-            self.skip("round trip, tiny chained turn")
+            self.skip("round trip, empty chained turn")
         roundtrip["http"] = http_value
         self.rows.append(
-            Row("round trip, tiny chained turn", "http", http_value, source=http_source, note=http_note)
+            Row("round trip, empty chained turn", "http", http_value, source=http_source, note=http_note)
         )
         self.summary["roundtrip_ms"] = roundtrip
 
@@ -356,7 +359,7 @@ class ServeBench:
         for _ in range(self.plan.roundtrips):
             try:
                 turn = await self.http.responses_turn(
-                    {**body, "input": [user_message("ok")], "previous_response_id": previous}, stream=False
+                    {**body, "input": [], "previous_response_id": previous}, stream=False
                 )
             except ResponseError as exc:
                 if exc.code != "previous_response_not_found":
