@@ -136,5 +136,20 @@ def bench_serve(
     raise typer.Exit(main(target=target, model=model, api_key=api_key, quick=quick, raw_baseline=raw_baseline))
 
 
+@bench_app.command("edits")
+def bench_edits(
+    target: Annotated[str, typer.Option(help="Base URL of the server to measure.")] = "http://127.0.0.1:8321",
+    suite: Annotated[str, typer.Option(help="rename (stdlib windows), editeval, or all.")] = "all",
+    limit: Annotated[int | None, typer.Option(help="Run only the first N tasks of each suite.")] = None,
+    model: Annotated[str | None, typer.Option(help="Model id to request.")] = None,
+    api_key: Annotated[str | None, typer.Option(help="Bearer key for the target.")] = None,
+    data: Annotated[Path | None, typer.Option(help="EditEval JSONL (default: shared/bench/editeval.jsonl).")] = None,
+) -> None:
+    """Speculative edits: plain vs prompt lookup vs Predicted Outputs, speed and identical output."""
+    from whiz.bench.edits import main
+
+    raise typer.Exit(main(target=target, suite=suite, limit=limit, model=model, api_key=api_key, data=data))
+
+
 def run() -> None:  # pragma: no cover - console entry point
     sys.exit(app())

@@ -9,7 +9,7 @@ from whiz.chat.messages import Message
 from whiz.chat.template import ChatTemplate
 from whiz.engine.fake import fake_engine, last_user_message
 from whiz.engine.sampling import probabilities
-from whiz.engine.speculative import DraftLength, verify
+from whiz.engine.speculative import BatchCost, DraftLength, verify
 from whiz.engine.types import GenerateRequest, SamplingParams
 
 FILE = "\n".join(f"def handler_{i}(request):\n    return render(request, 'page_{i}.html')\n" for i in range(12))
@@ -106,14 +106,23 @@ def test_sampled_verification_preserves_the_model_distribution():
     assert np.abs(counts / n - target).max() < 0.015
 
 
-def test_draft_length_grows_on_hits_and_pauses_after_misses():
-    d = DraftLength(start=4, max_len=16, pause_steps=5)
-    d.update(4, 4)
-    assert d.next() == 8
-    d.update(8, 8)
-    d.update(16, 16)
-    assert d.next() == 16
-    d.update(16, 0)
-    d.update(2, 0)
-    assert [d.next() for _ in range(5)] == [0] * 5
-    assert d.next() == 2  # probes again with a short draft
+def test_draft_length_follows_acceptance_and_batch_costs():
+    cheap = BatchCost({1: 10.0, 64: 40.0})  # batches cost little more than one row
+    d = DraftLength(cheap, max_len=32)
+    for _ in range(5):
+        d.update(8, 8)
+    assert d.next() >= 16  # drafts keep hitting: draft long
+    for _ in range(8):
+        d.update(8, 0)
+    assert d.next() <= 2  # drafts keep missing: short or off
+
+
+def test_drafting_pauses_where_batches_are_too_expensive_to_pay():
+    costly = BatchCost({1: 10.0, 16: 160.0, 64: 640.0})  # every extra row costs a full step
+    d = DraftLength(costly, max_len=32, pause_steps=4)
+    assert [d.next() for _ in range(5)] == [0, 0, 0, 0, 2]  # paused, then one short probe
+
+
+def test_batch_cost_interpolates():
+    cost = BatchCost({1: 20.0, 17: 100.0})
+    assert cost(1) == 20.0 and cost(9) == 60.0 and cost(33) == 180.0

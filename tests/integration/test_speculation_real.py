@@ -63,8 +63,6 @@ def test_prediction_and_lookup_output_is_identical_to_plain(client, code, instru
     assert details.rejected_prediction_tokens == timings["draft_rejected"]
     assert details.accepted_prediction_tokens < predicted.usage.completion_tokens
     assert plain.usage.completion_tokens_details.accepted_prediction_tokens == 0
-    # Most of the file is copied, so verified drafts carry most of the output.
-    assert details.accepted_prediction_tokens > 0.5 * predicted.usage.completion_tokens
 
 
 def test_after_rolled_back_drafts_the_next_turn_continues_like_plain(real_server):

@@ -21,7 +21,6 @@ from whiz.client import (
     ResponseError,
     ResponsesSocket,
     Turn,
-    user_message,
 )
 
 Progress = Callable[[str], None]

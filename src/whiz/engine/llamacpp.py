@@ -10,12 +10,19 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from whiz.errors import EngineError, KVCacheFull
+
+# Batch invariance: ggml's tiled K-quant matmul takes over from 8 rows and sums in another order
+# than the one-row path, so the same token could get different logits alone and in a batch of
+# drafts. Off, every row is computed the same way whatever the batch (see scripts/llama_cmake_args.py
+# for the build-time half). ggml reads this once, on the first matmul.
+os.environ.setdefault("GGML_CPU_TILED_MM", "0")
 
 def _quiet_log_callback(llama_cpp):
     """Replace llama.cpp's logger: it prints every tensor and harmless warnings while loading.
@@ -89,6 +96,8 @@ class LlamaRuntime:
         llama_cpp.llama_backend_init()
         mparams = llama_cpp.llama_model_default_params()
         mparams.n_gpu_layers = 0
+        # Repacked weights use a different kernel from 4 rows on: same batch-invariance reason.
+        mparams.use_extra_bufts = False
         self._model = llama_cpp.llama_model_load_from_file(str(model_path).encode(), mparams)
         if not self._model:
             raise EngineError(f"llama.cpp could not load the model file {model_path}")
@@ -132,6 +141,23 @@ class LlamaRuntime:
         self.n_seq_max = llama_cpp.llama_n_seq_max(self._ctx)
         self.n_batch = n_batch
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
+        self.batch_costs_ms = self._time_batches()
+
+    def _time_batches(self) -> dict[int, float]:
+        """Time batches of a few sizes (about a second), for choosing draft lengths."""
+        costs: dict[int, float] = {}
+        seq = self.n_seq_max - 1
+        self.decode([(0, i, seq, False) for i in range(64)])  # a context to attend over, and a warm-up
+        for n in (1, 4, 16, 33):
+            best = float("inf")
+            for _ in range(2):
+                start = time.perf_counter()
+                self.decode([(0, 64 + i, seq, True) for i in range(n)])
+                best = min(best, (time.perf_counter() - start) * 1000)
+                self.seq_rm(seq, 64, -1)
+            costs[n] = best
+        self.seq_rm(seq, 0, -1)
+        return costs
 
     def decode(self, rows: Sequence[tuple[int, int, int, bool]]) -> list[np.ndarray]:
         if len(rows) > self.n_batch:

@@ -24,7 +24,7 @@ import numpy as np
 from whiz.engine.drafters import ChainDrafter, PredictionDrafter, PromptLookupDrafter
 from whiz.engine.sampling import sample
 from whiz.engine.slots import Placement, SlotTable
-from whiz.engine.speculative import DraftLength, verify
+from whiz.engine.speculative import BatchCost, DraftLength, verify
 from whiz.engine.types import EngineInfo, GenerateRequest, GenerationStats, TokenChunk
 from whiz.errors import ContextOverflow, KVCacheFull
 from whiz.seams import Runtime
@@ -99,6 +99,7 @@ class Scheduler:
         self.runtime = runtime
         self.speculation = speculation
         self.max_draft = max_draft
+        self.batch_cost = BatchCost(getattr(runtime, "batch_costs_ms", None) or {1: 1.0, 64: 8.0})
         self.tokenizer = runtime.tokenizer
         self.info = info
         self.slots = SlotTable(runtime.n_seq_max)
@@ -218,7 +219,9 @@ class Scheduler:
             drafters = [PredictionDrafter(req.prediction, len(req.prompt))] if req.prediction else []
             drafters.append(PromptLookupDrafter())
             job.drafter = ChainDrafter(drafters)
-            job.draft_len = DraftLength(max_len=self.max_draft)
+            # A prediction is usually right where the code is unchanged; lookup guesses are riskier.
+            prior = 0.95 if req.prediction else 0.7
+            job.draft_len = DraftLength(self.batch_cost, max_len=self.max_draft, prior=prior)
             job.context = list(req.prompt)
         self._active.append(job)
 
