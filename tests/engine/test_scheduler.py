@@ -45,7 +45,11 @@ async def test_follow_up_turn_prefills_only_the_new_tokens(engine):
     first = prompt(engine, "hello")
     s1 = engine.generate(GenerateRequest(prompt=first, max_tokens=100, session="a"))
     out = await collect(s1)
-    follow = first + out + engine.tokenizer.encode("<|im_end|>\n<|im_start|>user\nmore<|im_end|>\n<|im_start|>assistant\n")
+    follow = (
+        first
+        + out
+        + engine.tokenizer.encode("<|im_end|>\n<|im_start|>user\nmore<|im_end|>\n<|im_start|>assistant\n")
+    )
     s2 = engine.generate(GenerateRequest(prompt=follow, max_tokens=100, session="a"))
     assert text(await collect(s2)) == "echo: more"
     # The whole first turn is cached (drafting may have cached its closing token too).
@@ -69,7 +73,9 @@ async def test_new_session_reuses_another_sessions_prefix_without_evicting_it(en
 
 
 async def test_sessions_interleave_in_one_batch(engine):
-    streams = [engine.generate(GenerateRequest(prompt=prompt(engine, f"task {i}"), max_tokens=50)) for i in range(3)]
+    streams = [
+        engine.generate(GenerateRequest(prompt=prompt(engine, f"task {i}"), max_tokens=50)) for i in range(3)
+    ]
     outs = await asyncio.gather(*(collect(s) for s in streams))
     assert [text(o) for o in outs] == [f"echo: task {i}" for i in range(3)]
     # Three sequences decoded together need far fewer steps than one after another.
@@ -78,7 +84,9 @@ async def test_sessions_interleave_in_one_batch(engine):
 
 async def test_more_requests_than_slots_wait_their_turn(engine):
     n = engine.runtime.n_seq_max + 3
-    streams = [engine.generate(GenerateRequest(prompt=prompt(engine, f"q{i}"), max_tokens=20)) for i in range(n)]
+    streams = [
+        engine.generate(GenerateRequest(prompt=prompt(engine, f"q{i}"), max_tokens=20)) for i in range(n)
+    ]
     outs = await asyncio.gather(*(collect(s) for s in streams))
     assert [text(o) for o in outs] == [f"echo: q{i}" for i in range(n)]
 
@@ -87,7 +95,9 @@ async def test_cancel_stops_within_one_step():
     engine = fake_engine(lambda _: "x" * 5000, step_s=0.01)
     try:
         # One token per step without drafts, so "within one step" is countable in tokens.
-        stream = engine.generate(GenerateRequest(prompt=prompt(engine, "go"), max_tokens=5000, speculation=False))
+        stream = engine.generate(
+            GenerateRequest(prompt=prompt(engine, "go"), max_tokens=5000, speculation=False)
+        )
         got = 0
         async for chunk in stream:
             got += len(chunk.tokens)

@@ -12,7 +12,9 @@ from whiz.engine.sampling import probabilities
 from whiz.engine.speculative import BatchCost, DraftLength, verify
 from whiz.engine.types import GenerateRequest, SamplingParams
 
-FILE = "\n".join(f"def handler_{i}(request):\n    return render(request, 'page_{i}.html')\n" for i in range(12))
+FILE = "\n".join(
+    f"def handler_{i}(request):\n    return render(request, 'page_{i}.html')\n" for i in range(12)
+)
 
 
 def rename_script(conversation: str) -> str:
@@ -65,7 +67,11 @@ async def test_rejected_drafts_are_rolled_back_and_the_next_turn_continues(engin
     out, stats = await run(engine, prompt, prediction=engine.tokenizer.encode(wrong), session="s")
     assert stats.draft_rejected > 0
     assert kv_matches_slots(engine)
-    follow = prompt + out + engine.tokenizer.encode("<|im_end|>\n<|im_start|>user\nok<|im_end|>\n<|im_start|>assistant\n")
+    follow = (
+        prompt
+        + out
+        + engine.tokenizer.encode("<|im_end|>\n<|im_start|>user\nok<|im_end|>\n<|im_start|>assistant\n")
+    )
     again, stats2 = await run(engine, follow, session="s")
     assert bytes(again).decode() == "ok"
     assert stats2.cached_tokens >= len(prompt) + len(out)

@@ -25,11 +25,22 @@ CODEX_VERSION = "0.169.0"
 def codex_bin() -> Path:
     if shutil.which("npm") is None:
         pytest.skip("npm is not installed; the Codex CLI comes from npm")
-    prefix = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "whiz" / f"codex-{CODEX_VERSION}"
+    prefix = (
+        Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "whiz" / f"codex-{CODEX_VERSION}"
+    )
     binary = prefix / "node_modules" / ".bin" / "codex"
     if not binary.exists():
         subprocess.run(
-            ["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix", str(prefix), f"@openai/codex@{CODEX_VERSION}"],
+            [
+                "npm",
+                "install",
+                "--silent",
+                "--no-audit",
+                "--no-fund",
+                "--prefix",
+                str(prefix),
+                f"@openai/codex@{CODEX_VERSION}",
+            ],
             check=True,
             timeout=600,
         )
@@ -79,8 +90,12 @@ stream_max_retries = 0
     assert "falling back to HTTP" not in log
     # One connection: the warm-up and the turn on it, the turn chained to the warm-up.
     assert log.count("connecting to Responses WebSocket") == 1
-    ws_turns = metric(after, 'whiz_requests_total{api="responses.ws"}') - metric(before, 'whiz_requests_total{api="responses.ws"}')
-    http_turns = metric(after, 'whiz_requests_total{api="responses.http"}') - metric(before, 'whiz_requests_total{api="responses.http"}')
+    ws_turns = metric(after, 'whiz_requests_total{api="responses.ws"}') - metric(
+        before, 'whiz_requests_total{api="responses.ws"}'
+    )
+    http_turns = metric(after, 'whiz_requests_total{api="responses.http"}') - metric(
+        before, 'whiz_requests_total{api="responses.http"}'
+    )
     assert ws_turns >= 2 and http_turns == 0
     cached = metric(after, "whiz_cached_tokens_total") - metric(before, "whiz_cached_tokens_total")
     assert cached > 4000  # the turn found Codex's system prompt and tools already prefilled

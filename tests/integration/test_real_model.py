@@ -66,13 +66,22 @@ def test_streamed_chat_matches_the_non_streamed_answer(client):
 def test_second_websocket_turn_is_cached_and_faster(client):
     instructions = "You review Python code. Here is the module under review:\n" + HISTORY
     with client.responses.connect() as conn:
-        conn.response.create(model="whiz", instructions=instructions, input="Summarize it in one line.",
-                             temperature=0, max_output_tokens=24)
+        conn.response.create(
+            model="whiz",
+            instructions=instructions,
+            input="Summarize it in one line.",
+            temperature=0,
+            max_output_tokens=24,
+        )
         first = until_done(conn)
         assert first.response.status in ("completed", "incomplete"), first
-        conn.response.create(model="whiz", previous_response_id=first.response.id,
-                             input=[{"role": "user", "content": "Now in three words."}],
-                             temperature=0, max_output_tokens=8)
+        conn.response.create(
+            model="whiz",
+            previous_response_id=first.response.id,
+            input=[{"role": "user", "content": "Now in three words."}],
+            temperature=0,
+            max_output_tokens=8,
+        )
         second = until_done(conn)
     assert second.response.status in ("completed", "incomplete"), second
     u1, u2 = first.response.usage, second.response.usage
@@ -87,7 +96,11 @@ def test_second_websocket_turn_is_cached_and_faster(client):
 def test_http_responses_chain_with_previous_response_id(client):
     first = client.responses.create(model="whiz", input="Say hello.", temperature=0, max_output_tokens=10)
     second = client.responses.create(
-        model="whiz", previous_response_id=first.id, input="Again, shorter.", temperature=0, max_output_tokens=10
+        model="whiz",
+        previous_response_id=first.id,
+        input="Again, shorter.",
+        temperature=0,
+        max_output_tokens=10,
     )
     assert first.status == "completed" and second.status in ("completed", "incomplete")
     assert second.usage.input_tokens_details.cached_tokens > first.usage.input_tokens
@@ -95,9 +108,17 @@ def test_http_responses_chain_with_previous_response_id(client):
 
 def test_cancel_stops_generation_within_one_step(real_server):
     with connect(ws_url(real_server)) as ws:
-        ws.send(json.dumps({"type": "response.create", "model": "whiz", "temperature": 0,
-                            "input": "Write a long, detailed essay about the history of computing.",
-                            "max_output_tokens": 2000}))
+        ws.send(
+            json.dumps(
+                {
+                    "type": "response.create",
+                    "model": "whiz",
+                    "temperature": 0,
+                    "input": "Write a long, detailed essay about the history of computing.",
+                    "max_output_tokens": 2000,
+                }
+            )
+        )
         deltas = 0
         while True:
             ev = json.loads(ws.recv(timeout=60))
@@ -122,21 +143,32 @@ def test_bad_input_leaves_the_server_and_other_sessions_working(client, real_ser
         first = until_done(good)
         with connect(ws_url(real_server)) as bad:
             huge = "word " * 40000  # far past the 32k-token window
-            for raw in ["{not json", json.dumps({"type": "nope"}),
-                        json.dumps({"type": "response.create", "input": "x", "temperature": "hot"}),
-                        json.dumps({"type": "response.create", "input": huge})]:
+            for raw in [
+                "{not json",
+                json.dumps({"type": "nope"}),
+                json.dumps({"type": "response.create", "input": "x", "temperature": "hot"}),
+                json.dumps({"type": "response.create", "input": huge}),
+            ]:
                 bad.send(raw)
                 ev = json.loads(bad.recv(timeout=60))
                 assert ev["type"] == "error" and ev["error"]["code"], ev
             codes = [ev["error"]["code"]]
             bad.send(json.dumps({"type": "response.create", "input": "Say ok.", "max_output_tokens": 4}))
-            while (ev := json.loads(bad.recv(timeout=60)))["type"] not in ("response.completed", "response.incomplete"):
+            while (ev := json.loads(bad.recv(timeout=60)))["type"] not in (
+                "response.completed",
+                "response.incomplete",
+            ):
                 pass
         assert codes == ["context_length_exceeded"]
         r = httpx.post(f"{real_server.base_url}/chat/completions", content=b"{oops", timeout=30)
         assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_json"
-        good.response.create(model="whiz", previous_response_id=first.response.id,
-                             input=[{"role": "user", "content": "Bye."}], temperature=0, max_output_tokens=8)
+        good.response.create(
+            model="whiz",
+            previous_response_id=first.response.id,
+            input=[{"role": "user", "content": "Bye."}],
+            temperature=0,
+            max_output_tokens=8,
+        )
         second = until_done(good)
     assert second.response.status in ("completed", "incomplete")
     assert second.response.usage.input_tokens_details.cached_tokens > 0

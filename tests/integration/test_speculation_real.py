@@ -11,7 +11,9 @@ from websockets.sync.client import connect
 
 pytestmark = pytest.mark.model
 
-SYSTEM = "You are a precise code editor. Output the complete updated file in one ```python block, nothing else."
+SYSTEM = (
+    "You are a precise code editor. Output the complete updated file in one ```python block, nothing else."
+)
 
 
 def _source(obj) -> str:
@@ -24,7 +26,10 @@ import fnmatch  # noqa: E402
 import shlex  # noqa: E402
 
 CASES = [
-    (_source(colorsys.rgb_to_yiq) + "\n" + _source(colorsys.yiq_to_rgb), "Rename the function rgb_to_yiq to rgb_to_yiq_color."),
+    (
+        _source(colorsys.rgb_to_yiq) + "\n" + _source(colorsys.yiq_to_rgb),
+        "Rename the function rgb_to_yiq to rgb_to_yiq_color.",
+    ),
     (_source(fnmatch.filter), "Rename the parameter pat to pattern."),
     (_source(shlex.join), "Add the decorator @log_calls above the function join."),
 ]
@@ -48,7 +53,9 @@ def edit(client, code: str, instruction: str, **extra):
     )
 
 
-@pytest.mark.parametrize("code,instruction", CASES, ids=["rename-function", "rename-parameter", "add-decorator"])
+@pytest.mark.parametrize(
+    "code,instruction", CASES, ids=["rename-function", "rename-parameter", "add-decorator"]
+)
 def test_prediction_and_lookup_output_is_identical_to_plain(client, code, instruction):
     plain = edit(client, code, instruction, extra_body={"whiz": {"speculation": False}})
     lookup = edit(client, code, instruction)
@@ -73,18 +80,31 @@ def test_after_rolled_back_drafts_the_next_turn_continues_like_plain(real_server
         texts = []
         with connect(url) as ws:
             previous = None
-            turns = [instruction + f"\n\n```python\n{code}```", "Now also rename yiq_to_rgb to yiq_to_rgb_color."]
+            turns = [
+                instruction + f"\n\n```python\n{code}```",
+                "Now also rename yiq_to_rgb to yiq_to_rgb_color.",
+            ]
             for i, message in enumerate(turns):
-                body = {"type": "response.create", "model": "whiz", "temperature": 0, "max_output_tokens": 600,
-                        "instructions": SYSTEM, "input": [{"role": "user", "content": message}],
-                        "whiz": {"speculation": speculation}}
+                body = {
+                    "type": "response.create",
+                    "model": "whiz",
+                    "temperature": 0,
+                    "max_output_tokens": 600,
+                    "instructions": SYSTEM,
+                    "input": [{"role": "user", "content": message}],
+                    "whiz": {"speculation": speculation},
+                }
                 if previous:
                     body["previous_response_id"] = previous
                 if speculation and i == 0:
                     body["prediction"] = {"type": "content", "content": code}
                 ws.send(json.dumps(body))
                 while (ev := json.loads(ws.recv(timeout=300)))["type"] not in (
-                    "response.completed", "response.incomplete", "response.failed", "error"):
+                    "response.completed",
+                    "response.incomplete",
+                    "response.failed",
+                    "error",
+                ):
                     pass
                 assert ev["type"] != "error", ev
                 previous = ev["response"]["id"]

@@ -37,7 +37,8 @@ def assistant_body(message: Message) -> str:
     """What the model writes for an assistant message, between its header and <|im_end|>."""
     parts = [message.content] if message.content else []
     for call in message.tool_calls:
-        parts.append(f'<tool_call>\n{{"name": "{call.name}", "arguments": {_tojson(call.arguments_object())}}}\n</tool_call>')
+        arguments = _tojson(call.arguments_object())
+        parts.append(f'<tool_call>\n{{"name": "{call.name}", "arguments": {arguments}}}\n</tool_call>')
     return "\n".join(parts)
 
 

@@ -69,7 +69,10 @@ class ToolCallParser:
                 self._in_call = True
                 continue
             # Hold back a possible partial "<tool_call>" at the end.
-            hold = next((n for n in range(min(len(OPEN) - 1, len(self._buf)), 0, -1) if self._buf.endswith(OPEN[:n])), 0)
+            hold = next(
+                (n for n in range(min(len(OPEN) - 1, len(self._buf)), 0, -1) if self._buf.endswith(OPEN[:n])),
+                0,
+            )
             if len(self._buf) > hold:
                 out.append(TextPart(self._buf[: len(self._buf) - hold]))
                 self._buf = self._buf[len(self._buf) - hold :]

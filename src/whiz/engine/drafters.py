@@ -72,7 +72,12 @@ class PredictionDrafter:
     def _follow(self, output: Sequence[int]) -> None:
         lost = False
         for token in output[self._seen :]:
-            if not lost and self._pos is not None and self._pos < len(self.prediction) and self.prediction[self._pos] == token:
+            if (
+                not lost
+                and self._pos is not None
+                and self._pos < len(self.prediction)
+                and self.prediction[self._pos] == token
+            ):
                 self._pos += 1
             else:
                 lost = True

@@ -24,6 +24,7 @@ from whiz.errors import EngineError, KVCacheFull
 # for the build-time half). ggml reads this once, on the first matmul.
 os.environ.setdefault("GGML_CPU_TILED_MM", "0")
 
+
 def _quiet_log_callback(llama_cpp):
     """Replace llama.cpp's logger: it prints every tensor and harmless warnings while loading.
 

@@ -68,7 +68,8 @@ def create_app(engine: Engine, settings: ServeSettings | None = None) -> Starlet
             found = state.store.get(req.previous_response_id)
             if found is None:
                 raise InvalidRequest(
-                    f"Previous response '{req.previous_response_id}' was not found. Send the full input instead.",
+                    f"Previous response '{req.previous_response_id}' was not found. "
+                    "Send the full input instead.",
                     param="previous_response_id",
                     code="previous_response_not_found",
                 )
@@ -94,7 +95,9 @@ def create_app(engine: Engine, settings: ServeSettings | None = None) -> Starlet
         state.keys.check(bearer(request.headers.get("authorization")))
         found = state.store.get(request.path_params["response_id"])
         if found is None:
-            raise NotFound(f"No response with id '{request.path_params['response_id']}'.", param="response_id")
+            raise NotFound(
+                f"No response with id '{request.path_params['response_id']}'.", param="response_id"
+            )
         return JSONResponse(found[0])
 
     async def chat_completions(request: Request) -> Response:
@@ -111,7 +114,13 @@ def create_app(engine: Engine, settings: ServeSettings | None = None) -> Starlet
     async def models(request: Request) -> Response:
         state.keys.check(bearer(request.headers.get("authorization")))
         info = engine.info
-        entry = {"id": state.model_name, "object": "model", "created": 0, "owned_by": "whiz", "context_window": info.n_ctx}
+        entry = {
+            "id": state.model_name,
+            "object": "model",
+            "created": 0,
+            "owned_by": "whiz",
+            "context_window": info.n_ctx,
+        }
         return JSONResponse({"object": "list", "data": [entry]})
 
     async def health(request: Request) -> Response:

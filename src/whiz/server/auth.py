@@ -44,5 +44,7 @@ class RateLimiter:
         tokens = min(float(self.rpm), tokens + (now - last) * self.rpm / 60)
         if tokens < 1:
             wait_s = (1 - tokens) * 60 / self.rpm
-            raise RateLimited(f"Rate limit of {self.rpm} requests per minute reached; retry in {wait_s:.1f} s.")
+            raise RateLimited(
+                f"Rate limit of {self.rpm} requests per minute reached; retry in {wait_s:.1f} s."
+            )
         self._buckets[key] = (tokens - 1, now)

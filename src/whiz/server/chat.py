@@ -60,13 +60,7 @@ class ChatService:
         limit = self.engine.info.n_ctx
         if len(prompt) >= limit:
             raise ContextOverflow(len(prompt), limit, param="messages")
-        d = self.defaults
-        sampling = SamplingParams(
-            temperature=d.temperature if req.temperature is None else req.temperature,
-            top_p=d.top_p if req.top_p is None else req.top_p,
-            top_k=d.top_k,
-            seed=req.seed,
-        )
+        sampling = req.sampling(self.defaults)
         prediction = self.engine.tokenizer.encode(req.prediction.text()) if req.prediction else None
         spec = TurnSpec(
             prompt,
@@ -93,7 +87,9 @@ class ChatService:
             message["tool_calls"] = [_tool_call_json(c) for c in result.tool_calls]
         return {
             **self._envelope(req, "chatcmpl-" + uuid.uuid4().hex, int(time.time()), "chat.completion"),
-            "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": _finish_reason(result)}],
+            "choices": [
+                {"index": 0, "message": message, "logprobs": None, "finish_reason": _finish_reason(result)}
+            ],
             "usage": _usage(result),
             "whiz": timings(result.stats),
         }
@@ -103,7 +99,10 @@ class ChatService:
         base = self._envelope(req, "chatcmpl-" + uuid.uuid4().hex, int(time.time()), "chat.completion.chunk")
 
         def chunk(delta: dict, finish: str | None = None) -> dict:
-            return {**base, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+            return {
+                **base,
+                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+            }
 
         yield chunk({"role": "assistant", "content": ""})
         n_calls = 0

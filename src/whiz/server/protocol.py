@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from whiz.chat.messages import Message, Tool, ToolCall
+from whiz.engine.types import SamplingParams
 from whiz.errors import InvalidRequest
 
 
@@ -74,6 +75,15 @@ class SamplingFields(Wire):
     def speculation(self) -> bool:
         return not (self.whiz and self.whiz.speculation is False)
 
+    def sampling(self, defaults: SamplingParams) -> SamplingParams:
+        """The request's sampling settings, the server's defaults where it sets none."""
+        return SamplingParams(
+            temperature=defaults.temperature if self.temperature is None else self.temperature,
+            top_p=defaults.top_p if self.top_p is None else self.top_p,
+            top_k=defaults.top_k,
+            seed=self.seed,
+        )
+
 
 # -- Chat Completions ------------------------------------------------------------------------------
 
@@ -130,7 +140,9 @@ class ChatRequest(SamplingFields):
     def tool_list(self) -> list[Tool]:
         if self.tool_choice == "none":
             return []
-        return [Tool(t.function.name, t.function.description, t.function.parameters) for t in self.tools or []]
+        return [
+            Tool(t.function.name, t.function.description, t.function.parameters) for t in self.tools or []
+        ]
 
     def conversation(self) -> list[Message]:
         return [_chat_message(m, i) for i, m in enumerate(self.messages)]
@@ -145,10 +157,14 @@ def _text(content: str | list | None, param: str) -> str:
     parts = []
     for i, part in enumerate(content):
         if not isinstance(part, dict) or not isinstance(part.get("text", ""), str):
-            raise InvalidRequest("Each content part must be an object with a text field.", param=f"{param}.{i}")
+            raise InvalidRequest(
+                "Each content part must be an object with a text field.", param=f"{param}.{i}"
+            )
         kind = part.get("type", "text")
         if kind not in ("text", "input_text", "output_text", "refusal"):
-            raise InvalidRequest(f"Content parts of type '{kind}' are not supported.", param=f"{param}.{i}.type")
+            raise InvalidRequest(
+                f"Content parts of type '{kind}' are not supported.", param=f"{param}.{i}.type"
+            )
         parts.append(part.get("text") or part.get("refusal") or "")
     return "".join(parts)
 
@@ -198,7 +214,9 @@ class ResponsesRequest(SamplingFields):
                 raise InvalidRequest("A function tool needs a name.", param=f"tools.{i}.name")
             params = t.get("parameters") or {}
             if not isinstance(params, dict):
-                raise InvalidRequest("Tool parameters must be a JSON schema object.", param=f"tools.{i}.parameters")
+                raise InvalidRequest(
+                    "Tool parameters must be a JSON schema object.", param=f"tools.{i}.parameters"
+                )
             tools.append(Tool(t["name"], t.get("description") or "", params))
         return tools
 
@@ -232,7 +250,9 @@ def _item_messages(item: Any, param: str) -> list[Message]:
         return [Message("assistant", "", (call,))]
     if kind == "function_call_output":
         if not isinstance(item.get("call_id"), str):
-            raise InvalidRequest("A function_call_output item needs a string call_id.", param=f"{param}.call_id")
+            raise InvalidRequest(
+                "A function_call_output item needs a string call_id.", param=f"{param}.call_id"
+            )
         output = item.get("output", "")
         text = output if isinstance(output, str) else _text(output, f"{param}.output")
         return [Message("tool", text, tool_call_id=item["call_id"])]

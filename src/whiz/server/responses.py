@@ -166,7 +166,10 @@ class ResponseEvents:
         events.append(self._added(item))
         events.append(
             self._event(
-                "response.function_call_arguments.delta", item_id=item["id"], output_index=index, delta=call.arguments
+                "response.function_call_arguments.delta",
+                item_id=item["id"],
+                output_index=index,
+                delta=call.arguments,
             )
         )
         events.append(
@@ -212,7 +215,11 @@ class ResponseEvents:
                 logprobs=[],
             ),
             self._event(
-                "response.content_part.done", item_id=msg["id"], output_index=index, content_index=0, part=part
+                "response.content_part.done",
+                item_id=msg["id"],
+                output_index=index,
+                content_index=0,
+                part=part,
             ),
             self._event("response.output_item.done", output_index=index, item=dict(msg)),
         ]
@@ -233,7 +240,9 @@ class ResponsesService:
         self.model_name = model_name
         self.defaults = defaults
 
-    def prepare(self, req: ResponsesRequest, previous: Conversation | None, *, session: str | None) -> PreparedTurn:
+    def prepare(
+        self, req: ResponsesRequest, previous: Conversation | None, *, session: str | None
+    ) -> PreparedTurn:
         tools = tuple(req.tool_list())
         new = req.input_messages()
         if not new and previous is None:
@@ -263,13 +272,7 @@ class ResponsesService:
         limit = self.engine.info.n_ctx
         if len(prompt) >= limit:
             raise ContextOverflow(len(prompt), limit)
-        d = self.defaults
-        sampling = SamplingParams(
-            temperature=d.temperature if req.temperature is None else req.temperature,
-            top_p=d.top_p if req.top_p is None else req.top_p,
-            top_k=d.top_k,
-            seed=req.seed,
-        )
+        sampling = req.sampling(self.defaults)
         max_tokens = (req.max_output_tokens or limit) if req.generate else 0
         prediction = enc.tokenizer.encode(req.prediction.text()) if req.prediction else None
         spec = TurnSpec(
@@ -281,7 +284,9 @@ class ResponsesService:
             prediction=prediction,
             speculation=req.speculation(),
         )
-        return PreparedTurn(new_id("resp"), req, req.model or self.model_name, basis, messages, system, tools, spec)
+        return PreparedTurn(
+            new_id("resp"), req, req.model or self.model_name, basis, messages, system, tools, spec
+        )
 
     def skeleton(self, turn: PreparedTurn) -> dict:
         req = turn.request

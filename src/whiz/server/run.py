@@ -22,11 +22,13 @@ def serve_forever(settings: ServeSettings, console: Console) -> None:
         f"{info.n_seq_max} warm sessions, loaded in {time.perf_counter() - t0:.1f} s"
     )
     base = f"http://{settings.host}:{settings.port}"
-    console.print(f"serving on [bold]{base}/v1[/bold]  (WebSocket: ws://{settings.host}:{settings.port}/v1/responses)")
+    console.print(
+        f"serving on [bold]{base}/v1[/bold]  (WebSocket: ws://{settings.host}:{settings.port}/v1/responses)"
+    )
     key = f" -H 'Authorization: Bearer {settings.api_keys[0]}'" if settings.api_keys else ""
     console.print(
         f"try: curl {base}/v1/chat/completions{key} -H 'Content-Type: application/json' "
-        "-d '{\"messages\":[{\"role\":\"user\",\"content\":\"Write hello world in Python\"}]}'"
+        '-d \'{"messages":[{"role":"user","content":"Write hello world in Python"}]}\''
     )
     app = create_app(engine, settings)
     try:

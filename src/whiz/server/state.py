@@ -18,8 +18,12 @@ class ServerState:
         self.settings = settings
         self.model_name = settings.model_name or engine.info.model
         self.template = ChatTemplate(engine.tokenizer)
-        defaults = SamplingParams(temperature=settings.temperature, top_p=settings.top_p, top_k=settings.top_k)
-        self.responses = ResponsesService(engine, self.template, model_name=self.model_name, defaults=defaults)
+        defaults = SamplingParams(
+            temperature=settings.temperature, top_p=settings.top_p, top_k=settings.top_k
+        )
+        self.responses = ResponsesService(
+            engine, self.template, model_name=self.model_name, defaults=defaults
+        )
         self.chat = ChatService(engine, self.template, model_name=self.model_name, defaults=defaults)
         self.store = ResponseStore(settings.stored_responses)
         self.metrics = Metrics()

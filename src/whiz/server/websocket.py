@@ -85,7 +85,9 @@ class Session:
     async def _on_event(self, raw: str) -> None:
         try:
             if len(raw) > self.app.max_body_bytes:
-                raise InvalidRequest("This event is larger than the server accepts.", code="payload_too_large")
+                raise InvalidRequest(
+                    "This event is larger than the server accepts.", code="payload_too_large"
+                )
             data = decode_json(raw)
             if not isinstance(data, dict) or not isinstance(data.get("type"), str):
                 raise InvalidRequest("Each event must be a JSON object with a string 'type'.", param="type")
