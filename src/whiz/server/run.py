@@ -19,16 +19,19 @@ def serve_forever(settings: ServeSettings, console: Console) -> None:
     info = engine.info
     console.print(
         f"[green]whiz[/green] {info.model}: {info.n_ctx} tokens per conversation, "
-        f"{info.n_seq_max} warm sessions, loaded in {time.perf_counter() - t0:.1f} s"
+        f"{info.n_seq_max} warm sessions, loaded in {time.perf_counter() - t0:.1f} s",
+        soft_wrap=True,
     )
     base = f"http://{settings.host}:{settings.port}"
     console.print(
-        f"serving on [bold]{base}/v1[/bold]  (WebSocket: ws://{settings.host}:{settings.port}/v1/responses)"
+        f"serving on [bold]{base}/v1[/bold]  (WebSocket: ws://{settings.host}:{settings.port}/v1/responses)",
+        soft_wrap=True,
     )
     key = f" -H 'Authorization: Bearer {settings.api_keys[0]}'" if settings.api_keys else ""
     console.print(
         f"try: curl {base}/v1/chat/completions{key} -H 'Content-Type: application/json' "
-        '-d \'{"messages":[{"role":"user","content":"Write hello world in Python"}]}\''
+        '-d \'{"messages":[{"role":"user","content":"Write hello world in Python"}]}\'',
+        soft_wrap=True,  # a wrapped command can't be pasted
     )
     app = create_app(engine, settings)
     try:

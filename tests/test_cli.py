@@ -1,0 +1,39 @@
+"""The CLI's bad-input paths: one clear line and a non-zero exit, never a traceback."""
+
+from typer.testing import CliRunner
+
+from whiz.cli import app
+
+runner = CliRunner()
+
+
+def test_unknown_model_names_the_known_ones(tmp_path, monkeypatch):
+    monkeypatch.setenv("WHIZ_HOME", str(tmp_path))
+    result = runner.invoke(app, ["serve", "--model", "nope"])
+    assert result.exit_code == 2
+    assert "Unknown model 'nope'" in result.output and "qwen2.5-coder-0.5b" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_missing_model_file_is_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("WHIZ_HOME", str(tmp_path))
+    result = runner.invoke(app, ["serve", "--model", str(tmp_path / "missing.gguf")])
+    assert result.exit_code == 2 and "No such model file" in result.output
+
+
+def test_models_path_of_a_model_not_installed(tmp_path, monkeypatch):
+    monkeypatch.setenv("WHIZ_HOME", str(tmp_path))
+    result = runner.invoke(app, ["models", "path", "qwen2.5-coder-1.5b"])
+    assert result.exit_code == 1 and "whiz models pull qwen2.5-coder-1.5b" in result.output
+
+
+def test_bad_flag_value_is_refused():
+    result = runner.invoke(app, ["serve", "--port", "notaport"])
+    assert result.exit_code == 2 and "--port" in result.output
+
+
+def test_help_explains_the_commands():
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0
+    for command in ("serve", "models", "bench"):
+        assert command in result.output
