@@ -1,0 +1,46 @@
+"""A row's logits must not depend on the batch it is decoded in.
+
+Speculative decoding verifies drafts in batches; plain decoding goes one token at a time. Output
+can only be identical if both compute every row bit for bit the same, which holds only with the
+kernels `make` builds and the runtime settings whiz applies (no llamafile sgemm, no repacked
+weights, no tiled matmul). This guards against a build or setting that brings one back.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from whiz.engine.llamacpp import LlamaRuntime
+from whiz.models import ModelStore, default_home
+
+pytestmark = pytest.mark.model
+
+
+@pytest.fixture(scope="module")
+def runtime():
+    path = ModelStore(default_home()).resolve("qwen2.5-coder-0.5b")
+    rt = LlamaRuntime(path, kv_budget_mb=256, ctx=2048, n_seq_max=3)
+    yield rt
+    rt.close()
+
+
+def test_logits_are_bit_identical_alone_and_in_batches(runtime):
+    rng = random.Random(0)
+    tokens = [rng.randrange(1000, 20000) for _ in range(60)]
+    prompt, rows = tokens[:20], tokens[20:]
+    for seq in range(3):
+        runtime.decode([(t, i, seq, False) for i, t in enumerate(prompt)])
+
+    def logits(seq: int, batch: int) -> list[np.ndarray]:
+        out = []
+        for start in range(0, len(rows), batch):
+            chunk = range(start, min(start + batch, len(rows)))
+            out += [np.array(x) for x in runtime.decode([(rows[k], 20 + k, seq, True) for k in chunk])]
+        return out
+
+    alone, by_eight, all_at_once = logits(0, 1), logits(1, 8), logits(2, len(rows))
+    for a, b, c in zip(alone, by_eight, all_at_once, strict=True):
+        assert np.array_equal(a, b) and np.array_equal(a, c)
