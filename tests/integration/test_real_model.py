@@ -116,6 +116,8 @@ def test_cancel_stops_generation_within_one_step(real_server):
                     "temperature": 0,
                     "input": "Write a long, detailed essay about the history of computing.",
                     "max_output_tokens": 2000,
+                    # One token per step, so "within one step" is countable in tokens.
+                    "whiz": {"speculation": False},
                 }
             )
         )
