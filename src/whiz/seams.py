@@ -63,6 +63,10 @@ class Runtime(Protocol):
     n_seq_max: int
     n_vocab: int
     tokenizer: Tokenizer
+    shared_cache: bool
+    """True when sequences draw cells from one pool, so evicting one frees room for another."""
+    batch_costs_ms: dict[int, float]
+    """How long batches of a few sizes take, for choosing draft lengths."""
 
     def decode(self, rows: Sequence[tuple[int, int, int, bool]]) -> list[np.ndarray]:
         """Run one forward pass; return the logits of the rows that asked for them, in order.

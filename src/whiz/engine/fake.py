@@ -62,6 +62,9 @@ def echo_script(conversation: str) -> str:
 class FakeRuntime:
     """A `Runtime` whose next token is the next byte of `script(conversation so far)`."""
 
+    shared_cache = True  # one pool of cells, like a unified llama.cpp cache
+    batch_costs_ms = {1: 1.0, 64: 8.0}  # cheap batches, so the fake drafts eagerly
+
     def __init__(
         self,
         script: Callable[[str], str] = echo_script,

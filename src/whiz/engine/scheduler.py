@@ -99,7 +99,7 @@ class Scheduler:
         self.runtime = runtime
         self.speculation = speculation
         self.max_draft = max_draft
-        self.batch_cost = BatchCost(getattr(runtime, "batch_costs_ms", None) or {1: 1.0, 64: 8.0})
+        self.batch_cost = BatchCost(runtime.batch_costs_ms)
         self.tokenizer = runtime.tokenizer
         self.info = info
         self.slots = SlotTable(runtime.n_seq_max)
@@ -314,7 +314,8 @@ class Scheduler:
             try:
                 return self.runtime.decode(rows)
             except KVCacheFull:
-                victim = self.slots.evictable()
+                # Evicting idle sessions only frees room where sequences share one pool of cells.
+                victim = self.slots.evictable() if self.runtime.shared_cache else None
                 if victim is None:
                     # Nothing idle left to evict: fail the largest job so the others can go on.
                     job = max(self._active, key=lambda j: j.n_past + len(j.feed))
