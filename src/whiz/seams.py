@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     import numpy as np
 
+    from whiz.backend.types import BackendInfo, TextDelta, TurnRequest, TurnResult
+    from whiz.chat.messages import ToolCall
     from whiz.engine.types import EngineInfo, GenerateRequest, GenerationStats, TokenChunk
 
 
@@ -83,4 +85,49 @@ class Runtime(Protocol):
 
     def seq_cp(self, src: int, dst: int, p0: int, p1: int) -> None:
         """Make dst share src's cache cells for positions [p0, p1)."""
+        ...
+
+
+class BackendTurn(Protocol):
+    """One model turn in a backend: started lazily, iterated once, cancellable from anywhere."""
+
+    result: TurnResult | None
+    """Set once `events()` has ended."""
+    prompt_tokens: int
+    """The prompt's length in tokens, where the backend knows it before running (else 0)."""
+    basis: object
+    """The backend's record of the conversation before this turn's reply (a warm-up's result)."""
+
+    async def open(self) -> None:
+        """Start the turn; raises a `WhizError` when the backend refuses it (nothing was produced)."""
+        ...
+
+    def events(self) -> AsyncIterator[TextDelta | ToolCall]:
+        """Text deltas and tool calls as they come; opens the turn first if needed.
+
+        Raises a `WhizError` when the backend fails mid-turn; leaving early cancels the turn.
+        """
+        ...
+
+    def cancel(self) -> None:
+        """Stop soon; the turn then ends with finish_reason 'cancelled'."""
+        ...
+
+
+class Backend(Protocol):
+    """Messages in, text and tool calls out: what the APIs run turns on.
+
+    The embedded engine (`whiz.backend.engine`) and OpenAI-compatible upstreams (`whiz.gateway`)
+    are the two kinds. A backend that holds resources (connections, a health-check task) is also
+    an async context manager, which the app enters for its lifetime.
+    """
+
+    info: BackendInfo
+
+    def start(self, request: TurnRequest) -> BackendTurn:
+        """Validate a turn and return it, not yet running; raises a `WhizError` for a bad request."""
+        ...
+
+    def status(self) -> dict[str, float]:
+        """Gauges for /metrics: metric names after `whiz_`, with Prometheus labels where needed."""
         ...

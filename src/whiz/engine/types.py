@@ -59,6 +59,8 @@ class GenerationStats:
     draft_rejected: int = 0
     finish_reason: FinishReason | None = None
     error: str | None = None
+    replica: str | None = None
+    """The upstream replica that ran it, when whiz is a gateway."""
 
     @property
     def tokens_per_s(self) -> float:

@@ -1,10 +1,15 @@
-"""`create_app(engine, settings)`: the Starlette app with every route of PROTOCOL.md."""
+"""`create_app(engine, settings)`: the Starlette app with every route of PROTOCOL.md.
+
+The app runs turns on a `Backend`: an in-process engine (wrapped in `EngineBackend`) or, for
+`whiz serve --upstream`, the gateway over OpenAI-compatible servers.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -14,9 +19,10 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
 from whiz import __version__
+from whiz.backend.engine import EngineBackend
 from whiz.config import ServeSettings
 from whiz.errors import InvalidRequest, NotFound, PayloadTooLarge, WhizError
-from whiz.seams import Engine
+from whiz.seams import Backend, Engine
 from whiz.server.auth import bearer
 from whiz.server.protocol import ChatRequest, ResponsesRequest, decode_json, parse
 from whiz.server.state import ServerState
@@ -43,9 +49,19 @@ def sse(events: AsyncIterator[dict], *, named: bool) -> StreamingResponse:
     return StreamingResponse(body(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
 
-def create_app(engine: Engine, settings: ServeSettings | None = None) -> Starlette:
+SESSION_HEADERS = ("x-session-id", "session_id", "session-id")
+"""Headers a client may name its session with; turns of one session stay on one replica."""
+
+
+def session_header(headers: Mapping[str, str]) -> str | None:
+    return next((headers[h] for h in SESSION_HEADERS if headers.get(h)), None)
+
+
+def create_app(engine: Engine | Backend, settings: ServeSettings | None = None) -> Starlette:
+    """The app over an `Engine` (wrapped in `EngineBackend`) or any other `Backend`."""
     settings = settings or ServeSettings()
-    state = ServerState(engine, settings)
+    backend: Backend = EngineBackend(engine) if hasattr(engine, "generate") else engine  # type: ignore[assignment]
+    state = ServerState(backend, settings)
 
     async def read_body(request: Request) -> tuple[dict, str | None]:
         """Authenticate, rate-limit and decode a POST body."""
@@ -74,7 +90,7 @@ def create_app(engine: Engine, settings: ServeSettings | None = None) -> Starlet
                     code="previous_response_not_found",
                 )
             previous = found[1]
-        turn = state.responses.prepare(req, previous, session=None)
+        turn = state.responses.prepare(req, previous, session=session_header(request.headers))
         run = state.responses.start(turn)
         state.metrics.request("responses.http")
 
@@ -89,6 +105,8 @@ def create_app(engine: Engine, settings: ServeSettings | None = None) -> Starlet
             return sse(events(), named=True)
         async for _ in events():
             pass
+        if run.error is not None:
+            raise run.error  # nothing was sent yet, so the client gets the error's own status
         return JSONResponse(run.response)
 
     async def responses_get(request: Request) -> Response:
@@ -104,31 +122,28 @@ def create_app(engine: Engine, settings: ServeSettings | None = None) -> Starlet
         data, _ = await read_body(request)
         req = parse(ChatRequest, data)
         state.metrics.request("chat")
+        session = session_header(request.headers)
         if req.stream:
-            turn = state.chat.start(req)
+            turn = state.chat.start(req, session)
+            await turn.open()  # a backend that refuses the turn gets its HTTP status, not a 200 stream
             return sse(state.chat.stream(req, turn), named=False)
-        out = await state.chat.complete(req)
+        out = await state.chat.complete(req, session)
         state.metrics.finished(out)
         return JSONResponse(out)
 
     async def models(request: Request) -> Response:
         state.keys.check(bearer(request.headers.get("authorization")))
-        info = engine.info
-        entry = {
-            "id": state.model_name,
-            "object": "model",
-            "created": 0,
-            "owned_by": "whiz",
-            "context_window": info.n_ctx,
-        }
+        entry = {"id": state.model_name, "object": "model", "created": 0, "owned_by": "whiz"}
+        if backend.info.n_ctx:
+            entry["context_window"] = backend.info.n_ctx
         return JSONResponse({"object": "list", "data": [entry]})
 
     async def health(request: Request) -> Response:
         return JSONResponse({"status": "ok", "model": state.model_name, "version": __version__})
 
     async def metrics(request: Request) -> Response:
-        status = engine.status() if hasattr(engine, "status") else {}
-        return PlainTextResponse(state.metrics.render(status), media_type="text/plain; version=0.0.4")
+        text = state.metrics.render(backend.status())
+        return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
 
     async def responses_socket(ws: WebSocket) -> None:
         await ws.accept()
@@ -139,7 +154,7 @@ def create_app(engine: Engine, settings: ServeSettings | None = None) -> Starlet
             await ws.send_text(json.dumps({"type": "error", "status": exc.status, "error": exc.to_dict()}))
             await ws.close(code=1008)
             return
-        session = Session(ws, state, key)
+        session = Session(ws, state, key, session_id=session_header(ws.headers))
         state.metrics.ws_sessions += 1
         try:
             await session.serve()
@@ -169,9 +184,20 @@ def create_app(engine: Engine, settings: ServeSettings | None = None) -> Starlet
         Route("/health", health, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
     ]
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        # A backend holding connections or a health-check task lives as long as the app.
+        if hasattr(backend, "__aenter__"):
+            async with backend:  # type: ignore[attr-defined]
+                yield
+        else:
+            yield
+
     app = Starlette(
         routes=routes,
         exception_handlers={WhizError: on_whiz_error, HTTPException: on_http_error, Exception: on_crash},
+        lifespan=lifespan,
     )
     app.state.whiz = state
     return app

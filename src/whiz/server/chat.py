@@ -6,18 +6,17 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 
-from whiz.chat.template import ChatTemplate
+from whiz.backend.types import TextDelta, TurnRequest, TurnResult
 from whiz.engine.types import SamplingParams
-from whiz.errors import ContextOverflow
-from whiz.seams import Engine
+from whiz.errors import WhizError
+from whiz.seams import Backend, BackendTurn
 from whiz.server.protocol import ChatRequest
 from whiz.server.responses import timings
-from whiz.server.turns import TextDelta, Turn, TurnResult, TurnSpec
 
 
 def _usage(result: TurnResult) -> dict:
     s = result.stats
-    n_out = len(result.output_tokens)
+    n_out = result.output_tokens
     return {
         "prompt_tokens": s.prompt_tokens,
         "completion_tokens": n_out,
@@ -45,43 +44,42 @@ def _tool_call_json(call, index: int | None = None) -> dict:
 
 
 class ChatService:
-    """Runs chat completion requests over one engine."""
+    """Runs chat completion requests on one backend."""
 
-    def __init__(self, engine: Engine, template: ChatTemplate, *, model_name: str, defaults: SamplingParams):
-        self.engine = engine
-        self.template = template
+    def __init__(self, backend: Backend, *, model_name: str, defaults: SamplingParams):
+        self.backend = backend
         self.model_name = model_name
         self.defaults = defaults
 
-    def start(self, req: ChatRequest) -> Turn:
-        """Validate and start a turn (raises before anything is sent)."""
-        tools = req.tool_list()
-        prompt = self.template.encode(req.conversation(), tools)
-        limit = self.engine.info.n_ctx
-        if len(prompt) >= limit:
-            raise ContextOverflow(len(prompt), limit, param="messages")
-        sampling = req.sampling(self.defaults)
-        prediction = self.engine.tokenizer.encode(req.prediction.text()) if req.prediction else None
-        spec = TurnSpec(
-            prompt,
-            req.limit() or limit,
-            sampling,
+    def start(self, req: ChatRequest, session: str | None = None) -> BackendTurn:
+        """Validate a turn (raises before anything is sent); it runs once opened or iterated."""
+        messages = req.conversation()
+        system = None
+        if messages and messages[0].role == "system":
+            system, messages = messages[0].content, messages[1:]
+        request = TurnRequest(
+            system,
+            messages,
+            tuple(req.tool_list()),
+            max_tokens=req.limit(),
+            sampling=req.sampling(self.defaults),
             stop=req.stop_list(),
-            parse_tools=bool(tools),
-            prediction=prediction,
+            prediction=req.prediction.text() if req.prediction else None,
             speculation=req.speculation(),
+            session=session,
+            cache_key=req.prompt_cache_key,
+            input_param="messages",
         )
-        return Turn(self.engine, spec)
+        return self.backend.start(request)
 
     def _envelope(self, req: ChatRequest, cid: str, created: int, obj: str) -> dict:
         return {"id": cid, "object": obj, "created": created, "model": req.model or self.model_name}
 
-    async def complete(self, req: ChatRequest) -> dict:
-        turn = self.start(req)
+    async def complete(self, req: ChatRequest, session: str | None = None) -> dict:
+        turn = self.start(req, session)
         async for _ in turn.events():
             pass
         result = turn.result
-        self.template.remember(result.body, result.output_tokens)
         message: dict = {"role": "assistant", "content": result.message().content or None}
         if result.tool_calls:
             message["tool_calls"] = [_tool_call_json(c) for c in result.tool_calls]
@@ -94,8 +92,11 @@ class ChatService:
             "whiz": timings(result.stats),
         }
 
-    async def stream(self, req: ChatRequest, turn: Turn) -> AsyncIterator[dict]:
-        """The chunks of a streamed completion (the caller frames them as SSE and adds [DONE])."""
+    async def stream(self, req: ChatRequest, turn: BackendTurn) -> AsyncIterator[dict]:
+        """The chunks of a streamed completion (the caller frames them as SSE and adds [DONE]).
+
+        A backend that fails mid-stream ends it with an `error` chunk, as OpenAI's API does.
+        """
         base = self._envelope(req, "chatcmpl-" + uuid.uuid4().hex, int(time.time()), "chat.completion.chunk")
 
         def chunk(delta: dict, finish: str | None = None) -> dict:
@@ -106,14 +107,17 @@ class ChatService:
 
         yield chunk({"role": "assistant", "content": ""})
         n_calls = 0
-        async for piece in turn.events():
-            if isinstance(piece, TextDelta):
-                yield chunk({"content": piece.text})
-            else:
-                yield chunk({"tool_calls": [_tool_call_json(piece, n_calls)]})
-                n_calls += 1
+        try:
+            async for piece in turn.events():
+                if isinstance(piece, TextDelta):
+                    yield chunk({"content": piece.text})
+                else:
+                    yield chunk({"tool_calls": [_tool_call_json(piece, n_calls)]})
+                    n_calls += 1
+        except WhizError as exc:
+            yield {"error": exc.to_dict()}
+            return
         result = turn.result
-        self.template.remember(result.body, result.output_tokens)
         last = chunk({}, _finish_reason(result))
         last["whiz"] = timings(result.stats)
         yield last

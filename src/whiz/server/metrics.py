@@ -34,7 +34,8 @@ class Metrics:
         self.ttft_ms_sum += (response.get("whiz") or {}).get("ttft_ms", 0.0)
         self.responses += 1
 
-    def render(self, engine_status: dict) -> str:
+    def render(self, backend_status: dict) -> str:
+        """Prometheus text: these counters, then the backend's gauges (names after `whiz_`)."""
         lines = [
             "# TYPE whiz_requests_total counter",
             *(f'whiz_requests_total{{api="{k}"}} {v}' for k, v in sorted(self.requests.items())),
@@ -53,6 +54,11 @@ class Metrics:
             "# TYPE whiz_websocket_sessions gauge",
             f"whiz_websocket_sessions {self.ws_sessions}",
         ]
-        for k, v in engine_status.items():
-            lines += [f"# TYPE whiz_engine_{k} gauge", f"whiz_engine_{k} {v}"]
+        typed: set[str] = set()
+        for k, v in backend_status.items():
+            name = "whiz_" + k.split("{", 1)[0]
+            if name not in typed:  # one TYPE line per metric, however many label sets follow
+                typed.add(name)
+                lines.append(f"# TYPE {name} {'counter' if name.endswith('_total') else 'gauge'}")
+            lines.append(f"whiz_{k} {v}")
         return "\n".join(lines) + "\n"

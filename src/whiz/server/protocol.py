@@ -71,6 +71,7 @@ class SamplingFields(Wire):
     stream: bool = False
     prediction: Prediction | None = None
     whiz: WhizOptions | None = None
+    prompt_cache_key: str | None = None
 
     def speculation(self) -> bool:
         return not (self.whiz and self.whiz.speculation is False)

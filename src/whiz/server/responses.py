@@ -1,9 +1,10 @@
 """The Responses API: turning a request into a turn, and the turn into Responses events.
 
 HTTP (streaming or not) and the WebSocket mode share this code; they differ only in framing.
-A finished response is kept as a `Conversation`: the exact tokens of every closed turn, so that a
-follow-up naming it with `previous_response_id` appends only the new items' tokens, and the
-engine finds everything before them in the KV cache.
+A finished response is kept as a `Conversation`: its messages and the backend's own state of them
+(for the engine, the exact tokens of every closed turn), so that a follow-up naming it with
+`previous_response_id` appends only the new items, and the engine finds everything before them in
+the KV cache. A stateless upstream gets the whole conversation again.
 """
 
 from __future__ import annotations
@@ -15,13 +16,12 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from whiz.backend.types import Resume, TextDelta, TurnRequest
 from whiz.chat.messages import Message, Tool, ToolCall
-from whiz.chat.template import ASSISTANT_START, ChatTemplate
 from whiz.engine.types import GenerationStats, SamplingParams
-from whiz.errors import ContextOverflow, InvalidRequest, WhizError
-from whiz.seams import Engine
+from whiz.errors import InvalidRequest, WhizError
+from whiz.seams import Backend, BackendTurn
 from whiz.server.protocol import ResponsesRequest
-from whiz.server.turns import TextDelta, Turn, TurnSpec
 
 
 def new_id(prefix: str) -> str:
@@ -32,11 +32,13 @@ def new_id(prefix: str) -> str:
 class Conversation:
     """What a later turn needs to continue a response."""
 
-    tokens: list[int]
-    """Tokens of every closed turn, through the end of the response."""
+    state: Any
+    """The backend's record of every closed turn, through the end of the response."""
     messages: list[Message]
     system: str | None
     tools: tuple[Tool, ...]
+    chain: str | None = None
+    """The first response of its previous_response_id chain."""
 
 
 class ResponseStore:
@@ -67,7 +69,8 @@ def usage(stats: GenerationStats, output_tokens: int) -> dict:
 
 def timings(stats: GenerationStats) -> dict:
     """The `whiz` object every finished response carries (PROTOCOL.md §4)."""
-    return {
+    where = {"replica": stats.replica} if stats.replica else {}  # which upstream ran it, behind a gateway
+    return where | {
         "ttft_ms": round(stats.ttft_ms, 2),
         "prefill_tokens": stats.prefill_tokens,
         "prefill_ms": round(stats.prefill_ms, 2),
@@ -86,12 +89,13 @@ class PreparedTurn:
     id: str
     request: ResponsesRequest
     model: str
-    basis: list[int]
-    """The conversation's tokens before this turn's reply."""
+    live: BackendTurn
+    """The backend's turn, not yet running."""
     messages: list[Message]
     system: str | None
     tools: tuple[Tool, ...]
-    spec: TurnSpec
+    sampling: SamplingParams
+    chain: str
     created_at: int = field(default_factory=lambda: int(time.time()))
 
 
@@ -232,11 +236,10 @@ class ResponseEvents:
 
 
 class ResponsesService:
-    """Prepares and runs Responses turns over one engine."""
+    """Prepares and runs Responses turns on one backend."""
 
-    def __init__(self, engine: Engine, template: ChatTemplate, *, model_name: str, defaults: SamplingParams):
-        self.engine = engine
-        self.template = template
+    def __init__(self, backend: Backend, *, model_name: str, defaults: SamplingParams):
+        self.backend = backend
         self.model_name = model_name
         self.defaults = defaults
 
@@ -247,17 +250,17 @@ class ResponsesService:
         new = req.input_messages()
         if not new and previous is None:
             raise InvalidRequest("input must hold at least one item.", param="input")
-        enc = self.template
         same_frame = (
             previous is not None
             and tools == previous.tools
             and (req.instructions is None or req.instructions == previous.system)
         )
+        resume = None
         if same_frame:
-            # The fast path: the previous response's exact tokens, then only the new items.
+            # The fast path: the previous response as the backend holds it, then only the new items.
             system = previous.system
             messages = previous.messages + new
-            basis = previous.tokens + enc.encode_turns(new)
+            resume = Resume(previous.state, len(previous.messages))
         else:
             messages = (previous.messages if previous else []) + new
             system = req.instructions
@@ -266,27 +269,27 @@ class ResponsesService:
             if system is None and messages and messages[0].role == "system":
                 system = messages[0].content
                 messages = messages[1:]
-            head = [Message("system", system)] if system is not None else []
-            basis = enc.encode(head + messages, tools, add_generation_prompt=False)
-        prompt = basis + enc.tokenizer.encode(ASSISTANT_START) if req.generate else basis
-        limit = self.engine.info.n_ctx
-        if len(prompt) >= limit:
-            raise ContextOverflow(len(prompt), limit)
         sampling = req.sampling(self.defaults)
-        max_tokens = (req.max_output_tokens or limit) if req.generate else 0
-        prediction = enc.tokenizer.encode(req.prediction.text()) if req.prediction else None
-        spec = TurnSpec(
-            prompt,
-            max_tokens,
-            sampling,
-            parse_tools=bool(tools),
-            session=session,
-            prediction=prediction,
-            speculation=req.speculation(),
+        rid = new_id("resp")
+        chain = previous.chain if previous is not None and previous.chain else rid
+        live = self.backend.start(
+            TurnRequest(
+                system,
+                messages,
+                tools,
+                max_tokens=req.max_output_tokens,
+                sampling=sampling,
+                prediction=req.prediction.text() if req.prediction else None,
+                speculation=req.speculation(),
+                generate=req.generate,
+                session=session,
+                chain=chain,
+                cache_key=req.prompt_cache_key,
+                resume=resume,
+            )
         )
-        return PreparedTurn(
-            new_id("resp"), req, req.model or self.model_name, basis, messages, system, tools, spec
-        )
+        model = req.model or self.model_name
+        return PreparedTurn(rid, req, model, live, messages, system, tools, sampling, chain)
 
     def skeleton(self, turn: PreparedTurn) -> dict:
         req = turn.request
@@ -300,8 +303,8 @@ class ResponsesService:
             "instructions": req.instructions,
             "previous_response_id": req.previous_response_id,
             "max_output_tokens": req.max_output_tokens,
-            "temperature": turn.spec.sampling.temperature,
-            "top_p": turn.spec.sampling.top_p,
+            "temperature": turn.sampling.temperature,
+            "top_p": turn.sampling.top_p,
             "tools": req.tools or [],
             "tool_choice": req.tool_choice or "auto",
             "parallel_tool_calls": True,
@@ -319,12 +322,12 @@ class ResponsesService:
     def acknowledge_warmup(self, turn: PreparedTurn) -> tuple[list[dict], Conversation]:
         """The events of a `generate: false` turn answered before its prefill has run.
 
-        The conversation it leaves is known without the engine: exactly the prompt's tokens.
+        The conversation it leaves is known without running it: exactly the prompt.
         """
         events = ResponseEvents(self.skeleton(turn))
-        stats = GenerationStats(prompt_tokens=len(turn.basis))
+        stats = GenerationStats(prompt_tokens=turn.live.prompt_tokens)
         out = events.start() + events.finish("completed", usage=usage(stats, 0), whiz=timings(stats))
-        return out, Conversation(turn.basis, turn.messages, turn.system, turn.tools)
+        return out, Conversation(turn.live.basis, turn.messages, turn.system, turn.tools, turn.chain)
 
 
 class ResponseRun:
@@ -335,13 +338,11 @@ class ResponseRun:
         self.turn = turn
         self.conversation: Conversation | None = None
         self.response: dict | None = None
-        self._live: Turn | None = None
-        self._cancelled = False
+        self.error: WhizError | None = None
+        """Set when the backend failed the turn; the conversation is then left as it was."""
 
     def cancel(self) -> None:
-        self._cancelled = True
-        if self._live is not None:
-            self._live.cancel()
+        self.turn.live.cancel()
 
     async def events(self) -> AsyncIterator[dict]:
         """The response's events; the last one is terminal (completed, incomplete or failed)."""
@@ -351,29 +352,21 @@ class ResponseRun:
         for ev in events.start():
             yield ev
         try:
-            self._live = Turn(service.engine, turn.spec)
+            async for piece in turn.live.events():
+                batch = events.text(piece.text) if isinstance(piece, TextDelta) else events.tool_call(piece)
+                for ev in batch:
+                    yield ev
         except WhizError as exc:
+            self.error = exc
             for ev in events.finish("failed", error={"code": exc.code, "message": exc.message}):
                 yield ev
             return
-        if self._cancelled:
-            self._live.cancel()
-        async for piece in self._live.events():
-            batch = events.text(piece.text) if isinstance(piece, TextDelta) else events.tool_call(piece)
-            for ev in batch:
-                yield ev
-        result = self._live.result
+        result = turn.live.result
+        assert result is not None
         stats = result.stats
-        # Close the assistant turn so the stored tokens are exactly what a follow-up continues.
-        if turn.request.generate:
-            closing = service.engine.tokenizer.encode("<|im_end|>\n")
-            tokens = turn.spec.prompt + result.output_tokens + closing
-            messages = turn.messages + [result.message()]
-            service.template.remember(result.body, result.output_tokens)
-        else:
-            tokens, messages = turn.basis, turn.messages
-        self.conversation = Conversation(tokens, messages, turn.system, turn.tools)
-        extra: dict[str, Any] = {"usage": usage(stats, len(result.output_tokens)), "whiz": timings(stats)}
+        messages = turn.messages + [result.message()] if turn.request.generate else turn.messages
+        self.conversation = Conversation(result.state, messages, turn.system, turn.tools, turn.chain)
+        extra: dict[str, Any] = {"usage": usage(stats, result.output_tokens), "whiz": timings(stats)}
         if result.finish_reason == "error":
             status = "failed"
             extra["error"] = {"code": "engine_error", "message": stats.error or "generation failed"}

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from whiz.chat.template import ChatTemplate
 from whiz.config import ServeSettings
 from whiz.engine.types import SamplingParams
-from whiz.seams import Engine
+from whiz.seams import Backend
 from whiz.server.auth import KeyCheck, RateLimiter
 from whiz.server.chat import ChatService
 from whiz.server.metrics import Metrics
@@ -13,18 +12,15 @@ from whiz.server.responses import ResponsesService, ResponseStore
 
 
 class ServerState:
-    def __init__(self, engine: Engine, settings: ServeSettings):
-        self.engine = engine
+    def __init__(self, backend: Backend, settings: ServeSettings):
+        self.backend = backend
         self.settings = settings
-        self.model_name = settings.model_name or engine.info.model
-        self.template = ChatTemplate(engine.tokenizer)
+        self.model_name = settings.model_name or backend.info.model
         defaults = SamplingParams(
             temperature=settings.temperature, top_p=settings.top_p, top_k=settings.top_k
         )
-        self.responses = ResponsesService(
-            engine, self.template, model_name=self.model_name, defaults=defaults
-        )
-        self.chat = ChatService(engine, self.template, model_name=self.model_name, defaults=defaults)
+        self.responses = ResponsesService(backend, model_name=self.model_name, defaults=defaults)
+        self.chat = ChatService(backend, model_name=self.model_name, defaults=defaults)
         self.store = ResponseStore(settings.stored_responses)
         self.metrics = Metrics()
         self.keys = KeyCheck(settings.api_keys)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
+from whiz.backend.types import TextDelta
 from whiz.chat.detok import Detokenizer
 from whiz.chat.messages import Message, ToolCall
 from whiz.chat.template import assistant_body
@@ -30,11 +31,6 @@ class TurnSpec:
 
 
 @dataclass
-class TextDelta:
-    text: str
-
-
-@dataclass
 class TurnResult:
     text: str
     tool_calls: list[ToolCall]
@@ -51,8 +47,11 @@ class TurnResult:
         return assistant_body(self.message())
 
 
+__all__ = ["TextDelta", "Turn", "TurnResult", "TurnSpec"]
+
+
 class Turn:
-    """A running turn. Iterate `events()`; call `cancel()` from anywhere to stop it."""
+    """A running turn on an engine. Iterate `events()`; call `cancel()` from anywhere to stop it."""
 
     def __init__(self, engine: Engine, spec: TurnSpec):
         self.spec = spec

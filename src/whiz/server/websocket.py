@@ -34,11 +34,12 @@ log = logging.getLogger("whiz.server")
 class Session:
     """One WebSocket connection: its state, its queue of turns, its worker task."""
 
-    def __init__(self, ws: WebSocket, state: ServerState, key: str | None):
+    def __init__(self, ws: WebSocket, state: ServerState, key: str | None, session_id: str | None = None):
         self.ws = ws
         self.app = state
         self.key = key
-        self.id = "sess_" + hex(id(self))[2:]
+        # A client-named session (a header) keeps its cache and replica across reconnects.
+        self.id = session_id or "sess_" + hex(id(self))[2:]
         self.state: Literal["idle", "running", "closed"] = "idle"
         self.queue: asyncio.Queue[ResponsesRequest] = asyncio.Queue()
         self.latest: tuple[str, Conversation] | None = None

@@ -1,0 +1,100 @@
+"""The embedded backend: the chat template renders messages to tokens, the engine runs them.
+
+A conversation's state here is its exact token ids. A follow-up that resumes it appends only the
+new messages' tokens, so the engine finds everything before them in its KV cache; the sampled
+tokens of every reply are remembered, so a client that resends a reply as text hits the cache too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from whiz.backend.types import BackendInfo, TextDelta, TurnRequest, TurnResult
+from whiz.chat.messages import Message, ToolCall
+from whiz.chat.template import ASSISTANT_START, ChatTemplate
+from whiz.errors import ContextOverflow
+from whiz.seams import Engine
+from whiz.server.turns import Turn, TurnSpec
+
+CLOSE_TURN = "<|im_end|>\n"
+
+
+class EngineBackend:
+    """A `Backend` over one in-process `Engine`."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+        self.template = ChatTemplate(engine.tokenizer)
+        self.info = BackendInfo(model=engine.info.model, n_ctx=engine.info.n_ctx)
+
+    def start(self, request: TurnRequest) -> EngineTurn:
+        """Render the prompt and check it fits; the engine starts on `open()`."""
+        enc = self.template
+        if request.resume is not None:
+            done = request.resume.n_messages
+            basis = list(request.resume.state) + enc.encode_turns(request.messages[done:])
+        else:
+            head = [Message("system", request.system)] if request.system is not None else []
+            basis = enc.encode(head + request.messages, request.tools, add_generation_prompt=False)
+        prompt = basis + enc.tokenizer.encode(ASSISTANT_START) if request.generate else basis
+        limit = self.engine.info.n_ctx
+        if len(prompt) >= limit:
+            raise ContextOverflow(len(prompt), limit, param=request.input_param)
+        spec = TurnSpec(
+            prompt,
+            (request.max_tokens or limit) if request.generate else 0,
+            request.sampling,
+            stop=request.stop,
+            parse_tools=bool(request.tools),
+            session=request.session or request.cache_key,
+            prediction=enc.tokenizer.encode(request.prediction) if request.prediction else None,
+            speculation=request.speculation,
+        )
+        return EngineTurn(self, spec, basis, generate=request.generate)
+
+    def status(self) -> dict[str, float]:
+        status = self.engine.status() if hasattr(self.engine, "status") else {}
+        return {f"engine_{k}": v for k, v in status.items()}
+
+
+class EngineTurn:
+    """One turn on the engine (a `BackendTurn`)."""
+
+    def __init__(self, backend: EngineBackend, spec: TurnSpec, basis: list[int], *, generate: bool):
+        self.spec = spec
+        self.basis = basis
+        self.prompt_tokens = len(spec.prompt)
+        self.result: TurnResult | None = None
+        self._backend = backend
+        self._generate = generate
+        self._live: Turn | None = None
+        self._cancelled = False
+
+    async def open(self) -> None:
+        if self._live is None:
+            self._live = Turn(self._backend.engine, self.spec)
+            if self._cancelled:
+                self._live.cancel()
+
+    def cancel(self) -> None:
+        self._cancelled = True
+        if self._live is not None:
+            self._live.cancel()
+
+    async def events(self) -> AsyncIterator[TextDelta | ToolCall]:
+        await self.open()
+        assert self._live is not None
+        async for piece in self._live.events():
+            yield piece
+        done = self._live.result
+        assert done is not None
+        if self._generate:
+            # Close the assistant turn so the state is exactly what a follow-up continues.
+            self._backend.template.remember(done.body, done.output_tokens)
+            closing = self._backend.engine.tokenizer.encode(CLOSE_TURN)
+            state = self.spec.prompt + done.output_tokens + closing
+        else:
+            state = self.basis
+        self.result = TurnResult(
+            done.text, done.tool_calls, done.stats, done.finish_reason, len(done.output_tokens), state
+        )
