@@ -57,27 +57,62 @@ def serve(
         int | None, typer.Option(help="Longest draft verified in one batch (default 32).")
     ] = None,
     config: Annotated[Path | None, typer.Option(help="TOML file with a [serve] table.")] = None,
+    # -- upstreams and the gateway --
+    upstream: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--upstream",
+            help="Serve on top of this OpenAI-compatible server (vLLM, llama-server, SGLang, whiz, ...) "
+            "instead of a local model. Repeat it for a gateway: sessions stick to one replica, sick "
+            "replicas leave the rotation, a dead replica's sessions move with their history.",
+        ),
+    ] = None,
+    upstream_key: Annotated[
+        str | None, typer.Option(help="Bearer key for the upstreams (or WHIZ_UPSTREAM_KEY).")
+    ] = None,
+    upstream_model: Annotated[
+        str | None, typer.Option(help="Model id to ask the upstreams for (default: the first each lists).")
+    ] = None,
+    routing: Annotated[
+        str | None,
+        typer.Option(help="affinity (default): a session stays on its replica; round-robin: for comparison."),
+    ] = None,
+    engine_only: Annotated[
+        bool | None,
+        typer.Option(
+            "--engine-only",
+            help="Run a replica for a gateway: the model API only (no web app, no agent endpoints).",
+        ),
+    ] = None,
 ) -> None:
-    """Serve the OpenAI-compatible APIs (Chat Completions, Responses, and its WebSocket mode)."""
+    """Serve the OpenAI-compatible APIs (Chat Completions, Responses, and its WebSocket mode).
+
+    With --upstream, whiz serves the same APIs on top of other servers.
+    """
     from whiz.config import load_settings
     from whiz.errors import WhizError
     from whiz.server.run import serve_forever
 
-    settings = load_settings(
-        config,
-        model=model,
-        host=host,
-        port=port,
-        ctx=ctx,
-        kv_budget_mb=kv_budget_mb,
-        slots=slots,
-        threads=threads,
-        api_keys=api_key,
-        rate_limit_rpm=rate_limit_rpm,
-        speculation=speculation,
-        max_draft=max_draft,
-    )
     try:
+        settings = load_settings(
+            config,
+            model=model,
+            host=host,
+            port=port,
+            ctx=ctx,
+            kv_budget_mb=kv_budget_mb,
+            slots=slots,
+            threads=threads,
+            api_keys=api_key,
+            rate_limit_rpm=rate_limit_rpm,
+            speculation=speculation,
+            max_draft=max_draft,
+            upstreams=upstream,
+            upstream_key=upstream_key,
+            upstream_model=upstream_model,
+            routing=routing,
+            engine_only=engine_only,
+        )
         serve_forever(settings, err)
     except WhizError as exc:
         raise fail(exc.message) from None

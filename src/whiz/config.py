@@ -5,9 +5,22 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
+
+from whiz.errors import InvalidRequest
+
+
+class UpstreamSpec(BaseModel):
+    """One upstream as a config-file table: `upstreams = [{url = "...", key_env = "VLLM_KEY"}]`."""
+
+    url: str = Field(description="Base URL of an OpenAI-compatible server (http://host:port or .../v1).")
+    key: str | None = Field(None, description="Bearer key for this upstream.")
+    key_env: str | None = Field(None, description="Environment variable that holds the key.")
+    model: str | None = Field(None, description="Model id to ask for (default: --upstream-model).")
+    prediction: bool | None = Field(None, description="Send Predicted Outputs (default: if it accepts them).")
+    cache_key: bool | None = Field(None, description="Send prompt_cache_key (default: if it honours it).")
 
 
 class ServeSettings(BaseModel):
@@ -40,16 +53,40 @@ class ServeSettings(BaseModel):
     top_k: int = Field(20, description="Top-k sampling (not part of OpenAI's API).")
     max_body_mb: float = Field(16, description="Largest request body accepted.")
     stored_responses: int = Field(256, description="Responses kept for previous_response_id over HTTP.")
+    # -- upstreams and the gateway (whiz serve --upstream) --
+    upstreams: list[str | UpstreamSpec] = Field(
+        default_factory=list,
+        description="OpenAI-compatible servers to serve on top of instead of a local model; several make "
+        "whiz a gateway with session affinity, health checks and failover.",
+    )
+    upstream_key: str | None = Field(None, description="Bearer key sent to every upstream without its own.")
+    upstream_model: str | None = Field(
+        None, description="Model id to ask upstreams for (default: their first)."
+    )
+    upstream_timeout_s: float = Field(
+        300.0, description="Longest an upstream may stay silent (before answering, or mid-stream)."
+    )
+    upstream_connect_timeout_s: float = Field(
+        5.0, description="Longest to wait for an upstream's connection."
+    )
+    routing: Literal["affinity", "round-robin"] = Field(
+        "affinity", description="affinity: a session stays on one replica; round-robin: every turn moves on."
+    )
+    health_interval_s: float = Field(2.0, description="Seconds between health checks of each upstream.")
+    engine_only: bool = Field(
+        False, description="Serve the model API only, as a replica behind a gateway (no web app, no agent)."
+    )
 
 
 def env_overrides(prefix: str = "WHIZ_") -> dict[str, Any]:
-    """WHIZ_* variables that name a ServeSettings field. WHIZ_API_KEYS is comma-separated."""
+    """WHIZ_* variables that name a ServeSettings field; WHIZ_API_KEYS and WHIZ_UPSTREAMS are lists (a,b)."""
     out: dict[str, Any] = {}
     for name in ServeSettings.model_fields:
         value = os.environ.get(prefix + name.upper())
         if value is None or value == "":
             continue
-        out[name] = [k.strip() for k in value.split(",") if k.strip()] if name == "api_keys" else value
+        listed = name in ("api_keys", "upstreams")
+        out[name] = [k.strip() for k in value.split(",") if k.strip()] if listed else value
     return out
 
 
@@ -61,4 +98,9 @@ def load_settings(config_file: Path | None = None, **flags: Any) -> ServeSetting
             merged.update(tomllib.load(f).get("serve", {}))
     merged.update(env_overrides())
     merged.update({k: v for k, v in flags.items() if v is not None and v != []})
-    return ServeSettings.model_validate(merged)
+    try:
+        return ServeSettings.model_validate(merged)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"][:2])
+        raise InvalidRequest(f"Invalid setting '{where}': {err['msg']}.", param=where) from None

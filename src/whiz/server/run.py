@@ -1,7 +1,8 @@
-"""Starting the server: load the engine, print where it listens, run uvicorn until stopped."""
+"""Starting the server: load the engine (or reach the upstreams), print where it listens, run uvicorn."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import uvicorn
@@ -9,10 +10,16 @@ from rich.console import Console
 
 from whiz.config import ServeSettings
 from whiz.engine.factory import load_engine
+from whiz.errors import InvalidRequest
 from whiz.server.app import create_app
 
 
 def serve_forever(settings: ServeSettings, console: Console) -> None:
+    if settings.upstreams:
+        if settings.engine_only:
+            raise InvalidRequest("--engine-only runs a local model; it does not go with --upstream.")
+        serve_gateway(settings, console)
+        return
     t0 = time.perf_counter()
     with console.status(f"loading {settings.model} ..."):
         engine = load_engine(settings)
@@ -22,6 +29,59 @@ def serve_forever(settings: ServeSettings, console: Console) -> None:
         f"{info.n_seq_max} warm sessions, loaded in {time.perf_counter() - t0:.1f} s",
         soft_wrap=True,
     )
+    base = f"http://{settings.host}:{settings.port}"
+    if settings.engine_only:
+        console.print(
+            f"engine-only replica: the model API and nothing else; "
+            f"put it behind a gateway with `whiz serve --upstream {base}`",
+            soft_wrap=True,
+        )
+    _print_urls(settings, console)
+    app = create_app(engine, settings)
+    try:
+        uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning", ws="websockets-sansio")
+    finally:
+        engine.close()
+
+
+def serve_gateway(settings: ServeSettings, console: Console) -> None:
+    """Serve whiz's API on top of OpenAI-compatible upstreams (one, or several as a gateway)."""
+    from whiz.gateway import build_gateway
+
+    gateway = build_gateway(settings)
+
+    async def first_look() -> None:
+        try:
+            await gateway.discover()
+        finally:  # the server's own event loop opens its own connections
+            for replica in gateway.router.replicas:
+                await replica.upstream.aclose()
+
+    with console.status("asking the upstreams what they serve ..."):
+        asyncio.run(first_look())
+    for r in gateway.router.replicas:
+        u = r.upstream
+        if r.healthy:
+            extras = [
+                name
+                for name, on in (("prediction", u.sends_prediction), ("prompt_cache_key", u.sends_cache_key))
+                if on
+            ]
+            what = f"{u.flavour}, model {u.model}" + (f", forwards {' and '.join(extras)}" if extras else "")
+            console.print(f"[green]upstream[/green] {r.name}: {what}", soft_wrap=True)
+        else:
+            console.print(f"[yellow]upstream[/yellow] {r.name}: out of rotation ({r.reason})", soft_wrap=True)
+    if len(gateway.router.replicas) > 1:
+        console.print(
+            f"gateway: {settings.routing} routing over {len(gateway.router.replicas)} replicas",
+            soft_wrap=True,
+        )
+    _print_urls(settings, console)
+    app = create_app(gateway, settings)
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning", ws="websockets-sansio")
+
+
+def _print_urls(settings: ServeSettings, console: Console) -> None:
     base = f"http://{settings.host}:{settings.port}"
     console.print(
         f"serving on [bold]{base}/v1[/bold]  (WebSocket: ws://{settings.host}:{settings.port}/v1/responses)",
@@ -33,8 +93,3 @@ def serve_forever(settings: ServeSettings, console: Console) -> None:
         '-d \'{"messages":[{"role":"user","content":"Write hello world in Python"}]}\'',
         soft_wrap=True,  # a wrapped command can't be pasted
     )
-    app = create_app(engine, settings)
-    try:
-        uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning", ws="websockets-sansio")
-    finally:
-        engine.close()

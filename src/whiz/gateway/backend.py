@@ -1,0 +1,313 @@
+"""The gateway: a `Backend` over OpenAI-compatible upstreams, with affinity, health and failover.
+
+Upstreams are stateless: whiz keeps each conversation (the Responses API's `previous_response_id`
+and the WebSocket session hold its messages) and sends the whole history every turn, to the
+replica whose prefix cache holds it. When that replica fails before the turn produced anything,
+the turn goes to the next replica at once and the client never knows. When it fails mid-response,
+the response fails with `upstream_lost` and the conversation stays as it was before the turn, so
+the client sends the same turn again and it runs, with the full history, on another replica: the
+client sees at most one retried turn, and no turn is lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+
+from whiz.backend.types import BackendInfo, TextDelta, TurnRequest, TurnResult
+from whiz.chat.messages import ToolCall
+from whiz.engine.types import GenerationStats
+from whiz.gateway.errors import UpstreamError, UpstreamLost, UpstreamProtocolError
+from whiz.gateway.health import HealthChecker
+from whiz.gateway.router import Policy, Replica, Router
+from whiz.gateway.upstream import Upstream
+from whiz.gateway.wire import ChunkReader
+
+log = logging.getLogger("whiz.gateway")
+
+_END = object()
+_CANCELLED = object()
+
+
+def session_key(request: TurnRequest) -> str:
+    """What pins a turn to a replica: the most specific session identity the request carries.
+
+    A plain chat completion has none, so its conversation's opening (system prompt and first
+    message) stands in: every turn of a conversation resends the same opening.
+    """
+    if request.session:
+        return "session:" + request.session
+    if request.cache_key:
+        return "cache_key:" + request.cache_key
+    if request.chain:
+        return "chain:" + request.chain
+    head = [request.system or ""] + [m.content for m in request.messages[:1]]
+    return "head:" + hashlib.blake2b("\x00".join(head).encode(), digest_size=12).hexdigest()
+
+
+class Gateway:
+    """A `Backend` over one or more upstream replicas. Use as an async context manager."""
+
+    def __init__(
+        self,
+        upstreams: list[Upstream],
+        *,
+        policy: Policy = "affinity",
+        model_name: str | None = None,
+        health_interval_s: float = 2.0,
+        health_timeout_s: float = 2.0,
+    ):
+        self.router = Router([Replica(u) for u in upstreams], policy=policy)
+        self.health = HealthChecker(self.router, interval_s=health_interval_s, timeout_s=health_timeout_s)
+        self.model_name = model_name
+        self.retries = 0
+        """Turns moved to another replica before they produced anything."""
+        self.lost = 0
+        """Turns that failed mid-response (the client sends them again)."""
+        self._task: asyncio.Task | None = None
+
+    @property
+    def info(self) -> BackendInfo:
+        upstreams = [r.upstream for r in self.router.replicas]
+        model = self.model_name or next((u.model for u in upstreams if u.model), None) or "whiz"
+        windows = [u.n_ctx for u in upstreams if u.n_ctx]
+        return BackendInfo(model=model, n_ctx=min(windows) if windows else None)
+
+    async def discover(self) -> None:
+        """Ask every replica what it serves; one that does not answer starts out of rotation."""
+        await self.health.check_all()
+
+    async def __aenter__(self) -> Gateway:
+        await self.discover()
+        self._task = asyncio.create_task(self.health.run())
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        for replica in self.router.replicas:
+            await replica.upstream.aclose()
+
+    def start(self, request: TurnRequest) -> GatewayTurn:
+        return GatewayTurn(self, request, session_key(request))
+
+    def status(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for r in self.router.replicas:
+            label = '{replica="' + r.name.replace("\\", "\\\\").replace('"', '\\"') + '"}'
+            out[f"replica_healthy{label}"] = int(r.healthy)
+            out[f"replica_sessions{label}"] = r.sessions
+            out[f"replica_in_flight{label}"] = r.in_flight
+            out[f"replica_requests_total{label}"] = r.requests
+            out[f"replica_errors_total{label}"] = r.errors
+            out[f"replica_prompt_tokens_total{label}"] = r.prompt_tokens
+            out[f"replica_cached_tokens_total{label}"] = r.cached_tokens
+            hit = r.cached_tokens / r.prompt_tokens if r.prompt_tokens else 0.0
+            out[f"replica_cache_hit_ratio{label}"] = round(hit, 4)
+        out["gateway_sessions"] = self.router.sessions()
+        out["gateway_failovers_total"] = self.router.failovers
+        out["gateway_retries_total"] = self.retries
+        out["gateway_lost_turns_total"] = self.lost
+        return out
+
+
+class GatewayTurn:
+    """One turn through the gateway (a `BackendTurn`): routed, streamed, retried, cancellable."""
+
+    def __init__(self, gateway: Gateway, request: TurnRequest, key: str):
+        self.result: TurnResult | None = None
+        self.prompt_tokens = 0  # upstreams count tokens; the gateway cannot before it runs
+        self.basis: Any = None  # upstreams keep no state for a conversation
+        self.key = key
+        self._gateway = gateway
+        self._request = request
+        self._forward_key = request.cache_key or request.session or request.chain
+        self._replica: Replica | None = None
+        self._response: httpx.Response | None = None
+        self._tried: list[str] = []
+        self._last_error: UpstreamError | None = None
+        self._cancelled = False
+        self._queue: asyncio.Queue = asyncio.Queue()
+        self._pump: asyncio.Task | None = None
+        self._t0: float | None = None
+
+    @property
+    def replica(self) -> str | None:
+        """The replica running the turn now."""
+        return self._replica.name if self._replica else None
+
+    def cancel(self) -> None:
+        """Stop: the upstream stream is closed, which stops generation on the upstream."""
+        if self._cancelled:
+            return
+        self._cancelled = True
+        self._queue.put_nowait(_CANCELLED)
+        if self._pump is not None:
+            self._pump.cancel()
+
+    async def open(self) -> None:
+        if self._t0 is None:
+            self._t0 = time.perf_counter()
+            await self._connect()
+
+    async def _connect(self) -> None:
+        """Find a replica that accepts the turn, trying each in rotation at most once."""
+        router = self._gateway.router
+        while not self._cancelled:
+            try:
+                replica = router.route(self.key, exclude=self._tried)
+            except UpstreamError:
+                if self._last_error is not None:
+                    raise self._last_error from None  # the real reason beats "none left"
+                raise
+            self._tried.append(replica.name)
+            router.began(replica)
+            try:
+                self._response = await replica.upstream.open(
+                    replica.upstream.body(self._request, self._forward_key)
+                )
+            except UpstreamError as exc:
+                router.failed(replica, exc if exc.elsewhere else None)
+                if not exc.elsewhere:
+                    raise
+                self._note_retry(replica, exc)
+                continue
+            except BaseException:
+                router.abandoned(replica)
+                raise
+            self._replica = replica
+            return
+
+    def _note_retry(self, replica: Replica, exc: UpstreamError) -> None:
+        log.warning("turn moves off %s: %s", replica.name, exc.message)
+        self._last_error = exc
+        self._gateway.retries += 1
+
+    async def events(self) -> AsyncIterator[TextDelta | ToolCall]:
+        try:
+            await self.open()
+            async for piece in self._attempts():
+                yield piece
+        finally:
+            await self._close()
+
+    async def _attempts(self) -> AsyncIterator[TextDelta | ToolCall]:
+        router = self._gateway.router
+        generate = self._request.generate
+        while True:
+            if self._cancelled or self._replica is None:
+                self._finish(ChunkReader(self.replica or "", parse_tools=False), [], None, cancelled=True)
+                return
+            replica = self._replica
+            reader = ChunkReader(replica.name, parse_tools=bool(self._request.tools))
+            pieces: list[TextDelta | ToolCall] = []
+            first_at: float | None = None
+            try:
+                async for piece in self._read(reader):
+                    first_at = first_at or time.perf_counter()
+                    pieces.append(piece)
+                    if generate:
+                        yield piece
+            except UpstreamError as exc:
+                self._replica = None
+                await self._close()
+                router.failed(replica, exc)
+                if pieces and generate:
+                    self._gateway.lost += 1
+                    raise UpstreamLost(
+                        f"Upstream {replica.name} failed mid-response ({exc.message}) The conversation is "
+                        "as it was before this turn: send the turn again and another replica will run it."
+                    ) from None
+                if not exc.elsewhere:
+                    raise
+                self._note_retry(replica, exc)
+                await self._connect()
+                continue
+            stats = self._finish(reader, pieces, first_at, cancelled=self._cancelled)
+            self._replica = None
+            router.succeeded(replica, stats)
+            return
+
+    async def _read(self, reader: ChunkReader) -> AsyncIterator[TextDelta | ToolCall]:
+        """The pieces of the current replica's stream; ends early on cancel."""
+        assert self._response is not None and self._replica is not None
+        self._queue = asyncio.Queue()
+        if self._cancelled:
+            return
+        self._pump = asyncio.create_task(
+            self._pump_chunks(self._replica.upstream, self._response, self._queue)
+        )
+        while True:
+            item = await self._queue.get()
+            if item is _END or item is _CANCELLED:
+                break
+            if isinstance(item, UpstreamError):
+                raise item
+            for piece in reader.feed(item):
+                yield piece
+        if not self._cancelled and reader.finish_reason is None:
+            raise UpstreamLost(f"Upstream {reader.replica} closed the stream before the response finished.")
+        for piece in reader.finish():
+            yield piece
+
+    @staticmethod
+    async def _pump_chunks(upstream: Upstream, response: httpx.Response, queue: asyncio.Queue) -> None:
+        """Read the upstream's stream into `queue`, so a cancel can stop the read at any moment."""
+        try:
+            async for chunk in upstream.chunks(response):
+                queue.put_nowait(chunk)
+            queue.put_nowait(_END)
+        except UpstreamError as exc:
+            queue.put_nowait(exc)
+        except Exception as exc:  # a bug here must fail one turn, not hang it
+            log.exception("reading %s failed", upstream.name)
+            queue.put_nowait(UpstreamProtocolError(f"Upstream {upstream.name}: unreadable stream ({exc})."))
+        finally:
+            await response.aclose()
+
+    def _finish(
+        self, reader: ChunkReader, pieces: list, first_at: float | None, *, cancelled: bool
+    ) -> GenerationStats:
+        now = time.perf_counter()
+        start = self._t0 or now
+        ttft_ms = ((first_at or now) - start) * 1000
+        decode_ms = (now - first_at) * 1000 if first_at else 0.0
+        stats = reader.stats(ttft_ms=ttft_ms, decode_ms=decode_ms, pieces=len(pieces))
+        text = "".join(p.text for p in pieces if isinstance(p, TextDelta))
+        calls = [p for p in pieces if isinstance(p, ToolCall)]
+        if cancelled:
+            reason = "cancelled"
+        elif reader.finish_reason == "length" and self._request.generate:
+            reason = "length"
+        else:
+            reason = "stop"
+        stats.finish_reason = reason  # type: ignore[assignment]
+        if not self._request.generate:
+            text, calls, stats.decode_tokens = "", [], 0
+        self.prompt_tokens = stats.prompt_tokens
+        self.result = TurnResult(text, calls, stats, reason, stats.decode_tokens)
+        return stats
+
+    async def _close(self) -> None:
+        """Close the upstream stream now (a client gone, a cancel, an error): the upstream stops."""
+        pump, self._pump = self._pump, None
+        if pump is not None and not pump.done():
+            pump.cancel()
+        if pump is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await pump
+        elif self._response is not None:
+            await self._response.aclose()
+        self._response = None
+        if self._replica is not None:  # left mid-turn: the replica did nothing wrong
+            replica, self._replica = self._replica, None
+            self._gateway.router.abandoned(replica)

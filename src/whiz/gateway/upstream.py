@@ -1,0 +1,266 @@
+"""One OpenAI-compatible server behind whiz: what it is, whether it is alive, and streaming a turn.
+
+Any server that speaks streamed `/v1/chat/completions` works: vLLM, SGLang, llama.cpp's
+`llama-server`, another whiz, OpenAI itself. What differs is found out from `GET /v1/models`
+(`owned_by` says which server it is) and decides two things:
+
+- `prediction` (OpenAI's Predicted Outputs) is sent only to servers that accept it (whiz and
+  OpenAI); the others would reject it or ignore it, so speculation is simply left off there.
+- `prompt_cache_key` is sent only where it is honoured (whiz uses it to keep a session's KV slot,
+  OpenAI to route to a warm cache); vLLM and llama-server cache by prefix on their own.
+
+Both can be forced either way per upstream (`UpstreamConfig.prediction`, `.cache_key`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from whiz.backend.types import TurnRequest
+from whiz.client.urls import api_base
+from whiz.gateway.errors import (
+    UpstreamError,
+    UpstreamLost,
+    UpstreamProtocolError,
+    UpstreamRefused,
+    UpstreamTimeout,
+    UpstreamUnavailable,
+    from_upstream,
+)
+from whiz.gateway.wire import chat_messages
+
+# owned_by in GET /v1/models -> the server it is.
+FLAVOURS = {
+    "whiz": "whiz",
+    "vllm": "vllm",
+    "llamacpp": "llama.cpp",
+    "sglang": "sglang",
+    "openai": "openai",
+    "system": "openai",
+    "openai-internal": "openai",
+}
+# What each server honours: (prediction, prompt_cache_key).
+HONOURS = {"whiz": (True, True), "openai": (True, True)}
+
+
+@dataclass
+class UpstreamConfig:
+    """How to reach one upstream and what to send it."""
+
+    url: str
+    key: str | None = None
+    model: str | None = None
+    """The model id to ask for (default: the first one the server lists)."""
+    prediction: bool | None = None
+    """Send `prediction` (None: where the server is known to accept it)."""
+    cache_key: bool | None = None
+    """Send `prompt_cache_key` (None: where the server is known to honour it)."""
+    timeout_s: float = 300.0
+    """Longest silence while waiting for or reading a stream."""
+    connect_timeout_s: float = 5.0
+
+
+def _reason(exc: httpx.TransportError) -> str:
+    if isinstance(exc, httpx.ConnectError):
+        return "connection refused" if "refused" in str(exc).lower() or not str(exc) else str(exc)
+    return str(exc) or type(exc).__name__
+
+
+class Upstream:
+    """One upstream server. Its HTTP client belongs to the event loop that first uses it."""
+
+    def __init__(self, config: UpstreamConfig, *, transport: httpx.AsyncBaseTransport | None = None):
+        self.config = config
+        self.base = api_base(config.url)
+        self.name = self.base.removesuffix("/v1")
+        self.model = config.model
+        self.flavour = "unknown"
+        self.n_ctx: int | None = None
+        self._transport = transport
+        self._http: httpx.AsyncClient | None = None
+        self._headers = {"Authorization": f"Bearer {config.key}"} if config.key else {}
+
+    # -- what it is ---------------------------------------------------------------------------
+
+    @property
+    def discovered(self) -> bool:
+        return self.flavour != "unknown"
+
+    @property
+    def sends_prediction(self) -> bool:
+        if self.config.prediction is not None:
+            return self.config.prediction
+        return HONOURS.get(self.flavour, (False, False))[0]
+
+    @property
+    def sends_cache_key(self) -> bool:
+        if self.config.cache_key is not None:
+            return self.config.cache_key
+        return HONOURS.get(self.flavour, (False, False))[1]
+
+    def _client(self) -> httpx.AsyncClient:
+        if self._http is None:
+            timeout = httpx.Timeout(self.config.timeout_s, connect=self.config.connect_timeout_s)
+            self._http = httpx.AsyncClient(headers=self._headers, timeout=timeout, transport=self._transport)
+        return self._http
+
+    async def aclose(self) -> None:
+        if self._http is not None:
+            await self._http.aclose()
+            self._http = None
+
+    async def discover(self, timeout_s: float = 5.0) -> None:
+        """Learn the model id, the kind of server and its context window from `GET /v1/models`."""
+        try:
+            response = await self._client().get(self.base + "/models", timeout=timeout_s)
+        except httpx.TransportError as exc:
+            raise UpstreamUnavailable(f"Upstream {self.name} is unreachable: {_reason(exc)}.") from None
+        if response.status_code >= 400:
+            raise from_upstream(self.name, response.status_code, _json_or_text(response))
+        try:
+            entries = response.json()["data"]
+            ids = [e["id"] for e in entries]
+        except (ValueError, KeyError, TypeError):
+            raise UpstreamProtocolError(
+                f"Upstream {self.name}: GET /v1/models is not a model list."
+            ) from None
+        if not entries:
+            raise UpstreamRefused(f"Upstream {self.name} serves no model.")
+        if self.model is not None and self.model not in ids:
+            raise UpstreamRefused(f"Upstream {self.name} does not serve '{self.model}' (it serves {ids}).")
+        entry = entries[ids.index(self.model)] if self.model else entries[0]
+        self.model = entry["id"]
+        self.flavour = FLAVOURS.get(str(entry.get("owned_by", "")).lower(), "openai-compatible")
+        meta = entry.get("meta") if isinstance(entry.get("meta"), dict) else {}
+        window = entry.get("context_window") or entry.get("max_model_len") or meta.get("n_ctx_train")
+        self.n_ctx = window if isinstance(window, int) and window > 0 else None
+
+    async def probe(self, timeout_s: float = 2.0) -> str | None:
+        """None if the server answers its health check, else why not.
+
+        `/health` where the server has one (whiz, vLLM, llama-server, SGLang; llama-server answers
+        503 while it loads), else `/v1/models`.
+        """
+        try:
+            response = await self._client().get(self.name + "/health", timeout=timeout_s)
+            if response.status_code in (404, 405):
+                response = await self._client().get(self.base + "/models", timeout=timeout_s)
+        except httpx.TimeoutException:
+            return f"no answer to its health check within {timeout_s:g} s"
+        except httpx.TransportError as exc:
+            return f"unreachable: {_reason(exc)}"
+        if response.status_code >= 400:
+            return f"health check answered HTTP {response.status_code}"
+        return None
+
+    # -- a turn -------------------------------------------------------------------------------
+
+    def body(self, request: TurnRequest, cache_key: str | None) -> dict[str, Any]:
+        """The streamed chat-completions request for one turn, the whole history included."""
+        body: dict[str, Any] = {
+            "model": self.model or "default",
+            "messages": chat_messages(request.system, request.messages),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "temperature": request.sampling.temperature,
+            "top_p": request.sampling.top_p,
+        }
+        if request.sampling.seed is not None:
+            body["seed"] = request.sampling.seed
+        if not request.generate:
+            body["max_tokens"] = 1  # a warm-up: prefill into the upstream's prefix cache
+        elif request.max_tokens is not None:
+            body["max_tokens"] = request.max_tokens
+        if request.tools:
+            body["tools"] = [t.as_chat_tool() for t in request.tools]
+        if request.stop:
+            body["stop"] = list(request.stop)
+        if request.prediction and self.sends_prediction:
+            body["prediction"] = {"type": "content", "content": request.prediction}
+        if cache_key and self.sends_cache_key:
+            body["prompt_cache_key"] = cache_key
+        if self.flavour == "whiz" and not request.speculation:
+            body["whiz"] = {"speculation": False}
+        return body
+
+    async def open(self, body: dict[str, Any]) -> httpx.Response:
+        """POST a streamed completion; the response once the upstream answered 200 with a stream."""
+        client = self._client()
+        try:
+            request = client.build_request("POST", self.base + "/chat/completions", json=body)
+            response = await client.send(request, stream=True)
+        except httpx.TimeoutException as exc:
+            if isinstance(exc, httpx.ConnectTimeout):
+                raise UpstreamUnavailable(
+                    f"Upstream {self.name} did not accept a connection within "
+                    f"{self.config.connect_timeout_s:g} s."
+                ) from None
+            raise self._timeout() from None
+        except httpx.TransportError as exc:
+            raise UpstreamUnavailable(f"Upstream {self.name} is unreachable: {_reason(exc)}.") from None
+        if response.status_code >= 400:
+            try:
+                await response.aread()
+                said = _json_or_text(response)
+            except httpx.HTTPError:
+                said = ""
+            finally:
+                await response.aclose()
+            raise from_upstream(self.name, response.status_code, said)
+        kind = response.headers.get("content-type", "")
+        if "text/event-stream" not in kind:
+            await response.aclose()
+            raise UpstreamProtocolError(
+                f"Upstream {self.name} answered a streamed request with '{kind or 'no content type'}', "
+                "not server-sent events."
+            )
+        return response
+
+    async def chunks(self, response: httpx.Response) -> AsyncIterator[dict[str, Any]]:
+        """Each event's JSON until `[DONE]` or the end of the stream."""
+        try:
+            async for line in response.aiter_lines():
+                if not line.startswith("data:"):
+                    continue  # comments (keep-alives), event names, blank separators
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    return
+                try:
+                    chunk = json.loads(data)
+                except json.JSONDecodeError:
+                    raise UpstreamProtocolError(
+                        f"Upstream {self.name} sent a malformed stream: {data[:120]!r} is not JSON."
+                    ) from None
+                if not isinstance(chunk, dict):
+                    raise UpstreamProtocolError(
+                        f"Upstream {self.name} sent a malformed stream: {data[:120]!r} is not an object."
+                    )
+                if chunk.get("error") and not chunk.get("choices"):
+                    said = (
+                        chunk["error"].get("message") if isinstance(chunk["error"], dict) else chunk["error"]
+                    )
+                    raise UpstreamError(f"Upstream {self.name} failed mid-stream: {said}")
+                yield chunk
+        except httpx.TimeoutException:
+            raise self._timeout() from None
+        except httpx.TransportError as exc:
+            raise UpstreamLost(
+                f"Upstream {self.name} dropped the connection mid-stream ({_reason(exc)})."
+            ) from None
+
+    def _timeout(self) -> UpstreamTimeout:
+        return UpstreamTimeout(
+            f"Upstream {self.name} sent nothing for {self.config.timeout_s:g} s (--upstream-timeout-s)."
+        )
+
+
+def _json_or_text(response: httpx.Response) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        return response.text[:300]
