@@ -300,14 +300,16 @@ class GatewayTurn:
     async def _close(self) -> None:
         """Close the upstream stream now (a client gone, a cancel, an error): the upstream stops."""
         pump, self._pump = self._pump, None
-        if pump is not None and not pump.done():
-            pump.cancel()
-        if pump is not None:
-            with contextlib.suppress(asyncio.CancelledError):
-                await pump
-        elif self._response is not None:
-            await self._response.aclose()
-        self._response = None
+        response, self._response = self._response, None
         if self._replica is not None:  # left mid-turn: the replica did nothing wrong
             replica, self._replica = self._replica, None
             self._gateway.router.abandoned(replica)
+        if pump is not None:
+            pump.cancel()  # its `finally` closes the response
+        elif response is not None:
+            pump = asyncio.create_task(response.aclose())
+        if pump is not None:
+            # Not `await pump`: when this task is being cancelled (Starlette cancels a stream
+            # whose client left, again and again), awaiting a task cancels it too, and the
+            # connection would stay open with the upstream still generating.
+            await asyncio.wait([pump])

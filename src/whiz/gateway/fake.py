@@ -30,13 +30,13 @@ Mode = Literal[
 
 def echo_reply(messages: list[dict[str, Any]]) -> str | dict:
     """'echo: ' and the last user message; a user message 'call NAME {json}' becomes a tool call."""
+    if messages and messages[-1].get("role") == "tool":
+        return f"tool said: {messages[-1].get('content')}"
     users = [m for m in messages if m.get("role") == "user"]
     text = str(users[-1].get("content", "")) if users else ""
     if text.startswith("call "):
         name, _, args = text[5:].partition(" ")
         return {"name": name, "arguments": args or "{}"}
-    if messages and messages[-1].get("role") == "tool":
-        return f"tool said: {messages[-1].get('content')}"
     return "echo: " + text
 
 
