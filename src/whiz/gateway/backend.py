@@ -68,7 +68,7 @@ class Gateway:
         self.health = HealthChecker(self.router, interval_s=health_interval_s, timeout_s=health_timeout_s)
         self.model_name = model_name
         self.retries = 0
-        """Turns moved to another replica before they produced anything."""
+        """Turns tried again on another replica before they produced anything."""
         self.lost = 0
         """Turns that failed mid-response (the client sends them again)."""
         self._task: asyncio.Task | None = None
@@ -169,6 +169,8 @@ class GatewayTurn:
                 if self._last_error is not None:
                     raise self._last_error from None  # the real reason beats "none left"
                 raise
+            if self._tried:
+                self._gateway.retries += 1
             self._tried.append(replica.name)
             router.began(replica)
             try:
@@ -188,9 +190,8 @@ class GatewayTurn:
             return
 
     def _note_retry(self, replica: Replica, exc: UpstreamError) -> None:
-        log.warning("turn moves off %s: %s", replica.name, exc.message)
+        log.warning("turn failed on %s: %s", replica.name, exc.message)
         self._last_error = exc
-        self._gateway.retries += 1
 
     async def events(self) -> AsyncIterator[TextDelta | ToolCall]:
         try:
@@ -223,6 +224,7 @@ class GatewayTurn:
                 router.failed(replica, exc)
                 if pieces and generate:
                     self._gateway.lost += 1
+                    router.move(self.key, away_from=replica)  # the client's retry runs elsewhere
                     raise UpstreamLost(
                         f"Upstream {replica.name} failed mid-response ({exc.message}) The conversation is "
                         "as it was before this turn: send the turn again and another replica will run it."

@@ -114,6 +114,8 @@ class FakeUpstream:
         mode = self.mode
         if mode == "hang":
             await asyncio.sleep(3600)
+        if mode == "down":
+            return JSONResponse({"error": {"message": "loading", "type": "server_error"}}, 503)
         if mode == "error":
             return JSONResponse({"error": {"message": "fake upstream exploded", "type": "server_error"}}, 500)
         if mode == "bad_request":

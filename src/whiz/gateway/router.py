@@ -96,10 +96,14 @@ class Router:
     def route(self, key: str, exclude: Iterable[str] = ()) -> Replica:
         """The replica for the next turn of session `key`, avoiding the replicas in `exclude`.
 
-        Raises `UpstreamUnavailable` when no replica is in rotation.
+        Raises `UpstreamUnavailable` when every replica was already tried for this turn.
         """
         skip = set(exclude)
         live = [r for r in self.replicas if r.healthy and r.name not in skip]
+        if not live:
+            # Every replica is out of rotation: try them anyway rather than refuse unasked (one
+            # may be back before its next health check); a turn still tries each at most once.
+            live = [r for r in self.replicas if r.name not in skip]
         if not live:
             raise UpstreamUnavailable(self._none_left(skip))
         if self.policy == "round-robin":
@@ -119,6 +123,19 @@ class Router:
         chosen.sessions += 1
         return chosen
 
+    def move(self, key: str, away_from: Replica) -> None:
+        """Re-pin a session whose turn just failed on `away_from`, so its next turn runs elsewhere."""
+        pin = self._pins.get(key)
+        if pin is None or pin.replica is not away_from:
+            return
+        self._unpin(key)
+        self.failovers += 1
+        others = [r for r in self.replicas if r.healthy and r is not away_from]
+        if others:
+            chosen = self._ring_choice(key, others)
+            self._pins[key] = _Pin(chosen, self.clock())
+            chosen.sessions += 1
+
     def _ring_choice(self, key: str, live: Sequence[Replica]) -> Replica:
         total = sum(r.sessions for r in live)
         cap = max(1, math.ceil(self.load_factor * (total + 1) / len(live)))
@@ -131,7 +148,7 @@ class Router:
 
     def _none_left(self, skip: set[str]) -> str:
         why = "; ".join(
-            f"{r.name}: {r.reason or 'already tried for this turn'}"
+            f"{r.name}: {r.reason or 'failed this turn'}"
             for r in self.replicas
             if not r.healthy or r.name in skip
         )
@@ -178,7 +195,10 @@ class Router:
         replica.failures_in_row += 1
         if error.sick:
             self.mark_down(replica, error.message)
-        elif replica.failures_in_row >= self.fail_threshold:
+        elif replica.failures_in_row >= self.fail_threshold and any(
+            r.healthy for r in self.replicas if r is not replica
+        ):
+            # Taking the last replica out would only turn its errors into "none available".
             self.mark_down(replica, f"{replica.failures_in_row} failed requests in a row", self.cooloff_s)
 
     def mark_down(self, replica: Replica, reason: str, cooloff_s: float = 0.0) -> None:
