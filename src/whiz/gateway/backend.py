@@ -226,8 +226,8 @@ class GatewayTurn:
                     self._gateway.lost += 1
                     router.move(self.key, away_from=replica)  # the client's retry runs elsewhere
                     raise UpstreamLost(
-                        f"Upstream {replica.name} failed mid-response ({exc.message}) The conversation is "
-                        "as it was before this turn: send the turn again and another replica will run it."
+                        f"{exc.message} The response was cut off; the conversation is as it was before "
+                        "this turn: send the turn again and another replica will run it."
                     ) from None
                 if not exc.elsewhere:
                     raise
