@@ -208,5 +208,34 @@ def bench_edits(
     raise typer.Exit(main(target=target, suite=suite, limit=limit, model=model, api_key=api_key, data=data))
 
 
+@bench_app.command("gateway")
+def bench_gateway(
+    sessions: Annotated[int, typer.Option(min=1, help="Interleaved WebSocket sessions.")] = 8,
+    history_tokens: Annotated[int, typer.Option(min=0, help="History each session starts with.")] = 2000,
+    rounds: Annotated[int, typer.Option(min=1, help="Measured turns per session and policy.")] = 2,
+    reply_tokens: Annotated[int, typer.Option(min=1, help="Tokens each turn generates.")] = 8,
+    model: Annotated[str, typer.Option(help="Model the two replicas load.")] = "qwen2.5-coder-0.5b",
+    replica_threads: Annotated[
+        int | None, typer.Option(help="llama.cpp threads per replica (default: half the cores).")
+    ] = None,
+    kill: Annotated[
+        bool, typer.Option(help="Kill a replica mid-turn at the end and count lost turns.")
+    ] = True,
+) -> None:
+    """Session affinity vs round-robin over 2 local replicas, then a replica killed mid-run."""
+    from whiz.bench.gateway import GatewayPlan, main
+
+    plan = GatewayPlan(
+        sessions=sessions,
+        history_tokens=history_tokens,
+        rounds=rounds,
+        reply_tokens=reply_tokens,
+        model=model,
+        replica_threads=replica_threads,
+        kill=kill,
+    )
+    raise typer.Exit(main(plan))
+
+
 def run() -> None:  # pragma: no cover - console entry point
     sys.exit(app())
