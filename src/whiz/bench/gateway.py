@@ -62,6 +62,8 @@ class GatewayPlan:
         ctx = self.history_tokens * 3 // 2 + (self.rounds + 4) * (self.reply_tokens + 64) + 512
         ctx = (ctx + 255) // 256 * 256
         threads = self.replica_threads or max(1, (os.cpu_count() or 2) // 2)
+        if self.model == "fake":  # one token per byte: the fake engine's own 8k window, no KV budget
+            return ["--model", "fake", "--slots", str(slots)]
         return [
             "--model", self.model, "--ctx", str(ctx), "--slots", str(slots),
             "--kv-budget-mb", str(kv_budget_mb(slots, ctx)), "--threads", str(threads),
