@@ -130,14 +130,21 @@ _RANGE = re.compile(r"^(.*?)(?:[ \t]+|:)(\d+)[ \t]*-[ \t]*(\d+)$")
 _EDIT_MARKERS = ("<<<<<<<", ">>>>>>>", "*** Begin Patch", "*** Update File", "*** Add File")
 
 
-def text_actions(text: str) -> list[Action]:
-    """Actions written in a reply: edits first (applied together), then commands, in order."""
+def text_actions(text: str, focus: tuple[str, str] | None = None) -> list[Action]:
+    """Actions written in a reply: edits first (applied together), then commands, in order.
+
+    `focus` is the (path, text) of the file the model last saw. Small models often rewrite it in
+    a fence without naming it; a fenced block that is clearly a version of it counts as its
+    new text.
+    """
     actions: list[Action] = []
     try:
-        edits = parse_edits(text)
+        edits = parse_edits(text, whole_files=True)
     except ParseError as exc:
         actions.append(Malformed(exc.message, is_edit=True))
     else:
+        if not edits and focus is not None:
+            edits = _unnamed_rewrite(text, *focus)
         if edits:
             actions.append(ApplyEdits(edits))
         elif any(marker in text for marker in _EDIT_MARKERS):
@@ -154,6 +161,21 @@ def text_actions(text: str) -> list[Action]:
         elif arg:
             actions.append(RunCommand(arg))
     return actions
+
+
+_FENCED = re.compile(r"^```[\w+.-]*[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
+
+
+def _unnamed_rewrite(text: str, path: str, current: str) -> list[WholeFile]:
+    """The one fenced block of `text`, as the new `path`, if most of the file's lines are in it."""
+    blocks = _FENCED.findall(text)
+    if len(blocks) != 1:
+        return []
+    old = [line.strip() for line in current.splitlines() if line.strip()]
+    new = {line.strip() for line in blocks[0].splitlines() if line.strip()}
+    if not old or sum(line in new for line in old) < 0.6 * len(old):
+        return []
+    return [WholeFile(path, blocks[0])]
 
 
 def _read(arg: str) -> ReadFile:
