@@ -8,6 +8,7 @@ Aider does for small models, which copy code more reliably than they escape it i
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from typing import Any, Literal
@@ -167,13 +168,11 @@ _FENCED = re.compile(r"^```[\w+.-]*[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
 
 
 def _unnamed_rewrite(text: str, path: str, current: str) -> list[WholeFile]:
-    """The one fenced block of `text`, as the new `path`, if most of the file's lines are in it."""
+    """The one fenced block of `text`, as the new `path`, if it is mostly the same text."""
     blocks = _FENCED.findall(text)
-    if len(blocks) != 1:
+    if len(blocks) != 1 or not current.strip() or len(current) > 20_000:
         return []
-    old = [line.strip() for line in current.splitlines() if line.strip()]
-    new = {line.strip() for line in blocks[0].splitlines() if line.strip()}
-    if not old or sum(line in new for line in old) < 0.6 * len(old):
+    if difflib.SequenceMatcher(None, current, blocks[0]).ratio() < 0.7:
         return []
     return [WholeFile(path, blocks[0])]
 
