@@ -31,7 +31,8 @@ def script(conversation: str) -> str:
     task = last_user_message(conversation)
     if "edit_0.py" in task:
         return "edit_0.py\n<<<<<<< SEARCH\n    return a - b\n=======\n    return a + b\n>>>>>>> REPLACE\n"
-    return "edit_1.py\n<<<<<<< SEARCH\n    return y\n=======\n    return 2 * x\n>>>>>>> REPLACE\n"  # never matches
+    # A SEARCH that never matches the file.
+    return "edit_1.py\n<<<<<<< SEARCH\n    return y\n=======\n    return 2 * x\n>>>>>>> REPLACE\n"
 
 
 def test_the_workspace_test_script_checks_the_file(tmp_path: Path) -> None:
