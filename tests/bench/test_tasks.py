@@ -58,6 +58,7 @@ def test_bench_tasks_reports_pass_rate_and_well_formed_edits(serve_fake, tmp_pat
     assert summary["tasks"] == 2 and summary["pass_rate"] == 0.5
     # Task 0: one well-formed edit. Task 1: three edits that never match.
     assert summary["edit_attempts"] == 4 and summary["well_formed_edits"] == 0.25
+    assert summary["well_formed_actions"] == 1 / 4  # four replies, one acted well
     assert summary["tokens_per_s"] > 0
 
 

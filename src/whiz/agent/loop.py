@@ -279,6 +279,7 @@ class Agent:
                 )
         if self.config.actions == "text":
             self._tell("\n\n".join(o.text for o in outcomes))
+        self.stats.acting_replies += not any(o.malformed or o.noop for o in outcomes)
         if all(o.noop for o in outcomes):
             raise Submitted(reply.text.strip())  # it only quoted a file: an answer, not an edit
         changed = [path for o in outcomes for path in o.changed]
