@@ -67,7 +67,8 @@ class UpstreamConfig:
 
 def _reason(exc: httpx.TransportError) -> str:
     if isinstance(exc, httpx.ConnectError):
-        return "connection refused" if "refused" in str(exc).lower() or not str(exc) else str(exc)
+        said = str(exc).lower()
+        return "connection refused" if "refused" in said or "all connection attempts failed" in said else said
     return str(exc) or type(exc).__name__
 
 
@@ -137,7 +138,8 @@ class Upstream:
         self.model = entry["id"]
         self.flavour = FLAVOURS.get(str(entry.get("owned_by", "")).lower(), "openai-compatible")
         meta = entry.get("meta") if isinstance(entry.get("meta"), dict) else {}
-        window = entry.get("context_window") or entry.get("max_model_len") or meta.get("n_ctx_train")
+        # whiz says context_window, vLLM max_model_len, llama-server meta.n_ctx (per slot).
+        window = entry.get("context_window") or entry.get("max_model_len") or meta.get("n_ctx")
         self.n_ctx = window if isinstance(window, int) and window > 0 else None
 
     async def probe(self, timeout_s: float = 2.0) -> str | None:
