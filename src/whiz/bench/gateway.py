@@ -34,7 +34,7 @@ from rich.console import Console
 from rich.table import Table
 
 from whiz.bench.corpus import SYSTEM_TEXT, Corpus, nonce
-from whiz.client import ClientError, ResponseFailed, ResponsesSocket, Turn
+from whiz.client import ClientError, ResponseFailed, ResponsesSocket, Turn, user_message
 from whiz.errors import WhizError
 from whiz.gateway.local import LocalCluster, LocalServer, kv_budget_mb
 
@@ -143,7 +143,7 @@ class GatewayBench:
         for _ in range(self.plan.sessions):
             sessions.append(BenchSession(await ResponsesSocket.open(gateway.url), self.plan.model))
         for s in sessions:  # answered at once; the replicas prefill in the background
-            history = self.corpus.history(self.plan.history_tokens)
+            history = self.corpus.history(self.plan.history_tokens) or [user_message("Let's begin.")]
             history[0]["content"] = nonce() + " " + history[0]["content"]  # no shared cache between runs
             await s.prime(history)
         return sessions

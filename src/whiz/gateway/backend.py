@@ -24,6 +24,7 @@ import httpx
 from whiz.backend.types import BackendInfo, TextDelta, TurnRequest, TurnResult
 from whiz.chat.messages import ToolCall
 from whiz.engine.types import GenerationStats
+from whiz.errors import WhizError
 from whiz.gateway.errors import UpstreamError, UpstreamLost, UpstreamProtocolError
 from whiz.gateway.health import HealthChecker
 from whiz.gateway.router import Policy, Replica, Router
@@ -139,6 +140,7 @@ class GatewayTurn:
         self._queue: asyncio.Queue = asyncio.Queue()
         self._pump: asyncio.Task | None = None
         self._t0: float | None = None
+        self._refused: WhizError | None = None
 
     @property
     def replica(self) -> str | None:
@@ -155,9 +157,16 @@ class GatewayTurn:
             self._pump.cancel()
 
     async def open(self) -> None:
-        if self._t0 is None:
-            self._t0 = time.perf_counter()
+        if self._t0 is not None:  # opened already: a refusal stays a refusal
+            if self._refused is not None:
+                raise self._refused
+            return
+        self._t0 = time.perf_counter()
+        try:
             await self._connect()
+        except WhizError as exc:
+            self._refused = exc
+            raise
 
     async def _connect(self) -> None:
         """Find a replica that accepts the turn, trying each in rotation at most once."""
