@@ -105,8 +105,8 @@ def create_app(engine: Engine, settings: ServeSettings | None = None) -> Starlet
         req = parse(ChatRequest, data)
         state.metrics.request("chat")
         if req.stream:
-            turn = state.chat.start(req)
-            return sse(state.chat.stream(req, turn), named=False)
+            turns = state.chat.start(req)
+            return sse(state.chat.stream(req, turns), named=False)
         out = await state.chat.complete(req)
         state.metrics.finished(out)
         return JSONResponse(out)

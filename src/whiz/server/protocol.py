@@ -129,7 +129,8 @@ class ChatRequest(SamplingFields):
     stream_options: StreamOptions | None = None
     tools: list[ChatTool] | None = None
     tool_choice: str | dict | None = None
-    n: int = Field(default=1, ge=1, le=1)
+    n: int = Field(default=1, ge=1, le=64)
+    """Candidates to generate; the server's --slots bounds it further."""
 
     def stop_list(self) -> list[str]:
         return [self.stop] if isinstance(self.stop, str) else list(self.stop or [])

@@ -28,6 +28,17 @@ class TurnSpec:
     prediction: list[int] | None = None
     speculation: bool = True
 
+    def request(self) -> GenerateRequest:
+        """What the engine is asked to generate."""
+        return GenerateRequest(
+            prompt=self.prompt,
+            max_tokens=self.max_tokens,
+            sampling=self.sampling,
+            session=self.session,
+            prediction=self.prediction,
+            speculation=self.speculation,
+        )
+
 
 @dataclass
 class TextDelta:
@@ -52,21 +63,16 @@ class TurnResult:
 
 
 class Turn:
-    """A running turn. Iterate `events()`; call `cancel()` from anywhere to stop it."""
+    """A running turn. Iterate `events()`; call `cancel()` from anywhere to stop it.
 
-    def __init__(self, engine: Engine, spec: TurnSpec):
+    `stream` is an engine stream already started for this spec (one candidate of several);
+    without it the turn starts its own.
+    """
+
+    def __init__(self, engine: Engine, spec: TurnSpec, stream: Stream | None = None):
         self.spec = spec
         self._engine = engine
-        self.stream: Stream = engine.generate(
-            GenerateRequest(
-                prompt=spec.prompt,
-                max_tokens=spec.max_tokens,
-                sampling=spec.sampling,
-                session=spec.session,
-                prediction=spec.prediction,
-                speculation=spec.speculation,
-            )
-        )
+        self.stream: Stream = stream if stream is not None else engine.generate(spec.request())
         self.result: TurnResult | None = None
 
     def cancel(self) -> None:
