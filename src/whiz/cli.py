@@ -181,5 +181,33 @@ def bench_edits(
     raise typer.Exit(main(target=target, suite=suite, limit=limit, model=model, api_key=api_key, data=data))
 
 
+@bench_app.command("parallel")
+def bench_parallel(
+    target: Annotated[str, typer.Option(help="Base URL of the server to measure.")] = "http://127.0.0.1:8321",
+    n: Annotated[int, typer.Option("--n", help="Candidates per prompt.")] = 5,
+    max_tokens: Annotated[int, typer.Option(help="Most tokens per candidate.")] = 128,
+    rounds: Annotated[int, typer.Option(help="Times each prompt runs in each mode.")] = 2,
+    temperature: Annotated[
+        float, typer.Option(help="Sampling temperature (seeds make it repeatable).")
+    ] = 0.7,
+    model: Annotated[str | None, typer.Option(help="Model id to request.")] = None,
+    api_key: Annotated[str | None, typer.Option(help="Bearer key for the target.")] = None,
+) -> None:
+    """Best-of-N decoding: N candidates in one request (decoded together) vs N requests in a row."""
+    from whiz.bench.parallel import main
+
+    raise typer.Exit(
+        main(
+            target,
+            model=model,
+            api_key=api_key,
+            n=n,
+            max_tokens=max_tokens,
+            rounds=rounds,
+            temperature=temperature,
+        )
+    )
+
+
 def run() -> None:  # pragma: no cover - console entry point
     sys.exit(app())
