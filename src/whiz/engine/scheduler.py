@@ -193,6 +193,7 @@ class Scheduler:
             "steps": self.steps,
             "evictions": self.evictions,
             "cached_tokens": self.slots.cached_tokens(),
+            **({"draft_model_tokens": self.draft_model.drafted_tokens} if self.draft_model else {}),
         }
 
     # -- the worker thread --------------------------------------------------------------------

@@ -22,6 +22,8 @@ def serve_forever(settings: ServeSettings, console: Console) -> None:
         f"{info.n_seq_max} warm sessions, loaded in {time.perf_counter() - t0:.1f} s",
         soft_wrap=True,
     )
+    if getattr(engine, "draft_model", None) is not None:
+        console.print(f"drafting with {engine.draft_model.name} (drafts are verified; output is unchanged)")
     base = f"http://{settings.host}:{settings.port}"
     console.print(
         f"serving on [bold]{base}/v1[/bold]  (WebSocket: ws://{settings.host}:{settings.port}/v1/responses)",
