@@ -167,7 +167,9 @@ def bench_serve(
 @bench_app.command("edits")
 def bench_edits(
     target: Annotated[str, typer.Option(help="Base URL of the server to measure.")] = "http://127.0.0.1:8321",
-    suite: Annotated[str, typer.Option(help="rename (stdlib windows), editeval, or all.")] = "all",
+    suite: Annotated[
+        str, typer.Option(help="rename (stdlib windows), editeval, freeform (new text: drafts miss), or all.")
+    ] = "all",
     limit: Annotated[int | None, typer.Option(help="Run only the first N tasks of each suite.")] = None,
     model: Annotated[str | None, typer.Option(help="Model id to request.")] = None,
     api_key: Annotated[str | None, typer.Option(help="Bearer key for the target.")] = None,
