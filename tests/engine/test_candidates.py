@@ -101,3 +101,17 @@ async def test_candidates_wait_for_sequences_held_by_other_sessions():
         assert all(len(o) == 50 for o in outs)
     finally:
         engine.close()
+
+
+async def test_when_the_first_candidate_is_cancelled_at_once_another_prefills_for_the_rest():
+    engine = make()
+    try:
+        p = prompt(engine)
+        streams = engine.generate_many(GenerateRequest(prompt=p, max_tokens=100, speculation=False), 3)
+        streams[0].cancel()
+        outs = await collect(streams)
+        assert outs[0] == [] and streams[0].stats.finish_reason == "cancelled"
+        assert [bytes(o).decode() for o in outs[1:]] == [REPLY] * 2
+        assert engine.runtime.decoded_tokens < len(p) + 3 * (len(REPLY) + 1)  # prefilled once
+    finally:
+        engine.close()
