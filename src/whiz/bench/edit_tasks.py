@@ -281,13 +281,15 @@ def rename_names(code: str, old: str, new: str, first_line: int = 1, last_line: 
 
 # -- the free-form suite ---------------------------------------------------------------------------
 
+# Chosen because the 0.5B answers them at length without looping at temperature 0 (a reply that
+# repeats itself is copied by prompt lookup, and would not show drafts that miss).
 FREEFORM_PROMPTS = (
-    "Write a limerick about a cache miss.",
     "Explain in one paragraph how TCP congestion control reacts to packet loss.",
-    "Describe three differences between processes and threads, one sentence each.",
     "Write a short bash script that backs up a directory to a timestamped tar.gz file.",
+    "Describe the water cycle to a ten-year-old.",
+    "Write a product description for a mechanical keyboard.",
+    "Compare Python and Rust for writing command-line tools, in one paragraph.",
     "Give five tips for naming variables well, as a numbered list.",
-    "Write a haiku about a compiler error, then explain its imagery in two sentences.",
 )
 
 
