@@ -15,9 +15,10 @@ from starlette.websockets import WebSocket
 
 from whiz import __version__
 from whiz.config import ServeSettings
-from whiz.errors import InvalidRequest, NotFound, PayloadTooLarge, WhizError
+from whiz.errors import Forbidden, InvalidRequest, NotFound, PayloadTooLarge, WhizError
 from whiz.seams import Engine
 from whiz.server.auth import bearer
+from whiz.server.browser import FORBIDDEN_CLOSE_CODE, SUBPROTOCOL, key_from_subprotocols
 from whiz.server.protocol import ChatRequest, ResponsesRequest, decode_json, parse
 from whiz.server.state import ServerState
 from whiz.server.websocket import Session
@@ -131,13 +132,16 @@ def create_app(engine: Engine, settings: ServeSettings | None = None) -> Starlet
         return PlainTextResponse(state.metrics.render(status), media_type="text/plain; version=0.0.4")
 
     async def responses_socket(ws: WebSocket) -> None:
-        await ws.accept()
-        key = bearer(ws.headers.get("authorization"))
+        offered = ws.scope.get("subprotocols") or []
+        await ws.accept(subprotocol=SUBPROTOCOL if SUBPROTOCOL in offered else None)
+        key = bearer(ws.headers.get("authorization")) or key_from_subprotocols(offered)
         try:
+            state.browser.check(ws.headers, ws.url.scheme, browsers_only=True)
             state.keys.check(key)
         except WhizError as exc:
             await ws.send_text(json.dumps({"type": "error", "status": exc.status, "error": exc.to_dict()}))
-            await ws.close(code=1008)
+            code = FORBIDDEN_CLOSE_CODE if isinstance(exc, Forbidden) else 1008
+            await ws.close(code=code, reason=exc.code)
             return
         session = Session(ws, state, key)
         state.metrics.ws_sessions += 1
