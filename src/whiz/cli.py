@@ -173,5 +173,157 @@ def bench_edits(
     raise typer.Exit(main(target=target, suite=suite, limit=limit, model=model, api_key=api_key, data=data))
 
 
+# -- the agent: whiz exec / resume / undo, whiz bench tasks ------------------------------------------
+
+ApprovalOpt = Annotated[
+    str,
+    typer.Option(
+        "--approval",
+        help="read-only (no edits, no commands), auto-edit (edits applied, commands declined), "
+        "or full-auto (commands run too, in the workspace, with a timeout).",
+    ),
+]
+ActionsOpt = Annotated[
+    str,
+    typer.Option(
+        "--actions", help="How the model acts: text (edit blocks in its reply) or tools (function calls)."
+    ),
+]
+BaseUrlOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--base-url",
+        help="A whiz server (default http://127.0.0.1:8321, or one started in-process if none runs).",
+    ),
+]
+ApiKeyOpt = Annotated[
+    str | None, typer.Option("--api-key", envvar="WHIZ_API_KEY", help="Bearer key for the server.")
+]
+ModelOpt = Annotated[
+    str | None,
+    typer.Option("--model", help="Model to request (or to load, when whiz starts its own server)."),
+]
+TestCmdOpt = Annotated[
+    str | None, typer.Option("--test-cmd", help="Run this after edits; the task is done when it passes.")
+]
+JsonOpt = Annotated[
+    bool, typer.Option("--json", help="Write JSON Lines events on stdout (as `codex exec --json`).")
+]
+
+
+def _agent_options(
+    resume: str | None, approval: str, actions: str, base_url, api_key, model, test_cmd
+):  # -> AgentOptions
+    from whiz.agent.approvals import ApprovalMode
+    from whiz.agent.runner import AgentOptions
+
+    try:
+        mode = ApprovalMode(approval)
+    except ValueError:
+        raise fail(f"--approval must be read-only, auto-edit or full-auto, not {approval!r}") from None
+    if actions not in ("text", "tools"):
+        raise fail(f"--actions must be text or tools, not {actions!r}")
+    return AgentOptions(
+        Path.cwd(),
+        base_url=base_url,
+        api_key=api_key,
+        model=model,
+        approval=mode,
+        actions=actions,  # type: ignore[arg-type]
+        test_cmd=test_cmd,
+        resume=resume,
+    )
+
+
+@app.command("exec")
+def exec_(
+    task: Annotated[str, typer.Argument(help="What to do, in words (use - to read it from stdin).")],
+    json_: JsonOpt = False,
+    approval: ApprovalOpt = "auto-edit",
+    actions: ActionsOpt = "text",
+    base_url: BaseUrlOpt = None,
+    api_key: ApiKeyOpt = None,
+    model: ModelOpt = None,
+    test_cmd: TestCmdOpt = None,
+) -> None:
+    """Run the coding agent on one task in the current directory, without a UI.
+
+    Exit code 0 when the task was done, 1 when it failed or was stopped, 2 when the agent
+    could not start (no server at --base-url, a refused key).
+    """
+    from whiz.agent.headless import exec_task
+
+    if task == "-":
+        task = sys.stdin.read()
+    if not task.strip():
+        raise fail("the task is empty")
+    options = _agent_options(None, approval, actions, base_url, api_key, model, test_cmd)
+    raise typer.Exit(exec_task(task, options, json_mode=json_))
+
+
+@app.command()
+def resume(
+    task: Annotated[str | None, typer.Argument(help="A new task to continue the session with.")] = None,
+    session: Annotated[str | None, typer.Option("--session", help="The session id to resume.")] = None,
+    last: Annotated[
+        bool, typer.Option("--last", help="Resume the latest session in this directory.")
+    ] = False,
+    json_: JsonOpt = False,
+    approval: ApprovalOpt = "auto-edit",
+    actions: ActionsOpt = "text",
+    base_url: BaseUrlOpt = None,
+    api_key: ApiKeyOpt = None,
+    model: ModelOpt = None,
+    test_cmd: TestCmdOpt = None,
+) -> None:
+    """Continue a stored session with a new task; without one, list this directory's sessions."""
+    from whiz.agent.headless import exec_task, list_sessions
+
+    if task is None or not (last or session):
+        rows = list_sessions(Path.cwd())
+        if not rows:
+            err.print("no sessions in this directory yet; start one with `whiz exec`.")
+            raise typer.Exit(1 if last or session else 0)
+        for sid, _updated, first, turns in rows:
+            print(f"{sid}  {turns} turn(s)  {first[:70]}")
+        if task is not None:
+            raise fail("say which session: --last or --session ID")
+        return
+    options = _agent_options(session or "last", approval, actions, base_url, api_key, model, test_cmd)
+    raise typer.Exit(exec_task(task, options, json_mode=json_))
+
+
+@app.command()
+def undo() -> None:
+    """Restore the files the agent's latest turn in this directory changed, exactly as before."""
+    from whiz.agent.headless import undo_last
+
+    done = undo_last(Path.cwd())
+    if done is None:
+        err.print("nothing to undo in this directory.")
+        raise typer.Exit(1)
+    session_id, paths = done
+    err.print(f"restored {', '.join(paths)} (session {session_id})")
+
+
+@bench_app.command("tasks")
+def bench_tasks(
+    target: BaseUrlOpt = None,
+    limit: Annotated[int | None, typer.Option(help="Run only the first N tasks.")] = 5,
+    actions: Annotated[str, typer.Option("--actions", help="text, tools, or both (compared).")] = "text",
+    api_key: ApiKeyOpt = None,
+    model: ModelOpt = None,
+    data: Annotated[
+        Path | None, typer.Option(help="EditEval JSONL (default: shared/bench/editeval.jsonl).")
+    ] = None,
+) -> None:
+    """The agent headless on EditEval: pass rate, seconds per task, well-formed edits, tokens/s."""
+    from whiz.bench.tasks import main
+
+    raise typer.Exit(
+        main(target=target, limit=limit, actions=actions, api_key=api_key, model=model, data=data)
+    )
+
+
 def run() -> None:  # pragma: no cover - console entry point
     sys.exit(app())
