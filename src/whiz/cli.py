@@ -57,8 +57,21 @@ def serve(
         int | None, typer.Option(help="Longest draft verified in one batch (default 32).")
     ] = None,
     config: Annotated[Path | None, typer.Option(help="TOML file with a [serve] table.")] = None,
+    workspace: Annotated[
+        Path | None,
+        typer.Option(
+            help="Folder the web app at / may browse and edit (nothing outside it is reachable).",
+            exists=True,
+            file_okay=False,
+            resolve_path=True,
+        ),
+    ] = None,
+    test_cmd: Annotated[
+        str | None,
+        typer.Option(help="Command the web app runs in the workspace on request, e.g. 'pytest -q'."),
+    ] = None,
 ) -> None:
-    """Serve the OpenAI-compatible APIs (Chat Completions, Responses, and its WebSocket mode)."""
+    """Serve the OpenAI-compatible APIs (Chat Completions, Responses, its WebSocket mode) and the web app."""
     from whiz.config import load_settings
     from whiz.errors import WhizError
     from whiz.server.run import serve_forever
@@ -76,6 +89,8 @@ def serve(
         rate_limit_rpm=rate_limit_rpm,
         speculation=speculation,
         max_draft=max_draft,
+        workspace=workspace,
+        test_cmd=test_cmd,
     )
     try:
         serve_forever(settings, err)

@@ -16,12 +16,15 @@ from starlette.websockets import WebSocket
 from whiz import __version__
 from whiz.config import ServeSettings
 from whiz.errors import Forbidden, InvalidRequest, NotFound, PayloadTooLarge, WhizError
+from whiz.models.store import default_home
 from whiz.seams import Engine
 from whiz.server.auth import bearer
 from whiz.server.browser import FORBIDDEN_CLOSE_CODE, SUBPROTOCOL, key_from_subprotocols
 from whiz.server.protocol import ChatRequest, ResponsesRequest, decode_json, parse
 from whiz.server.state import ServerState
+from whiz.server.web import web_routes
 from whiz.server.websocket import Session
+from whiz.server.workspace_api import build_workspace, default_undo_dir, workspace_routes
 
 log = logging.getLogger("whiz.server")
 
@@ -173,6 +176,10 @@ def create_app(engine: Engine, settings: ServeSettings | None = None) -> Starlet
         Route("/health", health, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
     ]
+    routes += web_routes(state)
+    if settings.workspace is not None:
+        undo_dir = default_undo_dir(default_home(), settings.workspace)
+        routes += workspace_routes(state, build_workspace(state, settings.workspace, undo_dir))
     app = Starlette(
         routes=routes,
         exception_handlers={WhizError: on_whiz_error, HTTPException: on_http_error, Exception: on_crash},

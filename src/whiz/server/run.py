@@ -27,6 +27,8 @@ def serve_forever(settings: ServeSettings, console: Console) -> None:
         f"serving on [bold]{base}/v1[/bold]  (WebSocket: ws://{settings.host}:{settings.port}/v1/responses)",
         soft_wrap=True,
     )
+    where = f", workspace {settings.workspace}" if settings.workspace else ""
+    console.print(f"web app: [bold]{base}/[/bold]{where}", soft_wrap=True)
     key = f" -H 'Authorization: Bearer {settings.api_keys[0]}'" if settings.api_keys else ""
     console.print(
         f"try: curl {base}/v1/chat/completions{key} -H 'Content-Type: application/json' "

@@ -50,15 +50,12 @@ def web_routes(state: ServerState) -> list[BaseRoute]:
         return FileResponse(STATIC_DIR / "index.html", headers=PAGE_HEADERS)
 
     async def info(request: Request) -> Response:
-        settings = state.settings
-        workspace = settings.workspace
+        # Public, so it says only what the page needs before it has a key.
         return JSONResponse(
             {
                 "version": __version__,
-                "model": state.model_name,
-                "auth_required": bool(settings.api_keys),
-                "workspace": workspace.resolve().name if workspace is not None else None,
-                "test_cmd": settings.test_cmd if workspace is not None else None,
+                "auth_required": bool(state.settings.api_keys),
+                "workspace": state.settings.workspace is not None,
             }
         )
 

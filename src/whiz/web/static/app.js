@@ -41,7 +41,8 @@ class App {
     for (const tab of document.querySelectorAll(".tab")) tab.addEventListener("click", () => this.show(tab.dataset.view));
     if (this.info.workspace) {
       $("tab-workspace").hidden = false;
-      this.workspace = new WorkspaceView({ api: this.api, info: this.info, speed: this.speed, modes: this.modes, meterFor: () => new TurnMeter() });
+      const info = await this.api.get("/whiz/workspace");
+      this.workspace = new WorkspaceView({ api: this.api, info, speed: this.speed, modes: this.modes, meterFor: () => new TurnMeter() });
       await this.workspace.start();
     }
     this.show(location.hash === "#workspace" && this.info.workspace ? "workspace" : "chat");

@@ -40,7 +40,7 @@ export class WorkspaceView {
   }
 
   async start() {
-    this.$("workspace-name").textContent = this.info.workspace || "Files";
+    this.$("workspace-name").textContent = this.info.name || "Files";
     await Promise.all([this.loadFiles(), this.loadEdits(), this.loadCandidates()]);
   }
 
