@@ -11,6 +11,12 @@ import { TurnMeter } from "./speed.js";
 
 const MAX_OUTPUT_TOKENS = 1024;
 
+/** The reply length limit; localStorage "whiz.maxOutputTokens" overrides it (the tests keep turns short). */
+function maxOutputTokens() {
+  const set = Number(localStorage.getItem("whiz.maxOutputTokens"));
+  return Number.isInteger(set) && set > 0 ? set : MAX_OUTPUT_TOKENS;
+}
+
 export class ChatView {
   constructor({ api, speed, modes, onAuthError, onConnState }) {
     this.api = api;
@@ -165,7 +171,7 @@ export class ChatView {
     this.running = { session, conn, reply, node, meter };
     this.setRunning(true);
 
-    const body = { model, max_output_tokens: MAX_OUTPUT_TOKENS, whiz: { timeline: true } };
+    const body = { model, max_output_tokens: maxOutputTokens(), whiz: { timeline: true } };
     if (session.lastResponseId && conn.latestId === session.lastResponseId) {
       body.previous_response_id = session.lastResponseId;
       body.input = [{ type: "message", role: "user", content: text }];

@@ -53,7 +53,8 @@ export class Modes {
       button.setAttribute("aria-checked", String(on));
     }
     const model = this.model();
-    this.label.textContent = model || "no model";
+    // A model given as a file path is known by its file name.
+    this.label.textContent = model ? model.split("/").pop() : "no model";
     this.label.title = this.models.length ? `models on this server: ${this.models.map((m) => m.id).join(", ")}` : "";
     this.onChange(mode, model);
   }
