@@ -48,7 +48,9 @@ export class ChatView {
     });
     this.$("stop").addEventListener("click", () => this.stop());
     this.$("new-session").addEventListener("click", () => {
-      this.select(this.store.create(this.modes.mode));
+      // An empty session is already a new one: reuse it rather than piling up blank entries.
+      const empty = this.store.sessions.find((s) => !s.messages.length);
+      this.select(empty || this.store.create(this.modes.mode));
     });
   }
 

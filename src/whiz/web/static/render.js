@@ -33,17 +33,37 @@ export function codeBlock(text, language) {
 }
 
 const FENCE = /^```([\w+.-]*)[^\n]*\n([\s\S]*?)(?:^```[ \t]*$|(?![\s\S]))/gm;
+const INLINE = /(`[^`\n]+`|\*\*[^*\n]+\*\*)/;
 
-/** A reply as paragraphs of plain text and highlighted code blocks (an unclosed block still streams). */
+/** Prose with the little markdown small models write: headings, **bold** and `code`, as DOM nodes. */
+function prose(text) {
+  const block = el("div", { class: "prose" });
+  text.split("\n").forEach((line, i) => {
+    if (i) block.append("\n");
+    const heading = /^#{1,6}\s+(.*)$/.exec(line);
+    const target = heading ? block.appendChild(el("strong", { class: "heading" })) : block;
+    for (const part of (heading ? heading[1] : line).split(INLINE)) {
+      if (!part) continue;
+      if (part.startsWith("`") && part.endsWith("`") && part.length > 2) target.append(el("code", { class: "inline", text: part.slice(1, -1) }));
+      else if (part.startsWith("**") && part.endsWith("**") && part.length > 4) target.append(el("strong", { text: part.slice(2, -2) }));
+      else target.append(part);
+    }
+  });
+  return block;
+}
+
+/** A reply as prose and highlighted code blocks (an unclosed block still streams). */
 export function renderReply(text) {
   const frag = document.createDocumentFragment();
   let at = 0;
   for (const m of text.matchAll(FENCE)) {
-    if (m.index > at) frag.append(el("div", { class: "prose", text: text.slice(at, m.index) }));
+    const before = text.slice(at, m.index).replace(/^\n+/, "").replace(/\n+$/, "");
+    if (before) frag.append(prose(before));
     frag.append(el("pre", { class: "code" }, codeBlock(m[2].replace(/\n$/, ""), m[1] || undefined)));
     at = m.index + m[0].length;
   }
-  if (at < text.length) frag.append(el("div", { class: "prose", text: text.slice(at) }));
+  const rest = text.slice(at).replace(/^\n+/, "");
+  if (rest) frag.append(prose(rest));
   return frag;
 }
 
