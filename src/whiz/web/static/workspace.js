@@ -208,9 +208,11 @@ export class WorkspaceView {
     });
   }
 
-  // Healing candidates (issue 5). The server does not provide them yet; when it does, GET
-  // /whiz/workspace/candidates answers {candidates: [{id, label, diff, passed, test_output}]}
-  // and they render here side by side. A 404 keeps the section hidden.
+  // Healing candidates (issue 5). No server route provides them yet. When one does, GET
+  // /whiz/workspace/candidates answers {candidates: [...]}, each the `heal_candidate` item of
+  // whiz.agent.healing.CandidateResult.item(): {round, index, status, diff, diff_lines,
+  // output_tokens, exit_code, test_output, error, same_as}. They render here side by side; until
+  // then the request answers 404 and the section stays hidden.
   async loadCandidates() {
     let data;
     try {
@@ -220,18 +222,28 @@ export class WorkspaceView {
     }
     const list = data?.candidates || [];
     this.$("candidates").hidden = !list.length;
-    this.$("candidate-grid").replaceChildren(
-      ...list.map((c) => {
-        const diff = el("div", { class: "diff" });
-        new window.Diff2HtmlUI(diff, c.diff || "", { outputFormat: "line-by-line", drawFileList: false, highlight: true, colorScheme: "dark" }, hljs).draw();
-        return el(
-          "article",
-          { class: `candidate ${c.passed ? "pass" : "fail"}` },
-          el("header", { text: `${c.label || c.id} · ${c.passed ? "tests pass" : "tests fail"}` }),
-          diff,
-          el("details", {}, el("summary", { text: "test output" }), el("pre", { text: c.test_output || "" })),
-        );
-      }),
+    this.$("candidate-grid").replaceChildren(...list.map((c) => this.candidateNode(c)));
+  }
+
+  candidateNode(c) {
+    const passed = c.status === "passed";
+    const facts = [`round ${c.round} · candidate ${c.index}`, c.status];
+    if (c.exit_code !== null && c.exit_code !== undefined) facts.push(`exit ${c.exit_code}`);
+    if (c.diff_lines) facts.push(`${c.diff_lines} diff lines`);
+    if (c.output_tokens) facts.push(`${c.output_tokens} tokens`);
+    if (c.same_as !== null && c.same_as !== undefined) facts.push(`same edit as ${c.same_as}`);
+    const diff = el("div", { class: "diff" });
+    if (c.diff) {
+      const opts = { outputFormat: "line-by-line", drawFileList: false, highlight: true, colorScheme: "dark" };
+      new window.Diff2HtmlUI(diff, c.diff, opts, hljs).draw();
+    }
+    return el(
+      "article",
+      { class: `candidate ${passed ? "pass" : "fail"}`, "data-status": c.status },
+      el("header", { text: facts.join(" · ") }),
+      c.error ? el("p", { class: "error", text: c.error }) : null,
+      diff,
+      el("details", {}, el("summary", { text: "test output" }), el("pre", { text: c.test_output || "" })),
     );
   }
 }
