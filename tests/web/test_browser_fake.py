@@ -124,3 +124,62 @@ def test_a_page_from_another_origin_cannot_use_the_socket(page: Page, serve_fake
     expect(page.locator("body")).to_have_attribute("data-ready", "true")
     send(page, "hi")
     expect(page.locator(".msg.assistant[data-status=completed] .body")).to_have_text("echo: hi")
+
+
+def test_healing_candidates_render_side_by_side_when_a_route_provides_them(
+    page: Page, serve_fake, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("WHIZ_HOME", str(tmp_path / "home"))
+    (tmp_path / "project").mkdir()
+    (tmp_path / "project" / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    served = serve_fake(workspace=tmp_path / "project")
+    diff = (
+        "--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n"
+        " def add(a, b):\n-    return a - b\n+    return a + b\n"
+    )
+    items = [
+        {
+            "round": 1,
+            "index": 0,
+            "status": "passed",
+            "diff": diff,
+            "diff_lines": 2,
+            "output_tokens": 30,
+            "exit_code": 0,
+            "test_output": "1 passed",
+            "error": "",
+            "same_as": None,
+        },
+        {
+            "round": 1,
+            "index": 1,
+            "status": "failed",
+            "diff": "",
+            "diff_lines": 0,
+            "output_tokens": 12,
+            "exit_code": 1,
+            "test_output": "1 failed",
+            "error": "",
+            "same_as": None,
+        },
+    ]
+    # No server route provides candidates yet (issue 5); this stands in for one.
+    page.route("**/whiz/workspace/candidates", lambda route: route.fulfill(json={"candidates": items}))
+    page.goto(served.root + "/#workspace")
+    expect(page.locator("body")).to_have_attribute("data-ready", "true")
+    cards = page.locator("#candidates .candidate")
+    expect(cards).to_have_count(2)
+    expect(cards.nth(0)).to_have_attribute("data-status", "passed")
+    expect(cards.nth(0).locator(".diff")).to_contain_text("return a + b")
+    expect(cards.nth(1)).to_contain_text("exit 1")
+    boxes = [cards.nth(i).bounding_box() for i in range(2)]
+    assert boxes[0]["y"] == boxes[1]["y"] and boxes[0]["x"] < boxes[1]["x"]  # side by side
+
+
+def test_without_a_candidates_route_the_section_stays_hidden(page: Page, serve_fake, tmp_path, monkeypatch):
+    monkeypatch.setenv("WHIZ_HOME", str(tmp_path / "home"))
+    served = serve_fake(workspace=tmp_path)
+    page.goto(served.root + "/#workspace")
+    expect(page.locator("body")).to_have_attribute("data-ready", "true")
+    expect(page.locator("#view-workspace")).to_be_visible()
+    expect(page.locator("#candidates")).to_be_hidden()
