@@ -10,9 +10,11 @@ from rich.console import Console
 from whiz.config import ServeSettings
 from whiz.engine.factory import load_engine
 from whiz.server.app import create_app
+from whiz.server.workspace_api import check_settings
 
 
 def serve_forever(settings: ServeSettings, console: Console) -> None:
+    check_settings(settings)  # a bad --workspace is reported before the model takes time to load
     t0 = time.perf_counter()
     with console.status(f"loading {settings.model} ..."):
         engine = load_engine(settings)

@@ -38,6 +38,7 @@ from starlette.routing import BaseRoute, Route
 from whiz.agent.edits import EditError, FileChange, apply_changes, plan_edits, unified_diff
 from whiz.agent.undo import UndoStore
 from whiz.agent.workspace import Workspace
+from whiz.config import ServeSettings
 from whiz.environments.local import CommandResult, LocalEnvironment
 from whiz.errors import Conflict, InvalidRequest, NotFound, PayloadTooLarge, WhizError
 from whiz.server.auth import bearer
@@ -319,10 +320,17 @@ class _Empty(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def check_settings(settings: ServeSettings) -> None:
+    """Refuse workspace settings that cannot work, before the model loads."""
+    if settings.workspace is not None and not settings.workspace.is_dir():
+        raise InvalidRequest(f"--workspace {settings.workspace} is not a folder.", param="workspace")
+    if settings.test_cmd and settings.workspace is None:
+        raise InvalidRequest("--test-cmd runs in the workspace; give --workspace DIR too.", param="test_cmd")
+
+
 def build_workspace(state: ServerState, root: Path, undo_dir: Path) -> WorkspaceService:
     """The service for `--workspace root`, proposing edits with this server's own engine."""
-    if not root.is_dir():
-        raise InvalidRequest(f"--workspace {root} is not a folder.", param="workspace")
+    check_settings(state.settings)
     return WorkspaceService(
         Workspace(root),
         UndoStore(undo_dir),
