@@ -47,9 +47,8 @@ class HumanPrinter:
             t = event.get("timings") or {}
             tps = t.get("tokens_per_s")
             speed = f", {tps:g} tok/s" if tps else ""
-            self._say(
-                f"done in {t.get('duration_ms', 0) / 1000:.1f} s, {t.get('model_calls', 0)} model calls{speed}"
-            )
+            seconds = t.get("duration_ms", 0) / 1000
+            self._say(f"done in {seconds:.1f} s, {t.get('model_calls', 0)} model calls{speed}")
         elif kind == "turn.failed":
             self._say(f"failed: {event['error']['message']}")
 

@@ -12,20 +12,19 @@ it with `run()` (a turn), `steer()` (a message delivered at the next step bounda
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from whiz.agent.approvals import Approvals, ApprovalMode
+from whiz.agent.approvals import ApprovalMode, Approvals
 from whiz.agent.events import Emitter, EventSink
 from whiz.agent.formats import TOOLS, ActionFormat, text_actions, tool_action
 from whiz.agent.model import Finished, ModelClient, ModelRequest, TextDelta, ToolCall
 from whiz.agent.prompt import system_prompt, task_message
 from whiz.agent.stats import TurnStats
-from whiz.agent.tools import ApplyEdits, DiskFull, Malformed, RunCommand, Toolbox
+from whiz.agent.tools import ApplyEdits, Malformed, RunCommand, Toolbox, WriteFailed
 from whiz.agent.undo import UndoStore
 from whiz.agent.workspace import Workspace
 from whiz.client import ClientError
@@ -133,6 +132,7 @@ class Agent:
         self._cancelled = False
         self._step: asyncio.Task | None = None
         self._in_model = False
+        self._changed: list[str] = []
         self.stats = TurnStats()
 
     # -- driving the agent -------------------------------------------------------------------------
@@ -159,7 +159,7 @@ class Agent:
     async def run(self, task: str) -> TurnResult:
         """One turn: the task, then steps until it is done, fails or is cancelled."""
         turn_id = "turn_" + uuid.uuid4().hex[:12]
-        self.stats, self._cancelled, retries, changed = TurnStats(), False, 0, []
+        self.stats, self._cancelled, self._changed, retries = TurnStats(), False, [], 0
         started = time.perf_counter()
         self.emit.emit("turn.started", turn_id=turn_id)
         self.tools.begin_turn(turn_id)
@@ -170,7 +170,7 @@ class Agent:
         try:
             while True:
                 try:
-                    changed += await self._run_step()
+                    await self._run_step()
                     retries = 0
                 except FormatError as exc:
                     retries += 1
@@ -185,7 +185,7 @@ class Agent:
             status, message = "failed", exc.message
         except Cancelled:
             status, message = "cancelled", "cancelled by the user"
-        except (ClientError, DiskFull) as exc:
+        except (ClientError, WriteFailed) as exc:
             status, message = "failed", exc.message
             self.emit.emit("error", message=message)
         self.stats.duration_ms = (time.perf_counter() - started) * 1000
@@ -197,14 +197,14 @@ class Agent:
             self.emit.emit(
                 "turn.failed", turn_id=turn_id, error={"message": message}, usage=self.stats.usage()
             )
-        return TurnResult(turn_id, status, message, self.stats, sorted(set(changed)))
+        return TurnResult(turn_id, status, message, self.stats, sorted(set(self._changed)))
 
-    async def _run_step(self) -> list[str]:
+    async def _run_step(self) -> None:
         if self._cancelled:
             raise Cancelled("cancelled")
         self._step = asyncio.ensure_future(self.step())
         try:
-            return await self._step
+            await self._step
         except asyncio.CancelledError:
             if not self._cancelled:
                 raise  # the caller's own cancellation
@@ -225,7 +225,7 @@ class Agent:
             raise Failed(f"stopped after {self.config.max_steps} steps without finishing the task")
         request = ModelRequest(
             self.instructions,
-            self.items,
+            list(self.items),  # a snapshot: adapters may keep the request
             tools=TOOLS if self.config.actions == "tools" else None,
             prediction=self.tools.prediction(),
             max_output_tokens=self.config.max_output_tokens,
@@ -280,6 +280,7 @@ class Agent:
         if self.config.actions == "text":
             self._tell("\n\n".join(o.text for o in outcomes))
         changed = [path for o in outcomes for path in o.changed]
+        self._changed += changed
         if any(o.malformed for o in outcomes):
             raise FormatError("; ".join(o.text.splitlines()[0] for o in outcomes if o.malformed))
         edits_only = all(isinstance(a, ApplyEdits) for a, _ in actions)

@@ -72,8 +72,8 @@ class Outcome:
     changed: list[str] = field(default_factory=list)
 
 
-class DiskFull(WhizAgentError):
-    """Writing failed for lack of space (or another OS error); nothing was half-applied."""
+class WriteFailed(WhizAgentError):
+    """Files could not be written (disk full, permissions): the turn ends, nothing half-applied."""
 
 
 class Toolbox:
@@ -98,12 +98,10 @@ class Toolbox:
         self.focus: str | None = None
         """The file last read or edited: the likeliest one to be rewritten next."""
         self._turn_id = ""
-        self._turn_before: dict[str, str | None] = {}
 
     def begin_turn(self, turn_id: str) -> None:
         """Edits from here on belong to `turn_id`, one undo snapshot for the whole turn."""
         self._turn_id = turn_id
-        self._turn_before = {}
 
     def prediction(self) -> str | None:
         """The focus file's text: a rewrite (or a SEARCH/REPLACE block) copies much of it."""
@@ -193,23 +191,19 @@ class Toolbox:
         self._snapshot(changes)
         try:
             apply_changes(self.ws, changes)
-        except OSError as exc:
+        except EditError as exc:
             self.emit.single("file_change", changes=summary, diff=diff, status="failed")
-            raise DiskFull(
-                f"could not write {', '.join(paths)}: {exc.strerror or exc}; nothing was changed"
-            ) from exc
+            if isinstance(exc.__cause__, OSError):  # disk full, permissions: the model can't fix it
+                raise WriteFailed(exc.message) from exc
+            return Outcome(exc.message, ok=False)
         self.emit.single("file_change", changes=summary, diff=diff, status="completed")
         self.focus = paths[-1] if paths else self.focus
         return Outcome(f"Applied the edit to {', '.join(paths)}.", changed=paths)
 
     def _snapshot(self, changes: list[FileChange]) -> None:
-        """Keep the turn's earliest before-image of every file, so undo restores the turn's start."""
-        if self.undo is None:
-            return
-        for c in changes:
-            self._turn_before.setdefault(c.path, c.before)
-        merged = [FileChange(path, before, None) for path, before in self._turn_before.items()]
-        self.undo.record(self._turn_id, merged)
+        # The store keeps a file's first before-image in a turn: undo restores the turn's start.
+        if self.undo is not None:
+            self.undo.record(self._turn_id, changes)
 
     async def _command(self, command: str) -> Outcome:
         decision = await self.approvals.command(command)
