@@ -158,8 +158,9 @@ class CodeApp:
 
     def _status_text(self) -> StyleAndTextTuples:
         if self.running:
+            doing = "waiting for your answer" if self.approver.pending else self.view.status()
             return [
-                ("class:status.busy", " ● " + (self.view.status() or "working")),
+                ("class:status.busy", " ● " + (doing or "working")),
                 ("class:status.hint", "  ·  Esc stops · Enter steers "),
             ]
         agent = self.session.agent

@@ -119,10 +119,10 @@ class SlashCommands:
         table.add_column(style="bold cyan", no_wrap=True)
         table.add_column()
         for command in COMMANDS:
-            table.add_row(command.usage, command.help)
+            table.add_row(Text(command.usage), Text(command.help))
         table.add_row("", "")
         for keys, what in KEYS:
-            table.add_row(keys, what)
+            table.add_row(Text(keys), Text(what))
         self.app.scrollback.print(table)
 
     async def undo(self, args: str) -> None:

@@ -15,8 +15,8 @@ REMOVED_BG = "on #3f1518"
 THEME = "monokai"
 
 
-def render_diff(diff: str) -> Group:
-    """A unified diff (one or more files) as highlighted rich text."""
+def render_diff(diff: str, *, titles: bool = True) -> Group:
+    """A unified diff (one or more files) as highlighted rich text; `titles` puts each path first."""
     lines: list[Text] = []
     syntax = _syntax_for("/dev/null")
     for raw in diff.splitlines():
@@ -24,7 +24,7 @@ def render_diff(diff: str) -> Group:
             path = raw[4:].strip()
             if raw.startswith("+++ ") or path != "/dev/null":
                 syntax = _syntax_for(path.removeprefix("a/").removeprefix("b/"))
-            if raw.startswith("+++ "):
+            if raw.startswith("+++ ") and titles:
                 lines.append(Text(_title(path), style="bold"))
             continue
         if raw.startswith("@@"):

@@ -106,7 +106,8 @@ class TranscriptView:
         status = item.get("status")
         if status == "completed":
             self.out.print(Text(f"✎ edited {paths}", style="bold green"))
-            self.out.print(render_diff(item.get("diff", "")))
+            several = len(item.get("changes", [])) > 1
+            self.out.print(render_diff(item.get("diff", ""), titles=several))
         elif status == "declined":
             self.out.print(Text(f"✗ edit of {paths} not applied (read-only)", style="yellow"))
         else:
