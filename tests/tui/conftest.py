@@ -43,7 +43,7 @@ def terminals() -> Iterator[list[Terminal]]:
 def scripted(
     project: Path, term_env: dict[str, str], terminals: list[Terminal], tmp_path: Path
 ) -> Callable[..., Terminal]:
-    """`scripted(replies, **env)`: `whiz code` over a ScriptedModel (see scripted_code.py), ready for input."""
+    """`scripted(replies, **env)`: `whiz code` over a ScriptedModel (scripted_code.py), ready for input."""
 
     def start(replies: list[dict], **env: str) -> Terminal:
         script = tmp_path / f"script{len(terminals)}.json"
