@@ -308,7 +308,10 @@ def undo() -> None:
 
 @bench_app.command("tasks")
 def bench_tasks(
-    target: BaseUrlOpt = None,
+    target: Annotated[
+        str | None,
+        typer.Option(help="Base URL of the server (default: :8321, or one started in-process if none runs)."),
+    ] = None,
     limit: Annotated[int | None, typer.Option(help="Run only the first N tasks.")] = 5,
     actions: Annotated[str, typer.Option("--actions", help="text, tools, or both (compared).")] = "text",
     api_key: ApiKeyOpt = None,

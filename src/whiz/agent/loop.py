@@ -263,7 +263,7 @@ class Agent:
         if self.config.actions == "tools":
             actions = [(tool_action(call), call.call_id) for call in reply.calls]
         else:
-            actions = [(action, None) for action in text_actions(reply.text)]
+            actions = [(action, None) for action in text_actions(reply.text, self.tools.focus_text())]
         if not actions:
             if self._steering:
                 return []  # the user said more while it answered: go on with that
@@ -279,6 +279,9 @@ class Agent:
                 )
         if self.config.actions == "text":
             self._tell("\n\n".join(o.text for o in outcomes))
+        self.stats.acting_replies += not any(o.malformed or o.noop for o in outcomes)
+        if all(o.noop for o in outcomes):
+            raise Submitted(reply.text.strip())  # it only quoted a file: an answer, not an edit
         changed = [path for o in outcomes for path in o.changed]
         self._changed += changed
         if any(o.malformed for o in outcomes):

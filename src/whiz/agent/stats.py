@@ -29,6 +29,8 @@ class TurnStats:
     edit_attempts: int = 0
     """Edits the model tried: well-formed or not (a block that doesn't parse or match counts)."""
     edits_applied: int = 0
+    acting_replies: int = 0
+    """Replies that asked for at least one action, every one of them well-formed."""
     duration_ms: float = 0.0
 
     def add_call(self, finished: Finished) -> None:
