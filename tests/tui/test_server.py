@@ -7,6 +7,8 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
+
 from tests.conftest import free_port
 from whiz.engine.fake import echo_script, last_user_message
 
@@ -91,3 +93,56 @@ def test_help_still_works(project: Path, term_env):
     )
     assert done.returncode == 0
     assert "code" in done.stdout and "exec" in done.stdout
+
+
+def test_a_refused_api_key_is_one_clear_line(serve_fake, whiz_code):
+    served = serve_fake(api_keys=["sesame"])
+    term = whiz_code("code", "--base-url", served.base_url, "--api-key", "wrong")
+    term.wait_for(f"error: the server at {served.base_url} refused the API key")
+    assert term.wait_exit() == 2
+
+
+def test_a_server_that_dies_fails_the_turn_with_one_line_and_the_ui_stays(project: Path, term_env, whiz_code):
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    server = subprocess.Popen(
+        [sys.executable, "-m", "whiz", "serve", "--model", "fake", "--port", str(port)],
+        env=term_env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_healthy(url)
+        term = whiz_code("code", "--base-url", url)
+        term.enter("say hello")
+        term.wait_for("echo: say hello")
+        term.wait_for("── done in")
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    term.enter("say more")
+    failed = term.wait_for(r"✗ failed: (.*)")
+    print(failed.group(0))
+    assert "Traceback" not in term.text()
+    assert failed.group(1).strip()
+    term.enter("/help")
+    term.wait_for("(?m)^/resume")
+
+
+def wait_healthy(url: str, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        assert time.monotonic() < deadline, f"no server at {url}"
+        time.sleep(0.1)
+
+
+def test_resuming_an_unknown_session_is_one_clear_line(serve_fake, whiz_code):
+    served = serve_fake()
+    term = whiz_code("code", "--base-url", served.base_url, "--resume", "sess_nope")
+    term.wait_for("error: no session 'sess_nope'")
+    assert term.wait_exit() == 2

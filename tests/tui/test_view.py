@@ -78,3 +78,24 @@ def test_diff_lines_keep_the_codes_colours_on_a_red_or_green_ground():
     plain = io.StringIO()
     Console(file=plain, width=80).print(render_diff(diff))
     assert plain.getvalue() == "app.py\n@@ -1,2 +1,2 @@\n  def f():\n-     return 1\n+     return 42\n"
+
+
+def test_escape_sequences_from_a_command_or_the_model_never_reach_the_terminal():
+    view, out = plain_view()
+    message(view, "red \x1b[31mtext\x1b[0m\x1b[2J\x07 ok\n")
+    view(
+        {
+            "type": "item.completed",
+            "item": {
+                "id": "i1",
+                "type": "command_execution",
+                "command": "ls --color",
+                "aggregated_output": "\x1b[1;34mdir\x1b[0m\r\nprogress 10%\rprogress 100%\n\x1b]0;title\x07done\n",
+                "exit_code": 0,
+                "status": "completed",
+            },
+        }
+    )
+    text = out.getvalue()
+    assert "\x1b" not in text and "\x07" not in text and "\r" not in text
+    assert text == "red text ok\n$ ls --color  (exit 0)\n  dir\n  progress 10%\n  progress 100%\n  done\n"

@@ -7,6 +7,7 @@ The view also keeps what the status line shows: what the agent is doing and how 
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -21,6 +22,16 @@ from whiz.tui.scrollback import Scrollback
 
 OUTPUT_TAIL_LINES = 12
 """Lines of a command's output shown in the transcript (the model sees more)."""
+
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b.?")
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def clean(text: str) -> str:
+    """Text from the model or a command, safe to print: no escape sequences (a command's colours,
+    or worse, cursor moves that would wreck the screen), no control characters but newline and tab."""
+    text = _ESCAPES.sub("", text).replace("\r\n", "\n").replace("\r", "\n")
+    return _CONTROLS.sub("", text)
 
 
 class TranscriptView:
@@ -71,7 +82,7 @@ class TranscriptView:
         if not delta:
             return
         self.stats.text(delta)
-        text = self.partial + delta
+        text = self.partial + clean(delta)
         done, _, self.partial = text.rpartition("\n")
         if _:
             self.out.print(Text(done))
@@ -92,22 +103,22 @@ class TranscriptView:
             case "tool_call":
                 args = " ".join(str(v) for v in (item.get("arguments") or {}).values() if v is not None)
                 mark = "·" if item.get("status") == "completed" else "✗"
-                self.out.print(Text(f"{mark} {item.get('tool', '')} {args}".rstrip(), style="dim"))
+                self.out.print(Text(clean(f"{mark} {item.get('tool', '')} {args}").rstrip(), style="dim"))
                 self._waiting()
             case "error":
-                first = (item.get("message") or "").splitlines()[:1]
+                first = clean(item.get("message") or "").splitlines()[:1]
                 self.out.print(Text(f"! the model's action was malformed: {''.join(first)}", style="yellow"))
                 self._waiting()
             case "user_message":
                 self.out.print(Text(f"→ delivered to the agent: {item.get('text', '')}", style="magenta"))
 
     def _file_change(self, item: dict[str, Any]) -> None:
-        paths = ", ".join(c.get("path", "") for c in item.get("changes", []))
+        paths = clean(", ".join(c.get("path", "") for c in item.get("changes", [])))
         status = item.get("status")
         if status == "completed":
             self.out.print(Text(f"✎ edited {paths}", style="bold green"))
             several = len(item.get("changes", [])) > 1
-            self.out.print(render_diff(item.get("diff", ""), titles=several))
+            self.out.print(render_diff(clean(item.get("diff", "")), titles=several))
         elif status == "declined":
             self.out.print(Text(f"✗ edit of {paths} not applied (read-only)", style="yellow"))
         else:
@@ -121,8 +132,8 @@ class TranscriptView:
         exit_code = item.get("exit_code")
         style = "green" if status == "completed" else "red"
         ended = f"exit {exit_code}" if exit_code is not None else status
-        self.out.print(Text(f"$ {command}  ({ended})", style=f"bold {style}"))
-        lines = (item.get("aggregated_output") or "").rstrip("\n").splitlines()
+        self.out.print(Text(f"$ {clean(command)}  ({ended})", style=f"bold {style}"))
+        lines = clean(item.get("aggregated_output") or "").rstrip("\n").splitlines()
         if len(lines) > OUTPUT_TAIL_LINES:
             hidden = len(lines) - OUTPUT_TAIL_LINES
             lines = [f"… {hidden} more line(s)"] + lines[-OUTPUT_TAIL_LINES:]
