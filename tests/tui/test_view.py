@@ -90,7 +90,9 @@ def test_escape_sequences_from_a_command_or_the_model_never_reach_the_terminal()
                 "id": "i1",
                 "type": "command_execution",
                 "command": "ls --color",
-                "aggregated_output": "\x1b[1;34mdir\x1b[0m\r\nprogress 10%\rprogress 100%\n\x1b]0;title\x07done\n",
+                "aggregated_output": (
+                    "\x1b[1;34mdir\x1b[0m\r\nprogress 10%\rprogress 100%\n\x1b]0;title\x07done\n"
+                ),
                 "exit_code": 0,
                 "status": "completed",
             },
