@@ -111,3 +111,39 @@ def test_bad_flags_are_refused(project: Path, tmp_path: Path) -> None:
     assert done.returncode == 2 and "--approval must be" in done.stderr
     done = whiz(["exec", "  "], project, tmp_path / "home")
     assert done.returncode == 2 and "empty" in done.stderr
+
+
+def test_without_a_server_one_starts_in_process(project: Path, tmp_path: Path) -> None:
+    env_url = f"http://127.0.0.1:{free_port()}"
+    env = {**os.environ, "WHIZ_HOME": str(tmp_path / "home"), "WHIZ_BASE_URL": env_url}
+    done = subprocess.run(
+        [sys.executable, "-m", "whiz", "exec", "--json", "--model", "fake", "What is in greet.py?"],
+        cwd=project, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines() == [f"whiz: no whiz server at {env_url}; starting fake in this process"]
+    messages = [e["item"]["text"] for e in events(done.stdout) if e["type"] == "item.completed"]
+    assert messages and messages[0].startswith("echo: What is in greet.py?")  # the fake engine's answer
+
+
+def test_a_full_disk_fails_cleanly_and_writes_nothing(serve_fake, project: Path, tmp_path: Path) -> None:
+    import resource
+
+    big = "".join(f"line {i}\n" for i in range(30_000))  # about 250 kB
+    (project / "big.txt").write_text(big)
+    server = serve_fake(script=lambda conv: sr("big.txt", "line 0", "first line"))
+
+    def small_files() -> None:  # writes past 100 kB fail with EFBIG, as on a full disk
+        resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, 100_000))
+
+    env = {**os.environ, "WHIZ_HOME": str(tmp_path / "home")}
+    done = subprocess.run(
+        [sys.executable, "-m", "whiz", "exec", "--base-url", server.root, "change the first line of big.txt"],
+        cwd=project, env=env, capture_output=True, text=True, timeout=60, preexec_fn=small_files,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "File too large" in errors[0] and "nothing was changed" in errors[0].lower()
+    assert (project / "big.txt").read_text() == big
+    assert sorted(p.name for p in project.iterdir()) == ["README.md", "big.txt", "greet.py"]  # no temp files

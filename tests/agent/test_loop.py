@@ -134,3 +134,37 @@ async def test_bad_tool_arguments_get_feedback(harness) -> None:
     assert result.ok
     assert "not valid JSON" in h.model.requests[1].items[-1]["output"]
     assert "no tool named 'nope'" in h.model.requests[2].items[-1]["output"]
+
+
+async def test_losing_the_server_fails_the_turn_with_the_reason(harness, project: Path) -> None:
+    from whiz.client import ConnectionLost
+
+    h = harness(["READ greet.py", ConnectionLost("ws://127.0.0.1:1/v1/responses: connection closed")])
+    result = await h.agent.run("look")
+    assert result.status == "failed" and "connection closed" in result.message
+    assert h.events.events[-1] == {
+        "type": "turn.failed",
+        "turn_id": result.turn_id,
+        "error": {"message": result.message},
+        "usage": result.stats.usage(),
+    }
+
+
+async def test_a_write_that_fails_ends_the_turn_and_changes_nothing(project: Path) -> None:
+    import resource
+
+    from tests.agent.conftest import Harness
+
+    big = "".join(f"line {i}\n" for i in range(30_000))  # about 250 kB
+    (project / "big.txt").write_text(big)
+    h = Harness(project, [sr("big.txt", "line 0", "first line")])  # no undo store: the apply itself fails
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, hard))  # as if the disk were full
+    try:
+        result = await h.agent.run("change the first line of big.txt")
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert result.status == "failed"
+    assert "File too large" in result.message and "No file was changed" in result.message
+    assert (project / "big.txt").read_text() == big
+    assert [c["status"] for c in h.events.items("file_change")] == ["failed"]

@@ -49,8 +49,8 @@ class HumanPrinter:
             speed = f", {tps:g} tok/s" if tps else ""
             seconds = t.get("duration_ms", 0) / 1000
             self._say(f"done in {seconds:.1f} s, {t.get('model_calls', 0)} model calls{speed}")
-        elif kind == "turn.failed":
-            self._say(f"failed: {event['error']['message']}")
+        elif kind == "error":
+            self._say(f"error: {event['message']}")
 
     def _item(self, item: dict) -> None:
         match item.get("type"):
@@ -112,7 +112,7 @@ async def _exec(
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.remove_signal_handler(signal.SIGINT)
         await session.close()
-    if not result.ok and not json_mode:
+    if not result.ok:
         err.write(f"error: {result.message}\n")
     return EXIT_DONE if result.ok else EXIT_FAILED
 

@@ -187,7 +187,6 @@ class Agent:
             status, message = "cancelled", "cancelled by the user"
         except (ClientError, WriteFailed) as exc:
             status, message = "failed", exc.message
-            self.emit.emit("error", message=message)
         self.stats.duration_ms = (time.perf_counter() - started) * 1000
         if status == "completed":
             self.emit.emit(

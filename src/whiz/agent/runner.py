@@ -6,6 +6,7 @@ interactive UI all start agents through `AgentSession.open`.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,14 +28,20 @@ DEFAULT_BASE_URL = "http://127.0.0.1:8321"
 DEFAULT_MODEL = "qwen2.5-coder-0.5b"
 
 
+def default_base_url() -> str:
+    """Where to look for a server when no URL is given: `$WHIZ_BASE_URL`, else port 8321 here."""
+    return os.environ.get("WHIZ_BASE_URL") or DEFAULT_BASE_URL
+
+
 class SetupError(WhizError):
     """The agent could not start: no server, a refused key, an unknown session. One line, for people."""
 
 
 @dataclass
 class AgentOptions:
-    """How to start an agent session. `base_url=None` means the default URL, or an in-process
-    server when nothing answers there; an explicit URL that does not answer is an error."""
+    """How to start an agent session. `base_url=None` means the default URL (`$WHIZ_BASE_URL` or
+    port 8321), or an in-process server when nothing answers there; an explicit URL that does
+    not answer is an error."""
 
     workspace: Path
     base_url: str | None = None
@@ -168,7 +175,7 @@ async def connect(options: AgentOptions, notice: Callable[[str], None]) -> tuple
 async def ensure_server(options: AgentOptions, notice: Callable[[str], None]):
     """(base URL, in-process server or None): the configured server if it answers, else one
     started here when the URL was the default. Raises `SetupError` with a one-line reason."""
-    url = options.base_url or DEFAULT_BASE_URL
+    url = options.base_url or default_base_url()
     try:
         await probe(url, options.api_key)
         return url, None

@@ -214,8 +214,14 @@ class Toolbox:
 
     def _snapshot(self, changes: list[FileChange]) -> None:
         # The store keeps a file's first before-image in a turn: undo restores the turn's start.
-        if self.undo is not None:
+        if self.undo is None:
+            return
+        try:
             self.undo.record(self._turn_id, changes)
+        except OSError as exc:
+            raise WriteFailed(
+                f"could not save the undo snapshot ({exc.strerror or exc}); nothing was changed"
+            ) from exc
 
     async def _command(self, command: str) -> Outcome:
         decision = await self.approvals.command(command)
