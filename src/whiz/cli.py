@@ -336,20 +336,13 @@ def _no_command(ctx: typer.Context) -> None:
     if ctx.invoked_subcommand is None:
         import os
 
-        # Called directly, so the options' environment variables are read here.
-        code(base_url=os.environ.get("WHIZ_BASE_URL"), api_key=os.environ.get("WHIZ_API_KEY"))
+        # Called directly, so the option's environment variable is read here.
+        code(api_key=os.environ.get("WHIZ_API_KEY"))
 
 
 @app.command()
 def code(
-    base_url: Annotated[
-        str | None,
-        typer.Option(
-            "--base-url",
-            envvar="WHIZ_BASE_URL",
-            help="A whiz server (default http://127.0.0.1:8321, or one started in-process if none runs).",
-        ),
-    ] = None,
+    base_url: BaseUrlOpt = None,
     api_key: ApiKeyOpt = None,
     model: ModelOpt = None,
     approval: Annotated[
