@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from whiz.agent.approvals import Approvals
+from whiz.agent.config import AgentConfig
 from whiz.agent.events import Collector
-from whiz.agent.loop import Agent, AgentConfig
+from whiz.agent.loop import Agent
 from whiz.agent.scripted_model import ScriptedModel
 from whiz.agent.undo import UndoStore
 from whiz.agent.workspace import Workspace

@@ -15,16 +15,17 @@ import asyncio
 import time
 import uuid
 from collections import deque
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any
 
 from whiz.agent.approvals import ApprovalMode, Approvals
+from whiz.agent.config import AgentConfig
 from whiz.agent.events import Emitter, EventSink
-from whiz.agent.formats import TOOLS, ActionFormat, text_actions, tool_action
+from whiz.agent.formats import TOOLS, text_actions, tool_action
 from whiz.agent.model import Finished, ModelClient, ModelRequest, TextDelta, ToolCall
 from whiz.agent.prompt import system_prompt, task_message
-from whiz.agent.stats import TurnStats
-from whiz.agent.tools import ApplyEdits, Malformed, RunCommand, Toolbox, WriteFailed
+from whiz.agent.stats import TurnResult, TurnStats
+from whiz.agent.tools import ApplyEdits, RunCommand, Toolbox, WriteFailed
 from whiz.agent.undo import UndoStore
 from whiz.agent.workspace import Workspace
 from whiz.client import ClientError
@@ -32,6 +33,8 @@ from whiz.environments.local import Environment, LocalEnvironment
 
 
 class AgentSignal(Exception):
+    """Control flow of the loop; the message is for the user (or, for FormatError, the log)."""
+
     def __init__(self, message: str):
         super().__init__(message)
         self.message = message
@@ -51,37 +54,6 @@ class Cancelled(AgentSignal):
 
 class FormatError(AgentSignal):
     """The model's actions were malformed; the feedback is already in the conversation."""
-
-
-@dataclass
-class AgentConfig:
-    """How one agent behaves. Every field has the default `whiz exec` uses."""
-
-    actions: ActionFormat = "text"
-    approval: ApprovalMode = ApprovalMode.AUTO_EDIT
-    max_steps: int = 12
-    max_retries: int = 2
-    """Malformed replies in a row that get feedback before the turn fails."""
-    test_cmd: str | None = None
-    """Run after edits; the turn is done when it passes. Also the one command pre-approved."""
-    command_timeout_s: float = 120.0
-    max_output_tokens: int = 2048
-    map_tokens: int = 1024
-    cancel_grace_s: float = 2.0
-    """How long a cancelled model call may take to end on its own before it is cut off."""
-
-
-@dataclass
-class TurnResult:
-    turn_id: str
-    status: Literal["completed", "failed", "cancelled"]
-    message: str
-    stats: TurnStats
-    changed: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "completed"
 
 
 @dataclass
@@ -130,6 +102,7 @@ class Agent:
         )  # fmt: skip
         self._steering: deque[str] = deque()
         self._cancelled = False
+        self._running = False
         self._step: asyncio.Task | None = None
         self._in_model = False
         self._changed: list[str] = []
@@ -144,20 +117,31 @@ class Agent:
 
     def cancel(self) -> None:
         """Stop the turn now. A model call is cancelled on the server; a command is killed."""
-        if self._step is None or self._step.done() or self._cancelled:
+        if not self._running or self._cancelled:
             return
-        self._cancelled = True
+        self._cancelled = True  # between steps, the loop sees this before the next one
+        step = self._step
+        if step is None or step.done():
+            return
         if self._in_model:
             # Let the server end the response (its partial reply stays in the conversation, and
             # the next call can chain from it); cut it off if it takes longer than the grace.
             asyncio.ensure_future(self.model.cancel())
-            step = self._step
             asyncio.get_running_loop().call_later(self.config.cancel_grace_s, step.cancel)
         else:
-            self._step.cancel()
+            step.cancel()
 
     async def run(self, task: str) -> TurnResult:
         """One turn: the task, then steps until it is done, fails or is cancelled."""
+        if self._running:
+            raise RuntimeError("a turn is already running; steer() or cancel() it")
+        self._running = True
+        try:
+            return await self._turn(task)
+        finally:
+            self._running, self._step = False, None
+
+    async def _turn(self, task: str) -> TurnResult:
         turn_id = "turn_" + uuid.uuid4().hex[:12]
         self.stats, self._cancelled, self._changed, retries = TurnStats(), False, [], 0
         started = time.perf_counter()
@@ -303,15 +287,3 @@ class Agent:
     def _tell(self, text: str) -> None:
         """Feedback the model reads next step, as a user message."""
         self.items.append({"type": "message", "role": "user", "content": text})
-
-
-__all__ = [
-    "Agent",
-    "AgentConfig",
-    "Cancelled",
-    "Failed",
-    "FormatError",
-    "Malformed",
-    "Submitted",
-    "TurnResult",
-]

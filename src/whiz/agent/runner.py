@@ -13,11 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from whiz.agent.approvals import ApprovalMode, Approvals, Approver
+from whiz.agent.config import AgentConfig
 from whiz.agent.events import EventSink
 from whiz.agent.formats import ActionFormat
-from whiz.agent.loop import Agent, AgentConfig, TurnResult
+from whiz.agent.loop import Agent
 from whiz.agent.model import ModelClient
 from whiz.agent.sessions import SessionInfo, SessionStore, TurnRecord, data_home
+from whiz.agent.stats import TurnResult
 from whiz.agent.undo import UndoStore
 from whiz.agent.whiz_model import WhizModel
 from whiz.agent.workspace import Workspace

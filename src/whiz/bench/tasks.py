@@ -26,7 +26,8 @@ from rich.console import Console
 from rich.table import Table
 
 from whiz.agent.approvals import ApprovalMode
-from whiz.agent.loop import Agent, AgentConfig
+from whiz.agent.config import AgentConfig
+from whiz.agent.loop import Agent
 from whiz.agent.runner import AgentOptions, SetupError, ensure_server
 from whiz.agent.whiz_model import WhizModel
 from whiz.agent.workspace import Workspace
