@@ -7,8 +7,7 @@ import io
 from rich.console import Console
 
 from whiz.agent.edits import FileChange, unified_diff
-from whiz.agent.loop import TurnResult
-from whiz.agent.stats import TurnStats
+from whiz.agent.stats import TurnResult, TurnStats
 from whiz.tui.diffs import render_diff
 from whiz.tui.scrollback import Scrollback
 from whiz.tui.view import TranscriptView

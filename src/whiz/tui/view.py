@@ -15,7 +15,7 @@ from typing import Any
 from rich.text import Text
 
 from whiz.agent.events import Event
-from whiz.agent.loop import TurnResult
+from whiz.agent.stats import TurnResult
 from whiz.tui.diffs import render_diff
 from whiz.tui.live import LiveStats
 from whiz.tui.scrollback import Scrollback
