@@ -54,11 +54,13 @@ def test_a_message_typed_while_it_works_steers_it(scripted):
     term = scripted([{"text": "Working on it.\nStill working, slowly, on it.\n", **SLOW}, {"echo": True}])
     term.enter("do the thing")
     term.wait_for("Working on it")
+    term.type("\x1b[A\x1b[B")  # Up and Down (escape sequences) must not stop it
     term.enter("use tabs please")
     term.wait_for(r"› use tabs please  \(the agent reads it at its next step\)")
     term.wait_for("→ delivered to the agent: use tabs please")
     term.wait_for("heard: use tabs please")  # the model's next step read it
     term.wait_for("── done in [\\d.]+ s · 2 model calls")
+    assert "■ stopped" not in term.text()
 
 
 def test_an_edit_shows_its_diff_and_undo_puts_the_file_back(scripted, project: Path):
@@ -162,3 +164,14 @@ def test_ctrl_c_twice_leaves(scripted):
     term.wait_for("press Ctrl-C again")
     term.press("ctrl-c")
     assert term.wait_exit() == 0
+
+
+def test_up_recalls_what_was_typed_in_an_earlier_run(scripted):
+    term = scripted([])
+    term.enter("/mode")
+    term.wait_for("● fast")
+    term.press("ctrl-d")
+    assert term.wait_exit() == 0
+    term = scripted([])
+    term.type("\x1b[A")  # Up
+    term.wait_for(r"› /mode\s*$")

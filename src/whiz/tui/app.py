@@ -20,7 +20,7 @@ from prompt_toolkit.buffer import Buffer
 from prompt_toolkit.completion import WordCompleter
 from prompt_toolkit.filters import Condition
 from prompt_toolkit.formatted_text import StyleAndTextTuples
-from prompt_toolkit.history import InMemoryHistory
+from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.layout import ConditionalContainer, HSplit, Layout, VSplit, Window
 from prompt_toolkit.layout.controls import BufferControl, FormattedTextControl
@@ -32,7 +32,7 @@ from rich.text import Text
 
 from whiz.agent.model import ModelClient
 from whiz.agent.runner import AgentOptions, AgentSession, SetupError
-from whiz.agent.sessions import SessionInfo
+from whiz.agent.sessions import SessionInfo, data_home
 from whiz.agent.whiz_model import WhizModel
 from whiz.client import ClientError, HttpClient
 from whiz.client.urls import api_base
@@ -89,7 +89,7 @@ class CodeApp:
         approver.on_change = self.invalidate
         self.input = Buffer(
             multiline=False,
-            history=InMemoryHistory(),
+            history=input_history(options),
             completer=WordCompleter([f"/{c.name}" for c in COMMANDS], sentence=True),
             complete_while_typing=False,
             accept_handler=self._accept,
@@ -291,6 +291,16 @@ class CodeApp:
             for task in list(self._tasks):
                 task.cancel()
             self.scrollback.flush_now()
+
+
+def input_history(options: AgentOptions) -> History:
+    """What was typed before (Up recalls it), kept across runs in the data home."""
+    home = options.home or data_home()
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        return FileHistory(str(home / "code_history"))
+    except OSError:  # a read-only home: history for this run only
+        return InMemoryHistory()
 
 
 async def model_label(model: ModelClient, options: AgentOptions) -> str:
