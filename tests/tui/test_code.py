@@ -175,3 +175,15 @@ def test_up_recalls_what_was_typed_in_an_earlier_run(scripted):
     term = scripted([])
     term.type("\x1b[A")  # Up
     term.wait_for(r"› /mode\s*$")
+
+
+def test_leaving_while_the_agent_works_stops_it_and_keeps_the_session(scripted):
+    term = scripted([{"text": LONG, **SLOW}])
+    term.enter("tell me a story")
+    term.wait_for("alpha")
+    term.press("ctrl-d")
+    assert term.wait_exit() == 0
+    assert "THE-END" not in term.text()
+    term = scripted([], WHIZ_TEST_RESUME="last")
+    term.wait_for(r"resumed sess_\w+: 1 turn\(s\)")
+    term.wait_for(r"› tell me a story\n  \(stopped\)")

@@ -265,8 +265,11 @@ class CodeApp:
         self.scrollback.print(Text(f"resumed {info.id}: {len(turns)} turn(s)", style="bold"))
         for turn in turns[-5:]:
             self.scrollback.print(Text.assemble(("› ", "bold cyan"), (turn.task.splitlines()[0], "bold")))
+            outcome = {"completed": turn.message[:200], "cancelled": "(stopped)"}.get(
+                turn.status, f"failed: {turn.message[:200]}"
+            )
             edited = f" (edited {', '.join(turn.changed)})" if turn.changed else ""
-            self.scrollback.print(Text(f"  {turn.status}: {turn.message[:200]}{edited}", style="dim"))
+            self.scrollback.print(Text(f"  {outcome}{edited}", style="dim"))
 
     # -- the whole run ---------------------------------------------------------------------------------
 
