@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
-import sys
 import time
 
 from prompt_toolkit.application import Application
@@ -20,29 +18,23 @@ from prompt_toolkit.buffer import Buffer
 from prompt_toolkit.completion import WordCompleter
 from prompt_toolkit.filters import Condition
 from prompt_toolkit.formatted_text import StyleAndTextTuples
-from prompt_toolkit.history import FileHistory, History, InMemoryHistory
+from prompt_toolkit.history import History, InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.layout import ConditionalContainer, HSplit, Layout, VSplit, Window
 from prompt_toolkit.layout.controls import BufferControl, FormattedTextControl
 from prompt_toolkit.layout.dimension import Dimension
 from prompt_toolkit.patch_stdout import patch_stdout
 from prompt_toolkit.styles import Style
-from rich.console import Console
 from rich.text import Text
 
-from whiz.agent.model import ModelClient
-from whiz.agent.runner import AgentOptions, AgentSession, SetupError
-from whiz.agent.sessions import SessionInfo, data_home
-from whiz.agent.whiz_model import WhizModel
-from whiz.client import ClientError, HttpClient
-from whiz.client.urls import api_base
-from whiz.tui import history
+from whiz.agent.runner import AgentOptions, AgentSession
+from whiz.agent.sessions import SessionInfo
+from whiz.tui import sessions
 from whiz.tui.approver import PromptApprover
 from whiz.tui.commands import COMMANDS, SlashCommands
 from whiz.tui.scrollback import Scrollback
 from whiz.tui.view import TranscriptView
 
-EXIT_OK, EXIT_SETUP = 0, 2
 QUIT_WINDOW_S = 2.0
 """A second Ctrl-C within this time of the first leaves whiz."""
 LIVE_LINES = 6
@@ -73,6 +65,7 @@ class CodeApp:
         approver: PromptApprover,
         *,
         model_name: str,
+        history: History | None = None,
     ):
         self.session = session
         self.options = options
@@ -89,7 +82,7 @@ class CodeApp:
         approver.on_change = self.invalidate
         self.input = Buffer(
             multiline=False,
-            history=input_history(options),
+            history=history or InMemoryHistory(),
             completer=WordCompleter([f"/{c.name}" for c in COMMANDS], sentence=True),
             complete_while_typing=False,
             accept_handler=self._accept,
@@ -234,8 +227,6 @@ class CodeApp:
     async def _run_turn(self, task: str) -> None:
         try:
             result = await self.session.run(task)
-        except (asyncio.CancelledError, KeyboardInterrupt):
-            raise
         except Exception as exc:  # a failure here must not take the UI (and the session) down
             self.scrollback.print(Text(f"✗ {type(exc).__name__}: {exc}", style="bold red"))
         else:
@@ -261,7 +252,7 @@ class CodeApp:
 
     def show_conversation(self, info: SessionInfo) -> None:
         """After switching sessions: what was asked and answered so far."""
-        turns = history.turns(self.session, info)
+        turns = sessions.turns(self.session, info)
         self.scrollback.print(Text(f"resumed {info.id}: {len(turns)} turn(s)", style="bold"))
         for turn in turns[-5:]:
             self.scrollback.print(Text.assemble(("› ", "bold cyan"), (turn.task.splitlines()[0], "bold")))
@@ -294,65 +285,3 @@ class CodeApp:
             for task in list(self._tasks):
                 task.cancel()
             self.scrollback.flush_now()
-
-
-def input_history(options: AgentOptions) -> History:
-    """What was typed before (Up recalls it), kept across runs in the data home."""
-    home = options.home or data_home()
-    try:
-        home.mkdir(parents=True, exist_ok=True)
-        return FileHistory(str(home / "code_history"))
-    except OSError:  # a read-only home: history for this run only
-        return InMemoryHistory()
-
-
-async def model_label(model: ModelClient, options: AgentOptions) -> str:
-    """The model's name for the status line: the one requested, else the server's first."""
-    if not isinstance(model, WhizModel):
-        return type(model).__name__
-    if model.model:
-        return model.model
-    try:
-        async with HttpClient(api_base(model.socket.url), options.api_key, timeout_s=5) as http:
-            served = await http.models()
-    except ClientError:
-        return "?"
-    return served[0] if served else "?"
-
-
-async def _main(options: AgentOptions, scrollback: Scrollback, model: ModelClient | None) -> int:
-    view = TranscriptView(scrollback)
-    approver = PromptApprover()
-    options = dataclasses.replace(options, approver=approver)
-
-    def notice(line: str) -> None:
-        scrollback.print(Text(line, style="dim"))
-
-    try:
-        session = await AgentSession.open(options, sink=view, notice=notice, model=model)
-    except SetupError as exc:
-        scrollback.print(Text(f"error: {exc.message}", style="bold red"))
-        return EXIT_SETUP
-    try:
-        label = await model_label(session.agent.model, options)
-        await CodeApp(session, options, scrollback, view, approver, model_name=label).run()
-    finally:
-        await session.close()
-    return EXIT_OK
-
-
-def run_code(options: AgentOptions, *, model: ModelClient | None = None) -> int:
-    """Run the interactive UI until the user leaves; returns the exit code.
-
-    `model` injects a model client (tests and demos use a `ScriptedModel`); by default the agent
-    connects to the server in `options` (or starts one in this process).
-    """
-    if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        sys.stderr.write('error: whiz code needs a terminal; for scripts and pipes use `whiz exec "task"`\n')
-        return EXIT_SETUP
-    probe = Console()
-    scrollback = Scrollback(sys.stdout, color_system=probe.color_system, no_color=probe.no_color)
-    try:
-        return asyncio.run(_main(options, scrollback, model))
-    except KeyboardInterrupt:  # before the UI took over the keys (starting a server, say)
-        return 130

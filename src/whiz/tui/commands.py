@@ -21,7 +21,7 @@ from whiz.agent.prompt import system_prompt
 from whiz.agent.whiz_model import WhizModel
 from whiz.client import ClientError, HttpClient
 from whiz.client.urls import api_base
-from whiz.tui import history
+from whiz.tui import sessions
 from whiz.tui.diffs import render_diff
 
 if TYPE_CHECKING:
@@ -135,7 +135,7 @@ class SlashCommands:
             self.say(f"↶ restored {', '.join(restored)}", "bold green")
 
     async def diff(self, args: str) -> None:
-        text = history.net_diff(self.app.session)
+        text = sessions.net_diff(self.app.session)
         if not text:
             self.say("no changes by the agent in this session")
             return
@@ -195,26 +195,26 @@ class SlashCommands:
         self.say(f"approval: {mode.value}", "green")
 
     async def clear(self, args: str) -> None:
-        info = history.start_new(self.app.session)
+        info = sessions.start_new(self.app.session)
         self.app.clear_screen()
         self.say(f"new conversation {info.id}", "dim")
 
     async def resume(self, args: str) -> None:
         session = self.app.session
         if not args:
-            rows = [info for info in history.recent(session)]
+            rows = sessions.recent(session)
             if not rows:
                 self.say("no stored sessions in this folder")
                 return
             for info in rows:
-                turns = history.turns(session, info)
+                turns = sessions.turns(session, info)
                 when = datetime.datetime.fromtimestamp(info.updated_at).strftime("%Y-%m-%d %H:%M")
                 first = turns[0].task.splitlines()[0][:60] if turns else "(no turns)"
                 mark = "●" if info.id == session.id else " "
                 self.say(f"{mark} {info.id}  {when}  {len(turns)} turn(s)  {first}")
             self.say("/resume ID continues one (a unique prefix will do)", "dim")
             return
-        info = history.resume(session, args)
+        info = sessions.resume(session, args)
         if info is None:
             self.say(f"no single session matches {args!r}; /resume lists them", "red")
             return
