@@ -212,7 +212,7 @@ JsonOpt = Annotated[
 
 
 def _agent_options(
-    resume: str | None, approval: str, actions: str, base_url, api_key, model, test_cmd
+    resume: str | None, approval: str, actions: str | None, base_url, api_key, model, test_cmd
 ):  # -> AgentOptions
     from whiz.agent.approvals import ApprovalMode
     from whiz.agent.runner import AgentOptions
@@ -221,7 +221,7 @@ def _agent_options(
         mode = ApprovalMode(approval)
     except ValueError:
         raise fail(f"--approval must be read-only, auto-edit or full-auto, not {approval!r}") from None
-    if actions not in ("text", "tools"):
+    if actions not in ("text", "tools", None):
         raise fail(f"--actions must be text or tools, not {actions!r}")
     return AgentOptions(
         Path.cwd(),
@@ -240,7 +240,7 @@ def exec_(
     task: Annotated[str, typer.Argument(help="What to do, in words (use - to read it from stdin).")],
     json_: JsonOpt = False,
     approval: ApprovalOpt = "auto-edit",
-    actions: ActionsOpt = "text",
+    actions: ActionsOpt = None,
     base_url: BaseUrlOpt = None,
     api_key: ApiKeyOpt = None,
     model: ModelOpt = None,
@@ -270,7 +270,7 @@ def resume(
     ] = False,
     json_: JsonOpt = False,
     approval: ApprovalOpt = "auto-edit",
-    actions: ActionsOpt = "text",
+    actions: ActionsOpt = None,
     base_url: BaseUrlOpt = None,
     api_key: ApiKeyOpt = None,
     model: ModelOpt = None,

@@ -73,3 +73,20 @@ async def test_whiz_undo_restores_the_latest_turn(project: Path, tmp_path: Path)
     # The model hears about it when the session is resumed.
     items = SessionStore(home / "sessions.db").items(session.id)
     assert "undid" in items[-1]["content"]
+
+
+async def test_resume_keeps_the_action_format_unless_told(project: Path, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    first = await AgentSession.open(
+        AgentOptions(project, home=home, actions="tools"), model=ScriptedModel(["hi"])
+    )
+    await first.run("hello")
+    await first.close()
+    again = await AgentSession.open(AgentOptions(project, home=home, resume="last"), model=ScriptedModel([]))
+    assert again.agent.config.actions == "tools"
+    await again.close()
+    told = await AgentSession.open(
+        AgentOptions(project, home=home, resume="last", actions="text"), model=ScriptedModel([])
+    )
+    assert told.agent.config.actions == "text"
+    await told.close()

@@ -12,6 +12,7 @@ it with `run()` (a turn), `steer()` (a message delivered at the next step bounda
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from collections import deque
@@ -104,6 +105,7 @@ class Agent:
         self._cancelled = False
         self._running = False
         self._step: asyncio.Task | None = None
+        self._cancelling: asyncio.Future | None = None
         self._in_model = False
         self._changed: list[str] = []
         self.stats = TurnStats()
@@ -126,10 +128,14 @@ class Agent:
         if self._in_model:
             # Let the server end the response (its partial reply stays in the conversation, and
             # the next call can chain from it); cut it off if it takes longer than the grace.
-            asyncio.ensure_future(self.model.cancel())
+            self._cancelling = asyncio.ensure_future(self._cancel_model())
             asyncio.get_running_loop().call_later(self.config.cancel_grace_s, step.cancel)
         else:
             step.cancel()
+
+    async def _cancel_model(self) -> None:
+        with contextlib.suppress(ClientError):  # the connection is gone: nothing left to stop
+            await self.model.cancel()
 
     async def run(self, task: str) -> TurnResult:
         """One turn: the task, then steps until it is done, fails or is cancelled."""

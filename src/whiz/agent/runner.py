@@ -50,7 +50,8 @@ class AgentOptions:
     api_key: str | None = None
     model: str | None = None
     approval: ApprovalMode = ApprovalMode.AUTO_EDIT
-    actions: ActionFormat = "text"
+    actions: ActionFormat | None = None
+    """text or tools; None: text, or what the resumed session used."""
     test_cmd: str | None = None
     resume: str | None = None
     """A session id to continue, or "last" for the latest session in this workspace."""
@@ -100,7 +101,7 @@ class AgentSession:
         ws = Workspace(options.workspace)
         undo = UndoStore(home / "undo" / info.id)
         config = AgentConfig(
-            actions=options.actions,
+            actions=options.actions or info.settings.get("actions") or "text",
             approval=options.approval,
             test_cmd=options.test_cmd,
             max_steps=options.max_steps,
@@ -149,7 +150,7 @@ class AgentSession:
 
 def _session(store: SessionStore, options: AgentOptions) -> tuple[SessionInfo, list[dict]]:
     if options.resume is None:
-        settings = {"actions": options.actions, "approval": str(options.approval)}
+        settings = {"actions": options.actions or "text", "approval": str(options.approval)}
         return store.create(options.workspace, settings=settings), []
     if options.resume == "last":
         info = store.latest(options.workspace)
