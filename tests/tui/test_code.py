@@ -21,7 +21,7 @@ def test_a_reply_streams_with_its_ttft_and_speed(scripted):
     screen = term.text()
     assert "THE-END" not in screen  # it arrives piece by piece
     assert "Esc stops" in screen
-    term.wait_for(r"ttft ~?\d+ ms · ~?[\d.]+ tok/s")  # live figures while it streams
+    term.wait_for(r"● writing [\d.]+ s · ttft ~\d+ ms · ~[\d.]+ tok/s")  # live estimates in the status line
     term.wait_for("THE-END")
     done = term.wait_for(r"── done in [\d.]+ s · 1 model call · ttft \d+ ms · [\d.]+ tok/s")
     assert done
