@@ -10,8 +10,8 @@ import typer
 from rich.console import Console
 
 app = typer.Typer(
-    help="whiz: a local, real-time coding-model system.",
-    no_args_is_help=True,
+    help="whiz: a local, real-time coding-model system. Without a command: `whiz code`.",
+    no_args_is_help=False,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
@@ -341,6 +341,56 @@ def bench_tasks(
     raise typer.Exit(
         main(target=target, limit=limit, actions=actions, api_key=api_key, model=model, data=data)
     )
+
+
+# -- the interactive agent: whiz (no command) and whiz code ------------------------------------------
+
+
+@app.callback(invoke_without_command=True)
+def _no_command(ctx: typer.Context) -> None:
+    if ctx.invoked_subcommand is None:
+        import os
+
+        # Called directly, so the option's environment variable is read here.
+        code(api_key=os.environ.get("WHIZ_API_KEY"))
+
+
+@app.command()
+def code(
+    base_url: BaseUrlOpt = None,
+    api_key: ApiKeyOpt = None,
+    model: ModelOpt = None,
+    approval: Annotated[
+        str,
+        typer.Option(
+            "--approval",
+            help="read-only, auto-edit (edits applied, each command asks you first), "
+            "or full-auto (commands run too, in the workspace, with a timeout).",
+        ),
+    ] = "auto-edit",
+    actions: ActionsOpt = "text",
+    test_cmd: TestCmdOpt = None,
+    resume: Annotated[
+        str | None, typer.Option("--resume", help="Continue a stored session (its id, from /resume).")
+    ] = None,
+    last: Annotated[
+        bool, typer.Option("--last", help="Continue the latest session in this directory.")
+    ] = False,
+) -> None:
+    """The interactive coding agent in the current directory (also plain `whiz`).
+
+    Type a task: the reply streams with its TTFT and tokens/s, and every edit shows as a diff.
+
+    Esc or Ctrl-C stops the agent at once. A message typed while it works steers it.
+
+    /help lists the slash commands: /undo, /diff, /model, /mode, /approval, /clear, /resume.
+    """
+    from whiz.tui import run_code
+
+    options = _agent_options(
+        "last" if last else resume, approval, actions, base_url, api_key, model, test_cmd
+    )
+    raise typer.Exit(run_code(options))
 
 
 def run() -> None:  # pragma: no cover - console entry point
