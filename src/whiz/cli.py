@@ -10,8 +10,8 @@ import typer
 from rich.console import Console
 
 app = typer.Typer(
-    help="whiz: a local, real-time coding-model system.",
-    no_args_is_help=True,
+    help="whiz: a local, real-time coding-model system. Without a command: `whiz code`.",
+    no_args_is_help=False,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
@@ -57,6 +57,19 @@ def serve(
         int | None, typer.Option(help="Longest draft verified in one batch (default 32).")
     ] = None,
     config: Annotated[Path | None, typer.Option(help="TOML file with a [serve] table.")] = None,
+    workspace: Annotated[
+        Path | None,
+        typer.Option(
+            help="Folder the web app at / may browse and edit (nothing outside it is reachable).",
+            exists=True,
+            file_okay=False,
+            resolve_path=True,
+        ),
+    ] = None,
+    test_cmd: Annotated[
+        str | None,
+        typer.Option(help="Command the web app runs in the workspace on request, e.g. 'pytest -q'."),
+    ] = None,
     draft_model: Annotated[
         str | None,
         typer.Option(
@@ -65,7 +78,7 @@ def serve(
         ),
     ] = None,
 ) -> None:
-    """Serve the OpenAI-compatible APIs (Chat Completions, Responses, and its WebSocket mode)."""
+    """Serve the OpenAI-compatible APIs (Chat Completions, Responses, its WebSocket mode) and the web app."""
     from whiz.config import load_settings
     from whiz.errors import WhizError
     from whiz.server.run import serve_forever
@@ -83,6 +96,8 @@ def serve(
         rate_limit_rpm=rate_limit_rpm,
         speculation=speculation,
         max_draft=max_draft,
+        workspace=workspace,
+        test_cmd=test_cmd,
         draft_model=draft_model,
     )
     try:
@@ -181,6 +196,211 @@ def bench_edits(
     from whiz.bench.edits import main
 
     raise typer.Exit(main(target=target, suite=suite, limit=limit, model=model, api_key=api_key, data=data))
+
+
+# -- the agent: whiz exec / resume / undo, whiz bench tasks ------------------------------------------
+
+ApprovalOpt = Annotated[
+    str,
+    typer.Option(
+        "--approval",
+        help="read-only (no edits, no commands), auto-edit (edits applied, commands declined), "
+        "or full-auto (commands run too, in the workspace, with a timeout).",
+    ),
+]
+ActionsOpt = Annotated[
+    str,
+    typer.Option(
+        "--actions", help="How the model acts: text (edit blocks in its reply) or tools (function calls)."
+    ),
+]
+BaseUrlOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--base-url",
+        help="A whiz server (default http://127.0.0.1:8321, or one started in-process if none runs).",
+    ),
+]
+ApiKeyOpt = Annotated[
+    str | None, typer.Option("--api-key", envvar="WHIZ_API_KEY", help="Bearer key for the server.")
+]
+ModelOpt = Annotated[
+    str | None,
+    typer.Option("--model", help="Model to request (or to load, when whiz starts its own server)."),
+]
+TestCmdOpt = Annotated[
+    str | None, typer.Option("--test-cmd", help="Run this after edits; the task is done when it passes.")
+]
+JsonOpt = Annotated[
+    bool, typer.Option("--json", help="Write JSON Lines events on stdout (as `codex exec --json`).")
+]
+
+
+def _agent_options(
+    resume: str | None, approval: str, actions: str | None, base_url, api_key, model, test_cmd
+):  # -> AgentOptions
+    from whiz.agent.approvals import ApprovalMode
+    from whiz.agent.runner import AgentOptions
+
+    try:
+        mode = ApprovalMode(approval)
+    except ValueError:
+        raise fail(f"--approval must be read-only, auto-edit or full-auto, not {approval!r}") from None
+    if actions not in ("text", "tools", None):
+        raise fail(f"--actions must be text or tools, not {actions!r}")
+    return AgentOptions(
+        Path.cwd(),
+        base_url=base_url,
+        api_key=api_key,
+        model=model,
+        approval=mode,
+        actions=actions,  # type: ignore[arg-type]
+        test_cmd=test_cmd,
+        resume=resume,
+    )
+
+
+@app.command("exec")
+def exec_(
+    task: Annotated[str, typer.Argument(help="What to do, in words (use - to read it from stdin).")],
+    json_: JsonOpt = False,
+    approval: ApprovalOpt = "auto-edit",
+    actions: ActionsOpt = None,
+    base_url: BaseUrlOpt = None,
+    api_key: ApiKeyOpt = None,
+    model: ModelOpt = None,
+    test_cmd: TestCmdOpt = None,
+) -> None:
+    """Run the coding agent on one task in the current directory, without a UI.
+
+    Exit code 0 when the task was done, 1 when it failed or was stopped, 2 when the agent
+    could not start (no server at --base-url, a refused key).
+    """
+    from whiz.agent.headless import exec_task
+
+    if task == "-":
+        task = sys.stdin.read()
+    if not task.strip():
+        raise fail("the task is empty")
+    options = _agent_options(None, approval, actions, base_url, api_key, model, test_cmd)
+    raise typer.Exit(exec_task(task, options, json_mode=json_))
+
+
+@app.command()
+def resume(
+    task: Annotated[str | None, typer.Argument(help="A new task to continue the session with.")] = None,
+    session: Annotated[str | None, typer.Option("--session", help="The session id to resume.")] = None,
+    last: Annotated[
+        bool, typer.Option("--last", help="Resume the latest session in this directory.")
+    ] = False,
+    json_: JsonOpt = False,
+    approval: ApprovalOpt = "auto-edit",
+    actions: ActionsOpt = None,
+    base_url: BaseUrlOpt = None,
+    api_key: ApiKeyOpt = None,
+    model: ModelOpt = None,
+    test_cmd: TestCmdOpt = None,
+) -> None:
+    """Continue a stored session with a new task; without one, list this directory's sessions."""
+    from whiz.agent.headless import exec_task, list_sessions
+
+    if task is None or not (last or session):
+        rows = list_sessions(Path.cwd())
+        if not rows:
+            err.print("no sessions in this directory yet; start one with `whiz exec`.")
+            raise typer.Exit(1 if last or session else 0)
+        for sid, _updated, first, turns in rows:
+            print(f"{sid}  {turns} turn(s)  {first[:70]}")
+        if task is not None:
+            raise fail("say which session: --last or --session ID")
+        return
+    options = _agent_options(session or "last", approval, actions, base_url, api_key, model, test_cmd)
+    raise typer.Exit(exec_task(task, options, json_mode=json_))
+
+
+@app.command()
+def undo() -> None:
+    """Restore the files the agent's latest turn in this directory changed, exactly as before."""
+    from whiz.agent.headless import undo_last
+
+    done = undo_last(Path.cwd())
+    if done is None:
+        err.print("nothing to undo in this directory.")
+        raise typer.Exit(1)
+    session_id, paths = done
+    err.print(f"restored {', '.join(paths)} (session {session_id})")
+
+
+@bench_app.command("tasks")
+def bench_tasks(
+    target: Annotated[
+        str | None,
+        typer.Option(help="Base URL of the server (default: :8321, or one started in-process if none runs)."),
+    ] = None,
+    limit: Annotated[int | None, typer.Option(help="Run only the first N tasks.")] = 5,
+    actions: Annotated[str, typer.Option("--actions", help="text, tools, or both (compared).")] = "text",
+    api_key: ApiKeyOpt = None,
+    model: ModelOpt = None,
+    data: Annotated[
+        Path | None, typer.Option(help="EditEval JSONL (default: shared/bench/editeval.jsonl).")
+    ] = None,
+) -> None:
+    """The agent headless on EditEval: pass rate, seconds per task, well-formed edits, tokens/s."""
+    from whiz.bench.tasks import main
+
+    raise typer.Exit(
+        main(target=target, limit=limit, actions=actions, api_key=api_key, model=model, data=data)
+    )
+
+
+# -- the interactive agent: whiz (no command) and whiz code ------------------------------------------
+
+
+@app.callback(invoke_without_command=True)
+def _no_command(ctx: typer.Context) -> None:
+    if ctx.invoked_subcommand is None:
+        import os
+
+        # Called directly, so the option's environment variable is read here.
+        code(api_key=os.environ.get("WHIZ_API_KEY"))
+
+
+@app.command()
+def code(
+    base_url: BaseUrlOpt = None,
+    api_key: ApiKeyOpt = None,
+    model: ModelOpt = None,
+    approval: Annotated[
+        str,
+        typer.Option(
+            "--approval",
+            help="read-only, auto-edit (edits applied, each command asks you first), "
+            "or full-auto (commands run too, in the workspace, with a timeout).",
+        ),
+    ] = "auto-edit",
+    actions: ActionsOpt = "text",
+    test_cmd: TestCmdOpt = None,
+    resume: Annotated[
+        str | None, typer.Option("--resume", help="Continue a stored session (its id, from /resume).")
+    ] = None,
+    last: Annotated[
+        bool, typer.Option("--last", help="Continue the latest session in this directory.")
+    ] = False,
+) -> None:
+    """The interactive coding agent in the current directory (also plain `whiz`).
+
+    Type a task: the reply streams with its TTFT and tokens/s, and every edit shows as a diff.
+
+    Esc or Ctrl-C stops the agent at once. A message typed while it works steers it.
+
+    /help lists the slash commands: /undo, /diff, /model, /mode, /approval, /clear, /resume.
+    """
+    from whiz.tui import run_code
+
+    options = _agent_options(
+        "last" if last else resume, approval, actions, base_url, api_key, model, test_cmd
+    )
+    raise typer.Exit(run_code(options))
 
 
 @bench_app.command("parallel")

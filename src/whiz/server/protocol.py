@@ -61,6 +61,8 @@ class WhizOptions(Wire):
 
     speculation: bool | None = None
     """False turns drafting off for this request (output is the same either way)."""
+    timeline: bool | None = None
+    """True adds `whiz.timeline` to the finished response: its decode steps, for a speed plot."""
 
 
 class SamplingFields(Wire):
@@ -74,6 +76,9 @@ class SamplingFields(Wire):
 
     def speculation(self) -> bool:
         return not (self.whiz and self.whiz.speculation is False)
+
+    def wants_timeline(self) -> bool:
+        return bool(self.whiz and self.whiz.timeline)
 
     def sampling(self, defaults: SamplingParams) -> SamplingParams:
         """The request's sampling settings, the server's defaults where it sets none."""

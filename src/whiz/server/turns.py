@@ -6,6 +6,7 @@ The APIs differ only in how they frame these pieces on the wire. Leaving the ite
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
@@ -53,6 +54,9 @@ class TurnResult:
     stats: GenerationStats
     finish_reason: str
 
+    steps: list[tuple[float, int]] = field(default_factory=list)
+    """(ms since the turn started, tokens) for each decode step, as the chunks arrived."""
+
     def message(self) -> Message:
         content = self.text.strip() if self.tool_calls else self.text
         return Message("assistant", content, tuple(self.tool_calls))
@@ -72,6 +76,7 @@ class Turn:
     def __init__(self, engine: Engine, spec: TurnSpec, stream: Stream | None = None):
         self.spec = spec
         self._engine = engine
+        self._t0 = time.perf_counter()
         self.stream: Stream = stream if stream is not None else engine.generate(spec.request())
         self.result: TurnResult | None = None
 
@@ -84,6 +89,7 @@ class Turn:
         tokens: list[int] = []
         text_parts: list[str] = []
         calls: list[ToolCall] = []
+        steps: list[tuple[float, int]] = []
         stopped_by_string = False
 
         def route(pieces):
@@ -99,6 +105,7 @@ class Turn:
             async for chunk in self.stream:
                 if stopped_by_string:
                     continue  # drain what the engine made before it saw the cancel
+                steps.append(((time.perf_counter() - self._t0) * 1000, len(chunk.tokens)))
                 for token in chunk.tokens:
                     tokens.append(token)
                     for ev in route(parser.feed(detok.feed(token))):
@@ -116,4 +123,4 @@ class Turn:
             self.stream.cancel()
         stats = self.stream.stats
         reason = "stop" if stopped_by_string else (stats.finish_reason or "stop")
-        self.result = TurnResult("".join(text_parts), calls, tokens, stats, reason)
+        self.result = TurnResult("".join(text_parts), calls, tokens, stats, reason, steps)

@@ -1,0 +1,95 @@
+"""What the agent may do without asking: the approval modes, and the `Approver` seam that asks.
+
+    read-only   nothing is written and no command runs; the model is told so
+    auto-edit   edits inside the workspace are applied; each command is put to the approver (default)
+    full-auto   commands run without asking too (still in the workspace, with a timeout)
+
+The interactive UI's approver asks the user; `whiz exec` has no one to ask, so its approver
+declines (`PolicyApprover`); tests script the answers (`ScriptedApprover`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Literal, Protocol
+
+
+class ApprovalMode(StrEnum):
+    READ_ONLY = "read-only"
+    AUTO_EDIT = "auto-edit"
+    FULL_AUTO = "full-auto"
+
+
+@dataclass(frozen=True)
+class ApprovalRequest:
+    """One thing the agent wants to do. `detail` is the command line or the diff."""
+
+    kind: Literal["command", "edit"]
+    summary: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class Decision:
+    allowed: bool
+    reason: str = ""
+    """Why not, in words the model can act on."""
+
+
+class Approver(Protocol):
+    """Answers an approval request: True to go ahead."""
+
+    async def approve(self, request: ApprovalRequest) -> bool: ...
+
+
+class PolicyApprover:
+    """The headless answer: no one to ask, so every request is declined (or, if `allow`, granted)."""
+
+    def __init__(self, allow: bool = False):
+        self.allow = allow
+
+    async def approve(self, request: ApprovalRequest) -> bool:
+        return self.allow
+
+
+@dataclass
+class ScriptedApprover:
+    """Answers from a list, in order, and records what it was asked (for tests)."""
+
+    answers: list[bool]
+    asked: list[ApprovalRequest] = field(default_factory=list)
+
+    async def approve(self, request: ApprovalRequest) -> bool:
+        self.asked.append(request)
+        return self.answers.pop(0) if self.answers else False
+
+
+class Approvals:
+    """The mode, the approver for what the mode leaves open, and commands the user pre-approved."""
+
+    def __init__(
+        self,
+        mode: ApprovalMode | str = ApprovalMode.AUTO_EDIT,
+        approver: Approver | None = None,
+        preapproved: Iterable[str] = (),
+    ):
+        self.mode = ApprovalMode(mode)
+        self.approver: Approver = approver or PolicyApprover()
+        self.preapproved = {c.strip() for c in preapproved if c and c.strip()}
+
+    async def edit(self, summary: str, diff: str) -> Decision:
+        if self.mode is ApprovalMode.READ_ONLY:
+            return Decision(False, "the session is read-only: files cannot be changed. Answer in words.")
+        return Decision(True)
+
+    async def command(self, command: str) -> Decision:
+        if self.mode is ApprovalMode.READ_ONLY:
+            return Decision(False, "the session is read-only: commands cannot run. Answer in words.")
+        if self.mode is ApprovalMode.FULL_AUTO or command.strip() in self.preapproved:
+            return Decision(True)
+        request = ApprovalRequest("command", f"run `{command}`", command)
+        if await self.approver.approve(request):
+            return Decision(True)
+        return Decision(False, "the user did not approve running this command. Do not retry it.")

@@ -1,0 +1,409 @@
+"""Edits the model asks for, turned into new file contents (pure), then written all at once or not at all.
+
+`plan_edits` computes every file's new text and writes nothing; `apply_changes` writes them atomically.
+Line endings are kept: a CRLF file stays CRLF, and a file keeps (or keeps lacking) its final newline.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import os
+import secrets
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from whiz.agent.errors import WhizAgentError
+from whiz.agent.matching import (
+    REINDENT_FROM_LEVEL,
+    Ambiguous,
+    feedback_ambiguous,
+    feedback_not_found,
+    find_block,
+    reindent,
+)
+from whiz.agent.workspace import Workspace
+
+
+class EditError(WhizAgentError):
+    """An edit that cannot be applied; the message tells the model what it got wrong and how to retry."""
+
+    code = "edit_failed"
+
+
+@dataclass
+class SearchReplace:
+    """Replace `search` with `replace` in `path`. An empty `search` creates the file, or appends to it."""
+
+    path: str
+    search: str
+    replace: str
+
+
+@dataclass
+class PatchHunk:
+    """One `@@` section of an update: `old_lines` (found after `context`, if given) become `new_lines`."""
+
+    old_lines: list[str]
+    new_lines: list[str]
+    context: str | None = None
+    end_of_file: bool = False
+
+
+@dataclass
+class PatchEdit:
+    """One file operation of a `*** Begin Patch` block: op is "add", "update" or "delete"."""
+
+    op: str
+    path: str
+    content: str = ""  # the new file's text, for "add"
+    hunks: list[PatchHunk] = field(default_factory=list)  # for "update"
+    move_to: str | None = None  # for "update": the file's new path
+
+
+@dataclass
+class WholeFile:
+    """Replace (or create) `path` with `content`."""
+
+    path: str
+    content: str
+
+
+Edit = SearchReplace | PatchEdit | WholeFile
+
+
+@dataclass
+class FileChange:
+    """One file's text before and after an edit; None means the file is absent."""
+
+    path: str
+    before: str | None
+    after: str | None
+
+
+# --- text as lines, with its line-ending conventions remembered -------------------------------------
+
+
+@dataclass
+class _Lines:
+    lines: list[str]
+    newline: str
+    final_newline: bool
+
+    @classmethod
+    def split(cls, text: str) -> _Lines:
+        # Only a file that is CRLF throughout is treated as CRLF; a mixed file keeps its '\r's in the lines.
+        crlf = "\r\n" in text and text.count("\r\n") == text.count("\n")
+        body = text.replace("\r\n", "\n") if crlf else text
+        final = body.endswith("\n")
+        lines = body[:-1].split("\n") if final else (body.split("\n") if body else [])
+        return cls(lines, "\r\n" if crlf else "\n", final)
+
+    def join(self) -> str:
+        text = self.newline.join(self.lines)
+        return text + self.newline if self.final_newline and self.lines else text
+
+
+def _block_lines(text: str) -> list[str]:
+    """A block of text from the model as lines: its own line endings dropped, a final newline implied."""
+    text = text.replace("\r\n", "\n")
+    if text.endswith("\n"):
+        text = text[:-1]
+    return text.split("\n") if text else []
+
+
+# --- one edit on one file's text -----------------------------------------------------------------
+
+
+def apply_search_replace(path: str, text: str | None, search: str, replace: str) -> str:
+    """The new text of `path` after replacing `search` by `replace`; raises EditError with feedback."""
+    if not search.strip():
+        if text is None or not text:
+            return replace
+        doc = _Lines.split(text)
+        doc.lines += _block_lines(replace)
+        doc.final_newline = doc.final_newline or replace.endswith("\n")
+        return doc.join()
+    if text is None:
+        raise EditError(
+            f"File {path} does not exist, so its SEARCH text cannot be found. "
+            "To create it, leave the SEARCH section empty and put the whole file in REPLACE."
+        )
+    doc = _Lines.split(text)
+    block = _block_lines(search)
+    new_lines = _block_lines(replace)
+    try:
+        match = find_block(doc.lines, block)
+    except Ambiguous as amb:
+        raise EditError(feedback_ambiguous(path, doc.lines, block, amb.starts, "The SEARCH text")) from None
+    if match is None:
+        return _replace_within_line(path, doc, search, replace)
+    if match.level >= REINDENT_FROM_LEVEL:
+        new_lines = reindent(new_lines, block, doc.lines[match.start : match.stop])
+    doc.lines[match.start : match.stop] = new_lines
+    return doc.join()
+
+
+def _replace_within_line(path: str, doc: _Lines, search: str, replace: str) -> str:
+    """A search that is part of a line (a tool call's `search="foo(1)"`): an exact, unique substring."""
+    body = _Lines(doc.lines, "\n", doc.final_newline).join()
+    needle, found = search.replace("\r\n", "\n"), []
+    at = body.find(needle)
+    while at != -1 and len(found) < 10:
+        found.append(at)
+        at = body.find(needle, at + 1)
+    block = _block_lines(search)
+    if not found:
+        raise EditError(feedback_not_found(path, doc.lines, block, "The SEARCH text"))
+    if len(found) > 1:
+        starts = [body.count("\n", 0, at) for at in found]
+        raise EditError(feedback_ambiguous(path, doc.lines, block, starts, "The SEARCH text"))
+    new = _Lines.split(body[: found[0]] + replace.replace("\r\n", "\n") + body[found[0] + len(needle) :])
+    return _Lines(new.lines, doc.newline, new.final_newline).join()
+
+
+def apply_hunks(path: str, text: str, hunks: list[PatchHunk]) -> str:
+    """The new text of `path` after the `@@` hunks of an `*** Update File`, applied top to bottom."""
+    doc = _Lines.split(text)
+    cursor = 0
+    for number, hunk in enumerate(hunks, start=1):
+        what = f"Hunk {number} of *** Update File: {path}"
+        if hunk.context is not None and hunk.context.strip():
+            found = find_block(doc.lines, [hunk.context], start=cursor, first_wins=True)
+            if found is None:
+                raise EditError(
+                    f"{what}: its '@@ {hunk.context}' line is not in the file"
+                    + (f" after line {cursor}" if cursor else "")
+                    + ". The text after @@ must copy a line of the file (such as a def or class line)."
+                    "\n" + feedback_not_found(path, doc.lines, [hunk.context], "The @@ line")
+                )
+            cursor = found.stop
+        anchored = hunk.context is not None and bool(hunk.context.strip())
+        old, new = list(hunk.old_lines), list(hunk.new_lines)
+        if not old:
+            at = cursor if anchored else len(doc.lines)
+            doc.lines[at:at] = new
+            cursor = at + len(new)
+            continue
+        match = _find_hunk(path, doc.lines, old, cursor, anchored, hunk.end_of_file, what)
+        if match is None and len(old) > 1 and old[-1] == "" and new and new[-1] == "":
+            # Models often end a hunk with a blank context line the file does not have there.
+            old, new = old[:-1], new[:-1]
+            match = _find_hunk(path, doc.lines, old, cursor, anchored, hunk.end_of_file, what)
+        if match is None:
+            raise EditError(feedback_not_found(path, doc.lines, old, f"{what} (its ' ' and '-' lines)"))
+        if match.level >= REINDENT_FROM_LEVEL:
+            new = reindent(new, old, doc.lines[match.start : match.stop])
+        doc.lines[match.start : match.stop] = new
+        cursor = match.start + len(new)
+    return doc.join()
+
+
+def _find_hunk(path, lines, old, cursor, anchored, end_of_file, what):
+    start = max(cursor, len(lines) - len(old)) if end_of_file else cursor
+    try:
+        return find_block(lines, old, start=start, first_wins=anchored)
+    except Ambiguous as amb:
+        raise EditError(
+            feedback_ambiguous(path, lines, old, amb.starts, f"{what} (its ' ' and '-' lines)")
+            + " Or start the hunk with '@@ <a line just above it>', such as its def or class line."
+        ) from None
+
+
+def _whole_file(text: str | None, content: str) -> str:
+    if text is None:
+        return content
+    doc = _Lines.split(text)
+    new = _Lines(_block_lines(content), doc.newline, doc.final_newline or content.endswith("\n"))
+    return new.join()
+
+
+# --- many edits over many files ------------------------------------------------------------------
+
+
+def plan_edits(ws: Workspace, edits: list[Edit]) -> list[FileChange]:
+    """Every file's text after all `edits`, in order, as changes; nothing is written.
+
+    Raises EditError (or PathEscape) naming the edit at fault; then no edit is to be applied.
+    """
+    state: dict[str, str | None] = {}
+    original: dict[str, str | None] = {}
+
+    def load(rel: str) -> tuple[str, str | None]:
+        key = ws.relative(ws.resolve(rel))
+        if key not in state:
+            path = ws.resolve(key)
+            if path.is_dir():
+                raise EditError(f"{rel} is a folder; an edit must name a file.")
+            original[key] = state[key] = ws.read_text(key) if path.exists() else None
+        return key, state[key]
+
+    for index, edit in enumerate(edits, start=1):
+        try:
+            _plan_one(edit, load, state)
+        except WhizAgentError as exc:
+            prefix = (
+                f"Edit {index} of {len(edits)} failed, so none of them was applied. "
+                if len(edits) > 1
+                else ""
+            )
+            raise type(exc)(prefix + exc.message) from None
+    return [FileChange(key, original[key], after) for key, after in state.items() if after != original[key]]
+
+
+def _plan_one(edit: Edit, load, state: dict[str, str | None]) -> None:
+    if isinstance(edit, SearchReplace):
+        key, text = load(edit.path)
+        state[key] = apply_search_replace(key, text, edit.search, edit.replace)
+    elif isinstance(edit, WholeFile):
+        key, text = load(edit.path)
+        state[key] = _whole_file(text, edit.content)
+    elif edit.op == "add":
+        key, text = load(edit.path)
+        if text is not None:
+            raise EditError(
+                f"*** Add File: {key} names a file that already exists; use *** Update File: {key}."
+            )
+        state[key] = edit.content
+    elif edit.op == "delete":
+        key, text = load(edit.path)
+        if text is None:
+            raise EditError(f"*** Delete File: {key} names a file that does not exist.")
+        state[key] = None
+    elif edit.op == "update":
+        key, text = load(edit.path)
+        if text is None:
+            raise EditError(
+                f"*** Update File: {key} names a file that does not exist. "
+                f"Check the path, or create it with *** Add File: {key}."
+            )
+        new_text = apply_hunks(key, text, edit.hunks)
+        if edit.move_to is not None:
+            dest, existing = load(edit.move_to)
+            if dest != key:
+                if existing is not None:
+                    raise EditError(f"*** Move to: {dest} names a file that already exists.")
+                state[key] = None
+                key = dest
+        state[key] = new_text
+    else:
+        raise EditError(f"Unknown patch operation {edit.op!r}; use Add File, Update File or Delete File.")
+
+
+def unified_diff(change: FileChange) -> str:
+    """The change as a unified diff (a/ b/ paths, /dev/null for an absent side)."""
+    before = (change.before or "").splitlines(keepends=True)
+    after = (change.after or "").splitlines(keepends=True)
+    old = f"a/{change.path}" if change.before is not None else "/dev/null"
+    new = f"b/{change.path}" if change.after is not None else "/dev/null"
+    out = []
+    for line in difflib.unified_diff(before, after, old, new):
+        out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
+    return "".join(out)
+
+
+# --- writing: all files or none ------------------------------------------------------------------
+
+
+def apply_changes(ws: Workspace, changes: list[FileChange]) -> None:
+    """Write every change, or none: new texts go to temp files first, originals are set aside, and any
+    failure puts everything back. Raises EditError if a file changed on disk since it was planned."""
+    targets = [ws.resolve(change.path) for change in changes]
+    for change, target in zip(changes, targets, strict=True):
+        current = ws.read_text(change.path) if target.is_file() else None
+        if current != change.before:
+            raise EditError(
+                f"{change.path} changed on disk since the edit was planned; read it again and redo it."
+            )
+    made_dirs: list[Path] = []
+    temps: dict[Path, Path] = {}
+    steps: list[_Step] = []
+    at = ""
+    try:
+        for change, target in zip(changes, targets, strict=True):
+            at = change.path
+            if change.after is not None:
+                made_dirs += _make_parents(target.parent)
+                temps[target] = _write_temp(target, change.after)
+        for change, target in zip(changes, targets, strict=True):
+            at = change.path
+            step = _Step(target)
+            steps.append(step)
+            if change.before is not None:
+                step.backup = _sibling(target, "bak")
+                os.replace(target, step.backup)
+            if change.after is not None:
+                os.replace(temps[target], target)
+                del temps[target]
+                step.placed = True
+    except OSError as exc:
+        stuck = _roll_back(steps, temps, made_dirs)
+        outcome = (
+            f"These files could not be put back: {', '.join(stuck)}." if stuck else "No file was changed."
+        )
+        raise EditError(f"Could not write {at}: {exc.strerror or exc}. {outcome}") from exc
+    for step in steps:
+        if step.backup is not None:
+            with contextlib.suppress(OSError):
+                step.backup.unlink()
+
+
+@dataclass
+class _Step:
+    """How far one file got while committing: its original set aside as `backup`, its new text `placed`."""
+
+    target: Path
+    backup: Path | None = None
+    placed: bool = False
+
+
+def _roll_back(steps: list[_Step], temps: dict[Path, Path], made_dirs: list[Path]) -> list[str]:
+    """Undo the steps taken so far; returns the files it could not put back (normally none)."""
+    stuck = []
+    for step in reversed(steps):
+        try:
+            if step.placed:
+                step.target.unlink()
+            if step.backup is not None:
+                os.replace(step.backup, step.target)
+        except OSError:
+            stuck.append(str(step.target))
+    for temp in temps.values():
+        with contextlib.suppress(OSError):
+            temp.unlink()
+    for folder in reversed(made_dirs):
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+    return stuck
+
+
+def _make_parents(folder: Path) -> list[Path]:
+    """Create `folder` and its missing parents; returns those created, outermost first."""
+    missing = []
+    while not folder.exists():
+        missing.append(folder)
+        folder = folder.parent
+    for path in reversed(missing):
+        path.mkdir()
+    return list(reversed(missing))
+
+
+def _sibling(target: Path, kind: str) -> Path:
+    return target.with_name(f".{target.name}.whiz-{kind}-{secrets.token_hex(4)}")
+
+
+def _write_temp(target: Path, text: str) -> Path:
+    temp = _sibling(target, "tmp")
+    # O_EXCL with mode 0o666 lets the umask decide a new file's mode, as for any other editor.
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(text.encode("utf-8"))
+        if target.exists():
+            os.chmod(temp, stat.S_IMODE(target.stat().st_mode))
+    except OSError:
+        with contextlib.suppress(OSError):
+            temp.unlink()
+        raise
+    return temp

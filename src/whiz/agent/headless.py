@@ -1,0 +1,154 @@
+"""`whiz exec`, `whiz resume` and `whiz undo` as library functions: the CLI only parses flags.
+
+Exit codes: 0 the task was done, 1 it failed or was cancelled, 2 the agent could not start
+(no server, a refused key, bad options).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from whiz.agent.events import Event, EventSink, JsonLinesPrinter
+from whiz.agent.model import ModelClient
+from whiz.agent.runner import AgentOptions, AgentSession, SetupError
+from whiz.agent.sessions import SessionStore, data_home
+from whiz.agent.undo import UndoStore
+from whiz.agent.workspace import Workspace
+
+EXIT_DONE, EXIT_FAILED, EXIT_SETUP = 0, 1, 2
+
+
+class HumanPrinter:
+    """The plain-text view of the events: the model's words on stdout, everything else on stderr."""
+
+    def __init__(self, out: TextIO | None = None, err: TextIO | None = None):
+        self.out = out or sys.stdout
+        self.err = err or sys.stderr
+        self._line_open = False
+
+    def __call__(self, event: Event) -> None:
+        kind, item = event["type"], event.get("item") or {}
+        if kind == "item.updated" and item.get("type") == "agent_message":
+            self.out.write(event.get("delta", ""))
+            self.out.flush()
+            self._line_open = not event.get("delta", "").endswith("\n")
+            return
+        if kind == "item.completed" and item.get("type") == "agent_message" and self._line_open:
+            self.out.write("\n")
+            self._line_open = False
+        if kind == "item.completed":
+            self._item(item)
+        elif kind == "turn.completed":
+            t = event.get("timings") or {}
+            tps = t.get("tokens_per_s")
+            speed = f", {tps:g} tok/s" if tps else ""
+            seconds = t.get("duration_ms", 0) / 1000
+            self._say(f"done in {seconds:.1f} s, {t.get('model_calls', 0)} model calls{speed}")
+        elif kind == "error":
+            self._say(f"error: {event['message']}")
+
+    def _item(self, item: dict) -> None:
+        match item.get("type"):
+            case "file_change":
+                paths = ", ".join(c["path"] for c in item.get("changes", []))
+                self._say(f"{item.get('status')}: edit {paths}")
+                if item.get("status") == "completed":
+                    self.err.write(item.get("diff", ""))
+            case "command_execution":
+                self._say(f"$ {item['command']}  ({item.get('status')}, exit {item.get('exit_code')})")
+            case "tool_call":
+                args = " ".join(str(v) for v in item.get("arguments", {}).values() if v is not None)
+                self._say(f"{item['tool']} {args}")
+            case "error":
+                self._say(f"retrying: {item['message'].splitlines()[0]}")
+            case "user_message":
+                self._say(f"steering: {item['text']}")
+
+    def _say(self, line: str) -> None:
+        self.err.write(f"whiz: {line}\n")
+        self.err.flush()
+
+
+def exec_task(
+    task: str,
+    options: AgentOptions,
+    *,
+    json_mode: bool = False,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+    model: ModelClient | None = None,
+) -> int:
+    """Run one task headless and return the exit code. `model` injects a client (tests, demos)."""
+    err = err or sys.stderr
+    sink: EventSink = JsonLinesPrinter(out) if json_mode else HumanPrinter(out, err)
+    return asyncio.run(_exec(task, options, sink, json_mode, err, model))
+
+
+async def _exec(
+    task: str, options: AgentOptions, sink: EventSink, json_mode: bool, err: TextIO, model: ModelClient | None
+) -> int:
+    def notice(line: str) -> None:
+        err.write(f"whiz: {line}\n")
+        err.flush()
+
+    try:
+        session = await AgentSession.open(options, sink=sink, notice=notice, model=model)
+    except SetupError as exc:
+        if json_mode:
+            sink({"type": "error", "message": exc.message})
+        err.write(f"error: {exc.message}\n")
+        return EXIT_SETUP
+    loop = asyncio.get_running_loop()
+    with contextlib.suppress(NotImplementedError, RuntimeError):
+        loop.add_signal_handler(signal.SIGINT, session.agent.cancel)
+    try:
+        result = await session.run(task)
+    finally:
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.remove_signal_handler(signal.SIGINT)
+        await session.close()
+    if not result.ok:
+        err.write(f"error: {result.message}\n")
+    return EXIT_DONE if result.ok else EXIT_FAILED
+
+
+def undo_last(workspace: Path, *, home: Path | None = None) -> tuple[str, list[str]] | None:
+    """Undo the latest turn that changed files in `workspace`: (session id, paths restored)."""
+    home = home or data_home()
+    store = SessionStore(home / "sessions.db")
+    try:
+        for info in store.list(workspace, limit=50):
+            undo = UndoStore(home / "undo" / info.id)
+            if not undo.turns():
+                continue
+            restored = undo.undo(Workspace(workspace))
+            if restored:
+                note = (
+                    f"(The user undid your last changes to {', '.join(restored)}; those files are as before.)"
+                )
+                store.save(
+                    info.id, store.items(info.id) + [{"type": "message", "role": "user", "content": note}]
+                )
+                return info.id, restored
+        return None
+    finally:
+        store.close()
+
+
+def list_sessions(workspace: Path | None, *, home: Path | None = None) -> list[tuple[str, float, str, int]]:
+    """(id, updated_at, first task, turns) of recent sessions, newest first."""
+    home = home or data_home()
+    store = SessionStore(home / "sessions.db")
+    try:
+        rows = []
+        for info in store.list(workspace):
+            turns = store.turns(info.id)
+            rows.append((info.id, info.updated_at, turns[0].task if turns else "", len(turns)))
+        return rows
+    finally:
+        store.close()

@@ -1,0 +1,295 @@
+"""The agent: `run(task)` loops `step()`, and a step is `execute(query())`.
+
+Control flow uses exceptions that carry a message, caught in one place (`run`): `Submitted`
+ends the turn done, `Failed` ends it with a reason, `Cancelled` when the user stopped it, and
+`FormatError` (a malformed action) sends feedback and lets the model try again, twice at most.
+
+The agent never prints: everything it does is an event for its sink (`events.py`). A UI drives
+it with `run()` (a turn), `steer()` (a message delivered at the next step boundary) and `cancel()`
+(stop now; the server stops generating too). Call them from the event loop's thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from whiz.agent.approvals import ApprovalMode, Approvals
+from whiz.agent.config import AgentConfig
+from whiz.agent.events import Emitter, EventSink
+from whiz.agent.formats import TOOLS, text_actions, tool_action
+from whiz.agent.model import Finished, ModelClient, ModelRequest, TextDelta, ToolCall
+from whiz.agent.prompt import system_prompt, task_message
+from whiz.agent.stats import TurnResult, TurnStats
+from whiz.agent.tools import ApplyEdits, RunCommand, Toolbox, WriteFailed
+from whiz.agent.undo import UndoStore
+from whiz.agent.workspace import Workspace
+from whiz.client import ClientError
+from whiz.environments.local import Environment, LocalEnvironment
+
+
+class AgentSignal(Exception):
+    """Control flow of the loop; the message is for the user (or, for FormatError, the log)."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+class Submitted(AgentSignal):
+    """The task is done; the message sums it up."""
+
+
+class Failed(AgentSignal):
+    """The task cannot be done (or not within the limits); the message says why."""
+
+
+class Cancelled(AgentSignal):
+    """The user stopped the turn."""
+
+
+class FormatError(AgentSignal):
+    """The model's actions were malformed; the feedback is already in the conversation."""
+
+
+@dataclass
+class Reply:
+    text: str
+    calls: list[ToolCall]
+
+
+class Agent:
+    """A coding agent over one workspace and one model. `items` is the conversation so far."""
+
+    def __init__(
+        self,
+        model: ModelClient,
+        workspace: Workspace,
+        *,
+        config: AgentConfig | None = None,
+        sink: EventSink | None = None,
+        approvals: Approvals | None = None,
+        environment: Environment | None = None,
+        undo: UndoStore | None = None,
+        items: list[dict[str, Any]] | None = None,
+        instructions: str | None = None,
+    ):
+        self.model = model
+        self.ws = workspace
+        self.config = config or AgentConfig()
+        self.emit = Emitter(sink or (lambda event: None))
+        self.approvals = approvals or Approvals(
+            self.config.approval, preapproved=[self.config.test_cmd or ""]
+        )
+        self.env = environment or LocalEnvironment(workspace.root, timeout_s=self.config.command_timeout_s)
+        self.tools = Toolbox(
+            workspace,
+            self.env,
+            self.approvals,
+            self.emit,
+            undo=undo,
+            command_timeout_s=self.config.command_timeout_s,
+        )
+        self.items: list[dict[str, Any]] = items if items is not None else []
+        read_only = self.approvals.mode is ApprovalMode.READ_ONLY
+        self.instructions = instructions or system_prompt(
+            workspace, self.config.actions, read_only=read_only, test_cmd=self.config.test_cmd,
+            map_tokens=self.config.map_tokens,
+        )  # fmt: skip
+        self._steering: deque[str] = deque()
+        self._cancelled = False
+        self._running = False
+        self._step: asyncio.Task | None = None
+        self._cancelling: asyncio.Future | None = None
+        self._in_model = False
+        self._changed: list[str] = []
+        self.stats = TurnStats()
+
+    # -- driving the agent -------------------------------------------------------------------------
+
+    def steer(self, text: str) -> None:
+        """Queue a message from the user; the model reads it before its next step."""
+        if text.strip():
+            self._steering.append(text.strip())
+
+    def cancel(self) -> None:
+        """Stop the turn now. A model call is cancelled on the server; a command is killed."""
+        if not self._running or self._cancelled:
+            return
+        self._cancelled = True  # between steps, the loop sees this before the next one
+        step = self._step
+        if step is None or step.done():
+            return
+        if self._in_model:
+            # Let the server end the response (its partial reply stays in the conversation, and
+            # the next call can chain from it); cut it off if it takes longer than the grace.
+            self._cancelling = asyncio.ensure_future(self._cancel_model())
+            asyncio.get_running_loop().call_later(self.config.cancel_grace_s, step.cancel)
+        else:
+            step.cancel()
+
+    async def _cancel_model(self) -> None:
+        with contextlib.suppress(ClientError):  # the connection is gone: nothing left to stop
+            await self.model.cancel()
+
+    async def run(self, task: str) -> TurnResult:
+        """One turn: the task, then steps until it is done, fails or is cancelled."""
+        if self._running:
+            raise RuntimeError("a turn is already running; steer() or cancel() it")
+        self._running = True
+        try:
+            return await self._turn(task)
+        finally:
+            self._running, self._step = False, None
+
+    async def _turn(self, task: str) -> TurnResult:
+        turn_id = "turn_" + uuid.uuid4().hex[:12]
+        self.stats, self._cancelled, self._changed, retries = TurnStats(), False, [], 0
+        started = time.perf_counter()
+        self.emit.emit("turn.started", turn_id=turn_id)
+        self.tools.begin_turn(turn_id)
+        text, attached = task_message(self.ws, task)
+        self.items.append({"type": "message", "role": "user", "content": text})
+        if attached:
+            self.tools.focus = attached[-1]
+        try:
+            while True:
+                try:
+                    await self._run_step()
+                    retries = 0
+                except FormatError as exc:
+                    retries += 1
+                    self.emit.single("error", message=exc.message)
+                    if retries > self.config.max_retries:
+                        raise Failed(
+                            f"the model's actions failed {retries} times in a row: {exc.message}"
+                        ) from None
+        except Submitted as exc:
+            status, message = "completed", exc.message
+        except Failed as exc:
+            status, message = "failed", exc.message
+        except Cancelled:
+            status, message = "cancelled", "cancelled by the user"
+        except (ClientError, WriteFailed) as exc:
+            status, message = "failed", exc.message
+        self.stats.duration_ms = (time.perf_counter() - started) * 1000
+        if status == "completed":
+            self.emit.emit(
+                "turn.completed", turn_id=turn_id, usage=self.stats.usage(), timings=self.stats.timings()
+            )
+        else:
+            self.emit.emit(
+                "turn.failed", turn_id=turn_id, error={"message": message}, usage=self.stats.usage()
+            )
+        return TurnResult(turn_id, status, message, self.stats, sorted(set(self._changed)))
+
+    async def _run_step(self) -> None:
+        if self._cancelled:
+            raise Cancelled("cancelled")
+        self._step = asyncio.ensure_future(self.step())
+        try:
+            await self._step
+        except asyncio.CancelledError:
+            if not self._cancelled:
+                raise  # the caller's own cancellation
+            raise Cancelled("cancelled") from None
+
+    # -- one step ------------------------------------------------------------------------------------
+
+    async def step(self) -> list[str]:
+        """Ask the model, then do what it asked; returns the files changed."""
+        return await self.execute(await self.query())
+
+    async def query(self) -> Reply:
+        while self._steering:
+            text = self._steering.popleft()
+            self.items.append({"type": "message", "role": "user", "content": text})
+            self.emit.single("user_message", text=text)
+        if self.stats.model_calls >= self.config.max_steps:
+            raise Failed(f"stopped after {self.config.max_steps} steps without finishing the task")
+        request = ModelRequest(
+            self.instructions,
+            list(self.items),  # a snapshot: adapters may keep the request
+            tools=TOOLS if self.config.actions == "tools" else None,
+            prediction=self.tools.prediction(),
+            max_output_tokens=self.config.max_output_tokens,
+        )
+        text, calls, finished, item = "", [], Finished("failed", error="no reply"), None
+        self._in_model = True
+        try:
+            async for event in self.model.respond(request):
+                if isinstance(event, TextDelta) and event.text:
+                    if item is None:
+                        item = self.emit.start("agent_message", text="")
+                    text += event.text
+                    item["text"] = text
+                    self.emit.emit("item.updated", item=dict(item), delta=event.text)
+                elif isinstance(event, ToolCall):
+                    calls.append(event)
+                elif isinstance(event, Finished):
+                    finished = event
+        finally:
+            self._in_model = False
+            if item is not None:
+                self.emit.complete(item, text=text, whiz=finished.timings)
+        self.items.extend(finished.output_items)
+        self.stats.add_call(finished)
+        if self._cancelled or finished.status == "cancelled":
+            raise Cancelled("cancelled")
+        if finished.status == "failed":
+            raise Failed(f"the model failed: {finished.error or 'no reason given'}")
+        if finished.status == "incomplete":
+            self._tell("Your reply was cut off because it was too long. Make smaller edits.")
+            raise FormatError("the reply was cut off at the output limit")
+        return Reply(text, calls)
+
+    async def execute(self, reply: Reply) -> list[str]:
+        if self.config.actions == "tools":
+            actions = [(tool_action(call), call.call_id) for call in reply.calls]
+        else:
+            actions = [(action, None) for action in text_actions(reply.text, self.tools.focus_text())]
+        if not actions:
+            if self._steering:
+                return []  # the user said more while it answered: go on with that
+            raise Submitted(reply.text.strip() or "done")
+        outcomes = []
+        for action, call_id in actions:
+            outcome = await self.tools.run(action)
+            self.stats.count(action, outcome)
+            outcomes.append(outcome)
+            if call_id is not None:
+                self.items.append(
+                    {"type": "function_call_output", "call_id": call_id, "output": outcome.text}
+                )
+        if self.config.actions == "text":
+            self._tell("\n\n".join(o.text for o in outcomes))
+        self.stats.acting_replies += not any(o.malformed or o.noop for o in outcomes)
+        if all(o.noop for o in outcomes):
+            raise Submitted(reply.text.strip())  # it only quoted a file: an answer, not an edit
+        changed = [path for o in outcomes for path in o.changed]
+        self._changed += changed
+        if any(o.malformed for o in outcomes):
+            raise FormatError("; ".join(o.text.splitlines()[0] for o in outcomes if o.malformed))
+        edits_only = all(isinstance(a, ApplyEdits) for a, _ in actions)
+        if edits_only and all(o.ok for o in outcomes) and not self._steering:
+            await self._finish_edits(changed)
+        return changed
+
+    async def _finish_edits(self, changed: list[str]) -> None:
+        """A reply that only edited, and all of it applied: done, once the tests (if set) pass."""
+        summary = f"edited {', '.join(dict.fromkeys(changed))}"
+        if not self.config.test_cmd:
+            raise Submitted(summary)
+        outcome = await self.tools.run(RunCommand(self.config.test_cmd))
+        if outcome.ok:
+            raise Submitted(summary + "; the tests pass")
+        self._tell(f"The tests failed:\n{outcome.text}\nFix the code so they pass.")
+
+    def _tell(self, text: str) -> None:
+        """Feedback the model reads next step, as a user message."""
+        self.items.append({"type": "message", "role": "user", "content": text})

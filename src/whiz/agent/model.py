@@ -1,0 +1,85 @@
+"""The seam between the agent and a model: a request in, a stream of events out, with cancel.
+
+The agent keeps the whole conversation (Responses input items) and hands all of it over on each
+call; an adapter decides what to send. `WhizModel` sends only the items the server has not seen,
+chained with `previous_response_id`, so the server's KV cache stays warm. `ScriptedModel` replays
+scripted replies for tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass
+class ModelRequest:
+    """Everything a model call needs. `items` is the full conversation, oldest first."""
+
+    instructions: str
+    items: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None = None
+    prediction: str | None = None
+    """Text expected to appear in the reply (the file being edited), for Predicted Outputs."""
+    max_output_tokens: int | None = None
+
+
+@dataclass
+class TextDelta:
+    """A piece of the reply's text, as it streams."""
+
+    text: str
+
+
+@dataclass
+class ToolCall:
+    """A function call the model made; `arguments` is JSON text, as the wire carries it."""
+
+    call_id: str
+    name: str
+    arguments: str
+
+
+@dataclass
+class Finished:
+    """The last event of every call.
+
+    `status` is completed, incomplete (hit the token limit), cancelled or failed. `output_items`
+    are the reply as input items (assistant message, function calls): the agent appends exactly
+    these to its conversation, so an adapter can tell which items the server already holds.
+    """
+
+    status: str
+    output_items: list[dict[str, Any]] = field(default_factory=list)
+    usage: dict[str, Any] = field(default_factory=dict)
+    timings: dict[str, Any] = field(default_factory=dict)
+    """The server's `whiz` object: ttft_ms, prefill_ms, decode_tokens, decode_ms, tokens_per_s..."""
+    error: str | None = None
+
+
+ModelEvent = TextDelta | ToolCall | Finished
+
+
+class ModelClient(Protocol):
+    """A model the agent can talk to."""
+
+    def respond(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """Stream the reply to `request`; the last event is always `Finished`."""
+        ...
+
+    async def cancel(self) -> None:
+        """Stop the reply in flight (the server stops too); its stream then finishes as cancelled."""
+        ...
+
+
+def output_items(text: str, calls: list[ToolCall]) -> list[dict[str, Any]]:
+    """A reply as the input items that stand for it in the conversation."""
+    items: list[dict[str, Any]] = []
+    if text.strip():
+        items.append({"type": "message", "role": "assistant", "content": text})
+    for call in calls:
+        items.append(
+            {"type": "function_call", "call_id": call.call_id, "name": call.name, "arguments": call.arguments}
+        )
+    return items

@@ -1,0 +1,127 @@
+"""What the model is told: the system prompt (rules, action format, repository map) and the
+first message of a turn (the task, with the files it names attached).
+
+The prompt stays the same for the whole session, so the server's cached prefix stays valid.
+It is short: the default model is small and follows a few plain rules better than many.
+"""
+
+from __future__ import annotations
+
+import re
+
+from whiz.agent.errors import WhizAgentError
+from whiz.agent.repomap import repo_map
+from whiz.agent.workspace import Workspace
+
+RULES = """\
+You are whiz, a coding assistant working in the user's repository.
+Make the smallest change that does the task. Change only the lines that must change; keep the
+rest of the code, its names and its formatting exactly as they are.
+{tests}"""
+
+TEXT_ACTIONS = """\
+To change a file, write the file's path on its own line, then a SEARCH/REPLACE block:
+
+path/to/file.py
+<<<<<<< SEARCH
+the exact lines to change, copied from the file
+=======
+the new lines
+>>>>>>> REPLACE
+
+Use one block per change. To create a file, leave the SEARCH part empty.
+To rewrite a short file, write its path on its own line, then the complete new file in a ``` block.
+To look at code, write one of these on its own line:
+READ path/to/file.py
+READ path/to/file.py 20-60
+LIST path/to/dir
+GREP some text
+{run}
+When you have made the change, stop. If nothing needs changing, answer in plain words."""
+
+TOOL_ACTIONS = """\
+Use the tools: read_file, list_files and search_text to look at code; edit_file to change a
+file (old_text copied exactly from the file, new_text its replacement); create_file for a new
+file{run}. When you have made the change, stop. If nothing needs changing, answer in plain words."""
+
+READ_ONLY = """\
+This session is read-only: you cannot change files or run commands. To look at code, write one
+of these on its own line:
+READ path/to/file.py
+LIST path/to/dir
+GREP some text
+Then answer in plain words."""
+
+
+def system_prompt(
+    ws: Workspace,
+    actions: str,
+    *,
+    read_only: bool = False,
+    test_cmd: str | None = None,
+    map_tokens: int = 1024,
+) -> str:
+    """The instructions for a session: rules, how to act, and a map of the repository."""
+    if test_cmd:
+        tests = f"After your edits the tests run with `{test_cmd}`; you will see their output if they fail."
+    else:
+        tests = "Do not run tests or other commands unless the user asks you to."
+    parts = [RULES.format(tests=tests)]
+    if read_only:
+        parts.append(READ_ONLY)
+    elif actions == "tools":
+        parts.append(TOOL_ACTIONS.format(run=", run_command only when the user asks you to run something"))
+    else:
+        parts.append(
+            TEXT_ACTIONS.format(run="RUN shell command   (only when the user asks you to run something)")
+        )
+    tree = repo_map(ws, budget_tokens=map_tokens)
+    if tree.strip():
+        parts.append("The repository:\n" + tree.rstrip())
+    return "\n\n".join(parts)
+
+
+MAX_ATTACHED_FILES = 3
+MAX_ATTACHED_CHARS = 24_000
+_PATHISH = re.compile(r"[\w./-]+\.\w+")
+
+
+def mentioned_files(ws: Workspace, task: str) -> list[str]:
+    """Workspace files the task names, by path or by a file name that only one file has."""
+    try:
+        files = ws.list_files(".", limit=2000)
+    except (OSError, WhizAgentError):
+        return []
+    by_name: dict[str, list[str]] = {}
+    for path in files:
+        by_name.setdefault(path.rsplit("/", 1)[-1], []).append(path)
+    found: list[str] = []
+    for word in _PATHISH.findall(task):
+        word = word.removeprefix("./").rstrip(".")
+        match = word if word in files else None
+        if match is None and len(by_name.get(word, [])) == 1:
+            match = by_name[word][0]
+        if match and match not in found:
+            found.append(match)
+    return found[:MAX_ATTACHED_FILES]
+
+
+def task_message(ws: Workspace, task: str) -> tuple[str, list[str]]:
+    """The user message that starts a turn, and the files attached to it.
+
+    Files the task names are attached, so a small model can edit at once instead of first
+    asking to read them; they stay in the conversation, where prompt lookup finds them.
+    """
+    attached, blocks = [], []
+    for path in mentioned_files(ws, task):
+        try:
+            text = ws.read_text(path)
+        except (OSError, UnicodeDecodeError, WhizAgentError):
+            continue
+        if len(text) > MAX_ATTACHED_CHARS:
+            continue
+        attached.append(path)
+        blocks.append(f"{path}:\n```\n{text}{'' if text.endswith(chr(10)) else chr(10)}```")
+    if not blocks:
+        return task, []
+    return task + "\n\n" + "\n\n".join(blocks), attached

@@ -1,0 +1,278 @@
+"""What the agent can do: read a file (or some of its lines), list files, search text, edit or
+create files, run a command. Each action runs here and becomes an `Outcome`: the text the model
+reads back, and whether it worked.
+
+How the model asks for actions (function tools or text in its reply) is `formats.py`'s business.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from whiz.agent.approvals import Approvals
+from whiz.agent.edits import Edit, EditError, FileChange, WholeFile, apply_changes, plan_edits, unified_diff
+from whiz.agent.errors import WhizAgentError
+from whiz.agent.events import Emitter
+from whiz.agent.undo import UndoStore
+from whiz.agent.workspace import Workspace
+from whiz.environments.local import Environment, truncate
+
+MAX_READ_LINES = 400
+MAX_OUTPUT_CHARS = 8000
+
+
+@dataclass
+class ReadFile:
+    path: str
+    start: int | None = None
+    end: int | None = None
+
+
+@dataclass
+class ListFiles:
+    path: str = "."
+
+
+@dataclass
+class SearchText:
+    pattern: str
+    path: str = "."
+
+
+@dataclass
+class ApplyEdits:
+    edits: list[Edit]
+    create_only: bool = False
+    """From `create_file`: refuse to overwrite a file that exists."""
+
+
+@dataclass
+class RunCommand:
+    command: str
+
+
+@dataclass
+class Malformed:
+    """An action the model got wrong (bad arguments, an edit block that does not parse)."""
+
+    message: str
+    is_edit: bool = False
+
+
+Action = ReadFile | ListFiles | SearchText | ApplyEdits | RunCommand | Malformed
+
+
+@dataclass
+class Outcome:
+    """`text` goes back to the model. `ok` is False for anything that did not happen."""
+
+    text: str
+    ok: bool = True
+    malformed: bool = False
+    changed: list[str] = field(default_factory=list)
+    noop: bool = False
+    """An edit that changes nothing (a whole file quoted as it is)."""
+
+
+class WriteFailed(WhizAgentError):
+    """Files could not be written (disk full, permissions): the turn ends, nothing half-applied."""
+
+
+class Toolbox:
+    """Runs actions in one workspace, under the session's approvals, reporting items as events."""
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        environment: Environment,
+        approvals: Approvals,
+        emitter: Emitter,
+        *,
+        undo: UndoStore | None = None,
+        command_timeout_s: float = 120.0,
+    ):
+        self.ws = workspace
+        self.env = environment
+        self.approvals = approvals
+        self.emit = emitter
+        self.undo = undo
+        self.command_timeout_s = command_timeout_s
+        self.focus: str | None = None
+        """The file last read or edited: the likeliest one to be rewritten next."""
+        self._turn_id = ""
+
+    def begin_turn(self, turn_id: str) -> None:
+        """Edits from here on belong to `turn_id`, one undo snapshot for the whole turn."""
+        self._turn_id = turn_id
+
+    def focus_text(self) -> tuple[str, str] | None:
+        """(path, text) of the focus file, if it is there and readable."""
+        if self.focus is None:
+            return None
+        try:
+            return self.focus, self.ws.read_text(self.focus)
+        except (OSError, WhizAgentError):
+            return None
+
+    def prediction(self) -> str | None:
+        """The focus file's text: a rewrite (or a SEARCH/REPLACE block) copies much of it."""
+        found = self.focus_text()
+        return found[1] if found and len(found[1]) <= 64_000 else None
+
+    async def run(self, action: Action) -> Outcome:
+        match action:
+            case Malformed():
+                return Outcome(action.message, ok=False, malformed=True)
+            case ReadFile():
+                return self._tool("read_file", action, self._read)
+            case ListFiles():
+                return self._tool("list_files", action, self._list)
+            case SearchText():
+                return self._tool("search_text", action, self._search)
+            case ApplyEdits():
+                return await self._edit(action)
+            case RunCommand():
+                return await self._command(action.command)
+        raise TypeError(f"not an action: {action!r}")
+
+    def _tool(self, name: str, action: Action, run) -> Outcome:
+        item = self.emit.start("tool_call", tool=name, arguments=vars(action).copy(), status="in_progress")
+        try:
+            outcome = run(action)
+        except (WhizAgentError, OSError, UnicodeDecodeError) as exc:
+            outcome = Outcome(f"{name} failed: {getattr(exc, 'message', None) or exc}", ok=False)
+        self.emit.complete(
+            item, output=truncate(outcome.text, 2000), status="completed" if outcome.ok else "failed"
+        )
+        return outcome
+
+    def _read(self, action: ReadFile) -> Outcome:
+        lines = self.ws.read_text(action.path).splitlines(keepends=True)
+        self.focus = action.path
+        first = max(1, action.start or 1)
+        last = min(len(lines), action.end or len(lines))
+        if action.start is None and len(lines) > MAX_READ_LINES:
+            last = MAX_READ_LINES
+        body = "".join(lines[first - 1 : last])
+        where = "" if (first, last) == (1, len(lines)) else f" (lines {first}-{last} of {len(lines)})"
+        more = (
+            f"\nThe file goes on; READ {action.path} {last + 1}-{len(lines)} shows more."
+            if last < len(lines)
+            else ""
+        )
+        return Outcome(
+            f"{action.path}{where}:\n```\n{body}{'' if body.endswith(chr(10)) else chr(10)}```{more}"
+        )
+
+    def _list(self, action: ListFiles) -> Outcome:
+        files = self.ws.list_files(action.path, limit=300)
+        if not files:
+            return Outcome(f"No files under {action.path}.")
+        return Outcome("\n".join(files))
+
+    def _search(self, action: SearchText) -> Outcome:
+        hits = self.ws.search(action.pattern, action.path, limit=50)
+        if not hits:
+            return Outcome(f"No matches for {action.pattern!r}.")
+        return Outcome("\n".join(f"{path}:{line_no}: {line.rstrip()}" for path, line_no, line in hits))
+
+    async def _edit(self, action: ApplyEdits) -> Outcome:
+        try:
+            for edit in action.edits:
+                if action.create_only and self.ws.exists(edit.path):
+                    raise EditError(f"{edit.path} already exists; change it with an edit instead.")
+                if isinstance(edit, WholeFile) and self.ws.exists(edit.path):
+                    _check_rewrite(edit.path, self.ws.read_text(edit.path), edit.content)
+            changes = plan_edits(self.ws, action.edits)
+        except WhizAgentError as exc:  # EditError, or a path outside the workspace
+            return Outcome(exc.message, ok=False, malformed=True)
+        if not changes:
+            if all(isinstance(e, WholeFile) for e in action.edits):
+                return Outcome("The file is unchanged.", noop=True)
+            return Outcome(
+                "The edit changes nothing: the new text is the same as the old.", ok=False, malformed=True
+            )
+        diff = "".join(unified_diff(c) for c in changes)
+        paths = [c.path for c in changes]
+        decision = await self.approvals.edit(f"edit {', '.join(paths)}", diff)
+        summary = [{"path": c.path, "kind": _kind(c)} for c in changes]
+        if not decision.allowed:
+            self.emit.single("file_change", changes=summary, diff=diff, status="declined")
+            return Outcome(f"Not applied: {decision.reason}", ok=False)
+        self._snapshot(changes)
+        try:
+            apply_changes(self.ws, changes)
+        except EditError as exc:
+            self.emit.single("file_change", changes=summary, diff=diff, status="failed")
+            if isinstance(exc.__cause__, OSError):  # disk full, permissions: the model can't fix it
+                raise WriteFailed(exc.message) from exc
+            return Outcome(exc.message, ok=False)
+        self.emit.single("file_change", changes=summary, diff=diff, status="completed")
+        self.focus = paths[-1] if paths else self.focus
+        return Outcome(f"Applied the edit to {', '.join(paths)}.", changed=paths)
+
+    def _snapshot(self, changes: list[FileChange]) -> None:
+        # The store keeps a file's first before-image in a turn: undo restores the turn's start.
+        if self.undo is None:
+            return
+        try:
+            self.undo.record(self._turn_id, changes)
+        except OSError as exc:
+            raise WriteFailed(
+                f"could not save the undo snapshot ({exc.strerror or exc}); nothing was changed"
+            ) from exc
+
+    async def _command(self, command: str) -> Outcome:
+        decision = await self.approvals.command(command)
+        if not decision.allowed:
+            self.emit.single(
+                "command_execution", command=command, aggregated_output="", exit_code=None, status="declined"
+            )
+            return Outcome(f"Not run: {decision.reason}", ok=False)
+        item = self.emit.start(
+            "command_execution", command=command, aggregated_output="", exit_code=None, status="in_progress"
+        )
+        try:
+            result = await self.env.run(command, timeout_s=self.command_timeout_s)
+        except BaseException:
+            self.emit.complete(item, status="failed", aggregated_output="(interrupted)")
+            raise
+        output = truncate(result.output, MAX_OUTPUT_CHARS)
+        status = "completed" if result.ok else "failed"
+        self.emit.complete(item, aggregated_output=output, exit_code=result.exit_code, status=status)
+        if result.timed_out:
+            note = f"Timed out after {self.command_timeout_s:g} s and was stopped."
+        else:
+            note = f"Exit code {result.exit_code}."
+        return Outcome(f"$ {command}\n{output}\n{note}", ok=result.ok)
+
+
+# A comment standing for code left out: "# ...", "// rest of the code", "# (unchanged)".
+_ELIDED = re.compile(
+    r"^\s*(#|//|/\*)\s*(\.\.\.|…|.*\b(rest of|unchanged|existing code|same as before)\b)", re.I
+)
+
+
+def _check_rewrite(path: str, before: str, after: str) -> None:
+    """Refuse a whole-file rewrite that is really a fragment: it would delete the rest of the file."""
+    old, new = before.splitlines(), after.splitlines()
+    elided = [line for line in new if _ELIDED.search(line) and line not in old]
+    if elided:
+        raise EditError(
+            f"Your new {path} leaves code out ({elided[0].strip()!r}). Write the complete file, "
+            "or change only some lines with a SEARCH/REPLACE block."
+        )
+    if len(old) >= 10 and len(new) < len(old) // 2:
+        raise EditError(
+            f"Your new {path} has {len(new)} lines but the file has {len(old)}: it would delete most of "
+            "the file. Write the complete file, or change only some lines with a SEARCH/REPLACE block."
+        )
+
+
+def _kind(change: FileChange) -> str:
+    if change.before is None:
+        return "add"
+    if change.after is None:
+        return "delete"
+    return "update"

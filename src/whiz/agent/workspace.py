@@ -1,0 +1,140 @@
+"""The project folder the agent works in: every path it names is confined to this folder."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path, PurePosixPath
+
+from whiz.agent.errors import WhizAgentError
+
+# Folders nobody wants the agent to list or search, git or not.
+SKIP_DIRS = frozenset(
+    {".git", ".venv", "venv", "node_modules", "__pycache__", ".mypy_cache", ".pytest_cache"}
+)
+# Larger files are skipped by search: they are data or generated, and would flood the model's context.
+SEARCH_MAX_BYTES = 1_000_000
+
+
+class PathEscape(WhizAgentError):
+    """A path that leads outside the workspace: '..', an absolute path, or a symlink that points out."""
+
+    code = "path_escape"
+
+
+class Workspace:
+    """A folder the agent may read and edit; `resolve` is the one gate every path goes through."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root).resolve()
+
+    def resolve(self, rel: str) -> Path:
+        """The real path of `rel` in the workspace (symlinks followed); PathEscape if it leads out."""
+        if not rel or not rel.strip() or "\x00" in rel:
+            raise PathEscape(f"Invalid path {rel!r}: give a file path relative to the project folder.")
+        pure = PurePosixPath(rel.replace("\\", "/"))
+        if pure.is_absolute() or rel.startswith("~") or re.match(r"^[A-Za-z]:", rel):
+            raise PathEscape(
+                f"Path {rel!r} is absolute; use a path relative to the project folder, e.g. 'src/app.py'."
+            )
+        if ".." in pure.parts:
+            raise PathEscape(f"Path {rel!r} contains '..'; paths must stay inside the project folder.")
+        real = (self.root / pure).resolve()
+        if not real.is_relative_to(self.root):
+            raise PathEscape(f"Path {rel!r} is a symlink that leads outside the project folder; refused.")
+        return real
+
+    def relative(self, path: Path) -> str:
+        """The posix path of an absolute `path` relative to the root (for messages and listings)."""
+        return path.relative_to(self.root).as_posix()
+
+    def exists(self, rel: str) -> bool:
+        """Whether `rel` names an existing file or folder inside the workspace."""
+        return self.resolve(rel).exists()
+
+    def read_text(self, rel: str) -> str:
+        """The file's text, decoded as UTF-8 with its line endings kept as they are on disk."""
+        path = self.resolve(rel)
+        if path.is_dir():
+            raise WhizAgentError(f"{rel} is a folder, not a file; list it instead of reading it.")
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise WhizAgentError(f"File {rel} does not exist.") from None
+        except OSError as exc:
+            raise WhizAgentError(f"Cannot read {rel}: {exc.strerror or exc}.") from None
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise WhizAgentError(f"{rel} is not a UTF-8 text file; it cannot be read or edited.") from None
+
+    def list_files(self, under: str = ".", limit: int = 500) -> list[str]:
+        """Files below `under` as sorted posix paths relative to the root, at most `limit` of them.
+
+        Skips SKIP_DIRS and, where the workspace is in a git repository, what git ignores.
+        """
+        base = self.resolve(under)
+        if not base.is_dir():
+            raise WhizAgentError(f"{under} is not a folder.")
+        found = self._git_files(base)
+        if found is None:
+            found = self._walk_files(base)
+        kept = []
+        for path in sorted(found):
+            rel = self.relative(path)
+            if SKIP_DIRS.isdisjoint(PurePosixPath(rel).parts[:-1]) and self._inside(path) and path.is_file():
+                kept.append(rel)
+        return kept[:limit]
+
+    def search(self, pattern: str, under: str = ".", limit: int = 100) -> list[tuple[str, int, str]]:
+        """Lines matching `pattern` as (path, line_no from 1, line); the pattern is a regular expression,
+        or plain text where it is not a valid one (models often write `foo(` meaning the text)."""
+        if not pattern:
+            raise WhizAgentError("The search pattern is empty; give the text to look for.")
+        try:
+            regex = re.compile(pattern)
+        except re.error:
+            regex = re.compile(re.escape(pattern))
+        hits: list[tuple[str, int, str]] = []
+        for rel in self.list_files(under, limit=100_000):
+            path = self.root / rel
+            try:
+                if path.stat().st_size > SEARCH_MAX_BYTES:
+                    continue
+                text = path.read_bytes().decode("utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue
+            for line_no, line in enumerate(text.splitlines(), start=1):
+                if regex.search(line):
+                    hits.append((rel, line_no, line))
+                    if len(hits) >= limit:
+                        return hits
+        return hits
+
+    def _inside(self, path: Path) -> bool:
+        return path.resolve().is_relative_to(self.root)
+
+    def _git_files(self, base: Path) -> list[Path] | None:
+        """Tracked and untracked-but-not-ignored files from git, or None where git is absent or says no."""
+        try:
+            done = subprocess.run(
+                ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                cwd=base,
+                capture_output=True,
+                timeout=30,
+                check=False,
+            )
+        except (OSError, subprocess.SubprocessError):
+            return None
+        if done.returncode != 0:
+            return None
+        names = done.stdout.decode("utf-8", errors="surrogateescape").split("\0")
+        return [base / name for name in names if name]
+
+    def _walk_files(self, base: Path) -> list[Path]:
+        found = []
+        for folder, dirs, files in os.walk(base):
+            dirs[:] = [d for d in dirs if d not in SKIP_DIRS]
+            found.extend(Path(folder) / name for name in files)
+        return found

@@ -1,0 +1,184 @@
+"""`whiz bench tasks`: the agent, headless, on EditEval tasks.
+
+Each task gets a fresh workspace holding the file to edit and the task's test script, and a
+fresh connection (so a fresh conversation). The agent gets the instruction and the file name,
+as a user would type them; whether it passed is decided afterwards by running the task's test
+against the file as the agent left it. Reported per action format: the pass rate, the median
+seconds per task, the share of the model's edits that were well-formed (parsed and applied), the
+share of its replies that asked for actions, all well-formed ("acting replies": a reply that
+only talks, or writes a call the format does not know, is not one), and the decode speed from
+the server's own timings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from whiz.agent.approvals import ApprovalMode
+from whiz.agent.config import AgentConfig
+from whiz.agent.loop import Agent
+from whiz.agent.runner import AgentOptions, SetupError, ensure_server
+from whiz.agent.whiz_model import WhizModel
+from whiz.agent.workspace import Workspace
+from whiz.bench.edit_tasks import EditTask, default_editeval_path, load_editeval, program, run_check
+from whiz.client import ClientError
+
+
+@dataclass
+class TaskRun:
+    task_id: str
+    actions: str
+    passed: bool
+    status: str
+    seconds: float
+    edit_attempts: int
+    edits_applied: int
+    acting_replies: int
+    decode_tokens: int
+    decode_ms: float
+    model_calls: int
+    message: str
+
+
+def workspace_for(task: EditTask, root: Path) -> None:
+    """The file to edit, and a test script that checks it (`python test_<file>` exits 0 if right)."""
+    (root / task.filename).write_text(task.code)
+    loader = (
+        "from pathlib import Path\n"
+        f"code = Path(__file__).with_name({task.filename!r}).read_text()\n"
+        f"exec(compile({program(task, '{{FILE}}')!r}.replace('{{{{FILE}}}}', code), 'check', 'exec'))\n"
+    )
+    (root / f"test_{task.filename}").write_text(loader)
+
+
+async def run_task(url: str, task: EditTask, actions: str, api_key: str | None, model: str | None) -> TaskRun:
+    with tempfile.TemporaryDirectory(prefix="whiz-bench-tasks-") as tmp:
+        root = Path(tmp)
+        workspace_for(task, root)
+        client = await WhizModel.open(url, api_key, model=model)
+        config = AgentConfig(actions=actions, approval=ApprovalMode.AUTO_EDIT, max_steps=6)  # type: ignore[arg-type]
+        agent = Agent(client, Workspace(root), config=config)
+        started = time.perf_counter()
+        try:
+            result = await agent.run(f"In {task.filename}: {task.instruction}")
+        finally:
+            await client.close()
+        seconds = time.perf_counter() - started
+        final = (root / task.filename).read_text()
+        passed = result.ok and final != task.code and run_check(task, final)
+    s = result.stats
+    return TaskRun(
+        task.task_id, actions, passed, result.status, seconds, s.edit_attempts, s.edits_applied,
+        s.acting_replies, s.decode_tokens, s.decode_ms, s.model_calls, result.message,
+    )  # fmt: skip
+
+
+def summarize(runs: list[TaskRun]) -> dict[str, Any]:
+    attempts = sum(r.edit_attempts for r in runs)
+    decode_ms = sum(r.decode_ms for r in runs)
+    return {
+        "tasks": len(runs),
+        "pass_rate": sum(r.passed for r in runs) / len(runs),
+        "median_s": statistics.median(r.seconds for r in runs),
+        "well_formed_edits": sum(r.edits_applied for r in runs) / attempts if attempts else None,
+        "edit_attempts": attempts,
+        "well_formed_actions": sum(r.acting_replies for r in runs) / max(1, sum(r.model_calls for r in runs)),
+        "tokens_per_s": sum(r.decode_tokens for r in runs) / decode_ms * 1000 if decode_ms else None,
+        "model_calls": sum(r.model_calls for r in runs),
+    }
+
+
+async def run_bench(
+    target: str | None, tasks: list[EditTask], formats: list[str], api_key: str | None, model: str | None, say
+) -> dict[str, Any]:
+    options = AgentOptions(Path.cwd(), base_url=target, api_key=api_key, model=model)
+    url, server = await ensure_server(options, say)
+    try:
+        results: dict[str, Any] = {}
+        for actions in formats:
+            runs = []
+            for i, task in enumerate(tasks):
+                run = await run_task(url, task, actions, api_key, None if server else model)
+                runs.append(run)
+                verdict = "pass" if run.passed else f"fail ({run.status}: {run.message[:60]})"
+                say(f"[{actions} {i + 1}/{len(tasks)}] {task.task_id}: {verdict}, {run.seconds:.1f} s")
+            results[actions] = {"summary": summarize(runs), "runs": [vars(r) for r in runs]}
+        return {"bench": "tasks", "target": url, "in_process_server": server is not None, "results": results}
+    finally:
+        if server is not None:
+            await asyncio.to_thread(server.stop)
+
+
+def print_report(report: dict[str, Any]) -> None:
+    console = Console(width=None if sys.stdout.isatty() else 160)
+    table = Table(title=f"whiz bench tasks — EditEval — {report['target']}")
+    columns = (
+        "actions",
+        "tasks",
+        "pass rate",
+        "median s/task",
+        "well-formed edits",
+        "acting replies",
+        "tokens/s",
+    )
+    for name in columns:
+        table.add_column(name, justify="left" if name == "actions" else "right")
+    for actions, result in report["results"].items():
+        s = result["summary"]
+        wf = (
+            "n/a"
+            if s["well_formed_edits"] is None
+            else f"{s['well_formed_edits']:.0%} of {s['edit_attempts']}"
+        )
+        tps = "n/a" if s["tokens_per_s"] is None else f"{s['tokens_per_s']:.1f}"
+        acting = f"{s['well_formed_actions']:.0%} of {s['model_calls']}"
+        table.add_row(
+            actions, str(s["tasks"]), f"{s['pass_rate']:.0%}", f"{s['median_s']:.1f}", wf, acting, tps
+        )
+    console.print(table)
+    print(json.dumps(report), flush=True)
+
+
+def main(
+    target: str | None = None,
+    limit: int | None = 5,
+    actions: str = "text",
+    api_key: str | None = None,
+    model: str | None = None,
+    data: Path | None = None,
+) -> int:
+    """0 when it ran; 2 for bad options, missing data or no server."""
+
+    def say(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    formats = ["text", "tools"] if actions == "both" else [actions]
+    if any(f not in ("text", "tools") for f in formats):
+        say(f"whiz bench tasks: --actions must be text, tools or both, not {actions!r}")
+        return 2
+    path = data or default_editeval_path()
+    if path is None or not Path(path).is_file():
+        say(f"whiz bench tasks: no EditEval data at {path or 'shared/bench/editeval.jsonl'}; pass --data")
+        return 2
+    tasks = load_editeval(path)[:limit]
+    try:
+        report = asyncio.run(run_bench(target, tasks, formats, api_key, model, say))
+    except SetupError as exc:
+        say(f"whiz bench tasks: {exc.message}")
+        return 2
+    except ClientError as exc:
+        say(f"whiz bench tasks: {exc}")
+        return 1
+    print_report(report)
+    return 0

@@ -1,0 +1,135 @@
+"""Running a shell command in the workspace: its own process group, a timeout, output captured.
+
+The command gets a new session (so a new process group). On timeout, or when the caller is
+cancelled (the user interrupted), the whole group is killed, so a test runner's children or a
+forgotten `sleep` don't outlive the command.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+# Read no more than this much output into memory; the rest is counted and dropped.
+MAX_CAPTURE_BYTES = 4_000_000
+# How long a process group gets between SIGTERM and SIGKILL.
+KILL_GRACE_S = 1.0
+
+
+@dataclass
+class CommandResult:
+    """What a command did. `exit_code` is None when it was killed (timeout or interrupt)."""
+
+    command: str
+    exit_code: int | None
+    output: str
+    duration_ms: float
+    timed_out: bool = False
+    dropped_bytes: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+
+class Environment(Protocol):
+    """Runs a command somewhere (here: locally); cancelling the call kills the command."""
+
+    async def run(self, command: str, *, timeout_s: float | None = None) -> CommandResult: ...
+
+
+class LocalEnvironment:
+    """Runs commands with `sh -c` in `cwd`, stdin closed, stdout and stderr merged."""
+
+    def __init__(self, cwd: Path, *, timeout_s: float = 120.0, env: dict[str, str] | None = None):
+        self.cwd = Path(cwd)
+        self.timeout_s = timeout_s
+        self.env = env
+
+    async def run(self, command: str, *, timeout_s: float | None = None) -> CommandResult:
+        """Run `command`; on timeout or cancellation the process group is killed first."""
+        limit = self.timeout_s if timeout_s is None else timeout_s
+        started = time.perf_counter()
+        creating = asyncio.ensure_future(
+            asyncio.create_subprocess_shell(
+                command,
+                cwd=self.cwd,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+                start_new_session=True,
+                env=self.env,
+            )
+        )
+        try:
+            proc = await asyncio.shield(creating)
+        except asyncio.CancelledError:
+            # Interrupted while starting: asyncio would kill only the shell and then wait for its
+            # children to close the pipe. Let it start, then kill the whole group.
+            await _kill_group(await creating)
+            raise
+        chunks: list[bytes] = []
+        dropped = 0
+
+        async def read_all() -> None:
+            nonlocal dropped
+            kept = 0
+            assert proc.stdout is not None
+            while chunk := await proc.stdout.read(65536):
+                if kept < MAX_CAPTURE_BYTES:
+                    chunks.append(chunk[: MAX_CAPTURE_BYTES - kept])
+                    dropped += max(0, len(chunk) - (MAX_CAPTURE_BYTES - kept))
+                    kept += len(chunks[-1])
+                else:
+                    dropped += len(chunk)
+            await proc.wait()
+
+        timed_out = False
+        try:
+            await asyncio.wait_for(read_all(), limit)
+        except TimeoutError:
+            timed_out = True
+            await _kill_group(proc)
+        except BaseException:
+            # Cancelled (the user interrupted) or anything else: never leave the group running.
+            await _kill_group(proc)
+            raise
+        output = b"".join(chunks).decode("utf-8", errors="replace")
+        return CommandResult(
+            command=command,
+            exit_code=None if timed_out else proc.returncode,
+            output=output,
+            duration_ms=(time.perf_counter() - started) * 1000,
+            timed_out=timed_out,
+            dropped_bytes=dropped,
+        )
+
+
+async def _kill_group(proc: asyncio.subprocess.Process) -> None:
+    """SIGTERM the process group, SIGKILL it after a grace period, then read the pipe to its end
+    (so its transport closes) once nothing in the group can hold it open."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(asyncio.shield(proc.wait()), KILL_GRACE_S)
+    # The leader may be gone while children ignored SIGTERM: finish the whole group.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(proc.communicate(), KILL_GRACE_S)
+
+
+def truncate(text: str, max_chars: int = 8000) -> str:
+    """Keep the head and the tail of long output (errors are usually at the end) for the model."""
+    if len(text) <= max_chars:
+        return text
+    head = max_chars // 3
+    tail = max_chars - head
+    cut = len(text) - head - tail
+    return f"{text[:head]}\n[... {cut} characters cut ...]\n{text[-tail:]}"
