@@ -51,7 +51,19 @@ class Engine(Protocol):
 
     def generate(self, request: GenerateRequest) -> Stream: ...
 
+    def generate_many(self, request: GenerateRequest, n: int) -> list[Stream]:
+        """`n` candidates for one prompt, decoded together; the prompt is prefilled once."""
+        ...
+
     def close(self) -> None: ...
+
+
+class Drafter(Protocol):
+    """Cheap guesses of what the model writes next, verified by the model in one batch."""
+
+    def propose(self, context: Sequence[int], n: int) -> list[int]:
+        """Up to `n` tokens likely to follow `context` (prompt and output so far); [] for none."""
+        ...
 
 
 class Runtime(Protocol):
@@ -126,6 +138,10 @@ class Backend(Protocol):
 
     def start(self, request: TurnRequest) -> BackendTurn:
         """Validate a turn and return it, not yet running; raises a `WhizError` for a bad request."""
+        ...
+
+    def start_many(self, request: TurnRequest, n: int) -> list[BackendTurn]:
+        """`n` candidate turns for one request (chat's `n`); the engine prefills the prompt once."""
         ...
 
     def status(self) -> dict[str, float]:

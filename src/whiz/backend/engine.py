@@ -7,13 +7,13 @@ tokens of every reply are remembered, so a client that resends a reply as text h
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from whiz.backend.types import BackendInfo, TextDelta, TurnRequest, TurnResult
 from whiz.chat.messages import Message, ToolCall
 from whiz.chat.template import ASSISTANT_START, ChatTemplate
-from whiz.errors import ContextOverflow
-from whiz.seams import Engine
+from whiz.errors import ContextOverflow, InvalidRequest
+from whiz.seams import Engine, Stream
 from whiz.server.turns import Turn, TurnSpec
 
 CLOSE_TURN = "<|im_end|>\n"
@@ -52,6 +52,29 @@ class EngineBackend:
         )
         return EngineTurn(self, spec, basis, generate=request.generate)
 
+    def start_many(self, request: TurnRequest, n: int) -> list[EngineTurn]:
+        """`n` candidates: one prompt, prefilled once, decoded together (`Engine.generate_many`)."""
+        limit = self.engine.info.n_seq_max
+        if n > limit:
+            raise InvalidRequest(
+                f"n is {n}, but this server decodes at most {limit} candidates at once (its --slots).",
+                param="n",
+            )
+        first = self.start(request)
+        if n == 1:
+            return [first]
+        streams: list[Stream] = []
+
+        def take(i: int) -> Stream:
+            if not streams:  # the first candidate to open starts them all
+                streams.extend(self.engine.generate_many(first.spec.request(), n))
+            return streams[i]
+
+        return [
+            EngineTurn(self, first.spec, first.basis, generate=request.generate, stream=lambda i=i: take(i))
+            for i in range(n)
+        ]
+
     def status(self) -> dict[str, float]:
         status = self.engine.status() if hasattr(self.engine, "status") else {}
         return {f"engine_{k}": v for k, v in status.items()}
@@ -60,7 +83,15 @@ class EngineBackend:
 class EngineTurn:
     """One turn on the engine (a `BackendTurn`)."""
 
-    def __init__(self, backend: EngineBackend, spec: TurnSpec, basis: list[int], *, generate: bool):
+    def __init__(
+        self,
+        backend: EngineBackend,
+        spec: TurnSpec,
+        basis: list[int],
+        *,
+        generate: bool,
+        stream: Callable[[], Stream] | None = None,
+    ):
         self.spec = spec
         self.basis = basis
         self.prompt_tokens = len(spec.prompt)
@@ -69,10 +100,13 @@ class EngineTurn:
         self._generate = generate
         self._live: Turn | None = None
         self._cancelled = False
+        self._stream = stream
+        """Where a candidate of several gets its engine stream (they start together)."""
 
     async def open(self) -> None:
         if self._live is None:
-            self._live = Turn(self._backend.engine, self.spec)
+            stream = self._stream() if self._stream is not None else None
+            self._live = Turn(self._backend.engine, self.spec, stream)
             if self._cancelled:
                 self._live.cancel()
 
@@ -96,5 +130,11 @@ class EngineTurn:
         else:
             state = self.basis
         self.result = TurnResult(
-            done.text, done.tool_calls, done.stats, done.finish_reason, len(done.output_tokens), state
+            done.text,
+            done.tool_calls,
+            done.stats,
+            done.finish_reason,
+            len(done.output_tokens),
+            state,
+            done.steps,
         )

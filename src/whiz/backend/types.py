@@ -76,6 +76,8 @@ class TurnResult:
     output_tokens: int
     state: Any = None
     """The backend's record of the conversation through this reply (see `Resume`)."""
+    steps: list[tuple[float, int]] = field(default_factory=list)
+    """(ms since the turn started, tokens) for each decode step, where the backend sees them."""
 
     def message(self) -> Message:
         content = self.text.strip() if self.tool_calls else self.text

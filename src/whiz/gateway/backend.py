@@ -101,6 +101,10 @@ class Gateway:
     def start(self, request: TurnRequest) -> GatewayTurn:
         return GatewayTurn(self, request, session_key(request))
 
+    def start_many(self, request: TurnRequest, n: int) -> list[GatewayTurn]:
+        """`n` candidates as `n` requests, all to the session's replica (its prefix cache)."""
+        return [self.start(request) for _ in range(n)]
+
     def status(self) -> dict[str, float]:
         out: dict[str, float] = {}
         for r in self.router.replicas:

@@ -21,12 +21,16 @@ from starlette.websockets import WebSocket
 from whiz import __version__
 from whiz.backend.engine import EngineBackend
 from whiz.config import ServeSettings
-from whiz.errors import InvalidRequest, NotFound, PayloadTooLarge, WhizError
+from whiz.errors import Forbidden, InvalidRequest, NotFound, PayloadTooLarge, WhizError
+from whiz.models.store import default_home
 from whiz.seams import Backend, Engine
 from whiz.server.auth import bearer
+from whiz.server.browser import FORBIDDEN_CLOSE_CODE, SUBPROTOCOL, key_from_subprotocols
 from whiz.server.protocol import ChatRequest, ResponsesRequest, decode_json, parse
 from whiz.server.state import ServerState
+from whiz.server.web import web_routes
 from whiz.server.websocket import Session
+from whiz.server.workspace_api import build_workspace, default_undo_dir, workspace_routes
 
 log = logging.getLogger("whiz.server")
 
@@ -124,9 +128,8 @@ def create_app(engine: Engine | Backend, settings: ServeSettings | None = None) 
         state.metrics.request("chat")
         session = session_header(request.headers)
         if req.stream:
-            turn = state.chat.start(req, session)
-            await turn.open()  # a backend that refuses the turn gets its HTTP status, not a 200 stream
-            return sse(state.chat.stream(req, turn), named=False)
+            turns = await state.chat.open(req, session)  # a refusal gets its HTTP status, not a 200 stream
+            return sse(state.chat.stream(req, turns), named=False)
         out = await state.chat.complete(req, session)
         state.metrics.finished(out)
         return JSONResponse(out)
@@ -146,13 +149,16 @@ def create_app(engine: Engine | Backend, settings: ServeSettings | None = None) 
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
 
     async def responses_socket(ws: WebSocket) -> None:
-        await ws.accept()
-        key = bearer(ws.headers.get("authorization"))
+        offered = ws.scope.get("subprotocols") or []
+        await ws.accept(subprotocol=SUBPROTOCOL if SUBPROTOCOL in offered else None)
+        key = bearer(ws.headers.get("authorization")) or key_from_subprotocols(offered)
         try:
+            state.browser.check(ws.headers, ws.url.scheme, browsers_only=True)
             state.keys.check(key)
         except WhizError as exc:
             await ws.send_text(json.dumps({"type": "error", "status": exc.status, "error": exc.to_dict()}))
-            await ws.close(code=1008)
+            code = FORBIDDEN_CLOSE_CODE if isinstance(exc, Forbidden) else 1008
+            await ws.close(code=code, reason=exc.code)
             return
         session = Session(ws, state, key, session_id=session_header(ws.headers))
         state.metrics.ws_sessions += 1
@@ -184,6 +190,11 @@ def create_app(engine: Engine | Backend, settings: ServeSettings | None = None) 
         Route("/health", health, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
     ]
+    if not settings.engine_only:  # a replica behind a gateway serves the model API only
+        routes += web_routes(state)
+        if settings.workspace is not None:
+            undo_dir = default_undo_dir(default_home(), settings.workspace)
+            routes += workspace_routes(state, build_workspace(state, settings.workspace, undo_dir))
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

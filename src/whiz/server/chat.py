@@ -1,10 +1,17 @@
-"""POST /v1/chat/completions: OpenAI's Chat Completions, streaming and not, with tool calls."""
+"""POST /v1/chat/completions: OpenAI's Chat Completions, streaming and not, with tool calls.
+
+`n` > 1 asks for several candidates of one prompt; the backend runs them together where it can
+(the engine prefills the prompt once and decodes the candidates in one batch). They arrive as
+`choices[i]`, and streamed chunks carry each candidate's `index`, interleaved as the candidates
+produce text.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 from whiz.backend.types import TextDelta, TurnRequest, TurnResult
 from whiz.engine.types import SamplingParams
@@ -14,18 +21,19 @@ from whiz.server.protocol import ChatRequest
 from whiz.server.responses import timings
 
 
-def _usage(result: TurnResult) -> dict:
-    s = result.stats
-    n_out = result.output_tokens
+def _usage(results: Sequence[TurnResult]) -> dict:
+    """Usage of one request: the prompt counts once, every candidate's output counts."""
+    first = results[0].stats
+    n_out = sum(r.output_tokens for r in results)
     return {
-        "prompt_tokens": s.prompt_tokens,
+        "prompt_tokens": first.prompt_tokens,
         "completion_tokens": n_out,
-        "total_tokens": s.prompt_tokens + n_out,
-        "prompt_tokens_details": {"cached_tokens": s.cached_tokens},
+        "total_tokens": first.prompt_tokens + n_out,
+        "prompt_tokens_details": {"cached_tokens": first.cached_tokens},
         "completion_tokens_details": {
             "reasoning_tokens": 0,
-            "accepted_prediction_tokens": s.draft_accepted,
-            "rejected_prediction_tokens": s.draft_rejected,
+            "accepted_prediction_tokens": sum(r.stats.draft_accepted for r in results),
+            "rejected_prediction_tokens": sum(r.stats.draft_rejected for r in results),
         },
     }
 
@@ -51,8 +59,8 @@ class ChatService:
         self.model_name = model_name
         self.defaults = defaults
 
-    def start(self, req: ChatRequest, session: str | None = None) -> BackendTurn:
-        """Validate a turn (raises before anything is sent); it runs once opened or iterated."""
+    def start(self, req: ChatRequest, session: str | None = None) -> list[BackendTurn]:
+        """Validate the request's turns, one per candidate (raises before anything is sent)."""
         messages = req.conversation()
         system = None
         if messages and messages[0].role == "system":
@@ -70,56 +78,113 @@ class ChatService:
             cache_key=req.prompt_cache_key,
             input_param="messages",
         )
-        return self.backend.start(request)
+        return self.backend.start_many(request, req.n)
+
+    async def open(self, req: ChatRequest, session: str | None = None) -> list[BackendTurn]:
+        """Start the turns; a backend that refuses one raises here, before any chunk is sent."""
+        turns = self.start(req, session)
+        try:
+            for turn in turns:
+                await turn.open()
+        except BaseException:
+            for turn in turns:
+                turn.cancel()
+            raise
+        return turns
 
     def _envelope(self, req: ChatRequest, cid: str, created: int, obj: str) -> dict:
         return {"id": cid, "object": obj, "created": created, "model": req.model or self.model_name}
 
     async def complete(self, req: ChatRequest, session: str | None = None) -> dict:
-        turn = self.start(req, session)
-        async for _ in turn.events():
-            pass
-        result = turn.result
-        message: dict = {"role": "assistant", "content": result.message().content or None}
-        if result.tool_calls:
-            message["tool_calls"] = [_tool_call_json(c) for c in result.tool_calls]
+        turns = self.start(req, session)
+
+        async def run(turn: BackendTurn) -> TurnResult:
+            async for _ in turn.events():
+                pass
+            assert turn.result is not None
+            return turn.result
+
+        try:
+            results = await asyncio.gather(*(run(t) for t in turns))
+        finally:
+            for turn in turns:
+                turn.cancel()
+        choices = []
+        for i, result in enumerate(results):
+            message: dict = {"role": "assistant", "content": result.message().content or None}
+            if result.tool_calls:
+                message["tool_calls"] = [_tool_call_json(c) for c in result.tool_calls]
+            choice = {
+                "index": i,
+                "message": message,
+                "logprobs": None,
+                "finish_reason": _finish_reason(result),
+            }
+            if len(results) > 1:
+                choice["whiz"] = timings(result.stats)
+            choices.append(choice)
         return {
             **self._envelope(req, "chatcmpl-" + uuid.uuid4().hex, int(time.time()), "chat.completion"),
-            "choices": [
-                {"index": 0, "message": message, "logprobs": None, "finish_reason": _finish_reason(result)}
-            ],
-            "usage": _usage(result),
-            "whiz": timings(result.stats),
+            "choices": choices,
+            "usage": _usage(results),
+            "whiz": timings(results[0].stats),
         }
 
-    async def stream(self, req: ChatRequest, turn: BackendTurn) -> AsyncIterator[dict]:
+    async def stream(self, req: ChatRequest, turns: list[BackendTurn]) -> AsyncIterator[dict]:
         """The chunks of a streamed completion (the caller frames them as SSE and adds [DONE]).
 
         A backend that fails mid-stream ends it with an `error` chunk, as OpenAI's API does.
         """
         base = self._envelope(req, "chatcmpl-" + uuid.uuid4().hex, int(time.time()), "chat.completion.chunk")
 
-        def chunk(delta: dict, finish: str | None = None) -> dict:
+        def chunk(index: int, delta: dict, finish: str | None = None) -> dict:
             return {
                 **base,
-                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+                "choices": [{"index": index, "delta": delta, "logprobs": None, "finish_reason": finish}],
             }
 
-        yield chunk({"role": "assistant", "content": ""})
-        n_calls = 0
+        for i in range(len(turns)):
+            yield chunk(i, {"role": "assistant", "content": ""})
+        # Each candidate's pieces go through one queue, so chunks leave in the order they were made.
+        pieces: asyncio.Queue = asyncio.Queue()
+        done = object()
+
+        async def pump(i: int, turn: BackendTurn) -> None:
+            try:
+                async for piece in turn.events():
+                    await pieces.put((i, piece))
+            finally:
+                await pieces.put((i, done))
+
+        tasks = [asyncio.create_task(pump(i, t)) for i, t in enumerate(turns)]
+        n_calls = [0] * len(turns)
         try:
-            async for piece in turn.events():
-                if isinstance(piece, TextDelta):
-                    yield chunk({"content": piece.text})
+            running = len(turns)
+            while running:
+                i, piece = await pieces.get()
+                if piece is done:
+                    running -= 1
+                    result = turns[i].result
+                    if result is None:  # the turn failed; its task holds the error
+                        await tasks[i]
+                        continue
+                    last = chunk(i, {}, _finish_reason(result))
+                    last["whiz"] = timings(result.stats)
+                    yield last
+                elif isinstance(piece, TextDelta):
+                    yield chunk(i, {"content": piece.text})
                 else:
-                    yield chunk({"tool_calls": [_tool_call_json(piece, n_calls)]})
-                    n_calls += 1
+                    yield chunk(i, {"tool_calls": [_tool_call_json(piece, n_calls[i])]})
+                    n_calls[i] += 1
         except WhizError as exc:
             yield {"error": exc.to_dict()}
             return
-        result = turn.result
-        last = chunk({}, _finish_reason(result))
-        last["whiz"] = timings(result.stats)
-        yield last
+        finally:
+            # Also runs when the client goes away: stop every candidate within a step.
+            for turn in turns:
+                turn.cancel()
+            for task in tasks:
+                task.cancel()
         if req.stream_options and req.stream_options.include_usage:
-            yield {**base, "choices": [], "usage": _usage(result), "whiz": timings(result.stats)}
+            results = [t.result for t in turns if t.result is not None]
+            yield {**base, "choices": [], "usage": _usage(results), "whiz": timings(results[0].stats)}
