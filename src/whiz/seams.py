@@ -144,6 +144,10 @@ class Backend(Protocol):
         """`n` candidate turns for one request (chat's `n`); the engine prefills the prompt once."""
         ...
 
+    def count_tokens(self, text: str) -> int:
+        """How many tokens `text` is: exact where the backend has the tokenizer, else an estimate."""
+        ...
+
     def status(self) -> dict[str, float]:
         """Gauges for /metrics: metric names after `whiz_`, with Prometheus labels where needed."""
         ...

@@ -75,6 +75,9 @@ class EngineBackend:
             for i in range(n)
         ]
 
+    def count_tokens(self, text: str) -> int:
+        return len(self.engine.tokenizer.encode(text))
+
     def status(self) -> dict[str, float]:
         status = self.engine.status() if hasattr(self.engine, "status") else {}
         return {f"engine_{k}": v for k, v in status.items()}

@@ -76,7 +76,7 @@ class ModelEditProposer:
     async def propose(self, path: str, content: str, instruction: str, model: str | None) -> Proposal:
         req = edit_request(path, content, instruction, model)
         # Room for the whole file, rewritten a little longer, and the path line around it.
-        file_tokens = len(self.responses.engine.tokenizer.encode(content))
+        file_tokens = self.responses.backend.count_tokens(content)
         req.max_output_tokens = 2 * file_tokens + 256
         run = self.responses.start(self.responses.prepare(req, None, session=None))
         async for _ in run.events():
