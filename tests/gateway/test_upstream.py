@@ -177,3 +177,13 @@ async def _until(predicate, timeout_s: float = 5.0) -> None:
             return
         await asyncio.sleep(0.02)
     assert predicate()
+
+
+async def test_n_candidates_are_n_requests_to_the_sessions_replica(upstreams, gateway):
+    a, b = upstreams(), upstreams()
+    gw = gateway([a.url, b.url])
+    body = {"messages": [{"role": "user", "content": "twice"}], "n": 2}
+    async with HttpClient(gw.root) as client:
+        out = await client.post("/chat/completions", body)
+    assert [c["message"]["content"] for c in out["choices"]] == ["echo: twice"] * 2
+    assert sorted([len(a.fake.bodies), len(b.fake.bodies)]) == [0, 2]  # both on one replica
