@@ -57,6 +57,13 @@ def serve(
         int | None, typer.Option(help="Longest draft verified in one batch (default 32).")
     ] = None,
     config: Annotated[Path | None, typer.Option(help="TOML file with a [serve] table.")] = None,
+    draft_model: Annotated[
+        str | None,
+        typer.Option(
+            help="A smaller model with the same tokenizer that drafts tokens for --model "
+            "(e.g. qwen2.5-coder-0.5b for qwen2.5-coder-1.5b); output is unchanged."
+        ),
+    ] = None,
 ) -> None:
     """Serve the OpenAI-compatible APIs (Chat Completions, Responses, and its WebSocket mode)."""
     from whiz.config import load_settings
@@ -76,6 +83,7 @@ def serve(
         rate_limit_rpm=rate_limit_rpm,
         speculation=speculation,
         max_draft=max_draft,
+        draft_model=draft_model,
     )
     try:
         serve_forever(settings, err)

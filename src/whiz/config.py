@@ -40,6 +40,11 @@ class ServeSettings(BaseModel):
     top_k: int = Field(20, description="Top-k sampling (not part of OpenAI's API).")
     max_body_mb: float = Field(16, description="Largest request body accepted.")
     stored_responses: int = Field(256, description="Responses kept for previous_response_id over HTTP.")
+    draft_model: str | None = Field(
+        None,
+        description="A smaller model with the same tokenizer that drafts tokens for --model, which "
+        "verifies them (e.g. qwen2.5-coder-0.5b for qwen2.5-coder-1.5b). Output is unchanged.",
+    )
 
 
 def env_overrides(prefix: str = "WHIZ_") -> dict[str, Any]:

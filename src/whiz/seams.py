@@ -49,7 +49,19 @@ class Engine(Protocol):
 
     def generate(self, request: GenerateRequest) -> Stream: ...
 
+    def generate_many(self, request: GenerateRequest, n: int) -> list[Stream]:
+        """`n` candidates for one prompt, decoded together; the prompt is prefilled once."""
+        ...
+
     def close(self) -> None: ...
+
+
+class Drafter(Protocol):
+    """Cheap guesses of what the model writes next, verified by the model in one batch."""
+
+    def propose(self, context: Sequence[int], n: int) -> list[int]:
+        """Up to `n` tokens likely to follow `context` (prompt and output so far); [] for none."""
+        ...
 
 
 class Runtime(Protocol):

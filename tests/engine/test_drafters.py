@@ -1,4 +1,5 @@
 from whiz.engine.drafters import ChainDrafter, PredictionDrafter, PromptLookupDrafter
+from whiz.engine.speculative import BatchCost, DraftLength
 
 
 def test_prompt_lookup_copies_what_followed_the_last_ngram():
@@ -35,6 +36,36 @@ def test_prediction_drafter_waits_for_an_anchor_inside_new_text():
     assert d.propose([5, 6, 7, 8, 104, 105], 2) == [106, 107]
 
 
+def length(**kw) -> DraftLength:
+    # Each extra row costs 3 ms against 10 ms for a plain step: drafts pay only while they hit.
+    return DraftLength(BatchCost({1: 10.0, 64: 199.0}), max_len=8, **kw)
+
+
 def test_chain_takes_the_first_non_empty_draft():
-    chain = ChainDrafter([PredictionDrafter([], 0), PromptLookupDrafter(max_ngram=2)])
+    chain = ChainDrafter([(PredictionDrafter([], 0), length()), (PromptLookupDrafter(max_ngram=2), length())])
     assert chain.propose([1, 2, 3, 1, 2], 1) == [3]
+
+
+class Fixed:
+    """A drafter that always guesses the same tokens."""
+
+    def __init__(self, tokens: list[int]):
+        self.tokens = tokens
+
+    def propose(self, context, n):
+        return self.tokens[:n]
+
+
+def test_chain_credits_the_drafter_that_drafted_and_skips_one_that_pauses():
+    lookup, model = length(prior=0.7), length(prior=0.7)
+    chain = ChainDrafter([(PromptLookupDrafter(max_ngram=2), lookup), (Fixed([7, 8, 9]), model)])
+    draft = chain.propose([1, 2, 3, 1, 2], 8)
+    assert draft == [3, 1, 2][: len(draft)] and draft  # lookup matched first
+    chain.update(len(draft), 0)
+    assert lookup.rate < 0.7 and model.rate == 0.7
+    for _ in range(10):
+        chain.update(3, 0)  # lookup keeps missing, until drafting with it no longer pays
+    assert lookup.best() == 0
+    # Lookup pauses itself; the next drafter in the chain drafts instead.
+    draft = chain.propose([1, 2, 3, 1, 2], 8)
+    assert draft and draft == [7, 8, 9][: len(draft)]

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from whiz.engine.speculative import DraftLength
+from whiz.seams import Drafter
+
 
 class PromptLookupDrafter:
     """Copies what followed the most recent earlier occurrence of the context's last n-gram.
@@ -106,14 +109,31 @@ class PredictionDrafter:
 
 
 class ChainDrafter:
-    """Asks each drafter in turn; the first non-empty draft wins."""
+    """Asks each drafter in turn, each with its own draft length; the first non-empty draft wins.
 
-    def __init__(self, drafters: Sequence):
-        self.drafters = list(drafters)
+    Every drafter keeps its own acceptance estimate and cost model: a prediction is usually right,
+    lookup guesses are riskier, and a draft model spends time on every token it proposes. One
+    drafter that keeps missing pauses itself without silencing the others.
+    """
 
-    def propose(self, context: Sequence[int], n: int) -> list[int]:
-        for drafter in self.drafters:
-            draft = drafter.propose(context, n)
+    def __init__(self, entries: Sequence[tuple[Drafter, DraftLength]]):
+        self.entries = list(entries)
+        self._used: DraftLength | None = None
+
+    def propose(self, context: Sequence[int], room: int) -> list[int]:
+        """A draft of at most `room` tokens (empty: decode plainly this step)."""
+        self._used = None
+        for drafter, length in self.entries:
+            k = min(length.next(), room)
+            if k <= 0:
+                continue
+            draft = list(drafter.propose(context, k))[:k]
             if draft:
+                self._used = length
                 return draft
         return []
+
+    def update(self, proposed: int, accepted: int) -> None:
+        """Tell the drafter that made the last draft how much of it the model kept."""
+        if self._used is not None:
+            self._used.update(proposed, accepted)

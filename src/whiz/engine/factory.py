@@ -3,23 +3,38 @@
 from __future__ import annotations
 
 from whiz.config import ServeSettings
+from whiz.engine.draft_model import DraftModel, check_compatible
 from whiz.engine.scheduler import Scheduler
 from whiz.engine.types import EngineInfo
+from whiz.errors import EngineError
 
 
 def load_engine(settings: ServeSettings, *, progress=None) -> Scheduler:
-    """The engine for `settings.model`: 'fake', a registry name, a .gguf path or an hf: ref."""
+    """The engine for `settings.model`: 'fake', a registry name, a .gguf path or an hf: ref.
+
+    With `settings.draft_model`, a second, smaller model drafts tokens for it.
+    """
     if settings.model == "fake":
         from whiz.engine.fake import fake_engine
 
-        engine = fake_engine(n_ctx=settings.ctx or 8192, n_seq_max=min(settings.slots, 8))
+        if settings.draft_model not in (None, "fake"):
+            raise EngineError("the fake model drafts only with the fake draft model: --draft-model fake")
+        engine = fake_engine(
+            n_ctx=settings.ctx or 8192,
+            n_seq_max=min(settings.slots, 8),
+            draft_miss_every=8 if settings.draft_model else None,
+        )
         engine.speculation = settings.speculation
         return engine
+    if settings.draft_model == "fake":
+        raise EngineError("the fake draft model drafts only for the fake model (--model fake)")
 
     from whiz.engine.llamacpp import LlamaRuntime
     from whiz.models import ModelStore, default_home
 
-    path = ModelStore(default_home()).resolve(settings.model)
+    store = ModelStore(default_home())
+    path = store.resolve(settings.model)
+    draft_path = store.resolve(settings.draft_model) if settings.draft_model else None
     runtime = LlamaRuntime(
         path,
         kv_budget_mb=settings.kv_budget_mb,
@@ -27,10 +42,34 @@ def load_engine(settings: ServeSettings, *, progress=None) -> Scheduler:
         n_seq_max=settings.slots,
         n_threads=settings.threads,
     )
+    draft = None
+    if draft_path is not None:
+        # One draft sequence per slot, as long as the slot's: the budget bought the slots already.
+        small = LlamaRuntime(
+            draft_path,
+            kv_budget_mb=None,
+            ctx=runtime.ctx_per_conversation,
+            n_seq_max=runtime.n_seq_max,
+            n_threads=settings.threads,
+            exact=False,
+        )
+        try:
+            check_compatible(runtime, small)
+        except EngineError:
+            small.close()
+            runtime.close()
+            raise
+        draft = DraftModel(small, name=settings.draft_model)
     info = EngineInfo(
         model=settings.model_name or settings.model,
         n_ctx=runtime.ctx_per_conversation,
         n_ctx_train=runtime.n_ctx_train,
         n_seq_max=runtime.n_seq_max,
     )
-    return Scheduler(runtime, info, speculation=settings.speculation, max_draft=settings.max_draft)
+    return Scheduler(
+        runtime,
+        info,
+        speculation=settings.speculation,
+        max_draft=settings.max_draft,
+        draft_model=draft,
+    )

@@ -4,6 +4,7 @@ The fake is faithful where the scheduler could go wrong: its KV cache has a fixe
 cells that sequences share after `seq_cp`, it raises KVCacheFull when full, and it refuses a
 batch whose positions don't continue what the sequence already holds. Its "model" replies with
 whatever a script returns for the conversation, one byte per token, so tests know the answer.
+`miss_every` makes it guess wrong now and then, like a small draft model next to a big one.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from whiz.engine.draft_model import DraftModel
 from whiz.engine.scheduler import Scheduler
 from whiz.engine.types import EngineInfo
 from whiz.errors import EngineError, KVCacheFull
@@ -73,6 +75,7 @@ class FakeRuntime:
         n_seq_max: int = 4,
         step_s: float = 0.002,
         token_s: float = 0.0001,
+        miss_every: int = 0,
     ):
         self.tokenizer = ByteTokenizer()
         self.script = script
@@ -81,6 +84,7 @@ class FakeRuntime:
         self.n_vocab = ByteTokenizer.n_vocab
         self.step_s = step_s
         self.token_s = token_s
+        self.miss_every = miss_every
         # Each cell holds (position, token) and the set of sequences that share it.
         self._cells: list[tuple[int, int, set[int]]] = []
         self.decoded_tokens = 0
@@ -120,6 +124,8 @@ class FakeRuntime:
             written = text[cut + len(_ASSISTANT) :]
             if reply.startswith(written) and len(written) < len(reply):
                 nxt = reply[len(written)]
+                if self.miss_every and len(written) % self.miss_every == self.miss_every - 1:
+                    nxt = ord("?") if nxt != ord("?") else ord("!")
         logits[nxt] = 30.0
         return logits
 
@@ -143,8 +149,23 @@ class FakeRuntime:
         return len(self._cells)
 
 
-def fake_engine(script: Callable[[str], str] = echo_script, *, n_ctx: int = 8192, **kw) -> Scheduler:
-    """A ready engine over the fake runtime, for tests and `whiz serve --model fake`."""
+def fake_engine(
+    script: Callable[[str], str] = echo_script,
+    *,
+    n_ctx: int = 8192,
+    draft_miss_every: int | None = None,
+    **kw,
+) -> Scheduler:
+    """A ready engine over the fake runtime, for tests and `whiz serve --model fake`.
+
+    With `draft_miss_every`, a second fake, ten times cheaper, drafts for it as a draft model and
+    guesses wrong at every n-th output position.
+    """
     runtime = FakeRuntime(script, n_ctx=n_ctx, **kw)
     info = EngineInfo(model="fake", n_ctx=n_ctx, n_ctx_train=n_ctx, n_seq_max=runtime.n_seq_max)
-    return Scheduler(runtime, info)
+    draft = None
+    if draft_miss_every is not None:
+        small = FakeRuntime(script, n_ctx=n_ctx, **kw, miss_every=draft_miss_every)
+        small.batch_costs_ms = {n: ms / 10 for n, ms in small.batch_costs_ms.items()}  # a small model
+        draft = DraftModel(small, name="fake")
+    return Scheduler(runtime, info, draft_model=draft)

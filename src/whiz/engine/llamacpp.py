@@ -83,13 +83,21 @@ class LlamaRuntime:
         self,
         model_path: Path,
         *,
-        kv_budget_mb: int = 2048,
+        kv_budget_mb: int | None = 2048,
         ctx: int | None = None,
         n_seq_max: int = 8,
         n_threads: int | None = None,
         n_batch: int = 512,
         n_ubatch: int = 256,
+        exact: bool = True,
     ):
+        """Load the model and make a context.
+
+        `kv_budget_mb` buys as many sequences of `ctx` tokens as fit (at least 2, at most
+        `n_seq_max`); None gives exactly `n_seq_max` of them. `exact=False` allows the faster
+        kernels whose sums depend on the batch: fine for a draft model, whose guesses are
+        checked anyway, never for a model whose output must not depend on speculation.
+        """
         import llama_cpp  # imported here so that the fake engine and the CLI need no native library
 
         self._ll = llama_cpp
@@ -98,7 +106,7 @@ class LlamaRuntime:
         mparams = llama_cpp.llama_model_default_params()
         mparams.n_gpu_layers = 0
         # Repacked weights use a different kernel from 4 rows on: same batch-invariance reason.
-        mparams.use_extra_bufts = False
+        mparams.use_extra_bufts = not exact
         self._model = llama_cpp.llama_model_load_from_file(str(model_path).encode(), mparams)
         if not self._model:
             raise EngineError(f"llama.cpp could not load the model file {model_path}")
@@ -115,9 +123,12 @@ class LlamaRuntime:
         n_head_kv = llama_cpp.llama_model_n_head_kv(self._model)
         head_dim = llama_cpp.llama_model_n_embd(self._model) // max(n_head, 1)
         self.kv_bytes_per_token = 2 * n_layer * n_head_kv * head_dim * 2  # K and V, f16
-        budget_cells = kv_budget_mb * 1024 * 1024 // self.kv_bytes_per_token
-        per_seq = min(ctx or self.n_ctx_train, max(budget_cells // 2, 512))
-        n_seq_max = max(2, min(n_seq_max, budget_cells // per_seq))
+        if kv_budget_mb is None:
+            per_seq = ctx or self.n_ctx_train
+        else:
+            budget_cells = kv_budget_mb * 1024 * 1024 // self.kv_bytes_per_token
+            per_seq = min(ctx or self.n_ctx_train, max(budget_cells // 2, 512))
+            n_seq_max = max(2, min(n_seq_max, budget_cells // per_seq))
         n_ctx = per_seq * n_seq_max
         threads = n_threads or os.cpu_count() or 2
         cparams = llama_cpp.llama_context_default_params()

@@ -5,6 +5,10 @@ holding one token for every decoding job and a chunk of prompt for jobs still pr
 several sessions decode together and a long prefill never stalls the others for long. Logits are
 requested only for rows whose next token is sampled.
 
+Candidates of one prompt (`generate_many`) are jobs that share it: the first prefills the prompt,
+the others wait for it and then start from a copy of its cache cells, and all of them decode in
+the same batches.
+
 All runtime calls happen on the worker thread (llama.cpp contexts are not thread-safe); ctypes
 releases the GIL during a decode, so the event loop stays responsive. Cancelling sets a flag the
 worker reads before every step, so a cancel takes effect within one decode step.
@@ -17,10 +21,11 @@ import queue
 import threading
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from whiz.engine.draft_model import DraftModel
 from whiz.engine.drafters import ChainDrafter, PredictionDrafter, PromptLookupDrafter
 from whiz.engine.sampling import sample
 from whiz.engine.slots import Placement, SlotTable
@@ -74,13 +79,19 @@ class Job:
     context: list[int] = field(default_factory=list)
     """Prompt and output so far: what drafters draft from."""
     drafter: ChainDrafter | None = None
-    draft_len: DraftLength | None = None
+    leader: Job | None = None
+    """For the later candidates of `generate_many`: the job that prefills the shared prompt."""
     t_submit: float = 0.0
     t_first: float = 0.0
 
     @property
     def decoding(self) -> bool:
         return self.generated > 0
+
+    @property
+    def prompt_cached(self) -> bool:
+        """The whole prompt is in the cache (or this job is over and will add no more)."""
+        return self.decoding or self.stats.finish_reason is not None
 
 
 class Scheduler:
@@ -95,10 +106,12 @@ class Scheduler:
         prefill_chunk: int = 256,
         speculation: bool = True,
         max_draft: int = 32,
+        draft_model: DraftModel | None = None,
     ):
         self.runtime = runtime
         self.speculation = speculation
         self.max_draft = max_draft
+        self.draft_model = draft_model
         self.batch_cost = BatchCost(runtime.batch_costs_ms)
         self.tokenizer = runtime.tokenizer
         self.info = info
@@ -118,6 +131,33 @@ class Scheduler:
 
     def generate(self, request: GenerateRequest) -> TokenStream:
         """Queue a request and return its stream. Raises ContextOverflow before queueing."""
+        self._check(request)
+        job = self._job(request)
+        self._inbox.put(job)
+        return job.stream
+
+    def generate_many(self, request: GenerateRequest, n: int) -> list[TokenStream]:
+        """Queue `n` candidates of one request; return their streams, in order.
+
+        The prompt is prefilled once: the first candidate prefills it, the others then copy its
+        cache cells and all of them decode together, one batch per step. With a seed, candidate
+        i samples with seed + i, so candidates differ at temperature > 0 and each repeats.
+        Only the first candidate keeps the request's session.
+        """
+        if not 1 <= n <= self.info.n_seq_max:
+            raise ValueError(f"n must be between 1 and {self.info.n_seq_max} (the engine's sequences)")
+        self._check(request)
+        jobs = []
+        for i in range(n):
+            seed = request.sampling.seed
+            sampling = replace(request.sampling, seed=None if seed is None else seed + i)
+            mine = request if i == 0 else replace(request, sampling=sampling, session=None)
+            jobs.append(self._job(mine, leader=jobs[0] if jobs else None))
+        for job in jobs:
+            self._inbox.put(job)
+        return [job.stream for job in jobs]
+
+    def _check(self, request: GenerateRequest) -> None:
         limit = self.info.n_ctx
         if not request.prompt:
             raise ValueError("a generation needs at least one prompt token")
@@ -125,17 +165,25 @@ class Scheduler:
             raise ContextOverflow(len(request.prompt), limit)
         # Output beyond the window is cut, as OpenAI does with max_tokens: finish_reason "length".
         request.max_tokens = max(0, min(request.max_tokens, limit - len(request.prompt)))
-        job = Job(request=request, t_submit=time.perf_counter())
+
+    def _job(self, request: GenerateRequest, leader: Job | None = None) -> Job:
+        job = Job(request=request, t_submit=time.perf_counter(), leader=leader)
         job.stats.prompt_tokens = len(request.prompt)
         job.rng = np.random.default_rng(request.sampling.seed)
         job.stream = TokenStream(asyncio.get_running_loop(), job)
-        self._inbox.put(job)
-        return job.stream
+        return job
 
     def close(self) -> None:
+        """Stop the worker, then free the runtimes (a worker stuck in a decode keeps them)."""
         self._closed = True
         self._inbox.put(None)
         self._thread.join(timeout=10)
+        if self._thread.is_alive():
+            return
+        for runtime in (self.runtime, self.draft_model.runtime if self.draft_model else None):
+            close = getattr(runtime, "close", None)
+            if close is not None:
+                close()
 
     def status(self) -> dict:
         """Counters for /metrics."""
@@ -187,6 +235,10 @@ class Scheduler:
             if job.cancelled:
                 self._finish(job, "cancelled")
                 continue
+            if job.leader is not None and not job.leader.prompt_cached:
+                # Wait for the shared prompt: placed now, this job would prefill it a second time.
+                still_waiting.append(job)
+                continue
             req = job.request
             placement = self.slots.place(req.prompt, req.session, need_logits=req.max_tokens > 0)
             if placement is None:
@@ -216,14 +268,24 @@ class Scheduler:
         job.stats.prefill_tokens = len(job.feed)
         req = job.request
         if self.speculation and req.speculation and req.max_tokens > 1:
-            drafters = [PredictionDrafter(req.prediction, len(req.prompt))] if req.prediction else []
-            drafters.append(PromptLookupDrafter())
-            job.drafter = ChainDrafter(drafters)
-            # A prediction is usually right where the code is unchanged; lookup guesses are riskier.
-            prior = 0.95 if req.prediction else 0.7
-            job.draft_len = DraftLength(self.batch_cost, max_len=self.max_draft, prior=prior)
+            job.drafter = self._drafters(req, slot.seq)
             job.context = list(req.prompt)
         self._active.append(job)
+
+    def _drafters(self, req: GenerateRequest, seq: int) -> ChainDrafter:
+        """Prediction first, then prompt lookup (both free), then the draft model (costs time)."""
+
+        def length(prior: float, draft_token_ms: float = 0.0) -> DraftLength:
+            return DraftLength(
+                self.batch_cost, max_len=self.max_draft, prior=prior, draft_token_ms=draft_token_ms
+            )
+
+        # A prediction is usually right where the code is unchanged; lookup guesses are riskier.
+        chain = [(PredictionDrafter(req.prediction, len(req.prompt)), length(0.95))] if req.prediction else []
+        chain.append((PromptLookupDrafter(), length(0.7)))
+        if self.draft_model is not None and (drafter := self.draft_model.drafter(seq)) is not None:
+            chain.append((drafter, length(0.7, self.draft_model.step_ms)))
+        return ChainDrafter(chain)
 
     def _drop_cancelled(self) -> None:
         for job in list(self._active):
@@ -233,11 +295,9 @@ class Scheduler:
     def _draft(self, job: Job) -> list[int]:
         if job.drafter is None:
             return []
-        k = job.draft_len.next()
         # Never draft past max_tokens or the end of the context window.
         room = min(job.request.max_tokens - job.generated - 1, self.info.n_ctx - job.n_past - 2)
-        k = min(k, room)
-        return job.drafter.propose(job.context, k)[:k] if k > 0 else []
+        return job.drafter.propose(job.context, room) if room > 0 else []
 
     def _step(self) -> None:
         rows: list[tuple[int, int, int, bool]] = []
@@ -306,7 +366,7 @@ class Scheduler:
         if draft:
             job.stats.draft_accepted += kept
             job.stats.draft_rejected += len(draft) - kept
-            job.draft_len.update(len(draft), kept)
+            job.drafter.update(len(draft), kept)
         self._emit(job, verdict.tokens)
 
     def _decode_with_eviction(self, rows: list[tuple[int, int, int, bool]]) -> list[np.ndarray] | None:

@@ -85,17 +85,27 @@ class DraftLength:
     """How many tokens to draft next: the length with the most expected tokens per millisecond.
 
     With a per-token acceptance rate a, a draft of k tokens yields (1 - a^(k+1)) / (1 - a) tokens
-    (the accepted run plus the model's own token) for the cost of a k+1-row batch. The rate is a
-    running estimate from this request's verified drafts. When no length beats plain decoding,
-    drafting pauses, then probes again with a short draft, so where drafts keep missing the
-    overhead stays a few percent.
+    (the accepted run plus the model's own token) for the cost of a k+1-row batch, plus
+    `draft_token_ms` for each drafted token where drafting itself costs (a draft model; text
+    lookups are free). The rate is a running estimate from this request's verified drafts. When no
+    length beats plain decoding, drafting pauses, then probes again with a short draft, so where
+    drafts keep missing the overhead stays a few percent.
     """
 
     LENGTHS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 
-    def __init__(self, cost: BatchCost, *, max_len: int = 32, prior: float = 0.6, pause_steps: int = 16):
+    def __init__(
+        self,
+        cost: BatchCost,
+        *,
+        max_len: int = 32,
+        prior: float = 0.6,
+        pause_steps: int = 16,
+        draft_token_ms: float = 0.0,
+    ):
         self.cost = cost
         self.max_len = max_len
+        self.draft_token_ms = draft_token_ms
         self.rate = prior
         self.pause_steps = pause_steps
         self._paused = 0
@@ -108,7 +118,7 @@ class DraftLength:
         for k in self.LENGTHS:
             if k > self.max_len:
                 break
-            speed = (1 - a ** (k + 1)) / (1 - a) / self.cost(k + 1)
+            speed = (1 - a ** (k + 1)) / (1 - a) / (self.cost(k + 1) + k * self.draft_token_ms)
             if speed > best_speed * 1.02:  # a margin: a draft must clearly pay
                 best_k, best_speed = k, speed
         return best_k
