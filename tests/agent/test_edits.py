@@ -322,3 +322,12 @@ def test_unified_diff_shows_the_change() -> None:
         "\\ No newline at end of file",
     ]
     assert unified_diff(FileChange("d.py", "q\n", None)).startswith("--- a/d.py\n+++ /dev/null\n")
+
+
+def test_patch_on_crlf_file_keeps_crlf_and_mixed_files_are_left_mixed(ws: Workspace) -> None:
+    (ws.root / "w.txt").write_bytes(b"a\r\nb\r\nc\r\n")
+    edit(ws, PatchEdit("update", "w.txt", hunks=[PatchHunk(["b"], ["B", "b2"])]))
+    assert (ws.root / "w.txt").read_bytes() == b"a\r\nB\r\nb2\r\nc\r\n"
+    (ws.root / "mixed.txt").write_bytes(b"a\r\nb\nc\r\n")
+    edit(ws, SearchReplace("mixed.txt", "b\n", "B\n"))
+    assert (ws.root / "mixed.txt").read_bytes() == b"a\r\nB\nc\r\n"

@@ -170,10 +170,7 @@ def apply_hunks(path: str, text: str, hunks: list[PatchHunk]) -> str:
     for number, hunk in enumerate(hunks, start=1):
         what = f"Hunk {number} of *** Update File: {path}"
         if hunk.context is not None and hunk.context.strip():
-            try:
-                found = find_block(doc.lines, [hunk.context], start=cursor, first_wins=True)
-            except Ambiguous:  # pragma: no cover - first_wins never raises
-                found = None
+            found = find_block(doc.lines, [hunk.context], start=cursor, first_wins=True)
             if found is None:
                 raise EditError(
                     f"{what}: its '@@ {hunk.context}' line is not in the file"
