@@ -31,6 +31,7 @@ from whiz.agent.model import Finished, ModelClient, ModelEvent, ModelRequest, Te
 from whiz.agent.modes import Label, Router
 from whiz.agent.workspace import Workspace
 from whiz.environments.local import LocalEnvironment, truncate
+from whiz.errors import WhizError
 from whiz.environments.worktree import CopyError, isolated_copy
 
 Status = Literal["passed", "failed", "timeout", "malformed", "no_edit"]
@@ -352,7 +353,11 @@ class HealingModel:
             async for event in self.inner.respond(request):
                 yield event
             return
-        outcome = await self.healer.heal(self.router, chat_messages(request.instructions, request.items))
+        try:
+            outcome = await self.healer.heal(self.router, chat_messages(request.instructions, request.items))
+        except WhizError as exc:  # no server for the candidates, say: the turn fails with why
+            yield Finished("failed", error=exc.message)
+            return
         results = outcome.results
         if any(r.status in ("passed", "failed", "timeout") for r in results):
             self._armed = False

@@ -26,7 +26,7 @@ from typing import Literal, Protocol
 from whiz.agent.candidates import CandidateSource, ChatCandidates
 from whiz.agent.chat_model import ChatModel
 from whiz.agent.events import Emitter, Event
-from whiz.agent.model import ModelClient, ModelEvent, ModelRequest
+from whiz.agent.model import Finished, ModelClient, ModelEvent, ModelRequest
 from whiz.agent.runner import AgentOptions, SetupError, ensure_server, probe
 from whiz.agent.whiz_model import WhizModel
 from whiz.client import ConnectError, HttpClient
@@ -306,7 +306,11 @@ class RoutedModel:
                 )
 
     async def respond(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        client = await self._client(self.router.current)
+        try:
+            client = await self._client(self.router.current)
+        except WhizError as exc:  # the deep model would not start, say: the turn fails with why
+            yield Finished("failed", error=exc.message)
+            return
         self._active = client
         try:
             async for event in client.respond(request):

@@ -1,0 +1,349 @@
+"""`whiz exec --mode`, `whiz heal` and `whiz swarm` as library functions: the CLI only parses flags.
+
+Each run has the same frame: events go to one sink (JSON Lines, or plain text on stderr), a
+`Router` over a `ModelPool` says which model answers, the safety policy looks at the request
+first, and routing decisions (mode changes, policy) go to the session log as well as to the
+user. Exit codes as `whiz exec`: 0 done, 1 failed, refused or cancelled, 2 could not start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from whiz.agent.edits import EditError, apply_changes, unified_diff
+from whiz.agent.events import EventSink, JsonLinesPrinter
+from whiz.agent.headless import EXIT_DONE, EXIT_FAILED, EXIT_SETUP, HumanPrinter
+from whiz.agent.healing import Healer, HealingModel, HealOutcome, HealSettings
+from whiz.agent.model import ModelClient
+from whiz.agent.modes import DeepSettings, FastSettings, Mode, ModelPool, Models, RoutedModel, Router
+from whiz.agent.notices import ItemEmitter, NoticePrinter, Tee
+from whiz.agent.policy import ChatModelCheck, Decision, Policy, PolicyAction
+from whiz.agent.prompt import mentioned_files, system_prompt, task_message
+from whiz.agent.runner import AgentOptions, AgentSession, SetupError
+from whiz.agent.sessions import SessionStore, TurnRecord, data_home
+from whiz.agent.undo import UndoStore
+from whiz.agent.workspace import Workspace
+from whiz.client import HttpClient
+from whiz.environments.local import CommandResult, LocalEnvironment, truncate
+from whiz.errors import WhizError
+
+ROUTING_ITEMS = ("mode_change", "policy_decision")
+
+
+@dataclass
+class RunOptions:
+    """What every mode-aware run needs besides its task."""
+
+    workspace: Path
+    mode: Mode = "fast"
+    fast: FastSettings = field(default_factory=FastSettings)
+    deep: DeepSettings = field(default_factory=DeepSettings)
+    policy: PolicyAction = "refuse"
+    policy_model_check: bool = False
+    """Ask the fast model about requests the rules cannot decide."""
+    home: Path | None = None
+
+
+class SessionLog:
+    """An `EventSink` that writes routing decisions into the session log (SQLite)."""
+
+    def __init__(self, store: SessionStore, session_id: str):
+        self.store = store
+        self.session_id = session_id
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        item = event.get("item") or {}
+        if event.get("type") == "item.completed" and item.get("type") in ROUTING_ITEMS:
+            self.store.log_event(self.session_id, item["type"], {k: v for k, v in item.items() if k != "id"})
+
+
+def printer(json_mode: bool, out: TextIO | None, err: TextIO | None) -> EventSink:
+    """JSON Lines on stdout, or the agent's plain-text view plus lines for routing and healing."""
+    if json_mode:
+        return JsonLinesPrinter(out)
+    return Tee(HumanPrinter(out, err), NoticePrinter(err))
+
+
+async def check_policy(
+    task: str, options: RunOptions, pool: Models, router: Router, emit: ItemEmitter
+) -> Decision:
+    """Run the policy on `task`; flagged requests are reported, and a reroute pins the turn to deep."""
+    check = None
+    http = None
+    if options.policy_model_check and isinstance(pool, ModelPool):
+        ep = await pool.endpoint("fast")
+        http = HttpClient(ep.base_url, ep.api_key)
+        check = ChatModelCheck(http, ep.model)
+    try:
+        decision = await Policy(options.policy, check).check(task)
+    finally:
+        if http is not None:
+            await http.close()
+    if decision.flagged:
+        emit.single("policy_decision", **decision.item())
+    if decision.action == "reroute:deep":
+        router.pin_deep(f"the safety policy rerouted the request: {decision.verdict.reason}", "policy")
+    return decision
+
+
+def refuse(emit: ItemEmitter, decision: Decision) -> str:
+    """End a refused request's turn; returns the message."""
+    message = f"refused by the safety policy: {decision.verdict.reason}"
+    turn_id = "turn_" + uuid.uuid4().hex[:12]
+    emit.emit("turn.started", turn_id=turn_id)
+    emit.emit("turn.failed", turn_id=turn_id, error={"message": message}, usage={})
+    return message
+
+
+# -- whiz exec --mode ------------------------------------------------------------------------------
+
+
+def exec_in_mode(
+    task: str,
+    agent: AgentOptions,
+    options: RunOptions,
+    *,
+    heal_n: int = 0,
+    json_mode: bool = False,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+    pool: Models | None = None,
+) -> int:
+    """`whiz exec` with modes, healing steps and the policy; returns the exit code."""
+    err = err or sys.stderr
+    return asyncio.run(_exec(task, agent, options, heal_n, printer(json_mode, out, err), err, pool))
+
+
+async def _exec(
+    task: str,
+    agent_options: AgentOptions,
+    options: RunOptions,
+    heal_n: int,
+    sink: EventSink,
+    err: TextIO,
+    pool: Models | None,
+) -> int:
+    def notice(line: str) -> None:
+        err.write(f"whiz: {line}\n")
+        err.flush()
+
+    chain = Tee(sink)
+    emit = ItemEmitter(chain)
+    pool = pool or ModelPool(options.fast, options.deep, notice=notice)
+    router = Router(pool, options.mode, emit)
+    routed = RoutedModel(router)
+    model: ModelClient = routed
+    chain.sinks.append(routed.observe)
+    if heal_n > 1 and agent_options.test_cmd:
+        healer = Healer(
+            Workspace(agent_options.workspace), agent_options.test_cmd, HealSettings(n=heal_n), emit=emit
+        )
+        model = HealingModel(routed, healer, router)
+        chain.sinks.append(model.observe)
+    session = None
+    try:
+        if isinstance(pool, ModelPool):
+            await pool.endpoint(router.current)  # no server: one clear line now, not mid-turn
+        session = await AgentSession.open(agent_options, sink=chain, notice=notice, model=model)
+        chain.sinks.append(SessionLog(session.store, session.id))
+        decision = await check_policy(task, options, pool, router, emit)
+        if decision.action == "refuse":
+            message = refuse(emit, decision)
+            session.store.save(
+                session.id,
+                session.agent.items,
+                TurnRecord("refused", task, "refused", message, [], time.time()),
+            )
+            err.write(f"error: {message}\n")
+            return EXIT_FAILED
+        result = await _run_interruptible(session, task)
+    except SetupError as exc:
+        sink({"type": "error", "message": exc.message})
+        err.write(f"error: {exc.message}\n")
+        return EXIT_SETUP
+    finally:
+        if session is not None:
+            await session.close()
+        await routed.close()
+        await pool.close()
+    if not result.ok:
+        err.write(f"error: {result.message}\n")
+    return EXIT_DONE if result.ok else EXIT_FAILED
+
+
+async def _run_interruptible(session: AgentSession, task: str):
+    loop = asyncio.get_running_loop()
+    with contextlib.suppress(NotImplementedError, RuntimeError):
+        loop.add_signal_handler(signal.SIGINT, session.agent.cancel)
+    try:
+        return await session.run(task)
+    finally:
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.remove_signal_handler(signal.SIGINT)
+
+
+# -- whiz heal -------------------------------------------------------------------------------------
+
+MAX_FAILURE_CHARS = 4000
+
+
+def heal_messages(ws: Workspace, task: str, test_cmd: str, baseline: CommandResult | None) -> list[dict]:
+    """The conversation a heal starts from: the agent's instructions, the task with its files, and
+    (when the tests fail now) their output, with the files it names attached too."""
+    text, attached = task_message(ws, task)
+    if baseline is not None and not baseline.ok:
+        output = truncate(baseline.output, MAX_FAILURE_CHARS).rstrip()
+        text += f"\n\nThe tests (`{test_cmd}`) fail now:\n```\n{output}\n```"
+        more = [p for p in mentioned_files(ws, baseline.output) if p not in attached][:2]
+        for path in more:
+            try:
+                body = ws.read_text(path)
+            except WhizError:
+                continue
+            text += f"\n\n{path}:\n```\n{body}{'' if body.endswith(chr(10)) else chr(10)}```"
+    instructions = system_prompt(ws, "text", test_cmd=test_cmd)
+    return [{"role": "system", "content": instructions}, {"role": "user", "content": text}]
+
+
+@dataclass
+class HealResult:
+    outcome: HealOutcome | None
+    applied: list[str]
+    message: str
+    ok: bool
+
+
+def heal_task(
+    task: str,
+    test_cmd: str,
+    options: RunOptions,
+    settings: HealSettings,
+    *,
+    json_mode: bool = False,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+    pool: Models | None = None,
+) -> int:
+    """`whiz heal`: heal once, apply the winner (undoably), return the exit code."""
+    err = err or sys.stderr
+    sink = printer(json_mode, out, err)
+    try:
+        result = asyncio.run(_heal(task, test_cmd, options, settings, sink, err, pool))
+    except SetupError as exc:
+        sink({"type": "error", "message": exc.message})
+        err.write(f"error: {exc.message}\n")
+        return EXIT_SETUP
+    if not result.ok:
+        err.write(f"error: {result.message}\n")
+    return EXIT_DONE if result.ok else EXIT_FAILED
+
+
+async def _heal(
+    task: str,
+    test_cmd: str,
+    options: RunOptions,
+    settings: HealSettings,
+    sink: EventSink,
+    err: TextIO,
+    pool: Models | None,
+) -> HealResult:
+    def notice(line: str) -> None:
+        err.write(f"whiz: {line}\n")
+        err.flush()
+
+    ws = Workspace(options.workspace)
+    home = options.home or data_home()
+    chain = Tee(sink)
+    emit = ItemEmitter(chain)
+    pool = pool or ModelPool(options.fast, options.deep, notice=notice)
+    router = Router(pool, options.mode, emit)
+    store = SessionStore(home / "sessions.db")
+    try:
+        if isinstance(pool, ModelPool):
+            await pool.endpoint(router.current)
+        info = store.create(ws.root, title=task, settings={"command": "heal", "mode": options.mode})
+        sink({"type": "thread.started", "thread_id": info.id})
+        chain.sinks.append(SessionLog(store, info.id))
+        decision = await check_policy(task, options, pool, router, emit)
+        if decision.action == "refuse":
+            message = refuse(emit, decision)
+            store.save(info.id, [], TurnRecord("refused", task, "refused", message, [], time.time()))
+            return HealResult(None, [], message, False)
+        result = await _heal_turn(
+            task, test_cmd, ws, settings, router, emit, UndoStore(home / "undo" / info.id)
+        )
+        store.save(
+            info.id,
+            [{"type": "message", "role": "user", "content": task}]
+            + ([{"type": "message", "role": "assistant", "content": result.outcome.best.text}]
+               if result.outcome and result.outcome.best else []),
+            TurnRecord(uuid.uuid4().hex, task, "completed" if result.ok else "failed", result.message,
+                       result.applied, time.time()),
+        )  # fmt: skip
+        return result
+    finally:
+        store.close()
+        await pool.close()
+
+
+async def _heal_turn(
+    task: str,
+    test_cmd: str,
+    ws: Workspace,
+    settings: HealSettings,
+    router: Router,
+    emit: ItemEmitter,
+    undo: UndoStore,
+) -> HealResult:
+    turn_id = "turn_" + uuid.uuid4().hex[:12]
+    started = time.perf_counter()
+    emit.emit("turn.started", turn_id=turn_id)
+    baseline = await _baseline(ws, test_cmd, settings.test_timeout_s, emit)
+    healer = Healer(ws, test_cmd, settings, emit=emit)
+    outcome = await healer.heal(router, heal_messages(ws, task, test_cmd, baseline))
+    usage = {"output_tokens": sum(sum(r.generation.output_tokens) for r in outcome.rounds)}
+    timings = {**outcome.summary(), "duration_ms": (time.perf_counter() - started) * 1000}
+    best = outcome.best
+    if best is None:
+        message = f"no candidate passed `{test_cmd}` in {len(outcome.rounds)} round(s); nothing was changed"
+        emit.emit("turn.failed", turn_id=turn_id, error={"message": message}, usage=usage, timings=timings)
+        return HealResult(outcome, [], message, False)
+    summary = [{"path": c.path, "kind": "add" if c.before is None else "update"} for c in best.changes]
+    diff = "".join(unified_diff(c) for c in best.changes)
+    try:
+        undo.record(turn_id, best.changes)
+        apply_changes(ws, best.changes)
+    except (EditError, OSError) as exc:
+        emit.single("file_change", changes=summary, diff=diff, status="failed")
+        message = (
+            f"the winning edit could not be applied: {getattr(exc, 'message', exc)}; nothing was changed"
+        )
+        emit.emit("turn.failed", turn_id=turn_id, error={"message": message}, usage=usage, timings=timings)
+        return HealResult(outcome, [], message, False)
+    emit.single("file_change", changes=summary, diff=diff, status="completed")
+    paths = [c.path for c in best.changes]
+    message = f"round {best.round}, candidate {best.index} passes `{test_cmd}`; applied to {', '.join(paths)}"
+    emit.emit("turn.completed", turn_id=turn_id, usage=usage, timings=timings, message=message)
+    return HealResult(outcome, paths, message, True)
+
+
+async def _baseline(ws: Workspace, test_cmd: str, timeout_s: float, emit: ItemEmitter) -> CommandResult:
+    """The tests as they are now, so the model sees what fails."""
+    item = emit.start("command_execution", command=test_cmd, aggregated_output="", exit_code=None,
+                      status="in_progress")  # fmt: skip
+    result = await LocalEnvironment(ws.root, timeout_s=timeout_s).run(test_cmd)
+    emit.complete(
+        item,
+        aggregated_output=truncate(result.output, 4000),
+        exit_code=result.exit_code,
+        status="completed" if result.ok else "failed",
+    )
+    return result
