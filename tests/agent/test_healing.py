@@ -25,7 +25,8 @@ from whiz.agent.runs import RunOptions, heal_task
 from whiz.agent.sessions import SessionStore
 from whiz.agent.workspace import Workspace
 
-BUGGY = "def average(xs):\n    total = 0\n    for x in xs:\n        total += x\n    return total / (len(xs) + 1)\n"
+BUGGY = "def average(xs):\n    total = 0\n    for x in xs:\n        total += x\n"
+BUGGY += "    return total / (len(xs) + 1)\n"
 CHECK = "from calc import average\nassert average([2, 4]) == 3, average([2, 4])\nprint('ok')\n"
 TEST_CMD = f"{sys.executable} check.py"
 
