@@ -50,11 +50,14 @@ class IsolatedCopy:
 
     def close(self) -> None:
         """Remove the copy (and the worktree's registration). Safe to call twice."""
+        removed = None
         if self._git_top is not None:
-            _git(self._git_top, "worktree", "remove", "--force", str(self._holder), check=False)
-            _git(self._git_top, "worktree", "prune", check=False)
-            self._git_top = None
+            removed = _git(self._git_top, "worktree", "remove", "--force", str(self._holder / "tree"))
         shutil.rmtree(self._holder, ignore_errors=True)
+        if self._git_top is not None and removed is None:
+            # The folder is gone now, so pruning drops the worktree's registration in .git/worktrees.
+            _git(self._git_top, "worktree", "prune", check=False)
+        self._git_top = None
 
     def __enter__(self) -> IsolatedCopy:
         return self
