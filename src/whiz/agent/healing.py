@@ -31,8 +31,8 @@ from whiz.agent.model import Finished, ModelClient, ModelEvent, ModelRequest, Te
 from whiz.agent.modes import Label, Router
 from whiz.agent.workspace import Workspace
 from whiz.environments.local import LocalEnvironment, truncate
-from whiz.errors import WhizError
 from whiz.environments.worktree import CopyError, isolated_copy
+from whiz.errors import WhizError
 
 Status = Literal["passed", "failed", "timeout", "malformed", "no_edit"]
 FEEDBACK_OUTPUT_CHARS = 3000

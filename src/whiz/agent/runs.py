@@ -29,6 +29,8 @@ from whiz.agent.policy import ChatModelCheck, Decision, Policy, PolicyAction
 from whiz.agent.prompt import mentioned_files, system_prompt, task_message
 from whiz.agent.runner import AgentOptions, AgentSession, SetupError
 from whiz.agent.sessions import SessionStore, TurnRecord, data_home
+from whiz.agent.swarm import Swarm, SwarmError, SwarmOutcome, SwarmSettings
+from whiz.agent.swarm_plan import PlanError, load_plan
 from whiz.agent.undo import UndoStore
 from whiz.agent.workspace import Workspace
 from whiz.client import HttpClient
@@ -347,3 +349,114 @@ async def _baseline(ws: Workspace, test_cmd: str, timeout_s: float, emit: ItemEm
         status="completed" if result.ok else "failed",
     )
     return result
+
+
+# -- whiz swarm ------------------------------------------------------------------------------------
+
+
+def swarm_task(
+    task: str,
+    options: RunOptions,
+    settings: SwarmSettings,
+    *,
+    plan_file: Path | None = None,
+    json_mode: bool = False,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+    pool: Models | None = None,
+) -> int:
+    """`whiz swarm`: plan, work in parallel, merge, test; returns the exit code."""
+    err = err or sys.stderr
+    if json_mode:
+        sink: EventSink = JsonLinesPrinter(out)
+        progress = None
+    else:
+        from whiz.agent.show import SwarmProgress
+
+        progress = SwarmProgress(err)
+        sink = Tee(progress, NoticePrinter(err, show_candidates=False))
+    try:
+        ok = asyncio.run(_swarm(task, options, settings, plan_file, sink, err, pool))
+    except (SetupError, SwarmError, PlanError) as exc:
+        sink({"type": "error", "message": exc.message})
+        err.write(f"error: {exc.message}\n")
+        return EXIT_SETUP
+    finally:
+        if progress is not None:
+            progress.close()
+    return EXIT_DONE if ok else EXIT_FAILED
+
+
+async def _swarm(
+    task: str,
+    options: RunOptions,
+    settings: SwarmSettings,
+    plan_file: Path | None,
+    sink: EventSink,
+    err: TextIO,
+    pool: Models | None,
+) -> bool:
+    def notice(line: str) -> None:
+        err.write(f"whiz: {line}\n")
+        err.flush()
+
+    ws = Workspace(options.workspace)
+    plan = load_plan(plan_file, ws) if plan_file is not None else None
+    home = options.home or data_home()
+    chain = Tee(sink)
+    emit = ItemEmitter(chain)
+    pool = pool or ModelPool(options.fast, options.deep, notice=notice)
+    router = Router(pool, options.mode, emit)
+    store = SessionStore(home / "sessions.db")
+    try:
+        if isinstance(pool, ModelPool):
+            await pool.endpoint("fast")
+        info = store.create(ws.root, title=task, settings={"command": "swarm", "mode": options.mode})
+        sink({"type": "thread.started", "thread_id": info.id})
+        chain.sinks.append(SessionLog(store, info.id))
+        decision = await check_policy(task, options, pool, router, emit)
+        if decision.action == "refuse":
+            message = refuse(emit, decision)
+            store.save(info.id, [], TurnRecord("refused", task, "refused", message, [], time.time()))
+            err.write(f"error: {message}\n")
+            return False
+        if decision.action == "reroute:deep":
+            router.mode = "deep"  # the director and every worker use the deep model
+        turn_id = "turn_" + uuid.uuid4().hex[:12]
+        started = time.perf_counter()
+        emit.emit("turn.started", turn_id=turn_id)
+        swarm = Swarm(ws, router, emit, settings, undo=UndoStore(home / "undo" / info.id), turn_id=turn_id)
+        try:
+            outcome = await swarm.run(task, plan)
+        except (SwarmError, PlanError) as exc:
+            emit.emit("turn.failed", turn_id=turn_id, error={"message": exc.message}, usage={})
+            raise
+        summary = {**outcome.summary(), "duration_ms": (time.perf_counter() - started) * 1000}
+        merged = sorted({p for m in outcome.merges if m.status == "merged" for p in m.paths})
+        if outcome.ok:
+            message = f"{len(outcome.runs)} micro-tasks done and merged"
+            emit.emit("turn.completed", turn_id=turn_id, usage={}, timings=summary, message=message)
+        else:
+            message = _swarm_failure(outcome)
+            emit.emit("turn.failed", turn_id=turn_id, error={"message": message}, usage={}, timings=summary)
+            err.write(f"error: {message}\n")
+        store.save(
+            info.id,
+            [{"type": "message", "role": "user", "content": task}],
+            TurnRecord(turn_id, task, "completed" if outcome.ok else "failed", message, merged, time.time()),
+        )
+        return outcome.ok
+    finally:
+        store.close()
+        await pool.close()
+
+
+def _swarm_failure(outcome: SwarmOutcome) -> str:
+    parts = []
+    if failed := [r.task.id for r in outcome.runs if not r.passed]:
+        parts.append(f"micro-task(s) {', '.join(failed)} failed")
+    if outcome.conflicts:
+        parts.append(f"conflicts in {', '.join(m.task_id for m in outcome.conflicts)} (not merged)")
+    if outcome.final is not None and not outcome.final.ok:
+        parts.append(f"the final tests failed (exit {outcome.final.exit_code})")
+    return "; ".join(parts) or "the swarm did not finish"
