@@ -305,6 +305,10 @@ class RoutedModel:
                     "edit_failures",
                 )
 
+    async def connect(self) -> None:
+        """Open the current model's client now, so a missing server is a setup error, not a failed turn."""
+        await self._client(self.router.current)
+
     async def respond(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         try:
             client = await self._client(self.router.current)

@@ -152,8 +152,7 @@ async def _exec(
         chain.sinks.append(model.observe)
     session = None
     try:
-        if isinstance(pool, ModelPool):
-            await pool.endpoint(router.current)  # no server: one clear line now, not mid-turn
+        await routed.connect()  # no server: one clear line now, not a failed turn
         session = await AgentSession.open(agent_options, sink=chain, notice=notice, model=model)
         chain.sinks.append(SessionLog(session.store, session.id))
         decision = await check_policy(task, options, pool, router, emit)
