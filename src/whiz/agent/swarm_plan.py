@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
+import shutil
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -93,12 +95,33 @@ def validate_plan(data: object, ws: Workspace) -> Plan:
             problems.append(f"{where}: {err['msg']}")
         raise PlanError("The plan is not valid: " + "; ".join(problems) + ".") from None
     for task in plan.tasks:
+        problem = check_problem(task.check, ws)
+        if problem:
+            raise PlanError(f"Task {task.id}: {problem}")
         for path in task.files:
             try:
                 ws.resolve(path)
             except WhizAgentError as exc:  # a path outside the workspace
                 raise PlanError(f"Task {task.id}: {exc.message}") from None
     return plan
+
+
+SHELL_WORDS = frozenset({"cd", "test", "[", "true", "false", "exit", "export", "env", "sh", "bash", "!", "("})
+
+
+def check_problem(check: str, ws: Workspace) -> str | None:
+    """Why `check` cannot be a command here (its program does not exist), or None."""
+    try:
+        words = shlex.split(check)
+    except ValueError as exc:
+        return f"the check `{check}` is not a valid shell command ({exc})"
+    words = [w for w in words if "=" not in w or w.startswith(("-", "/", "."))]  # skip VAR=value
+    if not words:
+        return f"the check `{check}` has no command in it"
+    program = words[0]
+    if program in SHELL_WORDS or shutil.which(program) or (ws.root / program).exists():
+        return None
+    return f"the check `{check}` runs `{program}`, which is not a command here; give a real command"
 
 
 def load_plan(path: Path, ws: Workspace) -> Plan:
@@ -122,12 +145,30 @@ the task you give it and the files you list for it.
 Rules:
 - Each micro-task changes one file, or a few closely related files.
 - No two micro-tasks change the same file.
-- Each micro-task has a check: a shell command that exits with 0 when that micro-task is done,
-  for example `python -m pytest tests/test_shapes.py -q`.
+- Each micro-task has a check: a real shell command that exits with 0 once that micro-task alone
+  is done. Use the project's own test files where there are some, e.g. `python3 test_shapes.py`
+  or `python3 -m pytest tests/test_shapes.py -q`.
 - Write each instruction so that it can be done without seeing the other micro-tasks.
-Reply with only a JSON object of this form, and nothing else:
-{"tasks": [{"id": "t1", "title": "short title", "instruction": "what to change, precisely",
-"files": ["path/to/file.py"], "check": "shell command"}]}"""
+Reply with only a JSON object, and nothing else. For example, for "rename area to surface in
+shapes.py and add a docstring to main in app.py":
+"""
+_EXAMPLE = [
+    {
+        "id": "t1",
+        "title": "Rename area",
+        "instruction": "In shapes.py, rename the function area to surface and update its uses in shapes.py.",
+        "files": ["shapes.py"],
+        "check": "python3 test_shapes.py",
+    },
+    {
+        "id": "t2",
+        "title": "Docstring for main",
+        "instruction": "In app.py, add a one-line docstring to the function main.",
+        "files": ["app.py"],
+        "check": "python3 -c 'import app'",
+    },
+]
+DIRECTOR_PROMPT += '{"tasks": [\n' + ",\n".join(json.dumps(t) for t in _EXAMPLE) + "\n]}"
 
 
 def director_messages(
