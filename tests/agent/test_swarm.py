@@ -235,3 +235,17 @@ def test_three_way_merge_rules(base, ours, theirs, merged, conflict):
     text, why = three_way(base, ours, theirs)
     assert text == merged
     assert (why is not None) == conflict
+
+
+def test_a_workers_whole_file_answer_becomes_an_edit_of_its_own_files_only(project):
+    from whiz.agent.whole_files import whole_files_as_edits
+
+    ws = Workspace(project)
+    reply = "Here it is:\n\nnames.py:\n```\ndef greet(name):\n    return 'Hello, ' + name\n```\n\n"
+    reply += "check_greet.py:\n```\nfrom names import greet\n```\n"
+    rewritten = whole_files_as_edits(reply, ws, ["names.py"])
+    from whiz.agent.actions import parse_edits
+
+    (edit_,) = parse_edits(rewritten)  # the quoted test file is not touched
+    assert edit_.path == "names.py" and "Hello, " in edit_.replace
+    assert whole_files_as_edits(GREET_FIX, ws, ["names.py"]) == GREET_FIX  # real edit blocks stay as they are

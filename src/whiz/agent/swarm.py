@@ -30,6 +30,7 @@ from whiz.agent.modes import Label, Router
 from whiz.agent.notices import ItemEmitter
 from whiz.agent.swarm_plan import MicroTask, Plan, PlanError, director_messages, parse_plan
 from whiz.agent.undo import UndoStore
+from whiz.agent.whole_files import WholeFileEdits
 from whiz.agent.workspace import Workspace
 from whiz.environments.local import CommandResult, LocalEnvironment, truncate
 from whiz.environments.worktree import IsolatedCopy, isolated_copy
@@ -241,7 +242,9 @@ class Swarm:
         except WhizError as exc:
             return TaskRun(micro, False, attempt, label, f"could not copy the workspace: {exc.message}")
         try:
-            client = await self.router.pool.open_client(label)
+            client = WholeFileEdits(
+                await self.router.pool.open_client(label), Workspace(copy.path), micro.files
+            )
             config = AgentConfig(
                 approval=ApprovalMode.AUTO_EDIT,
                 test_cmd=micro.check,
@@ -253,9 +256,7 @@ class Swarm:
             try:
                 result = await agent.run(worker_prompt(micro, previous))
             finally:
-                close = getattr(client, "close", None)
-                if close is not None:
-                    await close()
+                await client.close()
             check = await LocalEnvironment(copy.path, timeout_s=s.check_timeout_s).run(micro.check)
             # From the edits' own events: a turn's result can miss the step that finished it.
             paths = [
