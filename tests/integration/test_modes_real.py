@@ -25,10 +25,12 @@ from whiz.agent.swarm import SwarmSettings
 pytestmark = pytest.mark.model
 
 PY = sys.executable
-MEDIAN = "def median(values):\n    ordered = sorted(values)\n    middle = len(ordered) // 2\n    return ordered[middle]\n"
+MEDIAN = "def median(values):\n    ordered = sorted(values)\n"
+MEDIAN += "    middle = len(ordered) // 2\n    return ordered[middle]\n"
 MEDIAN_TEST = (
     "from stats import median\n\n"
-    "assert median([3, 1, 2]) == 2\nassert median([4, 1, 3, 2]) == 2.5\nassert median([5]) == 5\nprint('ok')\n"
+    "assert median([3, 1, 2]) == 2\nassert median([4, 1, 3, 2]) == 2.5\n"
+    "assert median([5]) == 5\nprint('ok')\n"
 )
 
 
