@@ -71,10 +71,11 @@ def test_healing_finds_a_passing_fix_where_one_greedy_attempt_fails(real_server,
     assert greedy == 1  # one greedy attempt does not fix it
     assert (root / "stats.py").read_text() == MEDIAN
 
-    healed, events = heal(root, real_server, task, test_cmd, HealSettings(n=5, rounds=1))
+    # heal@5 as `whiz heal` runs it: two rounds, the second seeing the best failure's output.
+    healed, events = heal(root, real_server, task, test_cmd, HealSettings(n=5))
     assert healed == 0
     statuses = [c["status"] for c in items(events, "heal_candidate")]
-    assert len(statuses) == 5 and "passed" in statuses
+    assert len(statuses) in (5, 10) and "passed" in statuses
     assert subprocess.run([PY, "test_stats.py"], cwd=root, capture_output=True).returncode == 0
 
 
