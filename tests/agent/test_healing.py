@@ -183,3 +183,23 @@ async def test_a_healer_without_edits_anywhere_reports_no_edit(project):
     outcome = await Healer(Workspace(project), TEST_CMD, HealSettings(n=2), emit=emit).heal(router, [])
     assert outcome.best is None
     assert {r.status for r in outcome.results} == {"no_edit"}
+
+
+class DeadServer:
+    async def generate(self, messages, n, **kw):
+        from whiz.client import ConnectError
+
+        raise ConnectError("cannot reach http://127.0.0.1:9/v1/chat/completions: connection refused")
+
+
+def test_a_server_that_goes_away_midway_is_one_clear_line_and_changes_nothing(project):
+    out, err = io.StringIO(), io.StringIO()
+    options = RunOptions(project, home=project.parent / "home")
+    pool = ScriptedPool(sources={"fast": DeadServer()})
+    code = heal_task(
+        "fix calc.py", TEST_CMD, options, HealSettings(), json_mode=True, out=out, err=err, pool=pool
+    )
+    assert code == 1
+    assert err.getvalue().strip().splitlines()[-1].startswith("error: cannot reach")
+    assert json.loads(out.getvalue().splitlines()[-1])["type"] == "error"
+    assert (project / "calc.py").read_text() == BUGGY

@@ -84,7 +84,7 @@ class ChatCandidates:
             try:
                 answers.append(await self._ask(messages, n, temperature, max_tokens, seed))
             except ResponseError as exc:
-                if exc.status != 400:
+                if exc.status != 400 or exc.param not in ("n", None):
                     raise
                 self.supports_n = False  # a server limited to n=1 says so with a 400 on `n`
             else:

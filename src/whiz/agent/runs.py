@@ -33,7 +33,7 @@ from whiz.agent.swarm import Swarm, SwarmError, SwarmOutcome, SwarmSettings
 from whiz.agent.swarm_plan import PlanError, load_plan
 from whiz.agent.undo import UndoStore
 from whiz.agent.workspace import Workspace
-from whiz.client import HttpClient
+from whiz.client import ClientError, HttpClient
 from whiz.environments.local import CommandResult, LocalEnvironment, truncate
 from whiz.errors import WhizError
 
@@ -242,6 +242,10 @@ def heal_task(
         sink({"type": "error", "message": exc.message})
         err.write(f"error: {exc.message}\n")
         return EXIT_SETUP
+    except ClientError as exc:  # the server went away or refused a request midway
+        sink({"type": "error", "message": exc.message})
+        err.write(f"error: {exc.message}\n")
+        return EXIT_FAILED
     if not result.ok:
         err.write(f"error: {result.message}\n")
     return EXIT_DONE if result.ok else EXIT_FAILED
@@ -380,6 +384,10 @@ def swarm_task(
         sink({"type": "error", "message": exc.message})
         err.write(f"error: {exc.message}\n")
         return EXIT_SETUP
+    except ClientError as exc:
+        sink({"type": "error", "message": exc.message})
+        err.write(f"error: {exc.message}\n")
+        return EXIT_FAILED
     finally:
         if progress is not None:
             progress.close()
