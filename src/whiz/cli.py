@@ -303,7 +303,7 @@ def _exec_in_mode(task: str, options, run, heal: int | None, json_: bool) -> int
 
 
 def _agent_options(
-    resume: str | None, approval: str, actions: str, base_url, api_key, model, test_cmd
+    resume: str | None, approval: str, actions: str | None, base_url, api_key, model, test_cmd
 ):  # -> AgentOptions
     from whiz.agent.approvals import ApprovalMode
     from whiz.agent.runner import AgentOptions
@@ -312,7 +312,7 @@ def _agent_options(
         mode = ApprovalMode(approval)
     except ValueError:
         raise fail(f"--approval must be read-only, auto-edit or full-auto, not {approval!r}") from None
-    if actions not in ("text", "tools"):
+    if actions not in ("text", "tools", None):
         raise fail(f"--actions must be text or tools, not {actions!r}")
     return AgentOptions(
         Path.cwd(),
@@ -331,7 +331,7 @@ def exec_(
     task: Annotated[str, typer.Argument(help="What to do, in words (use - to read it from stdin).")],
     json_: JsonOpt = False,
     approval: ApprovalOpt = "auto-edit",
-    actions: ActionsOpt = "text",
+    actions: ActionsOpt = None,
     base_url: BaseUrlOpt = None,
     api_key: ApiKeyOpt = None,
     model: ModelOpt = None,
@@ -368,7 +368,7 @@ def resume(
     ] = False,
     json_: JsonOpt = False,
     approval: ApprovalOpt = "auto-edit",
-    actions: ActionsOpt = "text",
+    actions: ActionsOpt = None,
     base_url: BaseUrlOpt = None,
     api_key: ApiKeyOpt = None,
     model: ModelOpt = None,
@@ -407,7 +407,10 @@ def undo() -> None:
 
 @bench_app.command("tasks")
 def bench_tasks(
-    target: BaseUrlOpt = None,
+    target: Annotated[
+        str | None,
+        typer.Option(help="Base URL of the server (default: :8321, or one started in-process if none runs)."),
+    ] = None,
     limit: Annotated[int | None, typer.Option(help="Run only the first N tasks.")] = 5,
     actions: Annotated[str, typer.Option("--actions", help="text, tools, or both (compared).")] = "text",
     api_key: ApiKeyOpt = None,

@@ -8,6 +8,7 @@ Aider does for small models, which copy code more reliably than they escape it i
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from typing import Any, Literal
@@ -130,14 +131,21 @@ _RANGE = re.compile(r"^(.*?)(?:[ \t]+|:)(\d+)[ \t]*-[ \t]*(\d+)$")
 _EDIT_MARKERS = ("<<<<<<<", ">>>>>>>", "*** Begin Patch", "*** Update File", "*** Add File")
 
 
-def text_actions(text: str) -> list[Action]:
-    """Actions written in a reply: edits first (applied together), then commands, in order."""
+def text_actions(text: str, focus: tuple[str, str] | None = None) -> list[Action]:
+    """Actions written in a reply: edits first (applied together), then commands, in order.
+
+    `focus` is the (path, text) of the file the model last saw. Small models often rewrite it in
+    a fence without naming it; a fenced block that is clearly a version of it counts as its
+    new text.
+    """
     actions: list[Action] = []
     try:
-        edits = parse_edits(text)
+        edits = parse_edits(text, whole_files=True)
     except ParseError as exc:
         actions.append(Malformed(exc.message, is_edit=True))
     else:
+        if not edits and focus is not None:
+            edits = _unnamed_rewrite(text, *focus)
         if edits:
             actions.append(ApplyEdits(edits))
         elif any(marker in text for marker in _EDIT_MARKERS):
@@ -154,6 +162,19 @@ def text_actions(text: str) -> list[Action]:
         elif arg:
             actions.append(RunCommand(arg))
     return actions
+
+
+_FENCED = re.compile(r"^```[\w+.-]*[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
+
+
+def _unnamed_rewrite(text: str, path: str, current: str) -> list[WholeFile]:
+    """The one fenced block of `text`, as the new `path`, if it is mostly the same text."""
+    blocks = _FENCED.findall(text)
+    if len(blocks) != 1 or not current.strip() or len(current) > 20_000:
+        return []
+    if difflib.SequenceMatcher(None, current, blocks[0]).ratio() < 0.7:
+        return []
+    return [WholeFile(path, blocks[0])]
 
 
 def _read(arg: str) -> ReadFile:

@@ -47,11 +47,10 @@ class HumanPrinter:
             t = event.get("timings") or {}
             tps = t.get("tokens_per_s")
             speed = f", {tps:g} tok/s" if tps else ""
-            self._say(
-                f"done in {t.get('duration_ms', 0) / 1000:.1f} s, {t.get('model_calls', 0)} model calls{speed}"
-            )
-        elif kind == "turn.failed":
-            self._say(f"failed: {event['error']['message']}")
+            seconds = t.get("duration_ms", 0) / 1000
+            self._say(f"done in {seconds:.1f} s, {t.get('model_calls', 0)} model calls{speed}")
+        elif kind == "error":
+            self._say(f"error: {event['message']}")
 
     def _item(self, item: dict) -> None:
         match item.get("type"):
@@ -113,7 +112,7 @@ async def _exec(
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.remove_signal_handler(signal.SIGINT)
         await session.close()
-    if not result.ok and not json_mode:
+    if not result.ok:
         err.write(f"error: {result.message}\n")
     return EXIT_DONE if result.ok else EXIT_FAILED
 

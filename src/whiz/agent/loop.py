@@ -16,16 +16,17 @@ import contextlib
 import time
 import uuid
 from collections import deque
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any
 
-from whiz.agent.approvals import Approvals, ApprovalMode
+from whiz.agent.approvals import ApprovalMode, Approvals
+from whiz.agent.config import AgentConfig
 from whiz.agent.events import Emitter, EventSink
-from whiz.agent.formats import TOOLS, ActionFormat, text_actions, tool_action
+from whiz.agent.formats import TOOLS, text_actions, tool_action
 from whiz.agent.model import Finished, ModelClient, ModelRequest, TextDelta, ToolCall
 from whiz.agent.prompt import system_prompt, task_message
-from whiz.agent.stats import TurnStats
-from whiz.agent.tools import ApplyEdits, DiskFull, Malformed, RunCommand, Toolbox
+from whiz.agent.stats import TurnResult, TurnStats
+from whiz.agent.tools import ApplyEdits, RunCommand, Toolbox, WriteFailed
 from whiz.agent.undo import UndoStore
 from whiz.agent.workspace import Workspace
 from whiz.client import ClientError
@@ -33,6 +34,8 @@ from whiz.environments.local import Environment, LocalEnvironment
 
 
 class AgentSignal(Exception):
+    """Control flow of the loop; the message is for the user (or, for FormatError, the log)."""
+
     def __init__(self, message: str):
         super().__init__(message)
         self.message = message
@@ -52,37 +55,6 @@ class Cancelled(AgentSignal):
 
 class FormatError(AgentSignal):
     """The model's actions were malformed; the feedback is already in the conversation."""
-
-
-@dataclass
-class AgentConfig:
-    """How one agent behaves. Every field has the default `whiz exec` uses."""
-
-    actions: ActionFormat = "text"
-    approval: ApprovalMode = ApprovalMode.AUTO_EDIT
-    max_steps: int = 12
-    max_retries: int = 2
-    """Malformed replies in a row that get feedback before the turn fails."""
-    test_cmd: str | None = None
-    """Run after edits; the turn is done when it passes. Also the one command pre-approved."""
-    command_timeout_s: float = 120.0
-    max_output_tokens: int = 2048
-    map_tokens: int = 1024
-    cancel_grace_s: float = 2.0
-    """How long a cancelled model call may take to end on its own before it is cut off."""
-
-
-@dataclass
-class TurnResult:
-    turn_id: str
-    status: Literal["completed", "failed", "cancelled"]
-    message: str
-    stats: TurnStats
-    changed: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "completed"
 
 
 @dataclass
@@ -131,8 +103,11 @@ class Agent:
         )  # fmt: skip
         self._steering: deque[str] = deque()
         self._cancelled = False
+        self._running = False
         self._step: asyncio.Task | None = None
+        self._cancelling: asyncio.Future | None = None
         self._in_model = False
+        self._changed: list[str] = []
         self.stats = TurnStats()
 
     # -- driving the agent -------------------------------------------------------------------------
@@ -144,22 +119,37 @@ class Agent:
 
     def cancel(self) -> None:
         """Stop the turn now. A model call is cancelled on the server; a command is killed."""
-        if self._step is None or self._step.done() or self._cancelled:
+        if not self._running or self._cancelled:
             return
-        self._cancelled = True
+        self._cancelled = True  # between steps, the loop sees this before the next one
+        step = self._step
+        if step is None or step.done():
+            return
         if self._in_model:
             # Let the server end the response (its partial reply stays in the conversation, and
             # the next call can chain from it); cut it off if it takes longer than the grace.
-            asyncio.ensure_future(self.model.cancel())
-            step = self._step
+            self._cancelling = asyncio.ensure_future(self._cancel_model())
             asyncio.get_running_loop().call_later(self.config.cancel_grace_s, step.cancel)
         else:
-            self._step.cancel()
+            step.cancel()
+
+    async def _cancel_model(self) -> None:
+        with contextlib.suppress(ClientError):  # the connection is gone: nothing left to stop
+            await self.model.cancel()
 
     async def run(self, task: str) -> TurnResult:
         """One turn: the task, then steps until it is done, fails or is cancelled."""
+        if self._running:
+            raise RuntimeError("a turn is already running; steer() or cancel() it")
+        self._running = True
+        try:
+            return await self._turn(task)
+        finally:
+            self._running, self._step = False, None
+
+    async def _turn(self, task: str) -> TurnResult:
         turn_id = "turn_" + uuid.uuid4().hex[:12]
-        self.stats, self._cancelled, retries, changed = TurnStats(), False, 0, []
+        self.stats, self._cancelled, self._changed, retries = TurnStats(), False, [], 0
         started = time.perf_counter()
         self.emit.emit("turn.started", turn_id=turn_id)
         self.tools.begin_turn(turn_id)
@@ -170,7 +160,7 @@ class Agent:
         try:
             while True:
                 try:
-                    changed += await self._run_step()
+                    await self._run_step()
                     retries = 0
                 except FormatError as exc:
                     retries += 1
@@ -185,9 +175,8 @@ class Agent:
             status, message = "failed", exc.message
         except Cancelled:
             status, message = "cancelled", "cancelled by the user"
-        except (ClientError, DiskFull) as exc:
+        except (ClientError, WriteFailed) as exc:
             status, message = "failed", exc.message
-            self.emit.emit("error", message=message)
         self.stats.duration_ms = (time.perf_counter() - started) * 1000
         if status == "completed":
             self.emit.emit(
@@ -197,14 +186,14 @@ class Agent:
             self.emit.emit(
                 "turn.failed", turn_id=turn_id, error={"message": message}, usage=self.stats.usage()
             )
-        return TurnResult(turn_id, status, message, self.stats, sorted(set(changed)))
+        return TurnResult(turn_id, status, message, self.stats, sorted(set(self._changed)))
 
-    async def _run_step(self) -> list[str]:
+    async def _run_step(self) -> None:
         if self._cancelled:
             raise Cancelled("cancelled")
         self._step = asyncio.ensure_future(self.step())
         try:
-            return await self._step
+            await self._step
         except asyncio.CancelledError:
             if not self._cancelled:
                 raise  # the caller's own cancellation
@@ -225,7 +214,7 @@ class Agent:
             raise Failed(f"stopped after {self.config.max_steps} steps without finishing the task")
         request = ModelRequest(
             self.instructions,
-            self.items,
+            list(self.items),  # a snapshot: adapters may keep the request
             tools=TOOLS if self.config.actions == "tools" else None,
             prediction=self.tools.prediction(),
             max_output_tokens=self.config.max_output_tokens,
@@ -263,7 +252,7 @@ class Agent:
         if self.config.actions == "tools":
             actions = [(tool_action(call), call.call_id) for call in reply.calls]
         else:
-            actions = [(action, None) for action in text_actions(reply.text)]
+            actions = [(action, None) for action in text_actions(reply.text, self.tools.focus_text())]
         if not actions:
             if self._steering:
                 return []  # the user said more while it answered: go on with that
@@ -279,7 +268,11 @@ class Agent:
                 )
         if self.config.actions == "text":
             self._tell("\n\n".join(o.text for o in outcomes))
+        self.stats.acting_replies += not any(o.malformed or o.noop for o in outcomes)
+        if all(o.noop for o in outcomes):
+            raise Submitted(reply.text.strip())  # it only quoted a file: an answer, not an edit
         changed = [path for o in outcomes for path in o.changed]
+        self._changed += changed
         if any(o.malformed for o in outcomes):
             raise FormatError("; ".join(o.text.splitlines()[0] for o in outcomes if o.malformed))
         edits_only = all(isinstance(a, ApplyEdits) for a, _ in actions)
@@ -300,15 +293,3 @@ class Agent:
     def _tell(self, text: str) -> None:
         """Feedback the model reads next step, as a user message."""
         self.items.append({"type": "message", "role": "user", "content": text})
-
-
-__all__ = [
-    "Agent",
-    "AgentConfig",
-    "Cancelled",
-    "Failed",
-    "FormatError",
-    "Malformed",
-    "Submitted",
-    "TurnResult",
-]

@@ -30,6 +30,7 @@ the new lines
 >>>>>>> REPLACE
 
 Use one block per change. To create a file, leave the SEARCH part empty.
+To rewrite a short file, write its path on its own line, then the complete new file in a ``` block.
 To look at code, write one of these on its own line:
 READ path/to/file.py
 READ path/to/file.py 20-60

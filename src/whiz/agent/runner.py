@@ -6,17 +6,20 @@ interactive UI all start agents through `AgentSession.open`.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from whiz.agent.approvals import ApprovalMode, Approvals, Approver
+from whiz.agent.config import AgentConfig
 from whiz.agent.events import EventSink
 from whiz.agent.formats import ActionFormat
-from whiz.agent.loop import Agent, AgentConfig, TurnResult
+from whiz.agent.loop import Agent
 from whiz.agent.model import ModelClient
 from whiz.agent.sessions import SessionInfo, SessionStore, TurnRecord, data_home
+from whiz.agent.stats import TurnResult
 from whiz.agent.undo import UndoStore
 from whiz.agent.whiz_model import WhizModel
 from whiz.agent.workspace import Workspace
@@ -27,21 +30,28 @@ DEFAULT_BASE_URL = "http://127.0.0.1:8321"
 DEFAULT_MODEL = "qwen2.5-coder-0.5b"
 
 
+def default_base_url() -> str:
+    """Where to look for a server when no URL is given: `$WHIZ_BASE_URL`, else port 8321 here."""
+    return os.environ.get("WHIZ_BASE_URL") or DEFAULT_BASE_URL
+
+
 class SetupError(WhizError):
     """The agent could not start: no server, a refused key, an unknown session. One line, for people."""
 
 
 @dataclass
 class AgentOptions:
-    """How to start an agent session. `base_url=None` means the default URL, or an in-process
-    server when nothing answers there; an explicit URL that does not answer is an error."""
+    """How to start an agent session. `base_url=None` means the default URL (`$WHIZ_BASE_URL` or
+    port 8321), or an in-process server when nothing answers there; an explicit URL that does
+    not answer is an error."""
 
     workspace: Path
     base_url: str | None = None
     api_key: str | None = None
     model: str | None = None
     approval: ApprovalMode = ApprovalMode.AUTO_EDIT
-    actions: ActionFormat = "text"
+    actions: ActionFormat | None = None
+    """text or tools; None: text, or what the resumed session used."""
     test_cmd: str | None = None
     resume: str | None = None
     """A session id to continue, or "last" for the latest session in this workspace."""
@@ -91,7 +101,7 @@ class AgentSession:
         ws = Workspace(options.workspace)
         undo = UndoStore(home / "undo" / info.id)
         config = AgentConfig(
-            actions=options.actions,
+            actions=options.actions or info.settings.get("actions") or "text",
             approval=options.approval,
             test_cmd=options.test_cmd,
             max_steps=options.max_steps,
@@ -140,7 +150,7 @@ class AgentSession:
 
 def _session(store: SessionStore, options: AgentOptions) -> tuple[SessionInfo, list[dict]]:
     if options.resume is None:
-        settings = {"actions": options.actions, "approval": str(options.approval)}
+        settings = {"actions": options.actions or "text", "approval": str(options.approval)}
         return store.create(options.workspace, settings=settings), []
     if options.resume == "last":
         info = store.latest(options.workspace)
@@ -168,7 +178,7 @@ async def connect(options: AgentOptions, notice: Callable[[str], None]) -> tuple
 async def ensure_server(options: AgentOptions, notice: Callable[[str], None]):
     """(base URL, in-process server or None): the configured server if it answers, else one
     started here when the URL was the default. Raises `SetupError` with a one-line reason."""
-    url = options.base_url or DEFAULT_BASE_URL
+    url = options.base_url or default_base_url()
     try:
         await probe(url, options.api_key)
         return url, None

@@ -2,8 +2,9 @@
 
     model = ScriptedModel(["READ app.py", "app.py\n<<<<<<< SEARCH\n...", "Done."])
 
-A reply is text, a `Reply` (text plus tool calls, optionally slow), or a function of the request
-that returns either, for replies that depend on what the agent sent.
+A reply is text, a `Reply` (text plus tool calls, optionally slow), a function of the request
+that returns either (for replies that depend on what the agent sent), or an exception to raise
+(the server going away).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ class Reply:
     chunk_chars: int = 8
 
 
-Script = str | Reply | Callable[[ModelRequest], "str | Reply"]
+Script = str | Reply | BaseException | Callable[[ModelRequest], "str | Reply"]
 
 
 @dataclass
@@ -47,6 +48,8 @@ class ScriptedModel:
             yield Finished("failed", error="the scripted model has no more replies")
             return
         script = self.replies.pop(0)
+        if isinstance(script, BaseException):
+            raise script
         reply = script(request) if callable(script) else script
         if isinstance(reply, str):
             reply = Reply(reply)

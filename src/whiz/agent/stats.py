@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from whiz.agent.model import Finished
 from whiz.agent.tools import Action, ApplyEdits, Malformed, Outcome
@@ -29,6 +29,8 @@ class TurnStats:
     edit_attempts: int = 0
     """Edits the model tried: well-formed or not (a block that doesn't parse or match counts)."""
     edits_applied: int = 0
+    acting_replies: int = 0
+    """Replies that asked for at least one action, every one of them well-formed."""
     duration_ms: float = 0.0
 
     def add_call(self, finished: Finished) -> None:
@@ -80,3 +82,18 @@ class TurnStats:
             "draft_accepted": self.draft_accepted,
             "draft_rejected": self.draft_rejected,
         }
+
+
+@dataclass
+class TurnResult:
+    """How a turn ended: `message` is the summary when completed, else the reason."""
+
+    turn_id: str
+    status: Literal["completed", "failed", "cancelled"]
+    message: str
+    stats: TurnStats
+    changed: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "completed"

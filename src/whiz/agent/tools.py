@@ -7,10 +7,11 @@ How the model asks for actions (function tools or text in its reply) is `formats
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from whiz.agent.approvals import Approvals
-from whiz.agent.edits import Edit, EditError, FileChange, apply_changes, plan_edits, unified_diff
+from whiz.agent.edits import Edit, EditError, FileChange, WholeFile, apply_changes, plan_edits, unified_diff
 from whiz.agent.errors import WhizAgentError
 from whiz.agent.events import Emitter
 from whiz.agent.undo import UndoStore
@@ -70,10 +71,12 @@ class Outcome:
     ok: bool = True
     malformed: bool = False
     changed: list[str] = field(default_factory=list)
+    noop: bool = False
+    """An edit that changes nothing (a whole file quoted as it is)."""
 
 
-class DiskFull(WhizAgentError):
-    """Writing failed for lack of space (or another OS error); nothing was half-applied."""
+class WriteFailed(WhizAgentError):
+    """Files could not be written (disk full, permissions): the turn ends, nothing half-applied."""
 
 
 class Toolbox:
@@ -98,22 +101,24 @@ class Toolbox:
         self.focus: str | None = None
         """The file last read or edited: the likeliest one to be rewritten next."""
         self._turn_id = ""
-        self._turn_before: dict[str, str | None] = {}
 
     def begin_turn(self, turn_id: str) -> None:
         """Edits from here on belong to `turn_id`, one undo snapshot for the whole turn."""
         self._turn_id = turn_id
-        self._turn_before = {}
+
+    def focus_text(self) -> tuple[str, str] | None:
+        """(path, text) of the focus file, if it is there and readable."""
+        if self.focus is None:
+            return None
+        try:
+            return self.focus, self.ws.read_text(self.focus)
+        except (OSError, WhizAgentError):
+            return None
 
     def prediction(self) -> str | None:
         """The focus file's text: a rewrite (or a SEARCH/REPLACE block) copies much of it."""
-        if self.focus is None or not self.ws.exists(self.focus):
-            return None
-        try:
-            text = self.ws.read_text(self.focus)
-        except (OSError, UnicodeDecodeError, WhizAgentError):
-            return None
-        return text if len(text) <= 64_000 else None
+        found = self.focus_text()
+        return found[1] if found and len(found[1]) <= 64_000 else None
 
     async def run(self, action: Action) -> Outcome:
         match action:
@@ -174,15 +179,20 @@ class Toolbox:
 
     async def _edit(self, action: ApplyEdits) -> Outcome:
         try:
-            if action.create_only:
-                for edit in action.edits:
-                    if self.ws.exists(edit.path):
-                        raise EditError(f"{edit.path} already exists; change it with an edit instead.")
+            for edit in action.edits:
+                if action.create_only and self.ws.exists(edit.path):
+                    raise EditError(f"{edit.path} already exists; change it with an edit instead.")
+                if isinstance(edit, WholeFile) and self.ws.exists(edit.path):
+                    _check_rewrite(edit.path, self.ws.read_text(edit.path), edit.content)
             changes = plan_edits(self.ws, action.edits)
-        except EditError as exc:
+        except WhizAgentError as exc:  # EditError, or a path outside the workspace
             return Outcome(exc.message, ok=False, malformed=True)
-        except WhizAgentError as exc:  # a path outside the workspace
-            return Outcome(exc.message, ok=False, malformed=True)
+        if not changes:
+            if all(isinstance(e, WholeFile) for e in action.edits):
+                return Outcome("The file is unchanged.", noop=True)
+            return Outcome(
+                "The edit changes nothing: the new text is the same as the old.", ok=False, malformed=True
+            )
         diff = "".join(unified_diff(c) for c in changes)
         paths = [c.path for c in changes]
         decision = await self.approvals.edit(f"edit {', '.join(paths)}", diff)
@@ -193,23 +203,25 @@ class Toolbox:
         self._snapshot(changes)
         try:
             apply_changes(self.ws, changes)
-        except OSError as exc:
+        except EditError as exc:
             self.emit.single("file_change", changes=summary, diff=diff, status="failed")
-            raise DiskFull(
-                f"could not write {', '.join(paths)}: {exc.strerror or exc}; nothing was changed"
-            ) from exc
+            if isinstance(exc.__cause__, OSError):  # disk full, permissions: the model can't fix it
+                raise WriteFailed(exc.message) from exc
+            return Outcome(exc.message, ok=False)
         self.emit.single("file_change", changes=summary, diff=diff, status="completed")
         self.focus = paths[-1] if paths else self.focus
         return Outcome(f"Applied the edit to {', '.join(paths)}.", changed=paths)
 
     def _snapshot(self, changes: list[FileChange]) -> None:
-        """Keep the turn's earliest before-image of every file, so undo restores the turn's start."""
+        # The store keeps a file's first before-image in a turn: undo restores the turn's start.
         if self.undo is None:
             return
-        for c in changes:
-            self._turn_before.setdefault(c.path, c.before)
-        merged = [FileChange(path, before, None) for path, before in self._turn_before.items()]
-        self.undo.record(self._turn_id, merged)
+        try:
+            self.undo.record(self._turn_id, changes)
+        except OSError as exc:
+            raise WriteFailed(
+                f"could not save the undo snapshot ({exc.strerror or exc}); nothing was changed"
+            ) from exc
 
     async def _command(self, command: str) -> Outcome:
         decision = await self.approvals.command(command)
@@ -234,6 +246,28 @@ class Toolbox:
         else:
             note = f"Exit code {result.exit_code}."
         return Outcome(f"$ {command}\n{output}\n{note}", ok=result.ok)
+
+
+# A comment standing for code left out: "# ...", "// rest of the code", "# (unchanged)".
+_ELIDED = re.compile(
+    r"^\s*(#|//|/\*)\s*(\.\.\.|…|.*\b(rest of|unchanged|existing code|same as before)\b)", re.I
+)
+
+
+def _check_rewrite(path: str, before: str, after: str) -> None:
+    """Refuse a whole-file rewrite that is really a fragment: it would delete the rest of the file."""
+    old, new = before.splitlines(), after.splitlines()
+    elided = [line for line in new if _ELIDED.search(line) and line not in old]
+    if elided:
+        raise EditError(
+            f"Your new {path} leaves code out ({elided[0].strip()!r}). Write the complete file, "
+            "or change only some lines with a SEARCH/REPLACE block."
+        )
+    if len(old) >= 10 and len(new) < len(old) // 2:
+        raise EditError(
+            f"Your new {path} has {len(new)} lines but the file has {len(old)}: it would delete most of "
+            "the file. Write the complete file, or change only some lines with a SEARCH/REPLACE block."
+        )
 
 
 def _kind(change: FileChange) -> str:

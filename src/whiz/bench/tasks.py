@@ -4,8 +4,10 @@ Each task gets a fresh workspace holding the file to edit and the task's test sc
 fresh connection (so a fresh conversation). The agent gets the instruction and the file name,
 as a user would type them; whether it passed is decided afterwards by running the task's test
 against the file as the agent left it. Reported per action format: the pass rate, the median
-seconds per task, the share of the model's edits that were well-formed (parsed and applied),
-and the decode speed from the server's own timings.
+seconds per task, the share of the model's edits that were well-formed (parsed and applied), the
+share of its replies that asked for actions, all well-formed ("acting replies": a reply that
+only talks, or writes a call the format does not know, is not one), and the decode speed from
+the server's own timings.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from rich.console import Console
 from rich.table import Table
 
 from whiz.agent.approvals import ApprovalMode
-from whiz.agent.loop import Agent, AgentConfig
+from whiz.agent.config import AgentConfig
+from whiz.agent.loop import Agent
 from whiz.agent.runner import AgentOptions, SetupError, ensure_server
 from whiz.agent.whiz_model import WhizModel
 from whiz.agent.workspace import Workspace
@@ -41,6 +44,7 @@ class TaskRun:
     seconds: float
     edit_attempts: int
     edits_applied: int
+    acting_replies: int
     decode_tokens: int
     decode_ms: float
     model_calls: int
@@ -76,7 +80,7 @@ async def run_task(url: str, task: EditTask, actions: str, api_key: str | None, 
     s = result.stats
     return TaskRun(
         task.task_id, actions, passed, result.status, seconds, s.edit_attempts, s.edits_applied,
-        s.decode_tokens, s.decode_ms, s.model_calls, result.message,
+        s.acting_replies, s.decode_tokens, s.decode_ms, s.model_calls, result.message,
     )  # fmt: skip
 
 
@@ -89,6 +93,7 @@ def summarize(runs: list[TaskRun]) -> dict[str, Any]:
         "median_s": statistics.median(r.seconds for r in runs),
         "well_formed_edits": sum(r.edits_applied for r in runs) / attempts if attempts else None,
         "edit_attempts": attempts,
+        "well_formed_actions": sum(r.acting_replies for r in runs) / max(1, sum(r.model_calls for r in runs)),
         "tokens_per_s": sum(r.decode_tokens for r in runs) / decode_ms * 1000 if decode_ms else None,
         "model_calls": sum(r.model_calls for r in runs),
     }
@@ -118,7 +123,16 @@ async def run_bench(
 def print_report(report: dict[str, Any]) -> None:
     console = Console(width=None if sys.stdout.isatty() else 160)
     table = Table(title=f"whiz bench tasks — EditEval — {report['target']}")
-    for name in ("actions", "tasks", "pass rate", "median s/task", "well-formed edits", "tokens/s"):
+    columns = (
+        "actions",
+        "tasks",
+        "pass rate",
+        "median s/task",
+        "well-formed edits",
+        "acting replies",
+        "tokens/s",
+    )
+    for name in columns:
         table.add_column(name, justify="left" if name == "actions" else "right")
     for actions, result in report["results"].items():
         s = result["summary"]
@@ -128,7 +142,10 @@ def print_report(report: dict[str, Any]) -> None:
             else f"{s['well_formed_edits']:.0%} of {s['edit_attempts']}"
         )
         tps = "n/a" if s["tokens_per_s"] is None else f"{s['tokens_per_s']:.1f}"
-        table.add_row(actions, str(s["tasks"]), f"{s['pass_rate']:.0%}", f"{s['median_s']:.1f}", wf, tps)
+        acting = f"{s['well_formed_actions']:.0%} of {s['model_calls']}"
+        table.add_row(
+            actions, str(s["tasks"]), f"{s['pass_rate']:.0%}", f"{s['median_s']:.1f}", wf, acting, tps
+        )
     console.print(table)
     print(json.dumps(report), flush=True)
 

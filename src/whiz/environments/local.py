@@ -56,15 +56,24 @@ class LocalEnvironment:
         """Run `command`; on timeout or cancellation the process group is killed first."""
         limit = self.timeout_s if timeout_s is None else timeout_s
         started = time.perf_counter()
-        proc = await asyncio.create_subprocess_shell(
-            command,
-            cwd=self.cwd,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,
-            env=self.env,
+        creating = asyncio.ensure_future(
+            asyncio.create_subprocess_shell(
+                command,
+                cwd=self.cwd,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+                start_new_session=True,
+                env=self.env,
+            )
         )
+        try:
+            proc = await asyncio.shield(creating)
+        except asyncio.CancelledError:
+            # Interrupted while starting: asyncio would kill only the shell and then wait for its
+            # children to close the pipe. Let it start, then kill the whole group.
+            await _kill_group(await creating)
+            raise
         chunks: list[bytes] = []
         dropped = 0
 
@@ -103,18 +112,17 @@ class LocalEnvironment:
 
 
 async def _kill_group(proc: asyncio.subprocess.Process) -> None:
-    """SIGTERM the process group, then SIGKILL what is left after a grace period."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, sig)
-        try:
-            await asyncio.wait_for(asyncio.shield(proc.wait()), KILL_GRACE_S)
-        except TimeoutError:
-            continue
-        # The leader is gone, but children may have ignored SIGTERM: finish them too.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        return
+    """SIGTERM the process group, SIGKILL it after a grace period, then read the pipe to its end
+    (so its transport closes) once nothing in the group can hold it open."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(asyncio.shield(proc.wait()), KILL_GRACE_S)
+    # The leader may be gone while children ignored SIGTERM: finish the whole group.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(proc.communicate(), KILL_GRACE_S)
 
 
 def truncate(text: str, max_chars: int = 8000) -> str:

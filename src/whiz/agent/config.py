@@ -1,0 +1,26 @@
+"""How an agent behaves: one settings object, every field with the default `whiz exec` uses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from whiz.agent.approvals import ApprovalMode
+from whiz.agent.formats import ActionFormat
+
+
+@dataclass
+class AgentConfig:
+    """How one agent behaves. Every field has the default `whiz exec` uses."""
+
+    actions: ActionFormat = "text"
+    approval: ApprovalMode = ApprovalMode.AUTO_EDIT
+    max_steps: int = 12
+    max_retries: int = 2
+    """Malformed replies in a row that get feedback before the turn fails."""
+    test_cmd: str | None = None
+    """Run after edits; the turn is done when it passes. Also the one command pre-approved."""
+    command_timeout_s: float = 120.0
+    max_output_tokens: int = 2048
+    map_tokens: int = 1024
+    cancel_grace_s: float = 2.0
+    """How long a cancelled model call may take to end on its own before it is cut off."""

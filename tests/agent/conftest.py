@@ -1,0 +1,60 @@
+"""Fixtures for the agent's tests: a small project folder and an agent over a scripted model."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from whiz.agent.approvals import Approvals
+from whiz.agent.config import AgentConfig
+from whiz.agent.events import Collector
+from whiz.agent.loop import Agent
+from whiz.agent.scripted_model import ScriptedModel
+from whiz.agent.undo import UndoStore
+from whiz.agent.workspace import Workspace
+
+GREET = """def say_hello(name):
+    return "Hello, " + name
+
+
+def main():
+    print(say_hello("world"))
+"""
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "greet.py").write_text(GREET)
+    (root / "README.md").write_text("A tiny project.\n")
+    return root
+
+
+def sr(path: str, search: str, replace: str) -> str:
+    """A SEARCH/REPLACE block as a model writes it."""
+    return f"{path}\n<<<<<<< SEARCH\n{search}\n=======\n{replace}\n>>>>>>> REPLACE\n"
+
+
+class Harness:
+    """An agent over a scripted model, its events and (optionally) undo."""
+
+    def __init__(self, root: Path, replies: list, undo_dir: Path | None = None, approvals=None, **config):
+        self.model = ScriptedModel(list(replies))
+        self.events = Collector()
+        self.undo = UndoStore(undo_dir) if undo_dir else None
+        cfg = AgentConfig(**config)
+        approvals = approvals or Approvals(cfg.approval, preapproved=[cfg.test_cmd or ""])
+        self.agent = Agent(
+            self.model, Workspace(root), config=cfg, sink=self.events, approvals=approvals, undo=self.undo
+        )
+
+
+@pytest.fixture
+def harness(project: Path, tmp_path: Path) -> Callable[..., Harness]:
+    def make(replies: list, **config) -> Harness:
+        return Harness(project, replies, tmp_path / "undo", **config)
+
+    return make

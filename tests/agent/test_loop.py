@@ -1,0 +1,170 @@
+"""The agent loop against a scripted model: edits, feedback on malformed edits, limits, tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.agent.conftest import GREET, sr
+from whiz.agent.scripted_model import Reply
+
+
+async def test_edit_block_is_applied_and_the_turn_completes(harness, project: Path) -> None:
+    h = harness([sr("greet.py", "def say_hello(name):", "def greet(name):")])
+    result = await h.agent.run("Rename say_hello to greet in greet.py")
+    assert result.ok, result.message
+    assert (project / "greet.py").read_text().startswith("def greet(name):")
+    assert result.changed == ["greet.py"]
+    types = h.events.types()
+    assert types[0] == "turn.started" and types[-1] == "turn.completed"
+    [change] = h.events.items("file_change")
+    assert change["status"] == "completed" and change["changes"] == [{"path": "greet.py", "kind": "update"}]
+    assert "+def greet(name):" in change["diff"]
+
+
+async def test_named_files_are_attached_to_the_task(harness) -> None:
+    h = harness(["Nothing to change."])
+    await h.agent.run("Look at greet.py")
+    first = h.model.requests[0].items[0]["content"]
+    assert "def say_hello(name):" in first  # the file's text came with the task
+    # ...and the model is told to predict the file (Predicted Outputs) when it answers.
+    assert h.model.requests[0].prediction == GREET
+
+
+async def test_a_miss_gets_the_nearest_lines_and_a_retry(harness, project: Path) -> None:
+    wrong = sr("greet.py", "def say_helo(nam):", "def greet(name):")
+    right = sr("greet.py", "def say_hello(name):", "def greet(name):")
+    h = harness([wrong, right])
+    result = await h.agent.run("Rename say_hello to greet in greet.py")
+    assert result.ok
+    feedback = h.model.requests[1].items[-1]["content"]
+    assert "say_hello" in feedback  # the nearest lines in the file, so the model can copy them
+    assert h.events.items("error"), "the miss is reported as an error item"
+    assert (project / "greet.py").read_text().startswith("def greet(name):")
+    assert result.stats.edit_attempts == 2 and result.stats.edits_applied == 1
+
+
+async def test_three_malformed_replies_fail_the_turn_and_change_nothing(harness, project: Path) -> None:
+    wrong = sr("greet.py", "def nothing_like_it():", "def greet(name):")
+    h = harness([wrong, wrong, wrong, "unused"])
+    result = await h.agent.run("Rename say_hello to greet in greet.py")
+    assert result.status == "failed"
+    assert "3 times" in result.message
+    assert (project / "greet.py").read_text() == GREET
+    assert h.events.types()[-1] == "turn.failed"
+    assert len(h.model.requests) == 3  # two retries, then it stops asking
+
+
+async def test_an_edit_block_that_does_not_parse_gets_feedback(harness, project: Path) -> None:
+    broken = "greet.py\n<<<<<<< SEARCH\ndef say_hello(name):\n>>>>>>> REPLACE\n"
+    h = harness([broken, sr("greet.py", "def say_hello(name):", "def greet(name):")])
+    result = await h.agent.run("Rename say_hello to greet in greet.py")
+    assert result.ok
+    assert "=======" in h.model.requests[1].items[-1]["content"]
+
+
+async def test_a_path_outside_the_workspace_is_refused(harness, project: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside.txt"
+    h = harness([sr("../outside.txt", "", "pwned"), "I cannot do that."])
+    result = await h.agent.run("write ../outside.txt")
+    assert not outside.exists()
+    assert result.ok and result.message == "I cannot do that."
+    assert "inside the project" in h.model.requests[1].items[-1]["content"]
+
+
+async def test_read_then_edit(harness, project: Path) -> None:
+    (project / "pkg").mkdir()
+    (project / "pkg" / "util.py").write_text("X = 1\n")
+    h = harness(["READ pkg/util.py", sr("pkg/util.py", "X = 1", "X = 2")])
+    result = await h.agent.run("Set X to 2")
+    assert result.ok
+    assert "X = 1" in h.model.requests[1].items[-1]["content"]
+    assert h.model.requests[1].prediction == "X = 1\n"  # the file read is the prediction
+    assert (project / "pkg" / "util.py").read_text() == "X = 2\n"
+
+
+async def test_a_plain_answer_ends_the_turn(harness) -> None:
+    h = harness(["say_hello returns a greeting."])
+    result = await h.agent.run("What does say_hello do?")
+    assert result.ok and result.message == "say_hello returns a greeting."
+    [message] = h.events.items("agent_message")
+    assert message["text"] == "say_hello returns a greeting."
+
+
+async def test_the_step_limit_fails_the_turn(harness) -> None:
+    h = harness(["LIST ."] * 5, max_steps=3)
+    result = await h.agent.run("Look around forever")
+    assert result.status == "failed" and "3 steps" in result.message
+
+
+async def test_with_a_test_command_the_turn_ends_when_tests_pass(harness, project: Path) -> None:
+    (project / "check.py").write_text("import greet\nassert greet.greet('a') == 'Hello, a'\n")
+    first = sr(
+        "greet.py", 'def say_hello(name):\n    return "Hello, " + name', "def greet(name):\n    return name"
+    )
+    second = sr("greet.py", "    return name", '    return "Hello, " + name')
+    h = harness([first, second], test_cmd="python check.py")
+    result = await h.agent.run("Rename say_hello to greet in greet.py")
+    assert result.ok, result.message
+    assert "the tests pass" in result.message
+    assert "AssertionError" in h.model.requests[1].items[-1]["content"]
+    commands = h.events.items("command_execution")
+    assert [c["status"] for c in commands] == ["failed", "completed"]
+
+
+async def test_tool_calls_edit_and_answer_with_function_outputs(harness, project: Path) -> None:
+    call = (
+        "edit_file",
+        {"path": "greet.py", "old_text": "def say_hello(name):", "new_text": "def greet(name):"},
+    )
+    h = harness([Reply(calls=[("read_file", {"path": "greet.py"})]), Reply(calls=[call])], actions="tools")
+    result = await h.agent.run("Rename say_hello to greet")
+    assert result.ok
+    request = h.model.requests[1]
+    assert request.tools and {t["name"] for t in request.tools} >= {"read_file", "edit_file", "run_command"}
+    output = request.items[-1]
+    assert output["type"] == "function_call_output" and "def say_hello" in output["output"]
+    assert (project / "greet.py").read_text().startswith("def greet(name):")
+
+
+async def test_bad_tool_arguments_get_feedback(harness) -> None:
+    h = harness(
+        [Reply(calls=[("edit_file", "{not json")]), Reply(calls=[("nope", {})]), "ok"], actions="tools"
+    )
+    result = await h.agent.run("do it")
+    assert result.ok
+    assert "not valid JSON" in h.model.requests[1].items[-1]["output"]
+    assert "no tool named 'nope'" in h.model.requests[2].items[-1]["output"]
+
+
+async def test_losing_the_server_fails_the_turn_with_the_reason(harness, project: Path) -> None:
+    from whiz.client import ConnectionLost
+
+    h = harness(["READ greet.py", ConnectionLost("ws://127.0.0.1:1/v1/responses: connection closed")])
+    result = await h.agent.run("look")
+    assert result.status == "failed" and "connection closed" in result.message
+    assert h.events.events[-1] == {
+        "type": "turn.failed",
+        "turn_id": result.turn_id,
+        "error": {"message": result.message},
+        "usage": result.stats.usage(),
+    }
+
+
+async def test_a_write_that_fails_ends_the_turn_and_changes_nothing(project: Path) -> None:
+    import resource
+
+    from tests.agent.conftest import Harness
+
+    big = "".join(f"line {i}\n" for i in range(30_000))  # about 250 kB
+    (project / "big.txt").write_text(big)
+    h = Harness(project, [sr("big.txt", "line 0", "first line")])  # no undo store: the apply itself fails
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, hard))  # as if the disk were full
+    try:
+        result = await h.agent.run("change the first line of big.txt")
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert result.status == "failed"
+    assert "File too large" in result.message and "No file was changed" in result.message
+    assert (project / "big.txt").read_text() == big
+    assert [c["status"] for c in h.events.items("file_change")] == ["failed"]

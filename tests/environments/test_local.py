@@ -1,0 +1,74 @@
+"""Commands in the workspace: output, exit codes, the whole process group killed on timeout or interrupt."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+from pathlib import Path
+
+from whiz.environments.local import LocalEnvironment, truncate
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie (exited, not yet reaped by its parent) counts as dead.
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+async def wait_for_file(path: Path, timeout_s: float = 5.0) -> str:
+    deadline = time.monotonic() + timeout_s
+    while not path.exists() or not path.read_text().strip():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        await asyncio.sleep(0.02)
+    return path.read_text().strip()
+
+
+async def test_output_and_exit_code(tmp_path: Path) -> None:
+    env = LocalEnvironment(tmp_path)
+    result = await env.run("echo out; echo err >&2; pwd; exit 3")
+    assert result.exit_code == 3 and not result.ok
+    assert "out" in result.output and "err" in result.output
+    assert str(tmp_path.resolve()) in result.output
+
+
+async def test_timeout_kills_the_whole_group(tmp_path: Path) -> None:
+    env = LocalEnvironment(tmp_path)
+    # The child ignores SIGTERM, so only the SIGKILL of the group stops it.
+    result = await env.run("sh -c 'trap \"\" TERM; echo $$ > child.pid; sleep 30' & wait", timeout_s=0.5)
+    assert result.timed_out and result.exit_code is None
+    child = int(await wait_for_file(tmp_path / "child.pid"))
+    deadline = time.monotonic() + 5
+    while alive(child) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert not alive(child)
+
+
+async def test_cancel_kills_the_group(tmp_path: Path) -> None:
+    env = LocalEnvironment(tmp_path)
+    task = asyncio.ensure_future(env.run("sleep 30 & echo $! > child.pid; wait", timeout_s=60))
+    child = int(await wait_for_file(tmp_path / "child.pid"))
+    started = time.monotonic()
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    assert time.monotonic() - started < 5
+    deadline = time.monotonic() + 5
+    while alive(child) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert not alive(child), Path(f"/proc/{child}/stat").read_text()
+
+
+def test_truncate_keeps_head_and_tail() -> None:
+    text = "HEAD" + "x" * 10_000 + "TAIL"
+    short = truncate(text, 300)
+    assert short.startswith("HEAD") and short.endswith("TAIL") and len(short) < 400
+    assert "characters cut" in short
+    assert truncate("small", 300) == "small"
