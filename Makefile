@@ -9,7 +9,7 @@ LLAMA_VERSION := 0.3.36
 STAMP := $(VENV)/.whiz-installed
 PYTEST_ARGS ?=
 
-.PHONY: run test setup model lint format bench-serve clean
+.PHONY: run test setup model browser lint format bench-serve clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -27,7 +27,14 @@ model: setup
 run: model
 	$(WHIZ) serve
 
-test: model
+# The web app's end-to-end tests drive Debian's chromium through Playwright (Playwright's own
+# browser download fails here). Installed once, quietly; needs root, as on CI.
+browser:
+	@test -x /usr/bin/chromium || { echo "installing chromium for the browser tests"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
+
+test: model browser
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: setup

@@ -37,3 +37,15 @@ def test_help_explains_the_commands():
     assert result.exit_code == 0
     for command in ("serve", "models", "bench"):
         assert command in result.output
+
+
+def test_an_unknown_draft_model_fails_before_anything_is_pulled(tmp_path, monkeypatch):
+    monkeypatch.setenv("WHIZ_HOME", str(tmp_path))
+    result = runner.invoke(app, ["serve", "--draft-model", "nope"])
+    assert result.exit_code == 2 and "Unknown model 'nope'" in result.output
+    assert not (tmp_path / "models").exists()
+
+
+def test_the_fake_model_takes_only_the_fake_draft_model():
+    result = runner.invoke(app, ["serve", "--model", "fake", "--draft-model", "qwen2.5-coder-0.5b"])
+    assert result.exit_code == 2 and "--draft-model fake" in result.output

@@ -10,8 +10,8 @@ import typer
 from rich.console import Console
 
 app = typer.Typer(
-    help="whiz: a local, real-time coding-model system.",
-    no_args_is_help=True,
+    help="whiz: a local, real-time coding-model system. Without a command: `whiz code`.",
+    no_args_is_help=False,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
@@ -57,6 +57,19 @@ def serve(
         int | None, typer.Option(help="Longest draft verified in one batch (default 32).")
     ] = None,
     config: Annotated[Path | None, typer.Option(help="TOML file with a [serve] table.")] = None,
+    workspace: Annotated[
+        Path | None,
+        typer.Option(
+            help="Folder the web app at / may browse and edit (nothing outside it is reachable).",
+            exists=True,
+            file_okay=False,
+            resolve_path=True,
+        ),
+    ] = None,
+    test_cmd: Annotated[
+        str | None,
+        typer.Option(help="Command the web app runs in the workspace on request, e.g. 'pytest -q'."),
+    ] = None,
     draft_model: Annotated[
         str | None,
         typer.Option(
@@ -65,7 +78,7 @@ def serve(
         ),
     ] = None,
 ) -> None:
-    """Serve the OpenAI-compatible APIs (Chat Completions, Responses, and its WebSocket mode)."""
+    """Serve the OpenAI-compatible APIs (Chat Completions, Responses, its WebSocket mode) and the web app."""
     from whiz.config import load_settings
     from whiz.errors import WhizError
     from whiz.server.run import serve_forever
@@ -83,6 +96,8 @@ def serve(
         rate_limit_rpm=rate_limit_rpm,
         speculation=speculation,
         max_draft=max_draft,
+        workspace=workspace,
+        test_cmd=test_cmd,
         draft_model=draft_model,
     )
     try:
@@ -167,7 +182,9 @@ def bench_serve(
 @bench_app.command("edits")
 def bench_edits(
     target: Annotated[str, typer.Option(help="Base URL of the server to measure.")] = "http://127.0.0.1:8321",
-    suite: Annotated[str, typer.Option(help="rename (stdlib windows), editeval, or all.")] = "all",
+    suite: Annotated[
+        str, typer.Option(help="rename (stdlib windows), editeval, freeform (new text: drafts miss), or all.")
+    ] = "all",
     limit: Annotated[int | None, typer.Option(help="Run only the first N tasks of each suite.")] = None,
     model: Annotated[str | None, typer.Option(help="Model id to request.")] = None,
     api_key: Annotated[str | None, typer.Option(help="Bearer key for the target.")] = None,
@@ -566,6 +583,84 @@ def bench_heal(
         main(target=target, limit=limit, n=n, temperature=temperature, variants=variants, api_key=api_key,
              model=model, deep=deep, data=data)
     )  # fmt: skip
+
+
+# -- the interactive agent: whiz (no command) and whiz code ------------------------------------------
+
+
+@app.callback(invoke_without_command=True)
+def _no_command(ctx: typer.Context) -> None:
+    if ctx.invoked_subcommand is None:
+        import os
+
+        # Called directly, so the option's environment variable is read here.
+        code(api_key=os.environ.get("WHIZ_API_KEY"))
+
+
+@app.command()
+def code(
+    base_url: BaseUrlOpt = None,
+    api_key: ApiKeyOpt = None,
+    model: ModelOpt = None,
+    approval: Annotated[
+        str,
+        typer.Option(
+            "--approval",
+            help="read-only, auto-edit (edits applied, each command asks you first), "
+            "or full-auto (commands run too, in the workspace, with a timeout).",
+        ),
+    ] = "auto-edit",
+    actions: ActionsOpt = "text",
+    test_cmd: TestCmdOpt = None,
+    resume: Annotated[
+        str | None, typer.Option("--resume", help="Continue a stored session (its id, from /resume).")
+    ] = None,
+    last: Annotated[
+        bool, typer.Option("--last", help="Continue the latest session in this directory.")
+    ] = False,
+) -> None:
+    """The interactive coding agent in the current directory (also plain `whiz`).
+
+    Type a task: the reply streams with its TTFT and tokens/s, and every edit shows as a diff.
+
+    Esc or Ctrl-C stops the agent at once. A message typed while it works steers it.
+
+    /help lists the slash commands: /undo, /diff, /model, /mode, /approval, /clear, /resume.
+    """
+    from whiz.tui import run_code
+
+    options = _agent_options(
+        "last" if last else resume, approval, actions, base_url, api_key, model, test_cmd
+    )
+    raise typer.Exit(run_code(options))
+
+
+@bench_app.command("parallel")
+def bench_parallel(
+    target: Annotated[str, typer.Option(help="Base URL of the server to measure.")] = "http://127.0.0.1:8321",
+    n: Annotated[int, typer.Option("--n", help="Candidates per prompt.")] = 5,
+    max_tokens: Annotated[int, typer.Option(help="Most tokens per candidate.")] = 128,
+    rounds: Annotated[int, typer.Option(help="Times each prompt runs in each mode.")] = 2,
+    temperature: Annotated[
+        float, typer.Option(help="Sampling temperature (seeds make it repeatable).")
+    ] = 0.7,
+    model: Annotated[str | None, typer.Option(help="Model id to request.")] = None,
+    api_key: Annotated[str | None, typer.Option(help="Bearer key for the target.")] = None,
+) -> None:
+    """Best-of-N decoding: N candidates in one request (decoded together) vs N requests in a row."""
+    from whiz.bench.parallel import main
+
+    raise typer.Exit(
+        main(
+            target,
+            model=model,
+            api_key=api_key,
+            n=n,
+            max_tokens=max_tokens,
+            rounds=rounds,
+            temperature=temperature,
+        )
+    )
 
 
 def run() -> None:  # pragma: no cover - console entry point

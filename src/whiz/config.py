@@ -40,6 +40,13 @@ class ServeSettings(BaseModel):
     top_k: int = Field(20, description="Top-k sampling (not part of OpenAI's API).")
     max_body_mb: float = Field(16, description="Largest request body accepted.")
     stored_responses: int = Field(256, description="Responses kept for previous_response_id over HTTP.")
+    workspace: Path | None = Field(
+        None, description="Folder the web app may browse and edit (nothing outside it is reachable)."
+    )
+    test_cmd: str | None = Field(
+        None, description="Shell command the web app runs in the workspace on request (e.g. 'pytest -q')."
+    )
+    test_timeout_s: float = Field(300, description="Longest a --test-cmd run may take before it is killed.")
     draft_model: str | None = Field(
         None,
         description="A smaller model with the same tokenizer that drafts tokens for --model, which "

@@ -86,3 +86,19 @@ class KVCacheFull(EngineError):
     """The KV cache has no room for a batch; the scheduler evicts idle sessions and retries."""
 
     code = "kv_cache_full"
+
+
+class Forbidden(WhizError):
+    """The request is well-formed but not allowed from where it came (origin, host, path)."""
+
+    status = 403
+    type = "invalid_request_error"
+    code = "forbidden"
+
+
+class Conflict(WhizError):
+    """The request no longer fits the current state (a file changed under a pending edit)."""
+
+    status = 409
+    type = "invalid_request_error"
+    code = "conflict"

@@ -126,16 +126,20 @@ def test_a_short_run_prints_tables_then_one_json_line(serve_fake, capsys, rename
     result = json.loads(captured.out.strip().splitlines()[-1])
     assert {"bench", "target", "model", "date", "suites", "identical"} <= set(result)
     assert result["bench"] == "edits" and result["model"] == "fake" and result["whiz"] is True
-    assert set(result["suites"]) == {"rename", "editeval"}
+    assert set(result["suites"]) == {"rename", "editeval", "freeform"}
+    freeform = result["suites"].pop("freeform")
+    # New text and an unrelated prediction: its drafts miss, and the output is still plain's.
+    assert freeform["prediction"]["rejected_tokens"] > 0
+    assert freeform["prediction"]["identical"] == freeform["lookup"]["identical"] == 2
     for modes in result["suites"].values():
         assert set(modes) == {"plain", "lookup", "prediction"}
         for mode, s in modes.items():
             assert s["tasks"] == 2 and s["correct"] == 2 and s["decode_tokens_per_s"] > 0 and s["ttft_ms"] > 0
             assert s["identical"] == (None if mode == "plain" else 2)
         assert modes["prediction"]["accepted_tokens"] > 0 and modes["plain"]["accepted_tokens"] == 0
-    assert result["identical"] == {"total": 8, "differ": 0, "differences": []}
+    assert result["identical"] == {"total": 12, "differ": 0, "differences": []}
     assert "whiz bench edits — rename" in captured.out and "identical to plain" in captured.out
-    assert len(captured.err.strip().splitlines()) == 4  # one progress line per task
+    assert len(captured.err.strip().splitlines()) == 6  # one progress line per task
 
 
 def test_an_unreachable_target_fails_with_one_line(capsys):

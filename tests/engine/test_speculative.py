@@ -123,12 +123,22 @@ def test_draft_length_follows_acceptance_and_batch_costs():
     assert d.next() <= 2  # drafts keep missing: short or off
 
 
-def test_drafting_pauses_where_batches_are_too_expensive_to_pay():
-    costly = BatchCost({1: 10.0, 16: 160.0, 64: 640.0})  # every extra row costs a full step
-    d = DraftLength(costly, max_len=32, pause_steps=4)
+def test_drafting_pauses_while_drafts_miss_too_often_to_pay_and_probes_now_and_then():
+    cost = BatchCost({1: 10.0, 64: 199.0})  # an extra row costs 3 ms against 10 for a step
+    d = DraftLength(cost, max_len=32, prior=0.2, pause_steps=4)
+    assert not d.hopeless  # drafts that hit would pay
     assert [d.next() for _ in range(5)] == [0, 0, 0, 0, 2]  # paused, then one short probe
 
 
 def test_batch_cost_interpolates():
     cost = BatchCost({1: 20.0, 17: 100.0})
     assert cost(1) == 20.0 and cost(9) == 60.0 and cost(33) == 180.0
+
+
+def test_a_drafter_that_cannot_pay_even_when_always_right_never_drafts_or_probes():
+    cost = BatchCost({1: 56.0, 4: 156.0, 16: 547.0})  # the 1.5B on a 2-core AVX2 machine
+    draft_model = DraftLength(cost, max_len=32, prior=0.7, draft_token_ms=29.0)  # the 0.5B drafting
+    assert draft_model.hopeless
+    assert [draft_model.next() for _ in range(300)] == [0] * 300
+    # Free drafts (prediction, lookup) on the same machine pay when they are right.
+    assert not DraftLength(cost, max_len=32, prior=0.95).hopeless

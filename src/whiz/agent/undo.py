@@ -76,6 +76,20 @@ class UndoStore:
         shutil.rmtree(folder)
         return [change.path for change in changes]
 
+    def originals(self) -> dict[str, str | None]:
+        """Each file's text before the earliest turn still recorded (None: it did not exist then).
+
+        With the files as they are now, this gives the net change of every turn `undo` could still
+        take back (the UI's `/diff`).
+        """
+        found: dict[str, str | None] = {}
+        for folder in self._folders():
+            for entry in self._manifest(folder)["files"]:
+                if entry["path"] not in found:
+                    blob = folder / entry["blob"] if entry["blob"] else None
+                    found[entry["path"]] = blob.read_bytes().decode("utf-8") if blob else None
+        return found
+
     def _folders(self) -> list[Path]:
         if not self.directory.is_dir():
             return []

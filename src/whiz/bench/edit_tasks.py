@@ -4,12 +4,15 @@ Two suites. `rename` is built from code the project did not write: windows of 40
 well-known pure-Python standard library modules, each with an instruction whose answer is
 mechanical (rename a function, rename a parameter, add a decorator), so correctness is an exact
 comparison. `editeval` is InstructCoder's EditEval (194 tasks), whose answers are checked by
-running each task's test against the edited code.
+running each task's test against the edited code. `freeform` is the other side: new text, with
+nothing in the context to copy and a prediction of unrelated code, so drafts keep missing; it
+shows what speculation costs where it cannot help.
 """
 
 from __future__ import annotations
 
 import ast
+import inspect
 import io
 import json
 import random
@@ -54,7 +57,12 @@ class EditTask:
     context: str | None = None
 
     def is_correct(self, reply: str) -> bool:
-        """Whether the model's reply (the whole edited file, fenced or not) does the edit."""
+        """Whether the model's reply (the whole edited file, fenced or not) does the edit.
+
+        A free-form task has no answer to check: any reply counts.
+        """
+        if self.suite == "freeform":
+            return bool(reply.strip())
         code = extract_code(reply)
         if self.expected is not None:
             return normalize(code) == normalize(self.expected)
@@ -269,3 +277,28 @@ def rename_names(code: str, old: str, new: str, first_line: int = 1, last_line: 
         line = lines[row - 1]
         lines[row - 1] = line[:col] + new + line[col + len(old) :]
     return "".join(lines)
+
+
+# -- the free-form suite ---------------------------------------------------------------------------
+
+# Chosen because the 0.5B answers them at length without looping at temperature 0 (a reply that
+# repeats itself is copied by prompt lookup, and would not show drafts that miss).
+FREEFORM_PROMPTS = (
+    "Explain in one paragraph how TCP congestion control reacts to packet loss.",
+    "Write a short bash script that backs up a directory to a timestamped tar.gz file.",
+    "Describe the water cycle to a ten-year-old.",
+    "Write a product description for a mechanical keyboard.",
+    "Compare Python and Rust for writing command-line tools, in one paragraph.",
+    "Give five tips for naming variables well, as a numbered list.",
+)
+
+
+def freeform_tasks() -> list[EditTask]:
+    """New writing with nothing to copy; the prediction (`code`) is unrelated code, so it misses."""
+    import textwrap
+
+    unrelated = inspect.getsource(textwrap.TextWrapper._wrap_chunks)
+    return [
+        EditTask(suite="freeform", task_id=f"freeform:{i + 1}", filename="", instruction=p, code=unrelated)
+        for i, p in enumerate(FREEFORM_PROMPTS)
+    ]

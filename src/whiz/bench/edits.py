@@ -2,8 +2,10 @@
 
 Each task asks for the whole edited file (`POST /v1/chat/completions`, temperature 0) in up to
 three modes: `plain` (no prediction, speculation off), `lookup` (whiz only: speculation on, the
-server drafts from n-grams of the prompt) and `prediction` (OpenAI Predicted Outputs, the current
-file as the prediction). At temperature 0 every mode must write exactly what plain mode wrote;
+server drafts from n-grams of the prompt, and with its draft model if it has one) and
+`prediction` (OpenAI Predicted Outputs, the current file as the prediction). The `freeform` suite
+asks for new writing instead, with an unrelated prediction: drafts that miss, whose cost must
+stay small. At temperature 0 every mode must write exactly what plain mode wrote;
 the bench counts where it did not, and checks each edit for correctness (see `edit_tasks.py`).
 Decode speed and TTFT are the server's `whiz` timings where it sends them, client-side otherwise.
 """
@@ -23,7 +25,13 @@ from typing import Any
 import httpx
 
 from whiz.bench.edit_report import mode_summary, print_report
-from whiz.bench.edit_tasks import EditTask, default_editeval_path, load_editeval, rename_tasks
+from whiz.bench.edit_tasks import (
+    EditTask,
+    default_editeval_path,
+    freeform_tasks,
+    load_editeval,
+    rename_tasks,
+)
 from whiz.bench.serve import rounded
 from whiz.client import ClientError, ConnectError, HttpClient, Turn, api_base
 
@@ -32,7 +40,8 @@ SYSTEM = (
     "updated file in one ```python block, with no explanation."
 )
 MODES = ("plain", "lookup", "prediction")
-SUITES = ("rename", "editeval")
+SUITES = ("rename", "editeval", "freeform")
+FREEFORM_MAX_TOKENS = 200
 MAX_TOKENS_CAP = 2048
 DEFAULT_CHARS_PER_TOKEN = 3.0
 
@@ -40,11 +49,15 @@ Progress = Callable[[str], None]
 
 
 def user_prompt(task: EditTask) -> str:
+    if task.suite == "freeform":
+        return task.instruction
     return f"Instruction: {task.instruction}\n\nFile `{task.filename}`:\n```python\n{task.code}\n```"
 
 
 def max_tokens(task: EditTask, chars_per_token: float) -> int:
     """Twice the file plus a little; the cap never cuts below what the unchanged file needs."""
+    if task.suite == "freeform":
+        return FREEFORM_MAX_TOKENS
     estimate = len(task.code) / chars_per_token
     return min(int(2 * estimate) + 64, max(MAX_TOKENS_CAP, int(estimate) + 256))
 
@@ -57,6 +70,8 @@ def request_body(task: EditTask, mode: str, model: str, whiz: bool, chars_per_to
         "max_tokens": max_tokens(task, chars_per_token),
         "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user_prompt(task)}],
     }
+    if task.suite == "freeform":  # an ordinary assistant, not a code editor
+        body["messages"] = body["messages"][1:]
     if mode == "prediction":
         body["prediction"] = {"type": "content", "content": task.code}
     if whiz:  # other servers may refuse a field they don't know
@@ -255,7 +270,7 @@ def load_tasks(suite: str, limit: int | None, data: str | None, notes: list[str]
     """The tasks of the chosen suites, the first `limit` of each."""
     chosen = SUITES if suite == "all" else (suite,)
     if any(s not in SUITES for s in chosen):
-        raise ValueError(f"unknown suite {suite!r}; choose rename, editeval or all")
+        raise ValueError(f"unknown suite {suite!r}; choose rename, editeval, freeform or all")
     tasks: list[EditTask] = []
     if "rename" in chosen:
         tasks += rename_tasks()[:limit]
@@ -268,6 +283,8 @@ def load_tasks(suite: str, limit: int | None, data: str | None, notes: list[str]
             notes.append(f"editeval skipped: {missing}")
         else:
             tasks += load_editeval(path)[:limit]
+    if "freeform" in chosen:
+        tasks += freeform_tasks()[:limit]
     return tasks
 
 

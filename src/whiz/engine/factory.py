@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 from whiz.config import ServeSettings
 from whiz.engine.draft_model import DraftModel, check_compatible
 from whiz.engine.scheduler import Scheduler
@@ -30,9 +32,13 @@ def load_engine(settings: ServeSettings, *, progress=None) -> Scheduler:
         raise EngineError("the fake draft model drafts only for the fake model (--model fake)")
 
     from whiz.engine.llamacpp import LlamaRuntime
-    from whiz.models import ModelStore, default_home
+    from whiz.models import ModelNotInstalledError, ModelStore, default_home
 
     store = ModelStore(default_home())
+    # Check both names before pulling either: a typo in one must not cost a download of the other.
+    for ref in filter(None, (settings.model, settings.draft_model)):
+        with contextlib.suppress(ModelNotInstalledError):
+            store.resolve(ref, pull=False)
     path = store.resolve(settings.model)
     draft_path = store.resolve(settings.draft_model) if settings.draft_model else None
     runtime = LlamaRuntime(

@@ -4,7 +4,8 @@ The fake is faithful where the scheduler could go wrong: its KV cache has a fixe
 cells that sequences share after `seq_cp`, it raises KVCacheFull when full, and it refuses a
 batch whose positions don't continue what the sequence already holds. Its "model" replies with
 whatever a script returns for the conversation, one byte per token, so tests know the answer.
-`miss_every` makes it guess wrong now and then, like a small draft model next to a big one.
+`miss_every` makes it guess wrong now and then, like a small draft model next to a big one;
+a low `confidence` (the scripted token's logit; the others are 0) makes sampling stray from it.
 """
 
 from __future__ import annotations
@@ -76,6 +77,7 @@ class FakeRuntime:
         step_s: float = 0.002,
         token_s: float = 0.0001,
         miss_every: int = 0,
+        confidence: float = 30.0,
     ):
         self.tokenizer = ByteTokenizer()
         self.script = script
@@ -85,6 +87,7 @@ class FakeRuntime:
         self.step_s = step_s
         self.token_s = token_s
         self.miss_every = miss_every
+        self.confidence = confidence
         # Each cell holds (position, token) and the set of sequences that share it.
         self._cells: list[tuple[int, int, set[int]]] = []
         self.decoded_tokens = 0
@@ -126,7 +129,7 @@ class FakeRuntime:
                 nxt = reply[len(written)]
                 if self.miss_every and len(written) % self.miss_every == self.miss_every - 1:
                     nxt = ord("?") if nxt != ord("?") else ord("!")
-        logits[nxt] = 30.0
+        logits[nxt] = self.confidence
         return logits
 
     def seq_rm(self, seq: int, p0: int, p1: int) -> None:

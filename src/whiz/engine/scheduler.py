@@ -81,17 +81,14 @@ class Job:
     drafter: ChainDrafter | None = None
     leader: Job | None = None
     """For the later candidates of `generate_many`: the job that prefills the shared prompt."""
+    prompt_done: bool = False
+    """The whole prompt is in the cache."""
     t_submit: float = 0.0
     t_first: float = 0.0
 
     @property
     def decoding(self) -> bool:
         return self.generated > 0
-
-    @property
-    def prompt_cached(self) -> bool:
-        """The whole prompt is in the cache (or this job is over and will add no more)."""
-        return self.decoding or self.stats.finish_reason is not None
 
 
 class Scheduler:
@@ -193,6 +190,7 @@ class Scheduler:
             "steps": self.steps,
             "evictions": self.evictions,
             "cached_tokens": self.slots.cached_tokens(),
+            **({"draft_model_tokens": self.draft_model.drafted_tokens} if self.draft_model else {}),
         }
 
     # -- the worker thread --------------------------------------------------------------------
@@ -235,10 +233,16 @@ class Scheduler:
             if job.cancelled:
                 self._finish(job, "cancelled")
                 continue
-            if job.leader is not None and not job.leader.prompt_cached:
-                # Wait for the shared prompt: placed now, this job would prefill it a second time.
-                still_waiting.append(job)
-                continue
+            if job.leader is not None and not job.leader.prompt_done:
+                if job.leader.stats.finish_reason is None:
+                    # Wait for the shared prompt: placed now, this job would prefill it again.
+                    still_waiting.append(job)
+                    continue
+                # The leader stopped before its prompt was in (cancelled): this job leads instead.
+                old, job.leader = job.leader, None
+                for other in self._waiting:
+                    if other.leader is old:
+                        other.leader = job
             req = job.request
             placement = self.slots.place(req.prompt, req.session, need_logits=req.max_tokens > 0)
             if placement is None:
@@ -264,6 +268,7 @@ class Scheduler:
         job.placement = placement
         job.n_past = keep
         job.feed = job.request.prompt[keep:]
+        job.prompt_done = not job.feed
         job.stats.cached_tokens = keep
         job.stats.prefill_tokens = len(job.feed)
         req = job.request
@@ -341,6 +346,7 @@ class Scheduler:
             job.placement.slot.tokens.extend(job.feed[:n])
             job.n_past += n
             del job.feed[:n]
+            job.prompt_done = not job.feed
             if not job.feed and job.request.max_tokens == 0:
                 job.stats.prefill_ms = (time.perf_counter() - job.t_submit) * 1000
                 self._finish(job, "stop")

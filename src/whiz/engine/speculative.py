@@ -110,9 +110,16 @@ class DraftLength:
         self.pause_steps = pause_steps
         self._paused = 0
         self._pause_len = pause_steps
+        self.hopeless = self.best(self.MAX_RATE) == 0
+        """Drafting would not pay even if nearly every token were accepted (a draft model about
+        as slow as the model, or batches that cost as much as their rows one by one): never
+        draft, not even to probe, since probing costs time and can change nothing."""
 
-    def best(self) -> int:
-        a = min(self.rate, 0.995)
+    MAX_RATE = 0.995
+
+    def best(self, rate: float | None = None) -> int:
+        """The most productive draft length at `rate` (default: the running estimate); 0: none."""
+        a = min(self.rate if rate is None else rate, self.MAX_RATE)
         plain = 1 / self.cost(1)
         best_k, best_speed = 0, plain
         for k in self.LENGTHS:
@@ -125,6 +132,8 @@ class DraftLength:
 
     def next(self) -> int:
         """The draft length for this step (0: decode plainly)."""
+        if self.hopeless:
+            return 0
         if self._paused > 0:
             self._paused -= 1
             return 0 if self._paused else 2  # the last paused step probes

@@ -15,12 +15,16 @@ from starlette.websockets import WebSocket
 
 from whiz import __version__
 from whiz.config import ServeSettings
-from whiz.errors import InvalidRequest, NotFound, PayloadTooLarge, WhizError
+from whiz.errors import Forbidden, InvalidRequest, NotFound, PayloadTooLarge, WhizError
+from whiz.models.store import default_home
 from whiz.seams import Engine
 from whiz.server.auth import bearer
+from whiz.server.browser import FORBIDDEN_CLOSE_CODE, SUBPROTOCOL, key_from_subprotocols
 from whiz.server.protocol import ChatRequest, ResponsesRequest, decode_json, parse
 from whiz.server.state import ServerState
+from whiz.server.web import web_routes
 from whiz.server.websocket import Session
+from whiz.server.workspace_api import build_workspace, default_undo_dir, workspace_routes
 
 log = logging.getLogger("whiz.server")
 
@@ -105,8 +109,8 @@ def create_app(engine: Engine, settings: ServeSettings | None = None) -> Starlet
         req = parse(ChatRequest, data)
         state.metrics.request("chat")
         if req.stream:
-            turn = state.chat.start(req)
-            return sse(state.chat.stream(req, turn), named=False)
+            turns = state.chat.start(req)
+            return sse(state.chat.stream(req, turns), named=False)
         out = await state.chat.complete(req)
         state.metrics.finished(out)
         return JSONResponse(out)
@@ -131,13 +135,16 @@ def create_app(engine: Engine, settings: ServeSettings | None = None) -> Starlet
         return PlainTextResponse(state.metrics.render(status), media_type="text/plain; version=0.0.4")
 
     async def responses_socket(ws: WebSocket) -> None:
-        await ws.accept()
-        key = bearer(ws.headers.get("authorization"))
+        offered = ws.scope.get("subprotocols") or []
+        await ws.accept(subprotocol=SUBPROTOCOL if SUBPROTOCOL in offered else None)
+        key = bearer(ws.headers.get("authorization")) or key_from_subprotocols(offered)
         try:
+            state.browser.check(ws.headers, ws.url.scheme, browsers_only=True)
             state.keys.check(key)
         except WhizError as exc:
             await ws.send_text(json.dumps({"type": "error", "status": exc.status, "error": exc.to_dict()}))
-            await ws.close(code=1008)
+            code = FORBIDDEN_CLOSE_CODE if isinstance(exc, Forbidden) else 1008
+            await ws.close(code=code, reason=exc.code)
             return
         session = Session(ws, state, key)
         state.metrics.ws_sessions += 1
@@ -169,6 +176,10 @@ def create_app(engine: Engine, settings: ServeSettings | None = None) -> Starlet
         Route("/health", health, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
     ]
+    routes += web_routes(state)
+    if settings.workspace is not None:
+        undo_dir = default_undo_dir(default_home(), settings.workspace)
+        routes += workspace_routes(state, build_workspace(state, settings.workspace, undo_dir))
     app = Starlette(
         routes=routes,
         exception_handlers={WhizError: on_whiz_error, HTTPException: on_http_error, Exception: on_crash},

@@ -61,6 +61,8 @@ class WhizOptions(Wire):
 
     speculation: bool | None = None
     """False turns drafting off for this request (output is the same either way)."""
+    timeline: bool | None = None
+    """True adds `whiz.timeline` to the finished response: its decode steps, for a speed plot."""
 
 
 class SamplingFields(Wire):
@@ -74,6 +76,9 @@ class SamplingFields(Wire):
 
     def speculation(self) -> bool:
         return not (self.whiz and self.whiz.speculation is False)
+
+    def wants_timeline(self) -> bool:
+        return bool(self.whiz and self.whiz.timeline)
 
     def sampling(self, defaults: SamplingParams) -> SamplingParams:
         """The request's sampling settings, the server's defaults where it sets none."""
@@ -129,7 +134,8 @@ class ChatRequest(SamplingFields):
     stream_options: StreamOptions | None = None
     tools: list[ChatTool] | None = None
     tool_choice: str | dict | None = None
-    n: int = Field(default=1, ge=1, le=1)
+    n: int = Field(default=1, ge=1, le=64)
+    """Candidates to generate; the server's --slots bounds it further."""
 
     def stop_list(self) -> list[str]:
         return [self.stop] if isinstance(self.stop, str) else list(self.stop or [])

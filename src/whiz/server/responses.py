@@ -79,6 +79,23 @@ def timings(stats: GenerationStats) -> dict:
     }
 
 
+def timeline(steps: list[tuple[float, int]], max_rows: int = 240) -> list[list[float | int]]:
+    """Decode steps as rows of [ms since the request, tokens, accepted draft tokens].
+
+    A step yields one decoded token plus the draft tokens the model accepted in it (the contract
+    of `TokenChunk`), so a step of n tokens holds n - 1 accepted drafts. Past `max_rows` steps,
+    neighbours are merged so that a long reply stays a small payload.
+    """
+    group = max(1, -(-len(steps) // max_rows))
+    rows: list[list[float | int]] = []
+    for i in range(0, len(steps), group):
+        part = steps[i : i + group]
+        tokens = sum(n for _, n in part)
+        accepted = sum(max(0, n - 1) for _, n in part)
+        rows.append([round(part[-1][0], 1), tokens, accepted])
+    return rows
+
+
 @dataclass
 class PreparedTurn:
     """A validated request, ready to run."""
@@ -374,6 +391,8 @@ class ResponseRun:
             tokens, messages = turn.basis, turn.messages
         self.conversation = Conversation(tokens, messages, turn.system, turn.tools)
         extra: dict[str, Any] = {"usage": usage(stats, len(result.output_tokens)), "whiz": timings(stats)}
+        if turn.request.wants_timeline():
+            extra["whiz"]["timeline"] = timeline(result.steps)
         if result.finish_reason == "error":
             status = "failed"
             extra["error"] = {"code": "engine_error", "message": stats.error or "generation failed"}

@@ -7,6 +7,7 @@ from whiz.config import ServeSettings
 from whiz.engine.types import SamplingParams
 from whiz.seams import Engine
 from whiz.server.auth import KeyCheck, RateLimiter
+from whiz.server.browser import BrowserGuard, is_loopback
 from whiz.server.chat import ChatService
 from whiz.server.metrics import Metrics
 from whiz.server.responses import ResponsesService, ResponseStore
@@ -30,6 +31,7 @@ class ServerState:
         self.keys = KeyCheck(settings.api_keys)
         self.limiter = RateLimiter(settings.rate_limit_rpm)
         self.max_body_bytes = int(settings.max_body_mb * 1024 * 1024)
+        self.browser = BrowserGuard(loopback_only=is_loopback(settings.host))
 
     def check_rate(self, key: str | None) -> None:
         self.limiter.hit(key)

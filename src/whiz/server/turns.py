@@ -6,6 +6,7 @@ The APIs differ only in how they frame these pieces on the wire. Leaving the ite
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
@@ -28,6 +29,17 @@ class TurnSpec:
     prediction: list[int] | None = None
     speculation: bool = True
 
+    def request(self) -> GenerateRequest:
+        """What the engine is asked to generate."""
+        return GenerateRequest(
+            prompt=self.prompt,
+            max_tokens=self.max_tokens,
+            sampling=self.sampling,
+            session=self.session,
+            prediction=self.prediction,
+            speculation=self.speculation,
+        )
+
 
 @dataclass
 class TextDelta:
@@ -42,6 +54,9 @@ class TurnResult:
     stats: GenerationStats
     finish_reason: str
 
+    steps: list[tuple[float, int]] = field(default_factory=list)
+    """(ms since the turn started, tokens) for each decode step, as the chunks arrived."""
+
     def message(self) -> Message:
         content = self.text.strip() if self.tool_calls else self.text
         return Message("assistant", content, tuple(self.tool_calls))
@@ -52,21 +67,17 @@ class TurnResult:
 
 
 class Turn:
-    """A running turn. Iterate `events()`; call `cancel()` from anywhere to stop it."""
+    """A running turn. Iterate `events()`; call `cancel()` from anywhere to stop it.
 
-    def __init__(self, engine: Engine, spec: TurnSpec):
+    `stream` is an engine stream already started for this spec (one candidate of several);
+    without it the turn starts its own.
+    """
+
+    def __init__(self, engine: Engine, spec: TurnSpec, stream: Stream | None = None):
         self.spec = spec
         self._engine = engine
-        self.stream: Stream = engine.generate(
-            GenerateRequest(
-                prompt=spec.prompt,
-                max_tokens=spec.max_tokens,
-                sampling=spec.sampling,
-                session=spec.session,
-                prediction=spec.prediction,
-                speculation=spec.speculation,
-            )
-        )
+        self._t0 = time.perf_counter()
+        self.stream: Stream = stream if stream is not None else engine.generate(spec.request())
         self.result: TurnResult | None = None
 
     def cancel(self) -> None:
@@ -78,6 +89,7 @@ class Turn:
         tokens: list[int] = []
         text_parts: list[str] = []
         calls: list[ToolCall] = []
+        steps: list[tuple[float, int]] = []
         stopped_by_string = False
 
         def route(pieces):
@@ -93,6 +105,7 @@ class Turn:
             async for chunk in self.stream:
                 if stopped_by_string:
                     continue  # drain what the engine made before it saw the cancel
+                steps.append(((time.perf_counter() - self._t0) * 1000, len(chunk.tokens)))
                 for token in chunk.tokens:
                     tokens.append(token)
                     for ev in route(parser.feed(detok.feed(token))):
@@ -110,4 +123,4 @@ class Turn:
             self.stream.cancel()
         stats = self.stream.stats
         reason = "stop" if stopped_by_string else (stats.finish_reason or "stop")
-        self.result = TurnResult("".join(text_parts), calls, tokens, stats, reason)
+        self.result = TurnResult("".join(text_parts), calls, tokens, stats, reason, steps)

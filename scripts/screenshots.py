@@ -1,0 +1,163 @@
+"""Screenshots of the web app's main views, for the README: `python scripts/screenshots.py`.
+
+Starts `whiz serve` with the default model on a small demo workspace, drives the page in Debian's
+headless Chromium through Playwright, and writes PNGs into docs/screenshots/. Needs what `make test`
+sets up (the model, chromium, playwright from the test extra).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+from playwright.sync_api import Page, expect, sync_playwright
+
+from whiz.models import ModelStore, default_home
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+MODEL_MS = 300_000
+
+DEMO_FILE = '''\
+"""Small helpers for counting words."""
+
+
+def words(text):
+    return text.split()
+
+
+def count_words(text):
+    return len(words(text))
+
+
+def longest_word(text):
+    return max(words(text), key=len)
+'''
+DEMO_TEST = """\
+from textstats import count_words, longest_word
+
+
+def test_count_words():
+    assert count_words("a bb ccc") == 3
+
+
+def test_longest_word():
+    assert longest_word("a bb ccc") == "ccc"
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(model: str, workspace: Path, home: Path) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    env = {**os.environ, "WHIZ_HOME": str(home), "WHIZ_MODEL_NAME": "qwen2.5-coder-0.5b"}
+    # whiz's own pytest plugins have no business in the demo project's test run.
+    test_cmd = f"{sys.executable} -m pytest -q -p no:cacheprovider -p no:asyncio"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "whiz", "serve", "--model", model, "--port", str(port), "--slots", "4"]
+        + ["--ctx", "8192", "--kv-budget-mb", "512", "--workspace", str(workspace), "--test-cmd", test_cmd],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"whiz serve exited with {proc.returncode}")
+        try:
+            if httpx.get(url + "/health", timeout=1).status_code == 200:
+                return proc, url + "/"
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    proc.kill()
+    raise SystemExit("whiz serve did not come up")
+
+
+def shoot(page: Page, url: str, out: Path) -> None:
+    page.goto(url)
+    expect(page.locator("body")).to_have_attribute("data-ready", "true", timeout=60_000)
+
+    page.fill("#prompt", "Write a Python function that checks whether a string is a palindrome.")
+    page.press("#prompt", "Enter")
+    expect(page.locator(".msg.assistant[data-status=completed]")).to_have_count(1, timeout=MODEL_MS)
+    page.screenshot(path=out / "chat.png")
+    print("wrote", out / "chat.png")
+
+    page.click("#tab-workspace")
+    page.click("#file-list button:text-is('textstats.py')")
+    page.fill("#edit-instruction", "add a function average_word_length")
+    page.click("#ask-edit")
+    expect(page.locator(".edit")).to_have_count(1, timeout=MODEL_MS)
+    page.fill("#edit-instruction", "")
+    page.screenshot(path=out / "edit.png")
+    print("wrote", out / "edit.png")
+
+    page.locator(".edit button.accept").click()
+    expect(page.locator("#ws-status")).to_contain_text("Applied")
+    page.click("#run-tests")
+    expect(page.locator("#test-summary")).to_contain_text("in", timeout=120_000)
+    page.screenshot(path=out / "tests.png")
+    print("wrote", out / "tests.png")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshots")
+    parser.add_argument("--model", default="qwen2.5-coder-0.5b", help="registry name or .gguf path")
+    parser.add_argument("--chromium", default="/usr/bin/chromium")
+    args = parser.parse_args()
+    model = args.model
+    if not model.endswith(".gguf"):
+        found = ModelStore(default_home()).path(model)
+        if found is None:
+            raise SystemExit(f"{model} is not installed; run `whiz models pull {model}`")
+        model = str(found)
+    args.out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        workspace = Path(tmp) / "textstats"
+        workspace.mkdir()
+        (workspace / "textstats.py").write_text(DEMO_FILE)
+        (workspace / "test_textstats.py").write_text(DEMO_TEST)
+        proc, url = start_server(model, workspace, Path(tmp) / "home")
+        try:
+            with sync_playwright() as pw:
+                context = pw.chromium.launch_persistent_context(
+                    Path(tmp) / "profile",
+                    executable_path=args.chromium,
+                    args=CHROMIUM_ARGS,
+                    headless=True,
+                    viewport={"width": 1440, "height": 900},
+                )
+                try:
+                    shoot(context.pages[0] if context.pages else context.new_page(), url, args.out)
+                finally:
+                    context.close()
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    main()

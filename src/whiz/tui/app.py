@@ -1,0 +1,287 @@
+"""`whiz code`: the interactive coding agent in a terminal.
+
+The screen has two parts. Above, the transcript, printed into the terminal's own scrollback (so
+it can be scrolled, searched and copied like any output). Below, a small live area that
+prompt_toolkit redraws: the line the model is writing, an approval question when there is one,
+a status line (what the agent does, TTFT, tokens/s), and the input line, which stays usable
+while the agent works: Enter then steers it instead of starting a new task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+
+from prompt_toolkit.application import Application
+from prompt_toolkit.buffer import Buffer
+from prompt_toolkit.completion import WordCompleter
+from prompt_toolkit.filters import Condition
+from prompt_toolkit.formatted_text import StyleAndTextTuples
+from prompt_toolkit.history import History, InMemoryHistory
+from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from prompt_toolkit.layout import ConditionalContainer, HSplit, Layout, VSplit, Window
+from prompt_toolkit.layout.controls import BufferControl, FormattedTextControl
+from prompt_toolkit.layout.dimension import Dimension
+from prompt_toolkit.patch_stdout import patch_stdout
+from prompt_toolkit.styles import Style
+from rich.text import Text
+
+from whiz.agent.runner import AgentOptions, AgentSession
+from whiz.agent.sessions import SessionInfo
+from whiz.tui import sessions
+from whiz.tui.approver import PromptApprover
+from whiz.tui.commands import COMMANDS, SlashCommands
+from whiz.tui.scrollback import Scrollback
+from whiz.tui.view import TranscriptView
+
+QUIT_WINDOW_S = 2.0
+"""A second Ctrl-C within this time of the first leaves whiz."""
+LIVE_LINES = 6
+STOP_WAIT_S = 10.0
+
+STYLE = Style.from_dict(
+    {
+        "live": "",
+        "status": "bg:#262626 #bcbcbc",
+        "status.busy": "bg:#262626 #5fd7ff bold",
+        "status.hint": "bg:#262626 #808080",
+        "approval": "bg:#5f0000 #ffffff bold",
+        "prompt": "#5fd7ff bold",
+        "prompt.steer": "#d787ff bold",
+    }
+)
+
+
+class CodeApp:
+    """The running UI over one agent session. `await run()` returns when the user leaves."""
+
+    def __init__(
+        self,
+        session: AgentSession,
+        options: AgentOptions,
+        scrollback: Scrollback,
+        view: TranscriptView,
+        approver: PromptApprover,
+        *,
+        model_name: str,
+        history: History | None = None,
+    ):
+        self.session = session
+        self.options = options
+        self.scrollback = scrollback
+        self.view = view
+        self.approver = approver
+        self.model_name = model_name
+        self.mode = "fast"
+        self.commands = SlashCommands(self)
+        self.turn: asyncio.Task | None = None
+        self._last_interrupt = 0.0
+        self._tasks: set[asyncio.Task] = set()
+        view.on_change = self.invalidate
+        approver.on_change = self.invalidate
+        self.input = Buffer(
+            multiline=False,
+            history=history or InMemoryHistory(),
+            completer=WordCompleter([f"/{c.name}" for c in COMMANDS], sentence=True),
+            complete_while_typing=False,
+            accept_handler=self._accept,
+        )
+        self.app: Application = Application(
+            layout=Layout(self._layout(), focused_element=self.input),
+            key_bindings=self._keys(),
+            style=STYLE,
+            full_screen=False,
+            mouse_support=False,
+            refresh_interval=0.25,  # the status line's clock
+        )
+        # Esc must stop the agent at once, not after the wait that tells a lone Esc from the
+        # start of an escape sequence (half a second by default).
+        self.app.ttimeoutlen = 0.05
+
+    # -- state ---------------------------------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return self.turn is not None and not self.turn.done()
+
+    def invalidate(self) -> None:
+        if self.app.is_running:
+            self.app.invalidate()
+
+    # -- layout ----------------------------------------------------------------------------------------
+
+    def _layout(self) -> HSplit:
+        live = Window(
+            FormattedTextControl(self._live_text),
+            wrap_lines=True,
+            height=Dimension(max=LIVE_LINES),
+            dont_extend_height=True,
+            style="class:live",
+        )
+        approval = Window(FormattedTextControl(self._approval_text), wrap_lines=True, dont_extend_height=True)
+        status = Window(FormattedTextControl(self._status_text), height=1, style="class:status")
+        prompt = VSplit(
+            [
+                Window(FormattedTextControl(self._prompt_text), dont_extend_width=True),
+                Window(BufferControl(self.input), wrap_lines=True, dont_extend_height=True),
+            ]
+        )
+        return HSplit(
+            [
+                ConditionalContainer(live, filter=Condition(lambda: bool(self.view.partial))),
+                ConditionalContainer(approval, filter=Condition(lambda: self.approver.pending is not None)),
+                status,
+                prompt,
+            ]
+        )
+
+    def _live_text(self) -> StyleAndTextTuples:
+        width = max(20, self.app.output.get_size().columns)
+        return [("class:live", self.view.partial[-LIVE_LINES * width :])]
+
+    def _approval_text(self) -> StyleAndTextTuples:
+        request = self.approver.pending
+        if request is None:
+            return []
+        return [
+            ("class:approval", f" Allow the agent to {request.summary}? "),
+            ("", "  y: yes   n: no   Esc: stop the turn"),
+        ]
+
+    def _status_text(self) -> StyleAndTextTuples:
+        if self.running:
+            doing = "waiting for your answer" if self.approver.pending else self.view.status()
+            return [
+                ("class:status.busy", " ● " + (doing or "working")),
+                ("class:status.hint", "  ·  Esc stops · Enter steers "),
+            ]
+        agent = self.session.agent
+        parts = [self.model_name, self.mode, agent.approvals.mode.value, self.session.id]
+        return [("class:status", " " + " · ".join(parts)), ("class:status.hint", "  ·  /help ")]
+
+    def _prompt_text(self) -> StyleAndTextTuples:
+        return [("class:prompt.steer", "steer › ")] if self.running else [("class:prompt", "› ")]
+
+    # -- keys ------------------------------------------------------------------------------------------
+
+    def _keys(self) -> KeyBindings:
+        keys = KeyBindings()
+        running = Condition(lambda: self.running)
+        asking = Condition(lambda: self.approver.pending is not None and not self.input.text)
+        empty = Condition(lambda: not self.input.text)
+
+        @keys.add("escape", filter=running, eager=True)
+        @keys.add("c-c", filter=running)
+        def _stop(event: KeyPressEvent) -> None:
+            self.stop()
+
+        @keys.add("c-c", filter=~running)
+        def _interrupt(event: KeyPressEvent) -> None:
+            if self.input.text:
+                self.input.reset()
+                return
+            now = time.monotonic()
+            if now - self._last_interrupt < QUIT_WINDOW_S:
+                self.quit()
+            else:
+                self._last_interrupt = now
+                self.scrollback.print(Text("press Ctrl-C again (or Ctrl-D) to leave", style="dim"))
+
+        @keys.add("c-d", filter=empty)
+        def _leave(event: KeyPressEvent) -> None:
+            self.quit()
+
+        @keys.add("y", filter=asking)
+        def _yes(event: KeyPressEvent) -> None:
+            self.approver.answer(True)
+
+        @keys.add("n", filter=asking)
+        def _no(event: KeyPressEvent) -> None:
+            self.approver.answer(False)
+
+        return keys
+
+    # -- actions ---------------------------------------------------------------------------------------
+
+    def _accept(self, buffer: Buffer) -> bool:
+        text = buffer.text.strip()
+        if not text:
+            return False
+        if text.startswith("/"):
+            self._spawn(self.commands.run(text))
+        elif self.running:
+            self.session.agent.steer(text)
+            self.scrollback.print(
+                Text.assemble(
+                    ("› ", "bold magenta"),
+                    (text, "magenta"),
+                    ("  (the agent reads it at its next step)", "dim"),
+                )
+            )
+        else:
+            self.scrollback.print(Text.assemble(("› ", "bold cyan"), (text, "bold")))
+            self.turn = asyncio.ensure_future(self._run_turn(text))
+        return False  # clear the input line
+
+    async def _run_turn(self, task: str) -> None:
+        try:
+            result = await self.session.run(task)
+        except Exception as exc:  # a failure here must not take the UI (and the session) down
+            self.scrollback.print(Text(f"✗ {type(exc).__name__}: {exc}", style="bold red"))
+        else:
+            self.view.turn_ended(result)
+        finally:
+            self.invalidate()
+
+    def _spawn(self, coroutine) -> None:
+        task = asyncio.ensure_future(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def stop(self) -> None:
+        """Stop the running turn now (the model call, a command, or an approval question)."""
+        self.session.agent.cancel()
+
+    def quit(self) -> None:
+        if self.app.is_running:
+            self.app.exit()
+
+    def clear_screen(self) -> None:
+        self.app.renderer.clear()
+
+    def show_conversation(self, info: SessionInfo) -> None:
+        """After switching sessions: what was asked and answered so far."""
+        turns = sessions.turns(self.session, info)
+        self.scrollback.print(Text(f"resumed {info.id}: {len(turns)} turn(s)", style="bold"))
+        for turn in turns[-5:]:
+            self.scrollback.print(Text.assemble(("› ", "bold cyan"), (turn.task.splitlines()[0], "bold")))
+            outcome = {"completed": turn.message[:200], "cancelled": "(stopped)"}.get(
+                turn.status, f"failed: {turn.message[:200]}"
+            )
+            edited = f" (edited {', '.join(turn.changed)})" if turn.changed else ""
+            self.scrollback.print(Text(f"  {outcome}{edited}", style="dim"))
+
+    # -- the whole run ---------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        self.scrollback.print(
+            Text.assemble(
+                ("whiz code", "bold cyan"),
+                f" · {self.model_name} · {self.session.agent.ws.root}\n",
+                ("type a task and press Enter · /help lists commands · Esc stops · Ctrl-D leaves", "dim"),
+            )
+        )
+        if self.options.resume is not None:
+            self.show_conversation(self.session.info)
+        try:
+            with patch_stdout(raw=True):
+                await self.app.run_async()
+        finally:
+            if self.running:
+                self.stop()
+                with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
+                    await asyncio.wait_for(asyncio.shield(self.turn), STOP_WAIT_S)
+            for task in list(self._tasks):
+                task.cancel()
+            self.scrollback.flush_now()

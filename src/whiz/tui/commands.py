@@ -1,0 +1,239 @@
+"""The slash commands: `/help` lists them. Each is a method taking the text after its name.
+
+Commands that change the conversation or the files (`/undo`, `/clear`, `/resume`) wait for the
+turn to end; the others also work while the agent runs.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from rich.table import Table
+from rich.text import Text
+
+from whiz.agent.approvals import ApprovalMode
+from whiz.agent.errors import WhizAgentError
+from whiz.agent.loop import Agent
+from whiz.agent.prompt import system_prompt
+from whiz.agent.whiz_model import WhizModel
+from whiz.client import ClientError, HttpClient
+from whiz.client.urls import api_base
+from whiz.tui import sessions
+from whiz.tui.diffs import render_diff
+
+if TYPE_CHECKING:
+    from whiz.tui.app import CodeApp
+
+
+@dataclass(frozen=True)
+class Mode:
+    name: str
+    description: str
+    unavailable: str | None = None
+    """Why it cannot be chosen yet; None when it can."""
+
+
+MODES = [
+    Mode("fast", "the default small model, for the interactive loop"),
+    Mode(
+        "deep",
+        "a larger model for work that needs more reasoning",
+        "not available yet: whiz has no deep model or upstream to route to in this version",
+    ),
+    Mode(
+        "auto",
+        "fast first, escalating to deep when the fast model is stuck",
+        "not available yet: it escalates to deep mode, which does not exist yet",
+    ),
+]
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    usage: str
+    help: str
+    while_running: bool = True
+
+
+COMMANDS = [
+    Command("help", "/help", "show this list"),
+    Command("undo", "/undo", "restore the files the latest turn changed, exactly", while_running=False),
+    Command("diff", "/diff", "what the agent changed in this session (what /undo can still take back)"),
+    Command("model", "/model [NAME]", "list the server's models, or switch to NAME"),
+    Command("mode", "/mode [fast|deep|auto]", "show the modes, or switch"),
+    Command("approval", "/approval [MODE]", "show or set: read-only, auto-edit (default), full-auto"),
+    Command("clear", "/clear", "start a new conversation (this one stays stored)", while_running=False),
+    Command("resume", "/resume [ID]", "list this folder's sessions, or continue one", while_running=False),
+    Command("exit", "/exit", "leave whiz (also Ctrl-D)"),
+]
+
+KEYS = [
+    ("Enter", "send a task; while the agent works, a message that steers it at its next step"),
+    ("Esc, Ctrl-C", "stop the agent at once (the server stops generating too)"),
+    ("y / n", "answer an approval question"),
+    ("Ctrl-C twice, Ctrl-D", "leave whiz"),
+]
+
+
+class SlashCommands:
+    """Runs one slash command line against the app's session."""
+
+    def __init__(self, app: CodeApp):
+        self.app = app
+        self._handlers: dict[str, Callable[[str], Awaitable[None]]] = {
+            "help": self.help,
+            "undo": self.undo,
+            "diff": self.diff,
+            "model": self.model,
+            "mode": self.mode,
+            "approval": self.approval,
+            "clear": self.clear,
+            "resume": self.resume,
+            "exit": self.exit,
+        }
+
+    def say(self, text: str, style: str = "") -> None:
+        self.app.scrollback.print(Text(text, style=style))
+
+    async def run(self, line: str) -> None:
+        name, _, args = line.strip().removeprefix("/").partition(" ")
+        command = next((c for c in COMMANDS if c.name == name.lower()), None)
+        if command is None:
+            self.say(f"unknown command /{name}; /help lists them", "red")
+            return
+        if self.app.running and not command.while_running:
+            self.say(f"/{command.name} waits until the agent is done: press Esc to stop it first", "yellow")
+            return
+        try:
+            await self._handlers[command.name](args.strip())
+        except (WhizAgentError, ClientError) as exc:
+            self.say(f"/{command.name} failed: {exc.message}", "red")
+        self.app.invalidate()
+
+    async def help(self, args: str) -> None:
+        table = Table(box=None, show_header=False, pad_edge=False)
+        table.add_column(style="bold cyan", no_wrap=True)
+        table.add_column()
+        for command in COMMANDS:
+            table.add_row(Text(command.usage), Text(command.help))
+        table.add_row("", "")
+        for keys, what in KEYS:
+            table.add_row(Text(keys), Text(what))
+        self.app.scrollback.print(table)
+
+    async def undo(self, args: str) -> None:
+        restored = self.app.session.undo()
+        if restored is None:
+            self.say("nothing to undo in this session", "yellow")
+        elif not restored:
+            self.say("the files were already as before that turn")
+        else:
+            self.say(f"↶ restored {', '.join(restored)}", "bold green")
+
+    async def diff(self, args: str) -> None:
+        text = sessions.net_diff(self.app.session)
+        if not text:
+            self.say("no changes by the agent in this session")
+            return
+        self.app.scrollback.print(render_diff(text))
+
+    async def model(self, args: str) -> None:
+        client = self.app.session.agent.model
+        if not isinstance(client, WhizModel):
+            self.say(f"this session's model is {self.app.model_name} (not served over the network)")
+            return
+        async with HttpClient(api_base(client.socket.url), self.app.options.api_key, timeout_s=10) as http:
+            served = await http.models()
+        if not args:
+            for name in served:
+                mark = "●" if name == self.app.model_name else " "
+                self.say(f"{mark} {name}")
+            self.say("/model NAME switches", "dim")
+            return
+        if args not in served:
+            self.say(f"{args!r} is not served here; the server lists: {', '.join(served)}", "red")
+            return
+        client.model = args
+        self.app.model_name = args
+        self.say(f"model: {args}", "green")
+
+    async def mode(self, args: str) -> None:
+        if not args:
+            for mode in MODES:
+                mark = "●" if mode.name == self.app.mode else " "
+                note = f"  ({mode.unavailable})" if mode.unavailable else ""
+                self.say(f"{mark} {mode.name:5} {mode.description}{note}", "dim" if mode.unavailable else "")
+            return
+        mode = next((m for m in MODES if m.name == args.lower()), None)
+        if mode is None:
+            self.say(f"no mode {args!r}; the modes are {', '.join(m.name for m in MODES)}", "red")
+        elif mode.unavailable:
+            self.say(f"{mode.name} mode is {mode.unavailable}; staying in {self.app.mode}", "yellow")
+        else:
+            self.app.mode = mode.name
+            self.say(f"mode: {mode.name}", "green")
+
+    async def approval(self, args: str) -> None:
+        agent = self.app.session.agent
+        if not args:
+            for mode in ApprovalMode:
+                mark = "●" if mode is agent.approvals.mode else " "
+                self.say(f"{mark} {mode.value}")
+            self.say("/approval MODE switches", "dim")
+            return
+        try:
+            mode = ApprovalMode(args.lower())
+        except ValueError:
+            choices = ", ".join(m.value for m in ApprovalMode)
+            self.say(f"no approval mode {args!r}; choose {choices}", "red")
+            return
+        set_approval(agent, mode)
+        self.say(f"approval: {mode.value}", "green")
+
+    async def clear(self, args: str) -> None:
+        info = sessions.start_new(self.app.session)
+        self.app.clear_screen()
+        self.say(f"new conversation {info.id}", "dim")
+
+    async def resume(self, args: str) -> None:
+        session = self.app.session
+        if not args:
+            rows = sessions.recent(session)
+            if not rows:
+                self.say("no stored sessions in this folder")
+                return
+            for info in rows:
+                turns = sessions.turns(session, info)
+                when = datetime.datetime.fromtimestamp(info.updated_at).strftime("%Y-%m-%d %H:%M")
+                first = turns[0].task.splitlines()[0][:60] if turns else "(no turns)"
+                mark = "●" if info.id == session.id else " "
+                self.say(f"{mark} {info.id}  {when}  {len(turns)} turn(s)  {first}")
+            self.say("/resume ID continues one (a unique prefix will do)", "dim")
+            return
+        info = sessions.resume(session, args)
+        if info is None:
+            self.say(f"no single session matches {args!r}; /resume lists them", "red")
+            return
+        self.app.show_conversation(info)
+
+    async def exit(self, args: str) -> None:
+        self.app.quit()
+
+
+def set_approval(agent: Agent, mode: ApprovalMode) -> None:
+    """Change the agent's approval mode; the instructions change with read-only."""
+    was_read_only = agent.approvals.mode is ApprovalMode.READ_ONLY
+    agent.approvals.mode = mode
+    agent.config.approval = mode
+    if was_read_only != (mode is ApprovalMode.READ_ONLY):
+        agent.instructions = system_prompt(
+            agent.ws,
+            agent.config.actions,
+            read_only=mode is ApprovalMode.READ_ONLY,
+            test_cmd=agent.config.test_cmd,
+            map_tokens=agent.config.map_tokens,
+        )

@@ -1,0 +1,45 @@
+"""`whiz code` over a ScriptedModel, for the pseudo-terminal tests: `python scripted_code.py SCRIPT.json`.
+
+The script is a JSON list of replies, one per model call: {"text": ..., "delay_s": ..., "chunk_chars": ...},
+or {"echo": true, ...} for a reply that repeats the latest user message ("heard: ..."). It runs in the
+current directory with the approval mode from $WHIZ_TEST_APPROVAL (default auto-edit).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from whiz.agent.approvals import ApprovalMode
+from whiz.agent.model import ModelRequest
+from whiz.agent.runner import AgentOptions
+from whiz.agent.scripted_model import Reply, ScriptedModel
+from whiz.tui import run_code
+
+
+def last_user_text(request: ModelRequest) -> str:
+    users = [i for i in request.items if i.get("type") == "message" and i.get("role") == "user"]
+    return users[-1]["content"] if users else ""
+
+
+def reply(spec: dict):
+    timing = {"delay_s": spec.get("delay_s", 0.0), "chunk_chars": spec.get("chunk_chars", 8)}
+    if spec.get("echo"):
+        return lambda request: Reply("heard: " + last_user_text(request), **timing)
+    return Reply(spec["text"], **timing)
+
+
+def main() -> int:
+    script = json.loads(Path(sys.argv[1]).read_text())
+    options = AgentOptions(
+        Path.cwd(),
+        approval=ApprovalMode(os.environ.get("WHIZ_TEST_APPROVAL", "auto-edit")),
+        resume=os.environ.get("WHIZ_TEST_RESUME") or None,
+    )
+    return run_code(options, model=ScriptedModel([reply(spec) for spec in script]))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
