@@ -96,6 +96,13 @@ async def check_policy(
     return decision
 
 
+def report_error(sink: EventSink, err: TextIO, message: str, json_mode: bool) -> None:
+    """One line on stderr, and an `error` event for JSON readers (plain text has the line already)."""
+    if json_mode:
+        sink({"type": "error", "message": message})
+    err.write(f"error: {message}\n")
+
+
 def refuse(emit: ItemEmitter, decision: Decision) -> str:
     """End a refused request's turn; returns the message."""
     message = f"refused by the safety policy: {decision.verdict.reason}"
@@ -121,7 +128,8 @@ def exec_in_mode(
 ) -> int:
     """`whiz exec` with modes, healing steps and the policy; returns the exit code."""
     err = err or sys.stderr
-    return asyncio.run(_exec(task, agent, options, heal_n, printer(json_mode, out, err), err, pool))
+    sink = printer(json_mode, out, err)
+    return asyncio.run(_exec(task, agent, options, heal_n, sink, json_mode, err, pool))
 
 
 async def _exec(
@@ -130,6 +138,7 @@ async def _exec(
     options: RunOptions,
     heal_n: int,
     sink: EventSink,
+    json_mode: bool,
     err: TextIO,
     pool: Models | None,
 ) -> int:
@@ -167,8 +176,7 @@ async def _exec(
             return EXIT_FAILED
         result = await _run_interruptible(session, task)
     except SetupError as exc:
-        sink({"type": "error", "message": exc.message})
-        err.write(f"error: {exc.message}\n")
+        report_error(sink, err, exc.message, json_mode)
         return EXIT_SETUP
     finally:
         if session is not None:
@@ -239,12 +247,10 @@ def heal_task(
     try:
         result = asyncio.run(_heal(task, test_cmd, options, settings, sink, err, pool))
     except SetupError as exc:
-        sink({"type": "error", "message": exc.message})
-        err.write(f"error: {exc.message}\n")
+        report_error(sink, err, exc.message, json_mode)
         return EXIT_SETUP
     except ClientError as exc:  # the server went away or refused a request midway
-        sink({"type": "error", "message": exc.message})
-        err.write(f"error: {exc.message}\n")
+        report_error(sink, err, exc.message, json_mode)
         return EXIT_FAILED
     if not result.ok:
         err.write(f"error: {result.message}\n")
@@ -381,12 +387,10 @@ def swarm_task(
     try:
         ok = asyncio.run(_swarm(task, options, settings, plan_file, sink, err, pool))
     except (SetupError, SwarmError, PlanError) as exc:
-        sink({"type": "error", "message": exc.message})
-        err.write(f"error: {exc.message}\n")
+        report_error(sink, err, exc.message, json_mode)
         return EXIT_SETUP
     except ClientError as exc:
-        sink({"type": "error", "message": exc.message})
-        err.write(f"error: {exc.message}\n")
+        report_error(sink, err, exc.message, json_mode)
         return EXIT_FAILED
     finally:
         if progress is not None:
