@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from whiz.agent.approvals import ApprovalMode
+from whiz.agent.config import AgentConfig
 from whiz.agent.events import Collector
-from whiz.agent.loop import Agent, AgentConfig
+from whiz.agent.loop import Agent
 from whiz.agent.merge import Merger, MergeResult
 from whiz.agent.model import Finished, ModelRequest, TextDelta
 from whiz.agent.modes import Label, Router
