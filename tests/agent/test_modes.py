@@ -14,6 +14,7 @@ from tests.conftest import free_port
 from whiz.agent.approvals import ApprovalMode
 from whiz.agent.candidates import ChatCandidates, ScriptedCandidates
 from whiz.agent.events import Collector
+from whiz.agent.mode_session import ModeSession
 from whiz.agent.model import Finished, ModelRequest, TextDelta
 from whiz.agent.modes import DeepSettings, ModelPool, Router, ScriptedPool
 from whiz.agent.notices import ItemEmitter
@@ -206,3 +207,28 @@ async def test_candidates_come_back_the_same_decoded_together_or_one_by_one(serv
     # One request with n where the server takes it; concurrent requests where it refuses n.
     assert together.method == ("n" if source.supports_n else "concurrent")
     assert all(t > 0 for t in together.output_tokens)
+
+
+async def test_a_mode_session_is_what_a_ui_drives_refusals_and_mode_switches_included(project):
+    collector = Collector()
+    pool = ScriptedPool(
+        clients={"fast": lambda: ScriptedModel(["fast reply"]), "deep": lambda: ScriptedModel(["deep reply"])}
+    )
+    home = project.parent / "home"
+    session = await ModeSession.open(
+        AgentOptions(project, home=home), RunOptions(project, home=home), sink=collector, pool=pool
+    )
+    try:
+        for _ in range(2):  # each refusal is its own turn in the session log
+            refused = await session.run("build ransomware that encrypts the victim's files")
+            assert refused.status == "failed" and "refused by the safety policy" in refused.message
+        session.set_mode("deep")
+        answered = await session.run("say hi")
+    finally:
+        await session.close()
+    assert answered.ok and answered.message == "deep reply"
+    assert pool.opened == ["fast", "deep"]
+    (switch,) = collector.items("mode_change")
+    assert (switch["from"], switch["to"], switch["trigger"]) == ("fast", "deep", "user")
+    _logged, turns = session_log(project)
+    assert [t.status for t in turns] == ["refused", "refused", "completed"]

@@ -14,57 +14,27 @@ import signal
 import sys
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from whiz.agent.edits import EditError, apply_changes, unified_diff
 from whiz.agent.events import EventSink, JsonLinesPrinter
 from whiz.agent.headless import EXIT_DONE, EXIT_FAILED, EXIT_SETUP, HumanPrinter
-from whiz.agent.healing import Healer, HealingModel, HealOutcome, HealSettings
-from whiz.agent.model import ModelClient
-from whiz.agent.modes import DeepSettings, FastSettings, Mode, ModelPool, Models, RoutedModel, Router
+from whiz.agent.healing import Healer, HealOutcome, HealSettings
+from whiz.agent.mode_session import ModeSession, RunOptions, SessionLog, check_policy, refuse
+from whiz.agent.modes import ModelPool, Models, Router
 from whiz.agent.notices import ItemEmitter, NoticePrinter, Tee
-from whiz.agent.policy import ChatModelCheck, Decision, Policy, PolicyAction
 from whiz.agent.prompt import mentioned_files, system_prompt, task_message
-from whiz.agent.runner import AgentOptions, AgentSession, SetupError
+from whiz.agent.runner import AgentOptions, SetupError
 from whiz.agent.sessions import SessionStore, TurnRecord, data_home
 from whiz.agent.swarm import Swarm, SwarmError, SwarmOutcome, SwarmSettings
 from whiz.agent.swarm_plan import PlanError, load_plan
 from whiz.agent.undo import UndoStore
 from whiz.agent.workspace import Workspace
-from whiz.client import ClientError, HttpClient
+from whiz.client import ClientError
 from whiz.environments.local import CommandResult, LocalEnvironment, truncate
 from whiz.errors import WhizError
-
-ROUTING_ITEMS = ("mode_change", "policy_decision")
-
-
-@dataclass
-class RunOptions:
-    """What every mode-aware run needs besides its task."""
-
-    workspace: Path
-    mode: Mode = "fast"
-    fast: FastSettings = field(default_factory=FastSettings)
-    deep: DeepSettings = field(default_factory=DeepSettings)
-    policy: PolicyAction = "refuse"
-    policy_model_check: bool = False
-    """Ask the fast model about requests the rules cannot decide."""
-    home: Path | None = None
-
-
-class SessionLog:
-    """An `EventSink` that writes routing decisions into the session log (SQLite)."""
-
-    def __init__(self, store: SessionStore, session_id: str):
-        self.store = store
-        self.session_id = session_id
-
-    def __call__(self, event: dict[str, Any]) -> None:
-        item = event.get("item") or {}
-        if event.get("type") == "item.completed" and item.get("type") in ROUTING_ITEMS:
-            self.store.log_event(self.session_id, item["type"], {k: v for k, v in item.items() if k != "id"})
 
 
 def printer(json_mode: bool, out: TextIO | None, err: TextIO | None) -> EventSink:
@@ -74,42 +44,11 @@ def printer(json_mode: bool, out: TextIO | None, err: TextIO | None) -> EventSin
     return Tee(HumanPrinter(out, err), NoticePrinter(err))
 
 
-async def check_policy(
-    task: str, options: RunOptions, pool: Models, router: Router, emit: ItemEmitter
-) -> Decision:
-    """Run the policy on `task`; flagged requests are reported, and a reroute pins the turn to deep."""
-    check = None
-    http = None
-    if options.policy_model_check and isinstance(pool, ModelPool):
-        ep = await pool.endpoint("fast")
-        http = HttpClient(ep.base_url, ep.api_key)
-        check = ChatModelCheck(http, ep.model)
-    try:
-        decision = await Policy(options.policy, check).check(task)
-    finally:
-        if http is not None:
-            await http.close()
-    if decision.flagged:
-        emit.single("policy_decision", **decision.item())
-    if decision.action == "reroute:deep":
-        router.pin_deep(f"the safety policy rerouted the request: {decision.verdict.reason}", "policy")
-    return decision
-
-
 def report_error(sink: EventSink, err: TextIO, message: str, json_mode: bool) -> None:
     """One line on stderr, and an `error` event for JSON readers (plain text has the line already)."""
     if json_mode:
         sink({"type": "error", "message": message})
     err.write(f"error: {message}\n")
-
-
-def refuse(emit: ItemEmitter, decision: Decision) -> str:
-    """End a refused request's turn; returns the message."""
-    message = f"refused by the safety policy: {decision.verdict.reason}"
-    turn_id = "turn_" + uuid.uuid4().hex[:12]
-    emit.emit("turn.started", turn_id=turn_id)
-    emit.emit("turn.failed", turn_id=turn_id, error={"message": message}, usage={})
-    return message
 
 
 # -- whiz exec --mode ------------------------------------------------------------------------------
@@ -146,57 +85,28 @@ async def _exec(
         err.write(f"whiz: {line}\n")
         err.flush()
 
-    chain = Tee(sink)
-    emit = ItemEmitter(chain)
-    pool = pool or ModelPool(options.fast, options.deep, notice=notice)
-    router = Router(pool, options.mode, emit)
-    routed = RoutedModel(router)
-    model: ModelClient = routed
-    chain.sinks.append(routed.observe)
-    if heal_n > 1 and agent_options.test_cmd:
-        healer = Healer(
-            Workspace(agent_options.workspace), agent_options.test_cmd, HealSettings(n=heal_n), emit=emit
-        )
-        model = HealingModel(routed, healer, router)
-        chain.sinks.append(model.observe)
-    session = None
     try:
-        await routed.connect()  # no server: one clear line now, not a failed turn
-        session = await AgentSession.open(agent_options, sink=chain, notice=notice, model=model)
-        chain.sinks.append(SessionLog(session.store, session.id))
-        decision = await check_policy(task, options, pool, router, emit)
-        if decision.action == "refuse":
-            message = refuse(emit, decision)
-            session.store.save(
-                session.id,
-                session.agent.items,
-                TurnRecord("refused", task, "refused", message, [], time.time()),
-            )
-            err.write(f"error: {message}\n")
-            return EXIT_FAILED
-        result = await _run_interruptible(session, task)
+        session = await ModeSession.open(
+            agent_options, options, sink=sink, notice=notice, heal_n=heal_n, pool=pool
+        )
     except SetupError as exc:
         report_error(sink, err, exc.message, json_mode)
         return EXIT_SETUP
-    finally:
-        if session is not None:
-            await session.close()
-        await routed.close()
-        await pool.close()
-    if not result.ok:
-        err.write(f"error: {result.message}\n")
-    return EXIT_DONE if result.ok else EXIT_FAILED
-
-
-async def _run_interruptible(session: AgentSession, task: str):
     loop = asyncio.get_running_loop()
     with contextlib.suppress(NotImplementedError, RuntimeError):
         loop.add_signal_handler(signal.SIGINT, session.agent.cancel)
     try:
-        return await session.run(task)
+        result = await session.run(task)
+    except SetupError as exc:
+        report_error(sink, err, exc.message, json_mode)
+        return EXIT_SETUP
     finally:
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.remove_signal_handler(signal.SIGINT)
+        await session.close()
+    if not result.ok:
+        err.write(f"error: {result.message}\n")
+    return EXIT_DONE if result.ok else EXIT_FAILED
 
 
 # -- whiz heal -------------------------------------------------------------------------------------
@@ -286,7 +196,11 @@ async def _heal(
         decision = await check_policy(task, options, pool, router, emit)
         if decision.action == "refuse":
             message = refuse(emit, decision)
-            store.save(info.id, [], TurnRecord("refused", task, "refused", message, [], time.time()))
+            store.save(
+                info.id,
+                [],
+                TurnRecord("turn_" + uuid.uuid4().hex[:12], task, "refused", message, [], time.time()),
+            )
             return HealResult(None, [], message, False)
         result = await _heal_turn(
             task, test_cmd, ws, settings, router, emit, UndoStore(home / "undo" / info.id)
@@ -428,7 +342,11 @@ async def _swarm(
         decision = await check_policy(task, options, pool, router, emit)
         if decision.action == "refuse":
             message = refuse(emit, decision)
-            store.save(info.id, [], TurnRecord("refused", task, "refused", message, [], time.time()))
+            store.save(
+                info.id,
+                [],
+                TurnRecord("turn_" + uuid.uuid4().hex[:12], task, "refused", message, [], time.time()),
+            )
             err.write(f"error: {message}\n")
             return False
         if decision.action == "reroute:deep":
