@@ -25,13 +25,8 @@ from whiz.agent.swarm import SwarmSettings
 pytestmark = pytest.mark.model
 
 PY = sys.executable
-MEDIAN = "def median(values):\n    ordered = sorted(values)\n"
-MEDIAN += "    middle = len(ordered) // 2\n    return ordered[middle]\n"
-MEDIAN_TEST = (
-    "from stats import median\n\n"
-    "assert median([3, 1, 2]) == 2\nassert median([4, 1, 3, 2]) == 2.5\n"
-    "assert median([5]) == 5\nprint('ok')\n"
-)
+BUGGY = "def distance(a, b):\n    return a - b\n"
+TEST = "from mathx import distance\n\nassert distance(5, 2) == 3\nassert distance(2, 5) == 3\nprint('ok')\n"
 
 
 def options(root: Path, server, mode: str = "fast") -> RunOptions:
@@ -63,20 +58,20 @@ def heal(root: Path, server, task: str, test_cmd: str, settings: HealSettings, m
 def test_healing_finds_a_passing_fix_where_one_greedy_attempt_fails(real_server, tmp_path: Path):
     root = tmp_path / "project"
     root.mkdir()
-    (root / "stats.py").write_text(MEDIAN)
-    (root / "test_stats.py").write_text(MEDIAN_TEST)
-    task, test_cmd = "Fix the bug in median in stats.py so that the tests pass.", f"{PY} test_stats.py"
+    (root / "mathx.py").write_text(BUGGY)
+    (root / "test_mathx.py").write_text(TEST)
+    task, test_cmd = "Fix the bug in distance in mathx.py so that the tests pass.", f"{PY} test_mathx.py"
 
     greedy, _ = heal(root, real_server, task, test_cmd, HealSettings(n=1, temperature=0, rounds=1, seed=None))
     assert greedy == 1  # one greedy attempt does not fix it
-    assert (root / "stats.py").read_text() == MEDIAN
+    assert (root / "mathx.py").read_text() == BUGGY
 
     # heal@5 as `whiz heal` runs it: two rounds, the second seeing the best failure's output.
     healed, events = heal(root, real_server, task, test_cmd, HealSettings(n=5))
     assert healed == 0
     statuses = [c["status"] for c in items(events, "heal_candidate")]
     assert len(statuses) in (5, 10) and "passed" in statuses
-    assert subprocess.run([PY, "test_stats.py"], cwd=root, capture_output=True).returncode == 0
+    assert subprocess.run([PY, "test_mathx.py"], cwd=root, capture_output=True).returncode == 0
 
 
 def test_auto_mode_escalates_to_deep_and_says_why(real_server, tmp_path: Path):
