@@ -555,7 +555,10 @@ def swarm(
 
 @bench_app.command("heal")
 def bench_heal(
-    target: BaseUrlOpt = None,
+    target: Annotated[
+        str | None,
+        typer.Option(help="Base URL of the fast model's server (default: :8321, or one started in-process)."),
+    ] = None,
     limit: Annotated[int | None, typer.Option(help="Run only the first N tasks.")] = 3,
     n: Annotated[int, typer.Option("-n", help="Candidates for heal@N and the decoding comparison.")] = 5,
     temperature: Annotated[float, typer.Option(help="Sampling temperature of heal@N.")] = 0.7,
