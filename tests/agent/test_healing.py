@@ -203,3 +203,10 @@ def test_a_server_that_goes_away_midway_is_one_clear_line_and_changes_nothing(pr
     assert err.getvalue().strip().splitlines()[-1].startswith("error: cannot reach")
     assert json.loads(out.getvalue().splitlines()[-1])["type"] == "error"
     assert (project / "calc.py").read_text() == BUGGY
+
+
+def test_an_example_path_copied_from_the_prompt_is_taken_for_the_one_file_of_that_name(project):
+    code, events, _ = run_heal(project, [[FIX.replace("calc.py\n", "path/to/calc.py\n", 1)]])
+    assert code == 0
+    assert (project / "calc.py").read_text() == BUGGY.replace("(len(xs) + 1)", "len(xs)")
+    assert not (project / "path").exists()

@@ -16,6 +16,7 @@ where tests decide, is the winning candidate, which the agent then applies like 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -77,6 +78,8 @@ class CandidateResult:
     """Why the edit could not be applied (malformed), or why the copy failed."""
     same_as: int | None = None
     """The candidate with the same edit, whose test run this one shares."""
+    as_written: bool = False
+    """Its text is edit blocks that apply as they stand (no whole files, no paths corrected)."""
 
     @property
     def passed(self) -> bool:
@@ -85,11 +88,8 @@ class CandidateResult:
     def reply(self) -> str:
         """The candidate as a reply the agent applies: its own text where that parses as these edits
         (SEARCH/REPLACE, patches), else the changes written out as SEARCH/REPLACE blocks."""
-        try:
-            if parse_edits(self.text):  # what the healer applied too
-                return self.text
-        except EditError:
-            pass
+        if self.as_written:
+            return self.text
         return "".join(as_search_replace(c) for c in self.changes)
 
     def item(self) -> dict[str, Any]:
@@ -210,6 +210,7 @@ class Healer:
         self.test_cmd = test_cmd
         self.settings = settings or HealSettings()
         self.emit = emit
+        self._listing: list[str] | None = None
 
     async def heal(self, router: Router, messages: list[dict[str, Any]]) -> HealOutcome:
         """Rounds until a candidate passes: the mode's model first, then (auto) the deep one."""
@@ -305,10 +306,14 @@ class Healer:
         try:
             # Small models often answer with the whole file in a fence instead of an edit block;
             # here the tests judge every candidate, so a whole file is as good as an edit.
-            edits = parse_edits(text) or parse_edits(text, whole_files=True)
+            strict = parse_edits(text)
+            edits = strict or parse_edits(text, whole_files=True)
             if not edits:
                 result.status = "no_edit"
                 return result
+            known = [self._known_path(e) for e in edits]
+            result.as_written = bool(strict) and known == edits
+            edits = known
             result.changes = [c for c in plan_edits(self.ws, edits) if c.before != c.after]
         except (EditError, WhizAgentError) as exc:
             result.status, result.error = "malformed", exc.message.splitlines()[0]
@@ -319,6 +324,20 @@ class Healer:
         result.diff = "".join(unified_diff(c) for c in result.changes)
         result.diff_lines = diff_size(result.changes)
         return result  # "failed" until its tests pass
+
+    def _known_path(self, edit):
+        """An edit of a file that does not exist, aimed at the one file of that name that does
+        ("path/to/calc.py" for calc.py: small models copy the prompt's example path)."""
+        if self.ws.exists(edit.path):
+            return edit
+        name = edit.path.rsplit("/", 1)[-1]
+        same = [p for p in self._files() if p.rsplit("/", 1)[-1] == name]
+        return dataclasses.replace(edit, path=same[0]) if len(same) == 1 else edit
+
+    def _files(self) -> list[str]:
+        if self._listing is None:
+            self._listing = self.ws.list_files(".", limit=5000)
+        return self._listing
 
     async def _test(self, result: CandidateResult) -> None:
         started = time.perf_counter()
