@@ -232,3 +232,17 @@ async def test_a_mode_session_is_what_a_ui_drives_refusals_and_mode_switches_inc
     assert (switch["from"], switch["to"], switch["trigger"]) == ("fast", "deep", "user")
     _logged, turns = session_log(project)
     assert [t.status for t in turns] == ["refused", "refused", "completed"]
+
+
+def test_a_winning_whole_file_answer_reaches_the_agent_as_an_edit(project):
+    (project / "check.py").write_text("from greet import greet\nassert greet('x') == 'Hello, x'\n")
+    whole = 'Here you go.\n\ngreet.py:\n```python\ndef greet(name):\n    return "Hello, " + name\n```\n'
+    pool = ScriptedPool(
+        clients={"fast": lambda: ScriptedModel([])}, sources={"fast": ScriptedCandidates([[whole]])}
+    )
+    test_cmd = f"{sys.executable} check.py"
+    code, events, _ = run_exec(
+        project, pool, "Rename say_hello to greet in greet.py", test_cmd=test_cmd, heal_n=2
+    )
+    assert code == 0, events[-1]
+    assert (project / "greet.py").read_text() == 'def greet(name):\n    return "Hello, " + name\n'
