@@ -311,7 +311,7 @@ def _exec_in_mode(task: str, options, run, heal: int | None, json_: bool) -> int
     from whiz.agent.runs import exec_in_mode
 
     if heal is None:
-        heal = 5 if run.mode == "auto" and options.test_cmd else 0
+        heal = 5 if run.mode == "auto" and options.test_cmd and options.actions == "text" else 0
     if heal < 0 or heal > 16:
         raise fail("--heal takes a number of candidates from 0 (off) to 16")
     if heal > 1 and options.actions != "text":

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from whiz.agent.events import EventSink
-from whiz.agent.healing import Healer, HealingModel, HealSettings
+from whiz.agent.heal_step import HealingModel
+from whiz.agent.healing import Healer, HealSettings
 from whiz.agent.model import ModelClient
 from whiz.agent.modes import DeepSettings, FastSettings, Mode, ModelPool, Models, RoutedModel, Router
 from whiz.agent.notices import ItemEmitter, Tee
