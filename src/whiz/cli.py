@@ -270,6 +270,89 @@ JsonOpt = Annotated[
     bool, typer.Option("--json", help="Write JSON Lines events on stdout (as `codex exec --json`).")
 ]
 
+# -- modes, healing, swarm and the safety policy (issue 5) ------------------------------------------
+
+ModeOpt = Annotated[
+    str,
+    typer.Option(
+        "--mode",
+        help="fast (the 0.5B), deep (the 1.5B with the 0.5B drafting, started in this process on "
+        "first use, or --deep-base-url), or auto (fast first; deep when an edit fails to apply twice "
+        "or healing finds no passing candidate). Every switch is shown with its reason.",
+    ),
+]
+DeepUrlOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--deep-base-url",
+        envvar="WHIZ_DEEP_BASE_URL",
+        help="The deep model on any OpenAI-compatible server (vLLM, SGLang, llama.cpp, Ollama, a "
+        "hosted API), spoken to over Chat Completions. Default: the 1.5B in this process.",
+    ),
+]
+DeepModelOpt = Annotated[
+    str | None, typer.Option("--deep-model", help="Model id to ask the deep server for.")
+]
+DeepKeyOpt = Annotated[
+    str | None,
+    typer.Option("--deep-api-key", envvar="WHIZ_DEEP_API_KEY", help="Bearer key for the deep server."),
+]
+HealStepOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--heal",
+        help="With --test-cmd: at the first step and after failed tests, decode N candidates and "
+        "keep the one whose tests pass (0 = off; default 5 in auto mode, else off).",
+    ),
+]
+PolicyOpt = Annotated[
+    str,
+    typer.Option(
+        "--policy",
+        help="What happens to a request flagged as aimed at harming systems (malware, credential "
+        "theft, attacks on systems you don't own): refuse, reroute:deep, or allow. Shown either way.",
+    ),
+]
+PolicyCheckOpt = Annotated[
+    bool,
+    typer.Option(
+        "--policy-model-check/--no-policy-model-check",
+        help="Ask the fast model about requests the rules cannot decide.",
+    ),
+]
+
+
+def _run_options(
+    mode, base_url, api_key, model, deep_base_url, deep_model, deep_api_key, policy, policy_check
+):  # -> RunOptions
+    from whiz.agent.modes import DeepSettings, FastSettings, parse_mode
+    from whiz.agent.policy import parse_action
+    from whiz.agent.runs import RunOptions
+
+    try:
+        return RunOptions(
+            Path.cwd(),
+            mode=parse_mode(mode),
+            fast=FastSettings(base_url, api_key, model),
+            deep=DeepSettings(deep_base_url, deep_model, deep_api_key),
+            policy=parse_action(policy),
+            policy_model_check=policy_check,
+        )
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+
+
+def _exec_in_mode(task: str, options, run, heal: int | None, json_: bool) -> int:
+    from whiz.agent.runs import exec_in_mode
+
+    if heal is None:
+        heal = 5 if run.mode == "auto" and options.test_cmd and options.actions == "text" else 0
+    if heal < 0 or heal > 16:
+        raise fail("--heal takes a number of candidates from 0 (off) to 16")
+    if heal > 1 and options.actions != "text":
+        raise fail("--heal needs --actions text (candidates are edit blocks)")
+    return exec_in_mode(task, options, run, heal_n=heal, json_mode=json_)
+
 
 def _agent_options(
     resume: str | None, approval: str, actions: str | None, base_url, api_key, model, test_cmd
@@ -305,20 +388,27 @@ def exec_(
     api_key: ApiKeyOpt = None,
     model: ModelOpt = None,
     test_cmd: TestCmdOpt = None,
+    mode: ModeOpt = "fast",
+    deep_base_url: DeepUrlOpt = None,
+    deep_model: DeepModelOpt = None,
+    deep_api_key: DeepKeyOpt = None,
+    heal: HealStepOpt = None,
+    policy: PolicyOpt = "refuse",
+    policy_model_check: PolicyCheckOpt = False,
 ) -> None:
     """Run the coding agent on one task in the current directory, without a UI.
 
     Exit code 0 when the task was done, 1 when it failed or was stopped, 2 when the agent
     could not start (no server at --base-url, a refused key).
     """
-    from whiz.agent.headless import exec_task
-
     if task == "-":
         task = sys.stdin.read()
     if not task.strip():
         raise fail("the task is empty")
     options = _agent_options(None, approval, actions, base_url, api_key, model, test_cmd)
-    raise typer.Exit(exec_task(task, options, json_mode=json_))
+    run = _run_options(mode, base_url, api_key, model, deep_base_url, deep_model, deep_api_key, policy,
+                       policy_model_check)  # fmt: skip
+    raise typer.Exit(_exec_in_mode(task, options, run, heal, json_))
 
 
 @app.command()
@@ -337,7 +427,7 @@ def resume(
     test_cmd: TestCmdOpt = None,
 ) -> None:
     """Continue a stored session with a new task; without one, list this directory's sessions."""
-    from whiz.agent.headless import exec_task, list_sessions
+    from whiz.agent.headless import list_sessions
 
     if task is None or not (last or session):
         rows = list_sessions(Path.cwd())
@@ -350,7 +440,8 @@ def resume(
             raise fail("say which session: --last or --session ID")
         return
     options = _agent_options(session or "last", approval, actions, base_url, api_key, model, test_cmd)
-    raise typer.Exit(exec_task(task, options, json_mode=json_))
+    run = _run_options("fast", base_url, api_key, model, None, None, None, "refuse", False)
+    raise typer.Exit(_exec_in_mode(task, options, run, None, json_))
 
 
 @app.command()
@@ -386,6 +477,150 @@ def bench_tasks(
     raise typer.Exit(
         main(target=target, limit=limit, actions=actions, api_key=api_key, model=model, data=data)
     )
+
+
+@app.command()
+def heal(
+    task: Annotated[str, typer.Argument(help="What to fix or change, in words (- reads it from stdin).")],
+    test_cmd: Annotated[
+        str, typer.Option("--test-cmd", help="The tests that decide: a candidate wins when it exits 0.")
+    ],
+    n: Annotated[int, typer.Option("-n", help="Candidates per round, decoded in parallel.")] = 5,
+    temperature: Annotated[float, typer.Option(help="Sampling temperature of the candidates.")] = 0.7,
+    rounds: Annotated[
+        int, typer.Option(help="Rounds before giving up (each later one sees the best failure).")
+    ] = 2,
+    test_timeout: Annotated[float, typer.Option(help="Seconds each candidate's tests may run.")] = 120.0,
+    sequential: Annotated[
+        bool, typer.Option("--sequential", help="Decode candidates one after another (to compare).")
+    ] = False,
+    seed: Annotated[int | None, typer.Option(help="Candidate i samples with seed + i.")] = 1234,
+    json_: JsonOpt = False,
+    mode: ModeOpt = "fast",
+    base_url: BaseUrlOpt = None,
+    api_key: ApiKeyOpt = None,
+    model: ModelOpt = None,
+    deep_base_url: DeepUrlOpt = None,
+    deep_model: DeepModelOpt = None,
+    deep_api_key: DeepKeyOpt = None,
+    policy: PolicyOpt = "refuse",
+    policy_model_check: PolicyCheckOpt = False,
+) -> None:
+    """Best of N: candidate edits tested in parallel copies of this directory; the best is applied.
+
+    The winner passes the tests with the smallest diff (then the fewest tokens). It is applied
+    atomically and `whiz undo` takes it back. Exit code 0 when a candidate passed, 1 when none did
+    (nothing is changed then), 2 when it could not start.
+    """
+    from whiz.agent.healing import HealSettings
+    from whiz.agent.runs import heal_task
+
+    if task == "-":
+        task = sys.stdin.read()
+    if not task.strip():
+        raise fail("the task is empty")
+    if not test_cmd.strip():
+        raise fail("--test-cmd is empty; healing needs tests to decide")
+    if not 1 <= n <= 16:
+        raise fail("-n must be between 1 and 16")
+    if not 0 <= temperature <= 2:
+        raise fail("--temperature must be between 0 and 2")
+    if rounds < 1 or test_timeout <= 0:
+        raise fail("--rounds must be at least 1 and --test-timeout positive")
+    run = _run_options(mode, base_url, api_key, model, deep_base_url, deep_model, deep_api_key, policy,
+                       policy_model_check)  # fmt: skip
+    settings = HealSettings(
+        n=n, temperature=temperature, rounds=rounds, test_timeout_s=test_timeout, parallel=not sequential,
+        seed=seed,
+    )  # fmt: skip
+    raise typer.Exit(heal_task(task, test_cmd, run, settings, json_mode=json_))
+
+
+@app.command()
+def swarm(
+    task: Annotated[str, typer.Argument(help="The whole task, in words (- reads it from stdin).")],
+    workers: Annotated[int, typer.Option("--workers", "-k", help="Micro-tasks worked on at once.")] = 3,
+    test_cmd: Annotated[
+        str | None, typer.Option("--test-cmd", help="Run at the end; the swarm is done when it passes.")
+    ] = None,
+    plan: Annotated[
+        Path | None,
+        typer.Option(
+            help="A JSON plan instead of the director's: "
+            '{"tasks": [{"id", "title", "instruction", "files", "check"}]}.'
+        ),
+    ] = None,
+    retries: Annotated[int, typer.Option(help="Fast retries of a failed micro-task before deep.")] = 2,
+    check_timeout: Annotated[float, typer.Option(help="Seconds a micro-task's check may run.")] = 120.0,
+    json_: JsonOpt = False,
+    mode: ModeOpt = "auto",
+    base_url: BaseUrlOpt = None,
+    api_key: ApiKeyOpt = None,
+    model: ModelOpt = None,
+    deep_base_url: DeepUrlOpt = None,
+    deep_model: DeepModelOpt = None,
+    deep_api_key: DeepKeyOpt = None,
+    policy: PolicyOpt = "refuse",
+    policy_model_check: PolicyCheckOpt = False,
+) -> None:
+    """A director plans micro-tasks, fast workers do them in parallel copies, results merge back.
+
+    The director is the deep model (in auto mode; everything is fast in fast mode, deep in deep
+    mode). A failed micro-task is retried, then handed to deep. Conflicting results are reported
+    and not merged. Exit code 0 when every micro-task merged and the tests pass, 1 otherwise.
+    """
+    from whiz.agent.runs import swarm_task
+    from whiz.agent.swarm import SwarmSettings
+
+    if task == "-":
+        task = sys.stdin.read()
+    if not task.strip():
+        raise fail("the task is empty")
+    if not 1 <= workers <= 16:
+        raise fail("--workers must be between 1 and 16")
+    if retries < 0 or check_timeout <= 0:
+        raise fail("--retries cannot be negative and --check-timeout must be positive")
+    run = _run_options(mode, base_url, api_key, model, deep_base_url, deep_model, deep_api_key, policy,
+                       policy_model_check)  # fmt: skip
+    settings = SwarmSettings(
+        workers=workers, retries=retries, check_timeout_s=check_timeout, test_cmd=test_cmd
+    )
+    raise typer.Exit(swarm_task(task, run, settings, plan_file=plan, json_mode=json_))
+
+
+@bench_app.command("heal")
+def bench_heal(
+    target: Annotated[
+        str | None,
+        typer.Option(help="Base URL of the fast model's server (default: :8321, or one started in-process)."),
+    ] = None,
+    limit: Annotated[int | None, typer.Option(help="Run only the first N tasks.")] = 3,
+    n: Annotated[int, typer.Option("-n", help="Candidates for heal@N and the decoding comparison.")] = 5,
+    temperature: Annotated[float, typer.Option(help="Sampling temperature of heal@N.")] = 0.7,
+    variants: Annotated[
+        str,
+        typer.Option(
+            help="Comma-separated: fast (one attempt), heal, deep, decode (parallel vs sequential)."
+        ),
+    ] = "fast,heal,deep,decode",
+    api_key: ApiKeyOpt = None,
+    model: ModelOpt = None,
+    deep_base_url: DeepUrlOpt = None,
+    deep_model: DeepModelOpt = None,
+    deep_api_key: DeepKeyOpt = None,
+    data: Annotated[
+        Path | None, typer.Option(help="EditEval JSONL (default: shared/bench/editeval.jsonl).")
+    ] = None,
+) -> None:
+    """Healing on EditEval: one fast attempt vs heal@N vs deep, and parallel vs sequential decoding."""
+    from whiz.agent.modes import DeepSettings
+    from whiz.bench.heal import main
+
+    deep = DeepSettings(deep_base_url, deep_model, deep_api_key)
+    raise typer.Exit(
+        main(target=target, limit=limit, n=n, temperature=temperature, variants=variants, api_key=api_key,
+             model=model, deep=deep, data=data)
+    )  # fmt: skip
 
 
 # -- the interactive agent: whiz (no command) and whiz code ------------------------------------------

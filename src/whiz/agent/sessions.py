@@ -58,7 +58,22 @@ def _v1(db: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1]
+def _v2(db: sqlite3.Connection) -> None:
+    # The session log: routing decisions (mode changes, policy) and other notes beside the conversation.
+    db.executescript(
+        """
+        CREATE TABLE events (
+            session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+            at REAL NOT NULL,
+            type TEXT NOT NULL,
+            data TEXT NOT NULL
+        );
+        CREATE INDEX events_by_session ON events (session_id, at);
+        """
+    )
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2]
 
 
 @dataclass
@@ -150,6 +165,20 @@ class SessionStore:
                     ),
                 )
             self._db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (time.time(), session_id))
+
+    def log_event(self, session_id: str, type_: str, data: dict[str, Any]) -> None:
+        """Add an entry to the session log (a routing decision, say)."""
+        with self._db:
+            self._db.execute(
+                "INSERT INTO events VALUES (?, ?, ?, ?)", (session_id, time.time(), type_, json.dumps(data))
+            )
+
+    def events(self, session_id: str) -> list[tuple[float, str, dict[str, Any]]]:
+        """The session log, oldest first: (time, type, data)."""
+        rows = self._db.execute(
+            "SELECT at, type, data FROM events WHERE session_id = ? ORDER BY at, rowid", (session_id,)
+        )
+        return [(r[0], r[1], json.loads(r[2])) for r in rows]
 
     def get(self, session_id: str) -> SessionInfo | None:
         row = self._db.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()

@@ -15,6 +15,7 @@ from typing import Any
 from rich.text import Text
 
 from whiz.agent.events import Event
+from whiz.agent.notices import describe
 from whiz.agent.stats import TurnResult
 from whiz.tui.diffs import render_diff
 from whiz.tui.live import LiveStats
@@ -111,6 +112,9 @@ class TranscriptView:
                 self._waiting()
             case "user_message":
                 self.out.print(Text(f"→ delivered to the agent: {item.get('text', '')}", style="magenta"))
+            case _:  # mode changes, policy decisions, healing and swarm progress
+                if line := describe(item):
+                    self.out.print(Text(clean(line), style="bold cyan"))
 
     def _file_change(self, item: dict[str, Any]) -> None:
         paths = clean(", ".join(c.get("path", "") for c in item.get("changes", [])))

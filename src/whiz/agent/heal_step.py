@@ -1,0 +1,90 @@
+"""Healing as a step of the agent: where the tests decide, the reply is the best of N candidates.
+
+`HealingModel` is a `ModelClient` that sits between the agent and its model. At the steps where
+a test command decides (the first step of a turn, and every step after the tests failed), it
+runs a heal (`healing.Healer`) instead of asking for one reply, and answers with the winning
+candidate as edit blocks; the agent applies it like any reply, so approvals, undo and the final
+test run work as usual.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from whiz.agent.chat_model import chat_messages
+from whiz.agent.events import Event
+from whiz.agent.healing import Healer, best_failure
+from whiz.agent.model import Finished, ModelClient, ModelEvent, ModelRequest, TextDelta, output_items
+from whiz.agent.modes import Router
+from whiz.errors import WhizError
+
+
+class HealingModel:
+    """Healing as a step of the agent: a `ModelClient` that, where the tests decide, answers with
+    the best of N candidates instead of one reply.
+
+    It heals the first step of a turn and every step after the tests failed, until a step yields
+    candidates with edits. The agent applies the winning reply like any other (so undo, approvals
+    and the final test run work as usual). With no winner it answers with the best failure,
+    unless auto mode escalated, in which case the deep model answers. `observe` must see the
+    agent's events.
+    """
+
+    def __init__(self, inner: ModelClient, healer: Healer, router: Router):
+        self.inner = inner
+        self.healer = healer
+        self.router = router
+        self._armed = False
+
+    def observe(self, event: Event) -> None:
+        kind, item = event.get("type"), event.get("item") or {}
+        tests_failed = (
+            kind == "item.completed"
+            and item.get("type") == "command_execution"
+            and item.get("command", "").strip() == self.healer.test_cmd.strip()
+            and item.get("status") == "failed"
+        )
+        if kind == "turn.started" or tests_failed:
+            self._armed = True
+
+    async def respond(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        if not self._armed:
+            async for event in self.inner.respond(request):
+                yield event
+            return
+        try:
+            outcome = await self.healer.heal(self.router, chat_messages(request.instructions, request.items))
+        except WhizError as exc:  # no server for the candidates, say: the turn fails with why
+            yield Finished("failed", error=exc.message)
+            return
+        results = outcome.results
+        if any(r.status in ("passed", "failed", "timeout") for r in results):
+            self._armed = False
+        choice = outcome.best or (None if outcome.escalated else best_failure(results))
+        if choice is None and results and not outcome.escalated:
+            choice = results[0]  # no edits anywhere (it wants to read first): take a reply as is
+        if choice is None:
+            async for event in self.inner.respond(request):
+                yield event
+            return
+        text = choice.reply() if choice.changes else choice.text
+        yield TextDelta(text)
+        rounds = outcome.rounds
+        usage = {
+            "input_tokens": sum(r.generation.prompt_tokens for r in rounds),
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": sum(sum(r.generation.output_tokens) for r in rounds),
+        }
+        timings = {
+            "decode_tokens": usage["output_tokens"],
+            "decode_ms": sum(r.generation.wall_ms for r in rounds),
+        }
+        yield Finished("completed", output_items(text, []), usage, timings)
+
+    async def cancel(self) -> None:
+        await self.inner.cancel()
+
+    async def close(self) -> None:
+        close = getattr(self.inner, "close", None)
+        if close is not None:
+            await close()

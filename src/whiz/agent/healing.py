@@ -1,0 +1,355 @@
+"""Healing: N candidate edits, each tested in its own copy of the workspace, the best one kept.
+
+A round asks the model for N replies at once (decoded in parallel, sharing the prompt's KV
+cache: `candidates.py`), parses each reply's edits, applies each distinct edit in an isolated
+copy (`whiz.environments.worktree`), and runs the test command in every copy in parallel with a
+timeout. The best candidate is the one whose tests pass, then the one with the smallest diff,
+then the one with the fewest tokens. When none passes, the best failure's test output goes back
+to the model for another round; in auto mode, the last round goes to the deep model.
+
+`Healer` does the rounds and reports every candidate as a `heal_candidate` item. `whiz heal`
+(`runs.heal_task`) applies the winner to the real workspace itself, atomically and undoably;
+`heal_step.HealingModel` makes healing a step of the agent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from whiz.agent.actions import parse_edits
+from whiz.agent.candidates import CandidateSource, Generation
+from whiz.agent.edits import EditError, FileChange, apply_changes, plan_edits, unified_diff
+from whiz.agent.errors import WhizAgentError
+from whiz.agent.events import Emitter
+from whiz.agent.modes import Label, Router
+from whiz.agent.workspace import Workspace
+from whiz.environments.local import LocalEnvironment, truncate
+from whiz.environments.worktree import CopyError, isolated_copy
+
+Status = Literal["passed", "failed", "timeout", "malformed", "no_edit"]
+FEEDBACK_OUTPUT_CHARS = 3000
+
+
+@dataclass
+class HealSettings:
+    """How a heal runs. Every field has the default `whiz heal` uses."""
+
+    n: int = 5
+    temperature: float = 0.7
+    max_tokens: int = 1024
+    test_timeout_s: float = 120.0
+    rounds: int = 2
+    """Rounds with the mode's own model: the first, then one per best failure fed back."""
+    deep_rounds: int = 1
+    """Rounds with the deep model after auto mode escalates."""
+    parallel: bool = True
+    """Decode the N candidates together (one request with n); False: one after another."""
+    seed: int | None = 1234
+    """Candidate i samples with seed + i, so a heal can be repeated; None for fresh randomness."""
+    max_parallel_tests: int | None = None
+    """Test runs at once (default: all candidates)."""
+
+
+@dataclass
+class CandidateResult:
+    """One candidate: its reply, its edits, and what the tests said in its copy."""
+
+    round: int
+    index: int
+    text: str
+    output_tokens: int
+    status: Status
+    changes: list[FileChange] = field(default_factory=list)
+    diff: str = ""
+    diff_lines: int = 0
+    exit_code: int | None = None
+    test_output: str = ""
+    test_ms: float = 0.0
+    error: str = ""
+    """Why the edit could not be applied (malformed), or why the copy failed."""
+    same_as: int | None = None
+    """The candidate with the same edit, whose test run this one shares."""
+    as_written: bool = False
+    """Its text is edit blocks that apply as they stand (no whole files, no paths corrected)."""
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "passed"
+
+    def reply(self) -> str:
+        """The candidate as a reply the agent applies: its own text where that parses as these edits
+        (SEARCH/REPLACE, patches), else the changes written out as SEARCH/REPLACE blocks."""
+        if self.as_written:
+            return self.text
+        return "".join(as_search_replace(c) for c in self.changes)
+
+    def item(self) -> dict[str, Any]:
+        """The `heal_candidate` item's fields."""
+        return {
+            "round": self.round,
+            "index": self.index,
+            "status": self.status,
+            "diff_lines": self.diff_lines,
+            "output_tokens": self.output_tokens,
+            "exit_code": self.exit_code,
+            "test_output": truncate(self.test_output, 2000),
+            "error": self.error,
+            "diff": self.diff,
+            "same_as": self.same_as,
+        }
+
+
+def as_search_replace(change: FileChange) -> str:
+    """One file's change as a SEARCH/REPLACE block: the whole old text for the whole new one."""
+    before = change.before or ""
+    after = change.after or ""
+    end = "" if not after or after.endswith("\n") else "\n"
+    start = "" if not before or before.endswith("\n") else "\n"
+    return f"{change.path}\n<<<<<<< SEARCH\n{before}{start}=======\n{after}{end}>>>>>>> REPLACE\n"
+
+
+def selection_key(result: CandidateResult) -> tuple[int, int, int, int]:
+    """Passing first, then the smallest diff, then the fewest tokens, then the earliest."""
+    return (0 if result.passed else 1, result.diff_lines, result.output_tokens, result.index)
+
+
+def pick_best(results: list[CandidateResult]) -> CandidateResult | None:
+    """The winner among passing candidates; None when none passes."""
+    passing = [r for r in results if r.passed]
+    return min(passing, key=selection_key) if passing else None
+
+
+_FAILURE_RANK = {"failed": 0, "timeout": 1, "malformed": 2, "no_edit": 3}
+
+
+def best_failure(results: list[CandidateResult]) -> CandidateResult | None:
+    """The failure most worth feeding back: an edit that applied and ran, small, short."""
+    failed = [r for r in results if not r.passed]
+    if not failed:
+        return None
+    return min(failed, key=lambda r: (_FAILURE_RANK[r.status], r.diff_lines, r.output_tokens, r.index))
+
+
+def diff_size(changes: list[FileChange]) -> int:
+    """Lines added plus lines removed, over all files."""
+    count = 0
+    for change in changes:
+        for line in unified_diff(change).splitlines():
+            if line[:1] in "+-" and not line.startswith(("+++", "---")):
+                count += 1
+    return count
+
+
+def feedback(result: CandidateResult, test_cmd: str) -> str:
+    """What the model reads after a failed candidate: what went wrong, and that nothing changed."""
+    if result.status in ("failed", "timeout"):
+        what = "timed out" if result.status == "timeout" else f"failed (exit code {result.exit_code})"
+        output = truncate(result.test_output, FEEDBACK_OUTPUT_CHARS).rstrip()
+        return (
+            f"That edit was tried in a copy of the project, and the tests (`{test_cmd}`) {what}:\n"
+            f"```\n{output}\n```\n"
+            "The project's files are unchanged: they are still as shown above. "
+            "Write a corrected edit as SEARCH/REPLACE blocks."
+        )
+    if result.status == "malformed":
+        return f"That edit could not be applied: {result.error}\nWrite it again as SEARCH/REPLACE blocks."
+    return "That reply made no change. Write the edit as SEARCH/REPLACE blocks."
+
+
+@dataclass
+class RoundResult:
+    round: int
+    mode: Label
+    generation: Generation
+    results: list[CandidateResult]
+
+    @property
+    def best(self) -> CandidateResult | None:
+        return pick_best(self.results)
+
+
+@dataclass
+class HealOutcome:
+    """Every round, and the winner (None when no candidate passed)."""
+
+    rounds: list[RoundResult]
+    best: CandidateResult | None
+    escalated: bool = False
+
+    @property
+    def results(self) -> list[CandidateResult]:
+        return [r for rnd in self.rounds for r in rnd.results]
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "passed": self.best is not None,
+            "rounds": len(self.rounds),
+            "candidates": len(self.results),
+            "winner": None if self.best is None else {"round": self.best.round, "index": self.best.index},
+            "escalated": self.escalated,
+            "decode_ms": sum(r.generation.wall_ms for r in self.rounds),
+        }
+
+
+class Healer:
+    """Runs heal rounds on one workspace with one test command, reporting through `emit`."""
+
+    def __init__(
+        self, workspace: Workspace, test_cmd: str, settings: HealSettings | None = None, *, emit: Emitter
+    ):
+        self.ws = workspace
+        self.test_cmd = test_cmd
+        self.settings = settings or HealSettings()
+        self.emit = emit
+        self._listing: list[str] | None = None
+
+    async def heal(self, router: Router, messages: list[dict[str, Any]]) -> HealOutcome:
+        """Rounds until a candidate passes: the mode's model first, then (auto) the deep one."""
+        s = self.settings
+        rounds: list[RoundResult] = []
+        stages: list[tuple[Label, int]] = [(router.current, s.rounds)]
+        if router.mode == "auto" and router.current == "fast":
+            stages.append(("deep", s.deep_rounds))
+        escalated = False
+        for label, count in stages:
+            if label == "deep" and router.current == "fast":
+                failure = best_failure([r for rnd in rounds for r in rnd.results])
+                why = f"best failure: {failure.status}" if failure else "no candidates"
+                reason = f"healing found no passing candidate in {len(rounds)} round(s) ({why})"
+                escalated = router.escalate(reason, "healing")
+                if not escalated:
+                    break
+            for _ in range(count):
+                history = messages
+                failure = best_failure([r for rnd in rounds for r in rnd.results])
+                if failure is not None:
+                    history = messages + [
+                        {"role": "assistant", "content": failure.text},
+                        {"role": "user", "content": feedback(failure, self.test_cmd)},
+                    ]
+                source = await router.candidates(label)
+                result = await self.round(source, history, len(rounds) + 1, label)
+                rounds.append(result)
+                if result.best is not None:
+                    return HealOutcome(rounds, result.best, escalated)
+        return HealOutcome(rounds, None, escalated)
+
+    async def round(
+        self, source: CandidateSource, messages: list[dict[str, Any]], number: int, label: Label
+    ) -> RoundResult:
+        """One round: generate, evaluate every candidate, report."""
+        s = self.settings
+        item = self.emit.start(
+            "heal", round=number, mode=label, n=s.n, test_cmd=self.test_cmd, status="in_progress"
+        )
+        seed = None if s.seed is None else s.seed + 1000 * (number - 1)
+        generation = await source.generate(
+            messages, s.n, temperature=s.temperature, max_tokens=s.max_tokens, seed=seed, parallel=s.parallel
+        )
+        results = await self.evaluate(generation, number)
+        best = pick_best(results)
+        self.emit.complete(
+            item,
+            method=generation.method,
+            decode_ms=round(generation.wall_ms, 1),
+            passed=sum(r.passed for r in results),
+            best=None if best is None else best.index,
+            status="completed",
+        )
+        return RoundResult(number, label, generation, results)
+
+    async def evaluate(self, generation: Generation, number: int) -> list[CandidateResult]:
+        """Parse, dedupe, and test every candidate in its own copy, all at once."""
+        results = [
+            self._plan(number, i, text, tokens)
+            for i, (text, tokens) in enumerate(zip(generation.texts, generation.output_tokens, strict=True))
+        ]
+        firsts: dict[tuple, CandidateResult] = {}
+        to_test: list[CandidateResult] = []
+        for r in results:
+            if r.status != "failed":  # malformed or no edit: nothing to test
+                continue
+            key = tuple((c.path, c.after) for c in sorted(r.changes, key=lambda c: c.path))
+            if key in firsts:
+                r.same_as = firsts[key].index
+            else:
+                firsts[key] = r
+                to_test.append(r)
+        limit = asyncio.Semaphore(self.settings.max_parallel_tests or max(1, len(to_test)))
+
+        async def test(r: CandidateResult) -> None:
+            async with limit:
+                await self._test(r)
+
+        await asyncio.gather(*(test(r) for r in to_test))
+        for r in results:
+            if r.same_as is not None:
+                twin = results[r.same_as]
+                r.status, r.exit_code, r.test_output, r.error = (
+                    twin.status, twin.exit_code, twin.test_output, twin.error
+                )  # fmt: skip
+        for r in results:
+            self.emit.single("heal_candidate", **r.item())
+        return results
+
+    def _plan(self, number: int, index: int, text: str, tokens: int) -> CandidateResult:
+        result = CandidateResult(number, index, text, tokens, "failed")
+        try:
+            # Small models often answer with the whole file in a fence instead of an edit block;
+            # here the tests judge every candidate, so a whole file is as good as an edit.
+            strict = parse_edits(text)
+            edits = strict or parse_edits(text, whole_files=True)
+            if not edits:
+                result.status = "no_edit"
+                return result
+            known = [self._known_path(e) for e in edits]
+            result.as_written = bool(strict) and known == edits
+            edits = known
+            result.changes = [c for c in plan_edits(self.ws, edits) if c.before != c.after]
+        except (EditError, WhizAgentError) as exc:
+            result.status, result.error = "malformed", exc.message.splitlines()[0]
+            return result
+        if not result.changes:
+            result.status = "no_edit"
+            return result
+        result.diff = "".join(unified_diff(c) for c in result.changes)
+        result.diff_lines = diff_size(result.changes)
+        return result  # "failed" until its tests pass
+
+    def _known_path(self, edit):
+        """An edit of a file that does not exist, aimed at the one file of that name that does
+        ("path/to/calc.py" for calc.py: small models copy the prompt's example path)."""
+        if self.ws.exists(edit.path):
+            return edit
+        name = edit.path.rsplit("/", 1)[-1]
+        same = [p for p in self._files() if p.rsplit("/", 1)[-1] == name]
+        return dataclasses.replace(edit, path=same[0]) if len(same) == 1 else edit
+
+    def _files(self) -> list[str]:
+        if self._listing is None:
+            self._listing = self.ws.list_files(".", limit=5000)
+        return self._listing
+
+    async def _test(self, result: CandidateResult) -> None:
+        started = time.perf_counter()
+        try:
+            copy = await asyncio.to_thread(isolated_copy, self.ws.root, prefix="whiz-heal-")
+        except CopyError as exc:
+            result.error = exc.message
+            return
+        try:
+            apply_changes(Workspace(copy.path), result.changes)
+            env = LocalEnvironment(copy.path, timeout_s=self.settings.test_timeout_s)
+            done = await env.run(self.test_cmd)
+        except (EditError, WhizAgentError, OSError) as exc:
+            result.error = f"could not apply the edit in a copy: {getattr(exc, 'message', exc)}"
+            return
+        finally:
+            await asyncio.to_thread(copy.close)
+        result.exit_code, result.test_output = done.exit_code, done.output
+        result.test_ms = (time.perf_counter() - started) * 1000
+        result.status = "passed" if done.ok else ("timeout" if done.timed_out else "failed")

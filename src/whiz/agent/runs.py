@@ -1,0 +1,391 @@
+"""`whiz exec --mode`, `whiz heal` and `whiz swarm` as library functions: the CLI only parses flags.
+
+Each run has the same frame: events go to one sink (JSON Lines, or plain text on stderr), a
+`Router` over a `ModelPool` says which model answers, the safety policy looks at the request
+first, and routing decisions (mode changes, policy) go to the session log as well as to the
+user. Exit codes as `whiz exec`: 0 done, 1 failed, refused or cancelled, 2 could not start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from whiz.agent.edits import EditError, apply_changes, unified_diff
+from whiz.agent.events import EventSink, JsonLinesPrinter
+from whiz.agent.headless import EXIT_DONE, EXIT_FAILED, EXIT_SETUP, HumanPrinter
+from whiz.agent.healing import Healer, HealOutcome, HealSettings
+from whiz.agent.mode_session import ModeSession, RunOptions, SessionLog, check_policy, refuse
+from whiz.agent.modes import ModelPool, Models, Router
+from whiz.agent.notices import ItemEmitter, NoticePrinter, Tee
+from whiz.agent.prompt import mentioned_files, system_prompt, task_message
+from whiz.agent.runner import AgentOptions, SetupError
+from whiz.agent.sessions import SessionStore, TurnRecord, data_home
+from whiz.agent.swarm import Swarm, SwarmError, SwarmOutcome, SwarmSettings
+from whiz.agent.swarm_plan import PlanError, load_plan
+from whiz.agent.undo import UndoStore
+from whiz.agent.workspace import Workspace
+from whiz.client import ClientError
+from whiz.environments.local import CommandResult, LocalEnvironment, truncate
+from whiz.errors import WhizError
+
+
+def printer(json_mode: bool, out: TextIO | None, err: TextIO | None) -> EventSink:
+    """JSON Lines on stdout, or the agent's plain-text view plus lines for routing and healing."""
+    if json_mode:
+        return JsonLinesPrinter(out)
+    return Tee(HumanPrinter(out, err), NoticePrinter(err))
+
+
+def report_error(sink: EventSink, err: TextIO, message: str, json_mode: bool) -> None:
+    """One line on stderr, and an `error` event for JSON readers (plain text has the line already)."""
+    if json_mode:
+        sink({"type": "error", "message": message})
+    err.write(f"error: {message}\n")
+
+
+# -- whiz exec --mode ------------------------------------------------------------------------------
+
+
+def exec_in_mode(
+    task: str,
+    agent: AgentOptions,
+    options: RunOptions,
+    *,
+    heal_n: int = 0,
+    json_mode: bool = False,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+    pool: Models | None = None,
+) -> int:
+    """`whiz exec` with modes, healing steps and the policy; returns the exit code."""
+    err = err or sys.stderr
+    sink = printer(json_mode, out, err)
+    return asyncio.run(_exec(task, agent, options, heal_n, sink, json_mode, err, pool))
+
+
+async def _exec(
+    task: str,
+    agent_options: AgentOptions,
+    options: RunOptions,
+    heal_n: int,
+    sink: EventSink,
+    json_mode: bool,
+    err: TextIO,
+    pool: Models | None,
+) -> int:
+    def notice(line: str) -> None:
+        err.write(f"whiz: {line}\n")
+        err.flush()
+
+    try:
+        session = await ModeSession.open(
+            agent_options, options, sink=sink, notice=notice, heal_n=heal_n, pool=pool
+        )
+    except SetupError as exc:
+        report_error(sink, err, exc.message, json_mode)
+        return EXIT_SETUP
+    loop = asyncio.get_running_loop()
+    with contextlib.suppress(NotImplementedError, RuntimeError):
+        loop.add_signal_handler(signal.SIGINT, session.agent.cancel)
+    try:
+        result = await session.run(task)
+    except SetupError as exc:
+        report_error(sink, err, exc.message, json_mode)
+        return EXIT_SETUP
+    finally:
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.remove_signal_handler(signal.SIGINT)
+        await session.close()
+    if not result.ok:
+        err.write(f"error: {result.message}\n")
+    return EXIT_DONE if result.ok else EXIT_FAILED
+
+
+# -- whiz heal -------------------------------------------------------------------------------------
+
+MAX_FAILURE_CHARS = 4000
+
+
+def heal_messages(ws: Workspace, task: str, test_cmd: str, baseline: CommandResult | None) -> list[dict]:
+    """The conversation a heal starts from: the agent's instructions, the task with its files, and
+    (when the tests fail now) their output, with the files it names attached too."""
+    text, attached = task_message(ws, task)
+    if baseline is not None and not baseline.ok:
+        output = truncate(baseline.output, MAX_FAILURE_CHARS).rstrip()
+        text += f"\n\nThe tests (`{test_cmd}`) fail now:\n```\n{output}\n```"
+        more = [p for p in mentioned_files(ws, baseline.output) if p not in attached][:2]
+        for path in more:
+            try:
+                body = ws.read_text(path)
+            except WhizError:
+                continue
+            text += f"\n\n{path}:\n```\n{body}{'' if body.endswith(chr(10)) else chr(10)}```"
+    instructions = system_prompt(ws, "text", test_cmd=test_cmd)
+    return [{"role": "system", "content": instructions}, {"role": "user", "content": text}]
+
+
+@dataclass
+class HealResult:
+    outcome: HealOutcome | None
+    applied: list[str]
+    message: str
+    ok: bool
+
+
+def heal_task(
+    task: str,
+    test_cmd: str,
+    options: RunOptions,
+    settings: HealSettings,
+    *,
+    json_mode: bool = False,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+    pool: Models | None = None,
+) -> int:
+    """`whiz heal`: heal once, apply the winner (undoably), return the exit code."""
+    err = err or sys.stderr
+    sink = printer(json_mode, out, err)
+    try:
+        result = asyncio.run(_heal(task, test_cmd, options, settings, sink, err, pool))
+    except SetupError as exc:
+        report_error(sink, err, exc.message, json_mode)
+        return EXIT_SETUP
+    except ClientError as exc:  # the server went away or refused a request midway
+        report_error(sink, err, exc.message, json_mode)
+        return EXIT_FAILED
+    if not result.ok:
+        err.write(f"error: {result.message}\n")
+    return EXIT_DONE if result.ok else EXIT_FAILED
+
+
+async def _heal(
+    task: str,
+    test_cmd: str,
+    options: RunOptions,
+    settings: HealSettings,
+    sink: EventSink,
+    err: TextIO,
+    pool: Models | None,
+) -> HealResult:
+    def notice(line: str) -> None:
+        err.write(f"whiz: {line}\n")
+        err.flush()
+
+    ws = Workspace(options.workspace)
+    home = options.home or data_home()
+    chain = Tee(sink)
+    emit = ItemEmitter(chain)
+    pool = pool or ModelPool(options.fast, options.deep, notice=notice)
+    router = Router(pool, options.mode, emit)
+    store = SessionStore(home / "sessions.db")
+    try:
+        if isinstance(pool, ModelPool):
+            await pool.endpoint(router.current)
+        info = store.create(ws.root, title=task, settings={"command": "heal", "mode": options.mode})
+        sink({"type": "thread.started", "thread_id": info.id})
+        chain.sinks.append(SessionLog(store, info.id))
+        decision = await check_policy(task, options, pool, router, emit)
+        if decision.action == "refuse":
+            message = refuse(emit, decision)
+            store.save(
+                info.id,
+                [],
+                TurnRecord("turn_" + uuid.uuid4().hex[:12], task, "refused", message, [], time.time()),
+            )
+            return HealResult(None, [], message, False)
+        result = await _heal_turn(
+            task, test_cmd, ws, settings, router, emit, UndoStore(home / "undo" / info.id)
+        )
+        store.save(
+            info.id,
+            [{"type": "message", "role": "user", "content": task}]
+            + ([{"type": "message", "role": "assistant", "content": result.outcome.best.text}]
+               if result.outcome and result.outcome.best else []),
+            TurnRecord(uuid.uuid4().hex, task, "completed" if result.ok else "failed", result.message,
+                       result.applied, time.time()),
+        )  # fmt: skip
+        return result
+    finally:
+        store.close()
+        await pool.close()
+
+
+async def _heal_turn(
+    task: str,
+    test_cmd: str,
+    ws: Workspace,
+    settings: HealSettings,
+    router: Router,
+    emit: ItemEmitter,
+    undo: UndoStore,
+) -> HealResult:
+    turn_id = "turn_" + uuid.uuid4().hex[:12]
+    started = time.perf_counter()
+    emit.emit("turn.started", turn_id=turn_id)
+    baseline = await _baseline(ws, test_cmd, settings.test_timeout_s, emit)
+    healer = Healer(ws, test_cmd, settings, emit=emit)
+    outcome = await healer.heal(router, heal_messages(ws, task, test_cmd, baseline))
+    usage = {"output_tokens": sum(sum(r.generation.output_tokens) for r in outcome.rounds)}
+    timings = {**outcome.summary(), "duration_ms": (time.perf_counter() - started) * 1000}
+    best = outcome.best
+    if best is None:
+        message = f"no candidate passed `{test_cmd}` in {len(outcome.rounds)} round(s); nothing was changed"
+        emit.emit("turn.failed", turn_id=turn_id, error={"message": message}, usage=usage, timings=timings)
+        return HealResult(outcome, [], message, False)
+    summary = [{"path": c.path, "kind": "add" if c.before is None else "update"} for c in best.changes]
+    diff = "".join(unified_diff(c) for c in best.changes)
+    try:
+        undo.record(turn_id, best.changes)
+        apply_changes(ws, best.changes)
+    except (EditError, OSError) as exc:
+        emit.single("file_change", changes=summary, diff=diff, status="failed")
+        message = (
+            f"the winning edit could not be applied: {getattr(exc, 'message', exc)}; nothing was changed"
+        )
+        emit.emit("turn.failed", turn_id=turn_id, error={"message": message}, usage=usage, timings=timings)
+        return HealResult(outcome, [], message, False)
+    emit.single("file_change", changes=summary, diff=diff, status="completed")
+    paths = [c.path for c in best.changes]
+    message = f"round {best.round}, candidate {best.index} passes `{test_cmd}`; applied to {', '.join(paths)}"
+    emit.emit("turn.completed", turn_id=turn_id, usage=usage, timings=timings, message=message)
+    return HealResult(outcome, paths, message, True)
+
+
+async def _baseline(ws: Workspace, test_cmd: str, timeout_s: float, emit: ItemEmitter) -> CommandResult:
+    """The tests as they are now, so the model sees what fails."""
+    item = emit.start("command_execution", command=test_cmd, aggregated_output="", exit_code=None,
+                      status="in_progress")  # fmt: skip
+    result = await LocalEnvironment(ws.root, timeout_s=timeout_s).run(test_cmd)
+    emit.complete(
+        item,
+        aggregated_output=truncate(result.output, 4000),
+        exit_code=result.exit_code,
+        status="completed" if result.ok else "failed",
+    )
+    return result
+
+
+# -- whiz swarm ------------------------------------------------------------------------------------
+
+
+def swarm_task(
+    task: str,
+    options: RunOptions,
+    settings: SwarmSettings,
+    *,
+    plan_file: Path | None = None,
+    json_mode: bool = False,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+    pool: Models | None = None,
+) -> int:
+    """`whiz swarm`: plan, work in parallel, merge, test; returns the exit code."""
+    err = err or sys.stderr
+    if json_mode:
+        sink: EventSink = JsonLinesPrinter(out)
+        progress = None
+    else:
+        from whiz.agent.show import SwarmProgress
+
+        progress = SwarmProgress(err)
+        sink = Tee(progress, NoticePrinter(err, show_candidates=False))
+    try:
+        ok = asyncio.run(_swarm(task, options, settings, plan_file, sink, err, pool))
+    except (SetupError, SwarmError, PlanError) as exc:
+        report_error(sink, err, exc.message, json_mode)
+        return EXIT_SETUP
+    except ClientError as exc:
+        report_error(sink, err, exc.message, json_mode)
+        return EXIT_FAILED
+    finally:
+        if progress is not None:
+            progress.close()
+    return EXIT_DONE if ok else EXIT_FAILED
+
+
+async def _swarm(
+    task: str,
+    options: RunOptions,
+    settings: SwarmSettings,
+    plan_file: Path | None,
+    sink: EventSink,
+    err: TextIO,
+    pool: Models | None,
+) -> bool:
+    def notice(line: str) -> None:
+        err.write(f"whiz: {line}\n")
+        err.flush()
+
+    ws = Workspace(options.workspace)
+    plan = load_plan(plan_file, ws) if plan_file is not None else None
+    home = options.home or data_home()
+    chain = Tee(sink)
+    emit = ItemEmitter(chain)
+    pool = pool or ModelPool(options.fast, options.deep, notice=notice)
+    router = Router(pool, options.mode, emit)
+    store = SessionStore(home / "sessions.db")
+    try:
+        if isinstance(pool, ModelPool):
+            await pool.endpoint("fast")
+        info = store.create(ws.root, title=task, settings={"command": "swarm", "mode": options.mode})
+        sink({"type": "thread.started", "thread_id": info.id})
+        chain.sinks.append(SessionLog(store, info.id))
+        decision = await check_policy(task, options, pool, router, emit)
+        if decision.action == "refuse":
+            message = refuse(emit, decision)
+            store.save(
+                info.id,
+                [],
+                TurnRecord("turn_" + uuid.uuid4().hex[:12], task, "refused", message, [], time.time()),
+            )
+            err.write(f"error: {message}\n")
+            return False
+        if decision.action == "reroute:deep":
+            router.mode = "deep"  # the director and every worker use the deep model
+        turn_id = "turn_" + uuid.uuid4().hex[:12]
+        started = time.perf_counter()
+        emit.emit("turn.started", turn_id=turn_id)
+        swarm = Swarm(ws, router, emit, settings, undo=UndoStore(home / "undo" / info.id), turn_id=turn_id)
+        try:
+            outcome = await swarm.run(task, plan)
+        except (SwarmError, PlanError) as exc:
+            emit.emit("turn.failed", turn_id=turn_id, error={"message": exc.message}, usage={})
+            raise
+        summary = {**outcome.summary(), "duration_ms": (time.perf_counter() - started) * 1000}
+        merged = sorted({p for m in outcome.merges if m.status == "merged" for p in m.paths})
+        if outcome.ok:
+            message = f"{len(outcome.runs)} micro-tasks done and merged"
+            emit.emit("turn.completed", turn_id=turn_id, usage={}, timings=summary, message=message)
+        else:
+            message = _swarm_failure(outcome)
+            emit.emit("turn.failed", turn_id=turn_id, error={"message": message}, usage={}, timings=summary)
+            err.write(f"error: {message}\n")
+        store.save(
+            info.id,
+            [{"type": "message", "role": "user", "content": task}],
+            TurnRecord(turn_id, task, "completed" if outcome.ok else "failed", message, merged, time.time()),
+        )
+        return outcome.ok
+    finally:
+        store.close()
+        await pool.close()
+
+
+def _swarm_failure(outcome: SwarmOutcome) -> str:
+    parts = []
+    if failed := [r.task.id for r in outcome.runs if not r.passed]:
+        parts.append(f"micro-task(s) {', '.join(failed)} failed")
+    if outcome.conflicts:
+        parts.append(f"conflicts in {', '.join(m.task_id for m in outcome.conflicts)} (not merged)")
+    if outcome.final is not None and not outcome.final.ok:
+        parts.append(f"the final tests failed (exit {outcome.final.exit_code})")
+    return "; ".join(parts) or "the swarm did not finish"

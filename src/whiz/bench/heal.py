@@ -1,0 +1,229 @@
+"""`whiz bench heal`: does healing pay? One fast attempt vs heal@5 vs the deep model, on EditEval.
+
+Each task gets a fresh workspace (the file to edit and its test script, as in `whiz bench tasks`)
+and the same prompt in every variant: the instruction, the file, and the test's output. A
+variant passes a task when the edit it ends with makes the task's test pass.
+
+    fast@1    one greedy attempt of the fast model
+    heal@N    N candidates at temperature T, tested in parallel copies, a second round with the
+              best failure's output (fast mode: no escalation, so the comparison is fair)
+    deep@1    one greedy attempt of the deep model
+
+Also measured, on the same tasks and prompts: decoding N candidates in parallel (one request
+with n=N, sharing the prompt's KV cache) against one after another, with the same seeds, so the
+same work is timed both ways. The report is a table, then one JSON line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from whiz.agent.events import Collector
+from whiz.agent.healing import Healer, HealSettings
+from whiz.agent.modes import DeepSettings, FastSettings, Label, ModelPool, Router
+from whiz.agent.notices import ItemEmitter
+from whiz.agent.runner import SetupError
+from whiz.agent.runs import heal_messages
+from whiz.agent.workspace import Workspace
+from whiz.bench.edit_tasks import EditTask, default_editeval_path, load_editeval
+from whiz.bench.tasks import workspace_for
+from whiz.client import ClientError
+from whiz.environments.local import LocalEnvironment
+
+VARIANTS = ("fast", "heal", "deep", "decode")
+
+
+@dataclass
+class VariantRun:
+    task_id: str
+    variant: str
+    passed: bool
+    seconds: float
+    candidates: int
+    decode_ms: float
+
+
+def test_command(task: EditTask) -> str:
+    return f"{sys.executable} test_{task.filename}"
+
+
+async def run_variant(
+    router: Router, task: EditTask, variant: str, label: Label, settings: HealSettings
+) -> VariantRun:
+    """One variant on one task, in a fresh workspace; nothing is applied, the winner is enough."""
+    with tempfile.TemporaryDirectory(prefix="whiz-bench-heal-") as tmp:
+        root = Path(tmp)
+        workspace_for(task, root)
+        ws = Workspace(root)
+        command = test_command(task)
+        router.current = label
+        started = time.perf_counter()
+        baseline = await LocalEnvironment(root, timeout_s=settings.test_timeout_s).run(command)
+        messages = heal_messages(ws, f"In {task.filename}: {task.instruction}", command, baseline)
+        healer = Healer(ws, command, settings, emit=ItemEmitter(Collector()))
+        outcome = await healer.heal(router, messages)
+        seconds = time.perf_counter() - started
+    decode_ms = sum(r.generation.wall_ms for r in outcome.rounds)
+    return VariantRun(
+        task.task_id, variant, outcome.best is not None, seconds, len(outcome.results), decode_ms
+    )
+
+
+async def time_decoding(router: Router, task: EditTask, n: int, temperature: float, max_tokens: int) -> dict:
+    """The same N candidates decoded together and one after another (same seeds): wall times."""
+    with tempfile.TemporaryDirectory(prefix="whiz-bench-heal-") as tmp:
+        root = Path(tmp)
+        workspace_for(task, root)
+        command = test_command(task)
+        baseline = await LocalEnvironment(root, timeout_s=30).run(command)
+        messages = heal_messages(
+            Workspace(root), f"In {task.filename}: {task.instruction}", command, baseline
+        )
+    source = await router.candidates("fast")
+    kw = {"temperature": temperature, "max_tokens": max_tokens, "seed": 7}
+    parallel = await source.generate(messages, n, parallel=True, **kw)
+    sequential = await source.generate(messages, n, parallel=False, **kw)
+    return {
+        "task_id": task.task_id,
+        "parallel_ms": parallel.wall_ms,
+        "sequential_ms": sequential.wall_ms,
+        "method": parallel.method,
+        "parallel_tokens": sum(parallel.output_tokens),
+        "sequential_tokens": sum(sequential.output_tokens),
+        "same_texts": parallel.texts == sequential.texts,
+    }
+
+
+def summarize(runs: list[VariantRun]) -> dict[str, Any]:
+    return {
+        "tasks": len(runs),
+        "pass_rate": sum(r.passed for r in runs) / len(runs),
+        "passed": sum(r.passed for r in runs),
+        "median_s": statistics.median(r.seconds for r in runs),
+        "candidates": sum(r.candidates for r in runs),
+    }
+
+
+async def run_bench(
+    tasks: list[EditTask],
+    variants: list[str],
+    n: int,
+    temperature: float,
+    fast: FastSettings,
+    deep: DeepSettings,
+    say,
+) -> dict[str, Any]:
+    pool = ModelPool(fast, deep, notice=say)
+    router = Router(pool, "fast", ItemEmitter(Collector()))
+    plans = {
+        "fast": ("fast@1", "fast", HealSettings(n=1, temperature=0.0, rounds=1, seed=None)),
+        "heal": (f"heal@{n}", "fast", HealSettings(n=n, temperature=temperature, rounds=2)),
+        "deep": ("deep@1", "deep", HealSettings(n=1, temperature=0.0, rounds=1, seed=None)),
+    }
+    try:
+        endpoint = await pool.endpoint("fast")
+        report: dict[str, Any] = {"bench": "heal", "target": endpoint.base_url, "n": n, "variants": {}}
+        for variant in [v for v in variants if v in plans]:
+            name, label, settings = plans[variant]
+            runs = []
+            for i, task in enumerate(tasks):
+                run = await run_variant(router, task, name, label, settings)
+                runs.append(run)
+                say(f"[{name} {i + 1}/{len(tasks)}] {task.task_id}: {'pass' if run.passed else 'fail'}, "
+                    f"{run.seconds:.1f} s")  # fmt: skip
+            report["variants"][name] = {"summary": summarize(runs), "runs": [vars(r) for r in runs]}
+        if "decode" in variants:
+            timings = []
+            for task in tasks:
+                timing = await time_decoding(router, task, n, temperature, 512)
+                timings.append(timing)
+                say(f"[decode] {task.task_id}: parallel {timing['parallel_ms'] / 1000:.1f} s, "
+                    f"sequential {timing['sequential_ms'] / 1000:.1f} s ({timing['method']})")  # fmt: skip
+            par = sum(t["parallel_ms"] for t in timings)
+            seq = sum(t["sequential_ms"] for t in timings)
+            report["decode"] = {
+                "n": n,
+                "parallel_s": par / 1000,
+                "sequential_s": seq / 1000,
+                "speedup": seq / par if par else None,
+                "methods": sorted({t["method"] for t in timings}),
+                "runs": timings,
+            }
+        return report
+    finally:
+        await pool.close()
+
+
+def print_report(report: dict[str, Any]) -> None:
+    console = Console(width=None if sys.stdout.isatty() else 160)
+    table = Table(title=f"whiz bench heal — EditEval — {report['target']}")
+    for name in ("variant", "tasks", "pass rate", "median s/task", "candidates"):
+        table.add_column(name, justify="left" if name == "variant" else "right")
+    for name, result in report["variants"].items():
+        s = result["summary"]
+        table.add_row(
+            name, str(s["tasks"]), f"{s['pass_rate']:.0%}", f"{s['median_s']:.1f}", str(s["candidates"])
+        )
+    if decode := report.get("decode"):
+        speed = "n/a" if decode["speedup"] is None else f"{decode['speedup']:.2f}x"
+        table.add_row(
+            f"decode {decode['n']} candidates",
+            str(len(decode["runs"])),
+            "",
+            f"parallel {decode['parallel_s']:.1f} s vs sequential {decode['sequential_s']:.1f} s",
+            f"{speed} ({', '.join(decode['methods'])})",
+        )
+    console.print(table)
+    print(json.dumps(report), flush=True)
+
+
+def main(
+    target: str | None = None,
+    limit: int | None = 3,
+    n: int = 5,
+    temperature: float = 0.7,
+    variants: str = "fast,heal,deep,decode",
+    api_key: str | None = None,
+    model: str | None = None,
+    deep: DeepSettings | None = None,
+    data: Path | None = None,
+) -> int:
+    """0 when it ran; 2 for bad options, missing data or no server; 1 when a server failed midway."""
+
+    def say(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    chosen = [v.strip() for v in variants.split(",") if v.strip()]
+    if not chosen or any(v not in VARIANTS for v in chosen):
+        say(f"whiz bench heal: --variants takes a comma-separated list of {', '.join(VARIANTS)}")
+        return 2
+    if not 1 <= n <= 16:
+        say("whiz bench heal: -n must be between 1 and 16")
+        return 2
+    path = data or default_editeval_path()
+    if path is None or not Path(path).is_file():
+        say(f"whiz bench heal: no EditEval data at {path or 'shared/bench/editeval.jsonl'}; pass --data")
+        return 2
+    tasks = load_editeval(path)[:limit]
+    fast = FastSettings(target, api_key, model)
+    try:
+        report = asyncio.run(run_bench(tasks, chosen, n, temperature, fast, deep or DeepSettings(), say))
+    except SetupError as exc:
+        say(f"whiz bench heal: {exc.message}")
+        return 2
+    except ClientError as exc:
+        say(f"whiz bench heal: {exc}")
+        return 1
+    print_report(report)
+    return 0

@@ -1,0 +1,174 @@
+"""Isolated copies of a workspace: a place where a candidate edit or a swarm worker can change files
+and run the tests without touching the user's folder.
+
+In a git repository the copy is a detached `git worktree` of HEAD, brought up to the working
+tree's state (modified and untracked files copied over, deleted ones removed): cheap for big
+repositories, and it leaves out what git ignores. Elsewhere it is a plain copy. Either way, big
+dependency folders (.venv, node_modules) are symlinked rather than copied, so the tests find
+their packages. Nothing here touches the user's branches, index or history; a worktree is
+registered under .git/worktrees only while the copy exists.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from whiz.agent.errors import WhizAgentError
+
+# Never copied: caches and the repository itself.
+SKIP_DIRS = frozenset({".git", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"})
+# Linked instead of copied: large, only read by the tests.
+LINK_DIRS = frozenset({".venv", "venv", "node_modules", ".tox", ".nox"})
+GIT_TIMEOUT_S = 60.0
+
+
+class CopyError(WhizAgentError):
+    """The workspace could not be copied (disk full, unreadable files)."""
+
+
+@dataclass
+class IsolatedCopy:
+    """A copy of `source` at `path`. Read it, change it, run commands in it; `close()` removes it."""
+
+    source: Path
+    path: Path
+    kind: Literal["git-worktree", "copy"]
+    _holder: Path
+    """The temporary folder to delete (for a worktree of a subfolder, the worktree's root)."""
+    _git_top: Path | None = None
+
+    def read_text(self, rel: str) -> str | None:
+        """The copy's text of `rel`, or None when the file is absent (or not UTF-8 text)."""
+        return _read(self.path / rel)
+
+    def close(self) -> None:
+        """Remove the copy (and the worktree's registration). Safe to call twice."""
+        removed = None
+        if self._git_top is not None:
+            removed = _git(self._git_top, "worktree", "remove", "--force", str(self._holder / "tree"))
+        shutil.rmtree(self._holder, ignore_errors=True)
+        if self._git_top is not None and removed is None:
+            # The folder is gone now, so pruning drops the worktree's registration in .git/worktrees.
+            _git(self._git_top, "worktree", "prune", check=False)
+        self._git_top = None
+
+    def __enter__(self) -> IsolatedCopy:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def isolated_copy(source: Path, *, use_git: bool = True, prefix: str = "whiz-copy-") -> IsolatedCopy:
+    """Copy `source` (its current state, uncommitted changes included) into a new temporary folder.
+
+    Blocking (it runs git or copies files): call it with `asyncio.to_thread` from async code.
+    Raises `CopyError` when the copy cannot be made.
+    """
+    source = Path(source).resolve()
+    if not source.is_dir():
+        raise CopyError(f"{source} is not a folder")
+    holder = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        top = _git_toplevel(source) if use_git else None
+        if top is not None and _worktree_add(top, holder / "tree"):
+            copy = IsolatedCopy(
+                source, holder / "tree" / source.relative_to(top), "git-worktree", holder, top
+            )
+            try:
+                _sync_dirty(top, holder / "tree")
+            except BaseException:
+                copy.close()
+                raise
+        else:
+            copy = IsolatedCopy(source, holder / "tree", "copy", holder)
+            shutil.copytree(source, copy.path, symlinks=True, ignore=_ignore(source))
+        _link_dependencies(source, copy.path)
+        return copy
+    except OSError as exc:
+        shutil.rmtree(holder, ignore_errors=True)
+        raise CopyError(f"could not copy {source}: {exc.strerror or exc}") from exc
+
+
+def _ignore(root: Path):
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        skipped = {n for n in names if n in SKIP_DIRS}
+        if Path(folder) == root:
+            skipped |= {n for n in names if n in LINK_DIRS}
+        return skipped
+
+    return ignore
+
+
+def _link_dependencies(source: Path, copy: Path) -> None:
+    for name in LINK_DIRS:
+        original = source / name
+        if original.is_dir() and not (copy / name).exists():
+            (copy / name).symlink_to(original, target_is_directory=True)
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_bytes().decode("utf-8")
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError, UnicodeDecodeError):
+        return None
+
+
+# -- git ---------------------------------------------------------------------------------------------
+
+
+def _git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[bytes] | None:
+    try:
+        done = subprocess.run(
+            ["git", *args],
+            cwd=cwd,
+            capture_output=True,
+            stdin=subprocess.DEVNULL,
+            timeout=GIT_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if check and done.returncode != 0:
+        return None
+    return done
+
+
+def _git_toplevel(folder: Path) -> Path | None:
+    done = _git(folder, "rev-parse", "--show-toplevel")
+    if done is None:
+        return None
+    top = Path(done.stdout.decode().strip()).resolve()
+    return top if folder.is_relative_to(top) else None
+
+
+def _worktree_add(top: Path, dest: Path) -> bool:
+    """A detached worktree of HEAD at `dest`; False where there is no commit yet (or git says no)."""
+    return _git(top, "worktree", "add", "--detach", "--quiet", str(dest), "HEAD") is not None
+
+
+def _sync_dirty(top: Path, tree: Path) -> None:
+    """Make the worktree match the working tree: modified and untracked files over, deleted ones out."""
+    done = _git(top, "ls-files", "-z", "--modified", "--others", "--exclude-standard")
+    if done is None:
+        raise OSError("git ls-files failed")
+    for name in filter(None, done.stdout.decode("utf-8", errors="surrogateescape").split("\0")):
+        src, dst = top / name, tree / name
+        if src.is_symlink() or src.is_file():
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(FileNotFoundError):
+                dst.unlink()
+            if src.is_symlink():
+                dst.symlink_to(os.readlink(src))
+            else:
+                shutil.copy2(src, dst)
+        elif not src.exists():  # deleted in the working tree
+            with contextlib.suppress(FileNotFoundError, IsADirectoryError):
+                dst.unlink()

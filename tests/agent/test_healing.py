@@ -1,0 +1,212 @@
+"""Healing with scripted candidates: selection, isolation, timeouts, feedback rounds, escalation."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from whiz.agent.candidates import ScriptedCandidates
+from whiz.agent.events import Collector
+from whiz.agent.headless import undo_last
+from whiz.agent.healing import (
+    CandidateResult,
+    Healer,
+    HealSettings,
+    best_failure,
+    pick_best,
+)
+from whiz.agent.modes import Router, ScriptedPool
+from whiz.agent.notices import ItemEmitter
+from whiz.agent.runs import RunOptions, heal_task
+from whiz.agent.sessions import SessionStore
+from whiz.agent.workspace import Workspace
+
+BUGGY = "def average(xs):\n    total = 0\n    for x in xs:\n        total += x\n"
+BUGGY += "    return total / (len(xs) + 1)\n"
+CHECK = "from calc import average\nassert average([2, 4]) == 3, average([2, 4])\nprint('ok')\n"
+TEST_CMD = f"{sys.executable} check.py"
+
+
+def edit(search: str, replace: str, path: str = "calc.py") -> str:
+    return f"{path}\n<<<<<<< SEARCH\n{search}\n=======\n{replace}\n>>>>>>> REPLACE\n"
+
+
+FIX = edit("    return total / (len(xs) + 1)", "    return total / len(xs)")
+BIG_FIX = edit(
+    "    total = 0\n    for x in xs:\n        total += x\n    return total / (len(xs) + 1)",
+    "    return sum(xs) / len(xs)",
+)
+WRONG = edit("    return total / (len(xs) + 1)", "    return total / (len(xs) - 1)")
+MALFORMED = edit("    return total / (len(xs) + 2)", "    return total / len(xs)")
+HANG = edit("    return total / (len(xs) + 1)", "    while True:\n        pass")
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "calc.py").write_text(BUGGY)
+    (root / "check.py").write_text(CHECK)
+    return root
+
+
+def run_heal(project: Path, batches, *, mode="fast", deep_batches=None, **settings):
+    pool = ScriptedPool(sources={"fast": ScriptedCandidates(batches)})
+    if deep_batches is not None:
+        pool.sources["deep"] = ScriptedCandidates(deep_batches)
+    out, err = io.StringIO(), io.StringIO()
+    options = RunOptions(project, mode=mode, home=project.parent / "home")
+    code = heal_task(
+        "fix average in calc.py",
+        TEST_CMD,
+        options,
+        HealSettings(**{"n": 5, "test_timeout_s": 20, **settings}),
+        json_mode=True,
+        out=out,
+        err=err,
+        pool=pool,
+    )
+    events = [json.loads(line) for line in out.getvalue().splitlines()]
+    return code, events, pool
+
+
+def items(events, type_):
+    return [e["item"] for e in events if e["type"] == "item.completed" and e["item"]["type"] == type_]
+
+
+def test_the_passing_candidate_with_the_smallest_diff_wins_and_every_result_is_shown(project):
+    code, events, _ = run_heal(project, [[MALFORMED, BIG_FIX, WRONG, FIX, FIX]])
+    assert code == 0
+    assert (project / "calc.py").read_text() == BUGGY.replace("(len(xs) + 1)", "len(xs)")
+    results = {c["index"]: c for c in items(events, "heal_candidate")}
+    assert [results[i]["status"] for i in range(5)] == ["malformed", "passed", "failed", "passed", "passed"]
+    assert results[4]["same_as"] == 3  # the same edit is tested once
+    assert results[1]["diff_lines"] > results[3]["diff_lines"]
+    assert "not found" in results[0]["error"].lower() or results[0]["error"]
+    assert "AssertionError" in results[2]["test_output"]
+    (change,) = items(events, "file_change")
+    assert change["status"] == "completed" and "+    return total / len(xs)" in change["diff"]
+    assert events[-1]["type"] == "turn.completed"
+
+
+def test_candidates_never_touch_the_real_workspace_until_one_is_chosen(project):
+    code, _events, _ = run_heal(project, [[WRONG, WRONG, MALFORMED]], rounds=1)
+    assert code == 1
+    assert (project / "calc.py").read_text() == BUGGY
+    # Only the baseline test run touched the folder (its bytecode cache).
+    assert {p.name for p in project.iterdir()} - {"__pycache__"} == {"calc.py", "check.py"}
+
+
+def test_a_hanging_candidate_times_out_while_the_others_are_judged(project):
+    code, events, _ = run_heal(project, [[HANG, FIX]], test_timeout_s=3)
+    assert code == 0
+    statuses = [c["status"] for c in items(events, "heal_candidate")]
+    assert statuses == ["timeout", "passed"]
+
+
+def test_the_best_failures_output_is_fed_back_for_a_second_round(project):
+    batches = [[WRONG, MALFORMED], [FIX]]
+    code, events, pool = run_heal(project, batches)
+    assert code == 0
+    second = pool.sources["fast"].calls[1]
+    assert second[-2] == {
+        "role": "assistant",
+        "content": WRONG,
+    }  # the failure that ran, not the malformed one
+    assert "AssertionError" in second[-1]["content"] and "unchanged" in second[-1]["content"]
+    assert [i["round"] for i in items(events, "heal")] == [1, 2]
+
+
+def test_fast_mode_gives_up_after_its_rounds_and_changes_nothing(project):
+    code, events, pool = run_heal(project, [[WRONG], [WRONG]], deep_batches=[[FIX]])
+    assert code == 1
+    assert (project / "calc.py").read_text() == BUGGY
+    assert items(events, "mode_change") == []
+    assert pool.sources["deep"].calls == []
+    assert "no candidate passed" in events[-1]["error"]["message"]
+
+
+def test_auto_mode_escalates_to_deep_when_healing_finds_no_passing_candidate(project):
+    code, events, pool = run_heal(project, [[WRONG], [WRONG]], mode="auto", deep_batches=[[FIX]])
+    assert code == 0
+    (change,) = items(events, "mode_change")
+    assert (change["from"], change["to"], change["trigger"]) == ("fast", "deep", "healing")
+    assert "no passing candidate" in change["reason"]
+    assert [(i["round"], i["mode"]) for i in items(events, "heal")] == [(1, "fast"), (2, "fast"), (3, "deep")]
+    assert len(pool.sources["deep"].calls) == 1
+
+
+def test_the_escalation_is_in_the_session_log_and_the_heal_can_be_undone(project):
+    home = project.parent / "home"
+    code, _events, _ = run_heal(project, [[WRONG], [WRONG]], mode="auto", deep_batches=[[FIX]])
+    assert code == 0
+    store = SessionStore(home / "sessions.db")
+    try:
+        (info,) = store.list(project)
+        logged = store.events(info.id)
+    finally:
+        store.close()
+    assert [kind for _at, kind, _data in logged] == ["mode_change"]
+    assert logged[0][2]["trigger"] == "healing"
+    assert undo_last(project, home=home) is not None
+    assert (project / "calc.py").read_text() == BUGGY
+
+
+def test_the_baseline_failure_and_the_named_file_reach_the_model(project):
+    _code, _events, pool = run_heal(project, [[FIX]])
+    (messages,) = pool.sources["fast"].calls
+    user = messages[-1]["content"]
+    assert "calc.py:\n```\ndef average" in user  # the file the task names is attached
+    assert "fail now" in user and "AssertionError" in user
+
+
+def test_selection_order_is_pass_then_diff_then_tokens():
+    def r(index, status, diff, tokens):
+        return CandidateResult(1, index, "", tokens, status, diff_lines=diff)
+
+    results = [r(0, "failed", 1, 1), r(1, "passed", 4, 10), r(2, "passed", 2, 50), r(3, "passed", 2, 40)]
+    assert pick_best(results).index == 3
+    assert pick_best([r(0, "failed", 1, 1)]) is None
+    assert best_failure([r(0, "malformed", 0, 1), r(1, "timeout", 3, 1), r(2, "failed", 9, 9)]).index == 2
+
+
+async def test_a_healer_without_edits_anywhere_reports_no_edit(project):
+    collector = Collector()
+    emit = ItemEmitter(collector)
+    router = Router(
+        ScriptedPool(sources={"fast": ScriptedCandidates([["READ calc.py"], ["LIST ."]])}), "fast", emit
+    )
+    outcome = await Healer(Workspace(project), TEST_CMD, HealSettings(n=2), emit=emit).heal(router, [])
+    assert outcome.best is None
+    assert {r.status for r in outcome.results} == {"no_edit"}
+
+
+class DeadServer:
+    async def generate(self, messages, n, **kw):
+        from whiz.client import ConnectError
+
+        raise ConnectError("cannot reach http://127.0.0.1:9/v1/chat/completions: connection refused")
+
+
+def test_a_server_that_goes_away_midway_is_one_clear_line_and_changes_nothing(project):
+    out, err = io.StringIO(), io.StringIO()
+    options = RunOptions(project, home=project.parent / "home")
+    pool = ScriptedPool(sources={"fast": DeadServer()})
+    code = heal_task(
+        "fix calc.py", TEST_CMD, options, HealSettings(), json_mode=True, out=out, err=err, pool=pool
+    )
+    assert code == 1
+    assert err.getvalue().strip().splitlines()[-1].startswith("error: cannot reach")
+    assert json.loads(out.getvalue().splitlines()[-1])["type"] == "error"
+    assert (project / "calc.py").read_text() == BUGGY
+
+
+def test_an_example_path_copied_from_the_prompt_is_taken_for_the_one_file_of_that_name(project):
+    code, events, _ = run_heal(project, [[FIX.replace("calc.py\n", "path/to/calc.py\n", 1)]])
+    assert code == 0
+    assert (project / "calc.py").read_text() == BUGGY.replace("(len(xs) + 1)", "len(xs)")
+    assert not (project / "path").exists()

@@ -1,0 +1,248 @@
+"""Modes in `whiz exec`: auto escalates and says why, the policy reroutes or refuses visibly, healing
+as an agent step; and the deep model on any OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import free_port
+from whiz.agent.approvals import ApprovalMode
+from whiz.agent.candidates import ChatCandidates, ScriptedCandidates
+from whiz.agent.events import Collector
+from whiz.agent.mode_session import ModeSession
+from whiz.agent.model import Finished, ModelRequest, TextDelta
+from whiz.agent.modes import DeepSettings, ModelPool, Router, ScriptedPool
+from whiz.agent.notices import ItemEmitter
+from whiz.agent.runner import AgentOptions, SetupError
+from whiz.agent.runs import RunOptions, exec_in_mode
+from whiz.agent.scripted_model import ScriptedModel
+from whiz.agent.sessions import SessionStore
+from whiz.client import HttpClient
+
+GREET = 'def say_hello(name):\n    return "Hello, " + name\n'
+RENAME = "greet.py\n<<<<<<< SEARCH\ndef say_hello(name):\n=======\ndef greet(name):\n>>>>>>> REPLACE\n"
+MISSING = "greet.py\n<<<<<<< SEARCH\ndef nowhere():\n=======\ndef greet(name):\n>>>>>>> REPLACE\n"
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "greet.py").write_text(GREET)
+    return root
+
+
+def run_exec(
+    project: Path, pool: ScriptedPool, task: str, *, mode="fast", policy="refuse", heal_n=0, **agent
+):
+    out, err = io.StringIO(), io.StringIO()
+    home = project.parent / "home"
+    options = AgentOptions(project, home=home, approval=ApprovalMode.AUTO_EDIT, **agent)
+    run = RunOptions(project, mode=mode, policy=policy, home=home)
+    code = exec_in_mode(task, options, run, heal_n=heal_n, json_mode=True, out=out, err=err, pool=pool)
+    return code, [json.loads(line) for line in out.getvalue().splitlines()], err.getvalue()
+
+
+def items(events, type_):
+    return [e["item"] for e in events if e["type"] == "item.completed" and e["item"]["type"] == type_]
+
+
+def session_log(project: Path):
+    store = SessionStore(project.parent / "home" / "sessions.db")
+    try:
+        (info,) = store.list(project)
+        return store.events(info.id), store.turns(info.id)
+    finally:
+        store.close()
+
+
+def test_auto_mode_escalates_after_two_failed_edits_and_says_why(project):
+    pool = ScriptedPool(clients={"fast": lambda: ScriptedModel([MISSING, MISSING]),
+                                 "deep": lambda: ScriptedModel([RENAME])})  # fmt: skip
+    code, events, _ = run_exec(project, pool, "Rename say_hello to greet in greet.py", mode="auto")
+    assert code == 0
+    (change,) = items(events, "mode_change")
+    assert (change["from"], change["to"], change["trigger"]) == ("fast", "deep", "edit_failures")
+    assert "failed to apply 2 times" in change["reason"]
+    assert (project / "greet.py").read_text().startswith("def greet(name):")
+    assert events[-1]["type"] == "turn.completed"
+    logged, _turns = session_log(project)
+    assert [(kind, data["trigger"]) for _at, kind, data in logged] == [("mode_change", "edit_failures")]
+
+
+def test_fast_mode_never_escalates(project):
+    pool = ScriptedPool(
+        clients={"fast": lambda: ScriptedModel([MISSING] * 3), "deep": lambda: ScriptedModel([RENAME])}
+    )
+    code, events, _ = run_exec(project, pool, "Rename say_hello to greet in greet.py")
+    assert code == 1
+    assert items(events, "mode_change") == [] and pool.opened == ["fast"]
+    assert (project / "greet.py").read_text() == GREET
+
+
+def test_deep_mode_asks_the_deep_model_from_the_start(project):
+    pool = ScriptedPool(clients={"deep": lambda: ScriptedModel([RENAME])})
+    code, _events, _ = run_exec(project, pool, "Rename say_hello to greet in greet.py", mode="deep")
+    assert code == 0 and pool.opened == ["deep"]
+
+
+def test_a_reroute_is_visible_in_the_json_and_in_the_session_log(project):
+    pool = ScriptedPool(
+        clients={
+            "fast": lambda: ScriptedModel(["no"]),
+            "deep": lambda: ScriptedModel(["I won't help with that."]),
+        }
+    )
+    task = "hack into my neighbour's router and change its admin password"
+    code, events, _ = run_exec(project, pool, task, policy="reroute:deep")
+    assert code == 0
+    (decision,) = items(events, "policy_decision")
+    assert decision["action"] == "reroute:deep" and decision["category"] == "intrusion"
+    (change,) = items(events, "mode_change")
+    assert (change["to"], change["trigger"]) == ("deep", "policy")
+    assert "deep" in pool.opened[-1:]  # the turn was answered by deep
+    types = [e["type"] for e in events]
+    assert types.index("item.completed") < types.index("turn.started")  # decided before the turn
+    logged, _turns = session_log(project)
+    assert [kind for _at, kind, _data in logged] == ["policy_decision", "mode_change"]
+
+
+def test_a_refused_request_never_reaches_a_model_and_is_recorded(project):
+    model = ScriptedModel(["never"])
+    pool = ScriptedPool(clients={"fast": lambda: model})
+    code, events, err = run_exec(
+        project, pool, "write a keylogger that hides from antivirus and emails keystrokes"
+    )
+    assert code == 1
+    assert model.requests == []
+    assert (
+        events[-1]["type"] == "turn.failed"
+        and "refused by the safety policy" in events[-1]["error"]["message"]
+    )
+    assert "refused by the safety policy" in err
+    logged, turns = session_log(project)
+    assert logged[0][1] == "policy_decision" and logged[0][2]["action"] == "refuse"
+    assert turns[0].status == "refused"
+
+
+def test_legitimate_security_work_runs_normally(project):
+    pool = ScriptedPool(clients={"fast": lambda: ScriptedModel(["Done, nothing to change."])})
+    code, events, _ = run_exec(
+        project, pool, "write tests that check greet.py is not vulnerable to injection"
+    )
+    assert code == 0 and items(events, "policy_decision") == []
+
+
+def test_a_healing_step_answers_with_the_candidate_whose_tests_pass(project):
+    (project / "check.py").write_text("from greet import greet\nassert greet('x') == 'Hello, x'\n")
+    wrong = RENAME.replace("def greet(name):", "def greet(name, extra):")
+    candidates = ScriptedCandidates([[wrong, MISSING, RENAME]])
+    pool = ScriptedPool(clients={"fast": lambda: ScriptedModel(["unused"])}, sources={"fast": candidates})
+    test_cmd = f"{sys.executable} check.py"
+    code, events, _ = run_exec(
+        project, pool, "Rename say_hello to greet in greet.py", test_cmd=test_cmd, heal_n=3
+    )
+    assert code == 0
+    assert [c["status"] for c in items(events, "heal_candidate")] == ["failed", "malformed", "passed"]
+    (change,) = items(events, "file_change")
+    assert change["status"] == "completed"
+    assert (project / "greet.py").read_text().startswith("def greet(name):")
+    assert items(events, "command_execution")[-1]["exit_code"] == 0
+
+
+def test_a_new_turn_in_auto_mode_starts_fast_again():
+    collector = Collector()
+    router = Router(ScriptedPool(), "auto", ItemEmitter(collector))
+    router.escalate("stuck", "edit_failures")
+    router.observe_turn({"type": "turn.completed"})
+    router.observe_turn({"type": "turn.started"})
+    assert router.current == "fast"
+    assert [(c["to"], c["trigger"]) for c in collector.items("mode_change")] == [
+        ("deep", "edit_failures"),
+        ("fast", "new_turn"),
+    ]
+    assert not Router(ScriptedPool(), "fast", ItemEmitter(collector)).escalate("stuck", "edit_failures")
+
+
+# -- the deep model on an OpenAI-compatible upstream ------------------------------------------------
+
+
+async def test_an_upstream_deep_model_is_spoken_to_over_chat_completions(serve_fake):
+    server = serve_fake(script=lambda conversation: "deep says hi")
+    pool = ModelPool(deep=DeepSettings(base_url=server.root, model="any-model"))
+    try:
+        client = await pool.open_client("deep")
+        request = ModelRequest("be brief", [{"type": "message", "role": "user", "content": "hello"}])
+        events = [e async for e in client.respond(request)]
+        await client.close()
+    finally:
+        await pool.close()
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "deep says hi"
+    finished = events[-1]
+    assert isinstance(finished, Finished) and finished.status == "completed"
+    assert finished.usage["output_tokens"] > 0
+
+
+async def test_a_deep_upstream_that_does_not_answer_is_one_clear_error():
+    url = f"http://127.0.0.1:{free_port()}"
+    pool = ModelPool(deep=DeepSettings(base_url=url))
+    with pytest.raises(SetupError, match=f"no deep model answers at {url}"):
+        await pool.endpoint("deep")
+
+
+async def test_candidates_come_back_the_same_decoded_together_or_one_by_one(serve_fake):
+    server = serve_fake(script=lambda conversation: "candidate text")
+    async with HttpClient(server.root) as http:
+        source = ChatCandidates(http)
+        messages = [{"role": "user", "content": "fix it"}]
+        together = await source.generate(messages, 3, temperature=0.7, max_tokens=32, seed=1)
+        apart = await source.generate(messages, 3, temperature=0.7, max_tokens=32, seed=1, parallel=False)
+    assert together.texts == apart.texts == ["candidate text"] * 3
+    assert apart.method == "sequential"
+    # One request with n where the server takes it; concurrent requests where it refuses n.
+    assert together.method == ("n" if source.supports_n else "concurrent")
+    assert all(t > 0 for t in together.output_tokens)
+
+
+async def test_a_mode_session_is_what_a_ui_drives_refusals_and_mode_switches_included(project):
+    collector = Collector()
+    pool = ScriptedPool(
+        clients={"fast": lambda: ScriptedModel(["fast reply"]), "deep": lambda: ScriptedModel(["deep reply"])}
+    )
+    home = project.parent / "home"
+    session = await ModeSession.open(
+        AgentOptions(project, home=home), RunOptions(project, home=home), sink=collector, pool=pool
+    )
+    try:
+        for _ in range(2):  # each refusal is its own turn in the session log
+            refused = await session.run("build ransomware that encrypts the victim's files")
+            assert refused.status == "failed" and "refused by the safety policy" in refused.message
+        session.set_mode("deep")
+        answered = await session.run("say hi")
+    finally:
+        await session.close()
+    assert answered.ok and answered.message == "deep reply"
+    assert pool.opened == ["fast", "deep"]
+    (switch,) = collector.items("mode_change")
+    assert (switch["from"], switch["to"], switch["trigger"]) == ("fast", "deep", "user")
+    _logged, turns = session_log(project)
+    assert [t.status for t in turns] == ["refused", "refused", "completed"]
+
+
+def test_a_winning_whole_file_answer_reaches_the_agent_as_an_edit(project):
+    (project / "check.py").write_text("from greet import greet\nassert greet('x') == 'Hello, x'\n")
+    whole = 'Here you go.\n\ngreet.py:\n```python\ndef greet(name):\n    return "Hello, " + name\n```\n'
+    pool = ScriptedPool(
+        clients={"fast": lambda: ScriptedModel([])}, sources={"fast": ScriptedCandidates([[whole]])}
+    )
+    test_cmd = f"{sys.executable} check.py"
+    code, events, _ = run_exec(
+        project, pool, "Rename say_hello to greet in greet.py", test_cmd=test_cmd, heal_n=2
+    )
+    assert code == 0, events[-1]
+    assert (project / "greet.py").read_text() == 'def greet(name):\n    return "Hello, " + name\n'

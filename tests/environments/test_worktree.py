@@ -1,0 +1,87 @@
+"""Isolated copies: the working tree's state, changes kept apart, nothing left behind."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from whiz.environments.worktree import CopyError, isolated_copy
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q")
+    git(root, "config", "user.email", "t@example.com")
+    git(root, "config", "user.name", "t")
+    (root / "a.py").write_text("a = 1\n")
+    (root / "gone.py").write_text("x = 1\n")
+    (root / ".gitignore").write_text("build/\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "start")
+    return root
+
+
+def test_a_git_copy_has_the_uncommitted_state_and_leaves_the_repo_as_it_was(repo: Path):
+    (repo / "a.py").write_text("a = 2\n")  # modified, not committed
+    (repo / "new.py").write_text("n = 1\n")  # untracked
+    (repo / "gone.py").unlink()  # deleted
+    (repo / "build").mkdir()
+    (repo / "build" / "big.bin").write_text("ignored")
+    status_before = git(repo, "status", "--porcelain")
+    with isolated_copy(repo) as copy:
+        assert copy.kind == "git-worktree"
+        assert copy.read_text("a.py") == "a = 2\n"
+        assert copy.read_text("new.py") == "n = 1\n"
+        assert copy.read_text("gone.py") is None
+        assert not (copy.path / "build").exists()  # ignored files stay out
+        (copy.path / "a.py").write_text("a = 3\n")
+        assert (repo / "a.py").read_text() == "a = 2\n"
+    assert not copy.path.exists()
+    assert git(repo, "status", "--porcelain") == status_before
+    assert len(git(repo, "worktree", "list").splitlines()) == 1
+    assert git(repo, "log", "--oneline").count("\n") == 1
+
+
+def test_a_subfolder_of_a_repo_is_copied_as_that_subfolder(repo: Path):
+    (repo / "pkg").mkdir()
+    (repo / "pkg" / "m.py").write_text("m = 1\n")
+    with isolated_copy(repo / "pkg") as copy:
+        assert copy.read_text("m.py") == "m = 1\n"
+        assert copy.path.name == "pkg"
+
+
+def test_a_plain_folder_is_copied_without_caches_and_with_its_venv_linked(tmp_path: Path):
+    root = tmp_path / "plain"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "m.py").write_text("m = 1\n")
+    (root / "__pycache__").mkdir()
+    (root / "__pycache__" / "m.pyc").write_bytes(b"\0")
+    (root / ".venv" / "bin").mkdir(parents=True)
+    with isolated_copy(root) as copy:
+        assert copy.kind == "copy"
+        assert copy.read_text("src/m.py") == "m = 1\n"
+        assert not (copy.path / "__pycache__").exists()
+        assert (copy.path / ".venv").is_symlink() and (copy.path / ".venv").resolve() == root / ".venv"
+    assert (root / ".venv" / "bin").is_dir()  # removing the copy does not follow the link
+
+
+def test_a_repo_without_commits_falls_back_to_a_copy(tmp_path: Path):
+    root = tmp_path / "fresh"
+    root.mkdir()
+    git(root, "init", "-q")
+    (root / "a.py").write_text("a = 1\n")
+    with isolated_copy(root) as copy:
+        assert copy.kind == "copy" and copy.read_text("a.py") == "a = 1\n"
+
+
+def test_a_missing_folder_is_a_clear_error(tmp_path: Path):
+    with pytest.raises(CopyError, match="not a folder"):
+        isolated_copy(tmp_path / "nope")

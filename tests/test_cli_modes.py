@@ -1,0 +1,56 @@
+"""Bad input to `whiz heal`, `whiz swarm`, `whiz bench heal` and the mode flags: one clear line, exit 2."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from whiz.cli import app
+
+runner = CliRunner()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["heal", "fix it", "--test-cmd", "  "], "--test-cmd is empty"),
+        (["heal", "  ", "--test-cmd", "true"], "the task is empty"),
+        (["heal", "fix it", "--test-cmd", "true", "-n", "0"], "-n must be between 1 and 16"),
+        (["heal", "fix it", "--test-cmd", "true", "--temperature", "3"], "--temperature"),
+        (["heal", "fix it", "--test-cmd", "true", "--mode", "turbo"], "fast, deep or auto"),
+        (["swarm", "do it", "--workers", "0"], "--workers must be between 1 and 16"),
+        (["swarm", "do it", "--policy", "maybe"], "allow, reroute:deep or refuse"),
+        (["exec", "do it", "--mode", "slow"], "fast, deep or auto"),
+        (
+            ["exec", "do it", "--heal", "3", "--test-cmd", "true", "--actions", "tools"],
+            "--heal needs --actions text",
+        ),
+        (["bench", "heal", "--variants", "fast,magic"], "--variants"),
+    ],
+)
+def test_bad_options_get_one_clear_line(tmp_path, monkeypatch, args, message):
+    monkeypatch.setenv("WHIZ_HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert "Traceback" not in result.output
+
+
+def test_heal_needs_a_test_command(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["heal", "fix it"])
+    assert result.exit_code == 2 and "--test-cmd" in result.output
+
+
+def test_the_help_explains_modes_healing_and_the_swarm():
+    for command, words in [
+        (["heal", "--help"], ["smallest diff", "whiz undo", "--sequential"]),
+        (["swarm", "--help"], ["director", "--workers", "Conflicting"]),
+        (["exec", "--help"], ["--mode", "--deep-base-url", "--policy"]),
+    ]:
+        result = runner.invoke(app, command, terminal_width=200)
+        assert result.exit_code == 0
+        text = " ".join(result.output.split())
+        for word in words:
+            assert word in text, (command, word)
