@@ -29,6 +29,8 @@ from whiz.agent.model import (
 from whiz.agent.workspace import Workspace
 
 _FENCE = re.compile(r"^```[^\n`]*\n(.*?)^```[ \t]*$", re.S | re.M)
+# A fence with the path line above it, if there is one.
+_NAMED_FENCE = re.compile(r"(?:^[^\n]*\S[^\n]*\n\s*)?^```[^\n`]*\n.*?^```[ \t]*$", re.S | re.M)
 
 
 def whole_files_as_edits(text: str, ws: Workspace, files: list[str]) -> str:
@@ -48,7 +50,12 @@ def whole_files_as_edits(text: str, ws: Workspace, files: list[str]) -> str:
     except (EditError, WhizAgentError):
         return text
     blocks = "".join(as_search_replace(c) for c in changes if c.before != c.after)
-    return f"{text.rstrip()}\n\n{blocks}" if blocks else text
+    if not blocks:
+        return text
+    # The fences go: the agent must act on the blocks alone, not also on the files they came from
+    # (nor on quoted files outside the task, such as its tests).
+    prose = _NAMED_FENCE.sub("", text).strip()
+    return f"{prose}\n\n{blocks}" if prose else blocks
 
 
 class WholeFileEdits:
