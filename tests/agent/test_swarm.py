@@ -249,3 +249,7 @@ def test_a_workers_whole_file_answer_becomes_an_edit_of_its_own_files_only(proje
     (edit_,) = parse_edits(rewritten)  # the quoted test file is not touched
     assert edit_.path == "names.py" and "Hello, " in edit_.replace
     assert whole_files_as_edits(GREET_FIX, ws, ["names.py"]) == GREET_FIX  # real edit blocks stay as they are
+    unnamed = "```\ndef greet(name):\n    return 'Hey ' + name\n```\n"
+    (one,) = parse_edits(whole_files_as_edits(unnamed, ws, ["names.py"]))  # a task of one file: that file
+    assert one.path == "names.py" and "Hey" in one.replace
+    assert parse_edits(whole_files_as_edits(unnamed, ws, ["names.py", "shapes.py"])) == []  # whose? unknown

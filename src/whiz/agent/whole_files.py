@@ -10,6 +10,7 @@ into SEARCH/REPLACE blocks before the agent reads it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 
 from whiz.agent.actions import parse_edits
@@ -27,21 +28,34 @@ from whiz.agent.model import (
 )
 from whiz.agent.workspace import Workspace
 
+_FENCE = re.compile(r"^```[^\n`]*\n(.*?)^```[ \t]*$", re.S | re.M)
+# A fence with the path line above it, if there is one.
+_NAMED_FENCE = re.compile(r"(?:^[^\n]*\S[^\n]*\n\s*)?^```[^\n`]*\n.*?^```[ \t]*$", re.S | re.M)
+
 
 def whole_files_as_edits(text: str, ws: Workspace, files: list[str]) -> str:
     """`text` with its fenced whole files (of `files` only) added as SEARCH/REPLACE blocks; `text`
-    unchanged when it has edit blocks of its own, or no such files."""
+    unchanged when it has edit blocks of its own, or no such files. A task of one file may get
+    its file back in a single fence with no path above it."""
     try:
         if parse_edits(text):
             return text
         found = [
             e for e in parse_edits(text, whole_files=True) if isinstance(e, WholeFile) and e.path in files
         ]
+        fences = _FENCE.findall(text)
+        if not found and len(files) == 1 and len(fences) == 1:
+            found = [WholeFile(files[0], fences[0])]  # one unnamed file for a task of one file
         changes = plan_edits(ws, found) if found else []
     except (EditError, WhizAgentError):
         return text
     blocks = "".join(as_search_replace(c) for c in changes if c.before != c.after)
-    return f"{text.rstrip()}\n\n{blocks}" if blocks else text
+    if not blocks:
+        return text
+    # The fences go: the agent must act on the blocks alone, not also on the files they came from
+    # (nor on quoted files outside the task, such as its tests).
+    prose = _NAMED_FENCE.sub("", text).strip()
+    return f"{prose}\n\n{blocks}" if prose else blocks
 
 
 class WholeFileEdits:
