@@ -6,16 +6,11 @@ Exit codes: 0 the task was done, 1 it failed or was cancelled, 2 the agent could
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import signal
 import sys
 from pathlib import Path
 from typing import TextIO
 
-from whiz.agent.events import Event, EventSink, JsonLinesPrinter
-from whiz.agent.model import ModelClient
-from whiz.agent.runner import AgentOptions, AgentSession, SetupError
+from whiz.agent.events import Event
 from whiz.agent.sessions import SessionStore, data_home
 from whiz.agent.undo import UndoStore
 from whiz.agent.workspace import Workspace
@@ -72,49 +67,6 @@ class HumanPrinter:
     def _say(self, line: str) -> None:
         self.err.write(f"whiz: {line}\n")
         self.err.flush()
-
-
-def exec_task(
-    task: str,
-    options: AgentOptions,
-    *,
-    json_mode: bool = False,
-    out: TextIO | None = None,
-    err: TextIO | None = None,
-    model: ModelClient | None = None,
-) -> int:
-    """Run one task headless and return the exit code. `model` injects a client (tests, demos)."""
-    err = err or sys.stderr
-    sink: EventSink = JsonLinesPrinter(out) if json_mode else HumanPrinter(out, err)
-    return asyncio.run(_exec(task, options, sink, json_mode, err, model))
-
-
-async def _exec(
-    task: str, options: AgentOptions, sink: EventSink, json_mode: bool, err: TextIO, model: ModelClient | None
-) -> int:
-    def notice(line: str) -> None:
-        err.write(f"whiz: {line}\n")
-        err.flush()
-
-    try:
-        session = await AgentSession.open(options, sink=sink, notice=notice, model=model)
-    except SetupError as exc:
-        if json_mode:
-            sink({"type": "error", "message": exc.message})
-        err.write(f"error: {exc.message}\n")
-        return EXIT_SETUP
-    loop = asyncio.get_running_loop()
-    with contextlib.suppress(NotImplementedError, RuntimeError):
-        loop.add_signal_handler(signal.SIGINT, session.agent.cancel)
-    try:
-        result = await session.run(task)
-    finally:
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.remove_signal_handler(signal.SIGINT)
-        await session.close()
-    if not result.ok:
-        err.write(f"error: {result.message}\n")
-    return EXIT_DONE if result.ok else EXIT_FAILED
 
 
 def undo_last(workspace: Path, *, home: Path | None = None) -> tuple[str, list[str]] | None:
