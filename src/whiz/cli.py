@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, get_type_hints
 
 import typer
 from rich.console import Console
@@ -342,6 +346,79 @@ def _run_options(
         raise fail(str(exc)) from None
 
 
+@dataclass
+class ModelFlags:
+    """The options `whiz exec`, `heal` and `swarm` share: the fast server, the mode, the deep model
+    and the safety policy. `@with_model_flags()` declares them for a command, which takes them as
+    one `flags` parameter."""
+
+    mode: ModeOpt = "fast"
+    base_url: BaseUrlOpt = None
+    api_key: ApiKeyOpt = None
+    model: ModelOpt = None
+    deep_base_url: DeepUrlOpt = None
+    deep_model: DeepModelOpt = None
+    deep_api_key: DeepKeyOpt = None
+    policy: PolicyOpt = "refuse"
+    policy_model_check: PolicyCheckOpt = False
+
+    def run_options(self):  # -> RunOptions
+        """The flags as `RunOptions` for the current directory; a bad value exits with one line."""
+        return _run_options(
+            self.mode,
+            self.base_url,
+            self.api_key,
+            self.model,
+            self.deep_base_url,
+            self.deep_model,
+            self.deep_api_key,
+            self.policy,
+            self.policy_model_check,
+        )
+
+
+def with_model_flags(*, mode: str = "fast") -> Callable[[Callable], Callable]:
+    """Add ModelFlags' options to a command, after its own (with `--mode` defaulting to `mode`).
+
+    typer builds a command's options from its signature, so the wrapper shows the command's own
+    parameters plus the shared ones, and hands the shared ones to the command as `flags`.
+    """
+    hints = get_type_hints(ModelFlags, include_extras=True)
+    shared = [
+        inspect.Parameter(
+            f.name,
+            inspect.Parameter.KEYWORD_ONLY,
+            annotation=hints[f.name],
+            default=mode if f.name == "mode" else f.default,
+        )
+        for f in fields(ModelFlags)
+    ]
+
+    def decorate(command: Callable) -> Callable:
+        own = inspect.signature(command, eval_str=True)
+
+        @functools.wraps(command)
+        def wrapper(**kwargs):
+            flags = ModelFlags(**{f.name: kwargs.pop(f.name) for f in fields(ModelFlags)})
+            return command(flags=flags, **kwargs)
+
+        params = [p for p in own.parameters.values() if p.name != "flags"] + shared
+        wrapper.__signature__ = own.replace(parameters=params)  # type: ignore[attr-defined]
+        wrapper.__annotations__ = {p.name: p.annotation for p in params}
+        return wrapper
+
+    return decorate
+
+
+def _read_task(task: str) -> str:
+    """The task argument, from stdin for `-`; an empty one exits with one line."""
+    if task == "-":
+        task = sys.stdin.read()
+    if not task.strip():
+        raise fail("the task is empty")
+    return task
+
+
 def _exec_in_mode(task: str, options, run, heal: int | None, json_: bool) -> int:
     from whiz.agent.runs import exec_in_mode
 
@@ -379,36 +456,25 @@ def _agent_options(
 
 
 @app.command("exec")
+@with_model_flags()
 def exec_(
     task: Annotated[str, typer.Argument(help="What to do, in words (use - to read it from stdin).")],
     json_: JsonOpt = False,
     approval: ApprovalOpt = "auto-edit",
     actions: ActionsOpt = None,
-    base_url: BaseUrlOpt = None,
-    api_key: ApiKeyOpt = None,
-    model: ModelOpt = None,
     test_cmd: TestCmdOpt = None,
-    mode: ModeOpt = "fast",
-    deep_base_url: DeepUrlOpt = None,
-    deep_model: DeepModelOpt = None,
-    deep_api_key: DeepKeyOpt = None,
     heal: HealStepOpt = None,
-    policy: PolicyOpt = "refuse",
-    policy_model_check: PolicyCheckOpt = False,
+    *,
+    flags: ModelFlags,
 ) -> None:
     """Run the coding agent on one task in the current directory, without a UI.
 
     Exit code 0 when the task was done, 1 when it failed or was stopped, 2 when the agent
     could not start (no server at --base-url, a refused key).
     """
-    if task == "-":
-        task = sys.stdin.read()
-    if not task.strip():
-        raise fail("the task is empty")
-    options = _agent_options(None, approval, actions, base_url, api_key, model, test_cmd)
-    run = _run_options(mode, base_url, api_key, model, deep_base_url, deep_model, deep_api_key, policy,
-                       policy_model_check)  # fmt: skip
-    raise typer.Exit(_exec_in_mode(task, options, run, heal, json_))
+    task = _read_task(task)
+    options = _agent_options(None, approval, actions, flags.base_url, flags.api_key, flags.model, test_cmd)
+    raise typer.Exit(_exec_in_mode(task, options, flags.run_options(), heal, json_))
 
 
 @app.command()
@@ -480,6 +546,7 @@ def bench_tasks(
 
 
 @app.command()
+@with_model_flags()
 def heal(
     task: Annotated[str, typer.Argument(help="What to fix or change, in words (- reads it from stdin).")],
     test_cmd: Annotated[
@@ -496,15 +563,8 @@ def heal(
     ] = False,
     seed: Annotated[int | None, typer.Option(help="Candidate i samples with seed + i.")] = 1234,
     json_: JsonOpt = False,
-    mode: ModeOpt = "fast",
-    base_url: BaseUrlOpt = None,
-    api_key: ApiKeyOpt = None,
-    model: ModelOpt = None,
-    deep_base_url: DeepUrlOpt = None,
-    deep_model: DeepModelOpt = None,
-    deep_api_key: DeepKeyOpt = None,
-    policy: PolicyOpt = "refuse",
-    policy_model_check: PolicyCheckOpt = False,
+    *,
+    flags: ModelFlags,
 ) -> None:
     """Best of N: candidate edits tested in parallel copies of this directory; the best is applied.
 
@@ -515,10 +575,7 @@ def heal(
     from whiz.agent.healing import HealSettings
     from whiz.agent.runs import heal_task
 
-    if task == "-":
-        task = sys.stdin.read()
-    if not task.strip():
-        raise fail("the task is empty")
+    task = _read_task(task)
     if not test_cmd.strip():
         raise fail("--test-cmd is empty; healing needs tests to decide")
     if not 1 <= n <= 16:
@@ -527,8 +584,7 @@ def heal(
         raise fail("--temperature must be between 0 and 2")
     if rounds < 1 or test_timeout <= 0:
         raise fail("--rounds must be at least 1 and --test-timeout positive")
-    run = _run_options(mode, base_url, api_key, model, deep_base_url, deep_model, deep_api_key, policy,
-                       policy_model_check)  # fmt: skip
+    run = flags.run_options()
     settings = HealSettings(
         n=n, temperature=temperature, rounds=rounds, test_timeout_s=test_timeout, parallel=not sequential,
         seed=seed,
@@ -537,6 +593,7 @@ def heal(
 
 
 @app.command()
+@with_model_flags(mode="auto")
 def swarm(
     task: Annotated[str, typer.Argument(help="The whole task, in words (- reads it from stdin).")],
     workers: Annotated[int, typer.Option("--workers", "-k", help="Micro-tasks worked on at once.")] = 3,
@@ -553,15 +610,8 @@ def swarm(
     retries: Annotated[int, typer.Option(help="Fast retries of a failed micro-task before deep.")] = 2,
     check_timeout: Annotated[float, typer.Option(help="Seconds a micro-task's check may run.")] = 120.0,
     json_: JsonOpt = False,
-    mode: ModeOpt = "auto",
-    base_url: BaseUrlOpt = None,
-    api_key: ApiKeyOpt = None,
-    model: ModelOpt = None,
-    deep_base_url: DeepUrlOpt = None,
-    deep_model: DeepModelOpt = None,
-    deep_api_key: DeepKeyOpt = None,
-    policy: PolicyOpt = "refuse",
-    policy_model_check: PolicyCheckOpt = False,
+    *,
+    flags: ModelFlags,
 ) -> None:
     """A director plans micro-tasks, fast workers do them in parallel copies, results merge back.
 
@@ -572,16 +622,12 @@ def swarm(
     from whiz.agent.runs import swarm_task
     from whiz.agent.swarm import SwarmSettings
 
-    if task == "-":
-        task = sys.stdin.read()
-    if not task.strip():
-        raise fail("the task is empty")
+    task = _read_task(task)
     if not 1 <= workers <= 16:
         raise fail("--workers must be between 1 and 16")
     if retries < 0 or check_timeout <= 0:
         raise fail("--retries cannot be negative and --check-timeout must be positive")
-    run = _run_options(mode, base_url, api_key, model, deep_base_url, deep_model, deep_api_key, policy,
-                       policy_model_check)  # fmt: skip
+    run = flags.run_options()
     settings = SwarmSettings(
         workers=workers, retries=retries, check_timeout_s=check_timeout, test_cmd=test_cmd
     )
