@@ -14,17 +14,19 @@ import signal
 import sys
 import time
 import uuid
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from whiz.agent.edits import EditError, apply_changes, unified_diff
 from whiz.agent.events import EventSink, JsonLinesPrinter
 from whiz.agent.headless import EXIT_DONE, EXIT_FAILED, EXIT_SETUP, HumanPrinter
 from whiz.agent.healing import Healer, HealOutcome, HealSettings
 from whiz.agent.mode_session import ModeSession, RunOptions, SessionLog, check_policy, refuse
-from whiz.agent.modes import ModelPool, Models, Router
+from whiz.agent.modes import Label, ModelPool, Models, Router
 from whiz.agent.notices import ItemEmitter, NoticePrinter, Tee
+from whiz.agent.policy import Decision
 from whiz.agent.prompt import mentioned_files, system_prompt, task_message
 from whiz.agent.runner import AgentOptions, SetupError
 from whiz.agent.sessions import SessionStore, TurnRecord, data_home
@@ -51,6 +53,103 @@ def report_error(sink: EventSink, err: TextIO, message: str, json_mode: bool) ->
     err.write(f"error: {message}\n")
 
 
+def notices_to(err: TextIO) -> Callable[[str], None]:
+    """Writes a routing notice (a model starting, a mode switch) as one `whiz:` line on `err`."""
+
+    def notice(line: str) -> None:
+        err.write(f"whiz: {line}\n")
+        err.flush()
+
+    return notice
+
+
+def run_to_exit_code(
+    main: Coroutine[Any, Any, bool],
+    sink: EventSink,
+    err: TextIO,
+    json_mode: bool,
+    *,
+    setup_errors: tuple[type[WhizError], ...] = (SetupError,),
+    failed_errors: tuple[type[WhizError], ...] = (),
+) -> int:
+    """Run a command to its exit code: done when `main` returns True (it has said why when not).
+
+    An error in `setup_errors` means the run could not start, one in `failed_errors` that it
+    failed midway; either is reported as one line (and an `error` event in JSON mode).
+    """
+    try:
+        ok = asyncio.run(main)
+    except setup_errors as exc:
+        report_error(sink, err, exc.message, json_mode)
+        return EXIT_SETUP
+    except failed_errors as exc:
+        report_error(sink, err, exc.message, json_mode)
+        return EXIT_FAILED
+    return EXIT_DONE if ok else EXIT_FAILED
+
+
+@dataclass
+class Frame:
+    """What a heal or swarm run works in: the routed models, and its session in the session log."""
+
+    home: Path
+    emit: ItemEmitter
+    pool: Models
+    router: Router
+    store: SessionStore
+    thread_id: str
+    policy: Decision
+    """The safety policy's decision on the task."""
+
+    def save(
+        self, task: str, items: list[dict], turn_id: str, status: str, message: str, paths: list[str]
+    ) -> None:
+        """Record the turn in the session log."""
+        self.store.save(self.thread_id, items, TurnRecord(turn_id, task, status, message, paths, time.time()))
+
+    def refuse(self, task: str) -> str:
+        """Report the policy's refusal and record it as the turn; returns the reason."""
+        message = refuse(self.emit, self.policy)
+        self.save(task, [], "turn_" + uuid.uuid4().hex[:12], "refused", message, [])
+        return message
+
+
+@contextlib.asynccontextmanager
+async def open_frame(
+    command: str,
+    task: str,
+    ws: Workspace,
+    options: RunOptions,
+    sink: EventSink,
+    err: TextIO,
+    pool: Models | None,
+    *,
+    first: Label | None = None,
+) -> AsyncIterator[Frame]:
+    """Reach the `first` model (default: the mode's), start the session, run the policy on `task`.
+
+    Routing decisions go to the session log as well as to `sink`. The pool and the session
+    store are closed on the way out.
+    """
+    home = options.home or data_home()
+    chain = Tee(sink)
+    emit = ItemEmitter(chain)
+    pool = pool or ModelPool(options.fast, options.deep, notice=notices_to(err))
+    router = Router(pool, options.mode, emit)
+    store = SessionStore(home / "sessions.db")
+    try:
+        if isinstance(pool, ModelPool):
+            await pool.endpoint(first or router.current)
+        info = store.create(ws.root, title=task, settings={"command": command, "mode": options.mode})
+        sink({"type": "thread.started", "thread_id": info.id})
+        chain.sinks.append(SessionLog(store, info.id))
+        decision = await check_policy(task, options, pool, router, emit)
+        yield Frame(home, emit, pool, router, store, info.id, decision)
+    finally:
+        store.close()
+        await pool.close()
+
+
 # -- whiz exec --mode ------------------------------------------------------------------------------
 
 
@@ -68,7 +167,7 @@ def exec_in_mode(
     """`whiz exec` with modes, healing steps and the policy; returns the exit code."""
     err = err or sys.stderr
     sink = printer(json_mode, out, err)
-    return asyncio.run(_exec(task, agent, options, heal_n, sink, json_mode, err, pool))
+    return run_to_exit_code(_exec(task, agent, options, heal_n, sink, err, pool), sink, err, json_mode)
 
 
 async def _exec(
@@ -77,36 +176,24 @@ async def _exec(
     options: RunOptions,
     heal_n: int,
     sink: EventSink,
-    json_mode: bool,
     err: TextIO,
     pool: Models | None,
-) -> int:
-    def notice(line: str) -> None:
-        err.write(f"whiz: {line}\n")
-        err.flush()
-
-    try:
-        session = await ModeSession.open(
-            agent_options, options, sink=sink, notice=notice, heal_n=heal_n, pool=pool
-        )
-    except SetupError as exc:
-        report_error(sink, err, exc.message, json_mode)
-        return EXIT_SETUP
+) -> bool:
+    session = await ModeSession.open(
+        agent_options, options, sink=sink, notice=notices_to(err), heal_n=heal_n, pool=pool
+    )
     loop = asyncio.get_running_loop()
     with contextlib.suppress(NotImplementedError, RuntimeError):
         loop.add_signal_handler(signal.SIGINT, session.agent.cancel)
     try:
         result = await session.run(task)
-    except SetupError as exc:
-        report_error(sink, err, exc.message, json_mode)
-        return EXIT_SETUP
     finally:
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.remove_signal_handler(signal.SIGINT)
         await session.close()
     if not result.ok:
         err.write(f"error: {result.message}\n")
-    return EXIT_DONE if result.ok else EXIT_FAILED
+    return result.ok
 
 
 # -- whiz heal -------------------------------------------------------------------------------------
@@ -154,17 +241,9 @@ def heal_task(
     """`whiz heal`: heal once, apply the winner (undoably), return the exit code."""
     err = err or sys.stderr
     sink = printer(json_mode, out, err)
-    try:
-        result = asyncio.run(_heal(task, test_cmd, options, settings, sink, err, pool))
-    except SetupError as exc:
-        report_error(sink, err, exc.message, json_mode)
-        return EXIT_SETUP
-    except ClientError as exc:  # the server went away or refused a request midway
-        report_error(sink, err, exc.message, json_mode)
-        return EXIT_FAILED
-    if not result.ok:
-        err.write(f"error: {result.message}\n")
-    return EXIT_DONE if result.ok else EXIT_FAILED
+    # A ClientError: the server went away or refused a request midway.
+    main = _heal(task, test_cmd, options, settings, sink, err, pool)
+    return run_to_exit_code(main, sink, err, json_mode, failed_errors=(ClientError,))
 
 
 async def _heal(
@@ -175,48 +254,23 @@ async def _heal(
     sink: EventSink,
     err: TextIO,
     pool: Models | None,
-) -> HealResult:
-    def notice(line: str) -> None:
-        err.write(f"whiz: {line}\n")
-        err.flush()
-
+) -> bool:
     ws = Workspace(options.workspace)
-    home = options.home or data_home()
-    chain = Tee(sink)
-    emit = ItemEmitter(chain)
-    pool = pool or ModelPool(options.fast, options.deep, notice=notice)
-    router = Router(pool, options.mode, emit)
-    store = SessionStore(home / "sessions.db")
-    try:
-        if isinstance(pool, ModelPool):
-            await pool.endpoint(router.current)
-        info = store.create(ws.root, title=task, settings={"command": "heal", "mode": options.mode})
-        sink({"type": "thread.started", "thread_id": info.id})
-        chain.sinks.append(SessionLog(store, info.id))
-        decision = await check_policy(task, options, pool, router, emit)
-        if decision.action == "refuse":
-            message = refuse(emit, decision)
-            store.save(
-                info.id,
-                [],
-                TurnRecord("turn_" + uuid.uuid4().hex[:12], task, "refused", message, [], time.time()),
-            )
-            return HealResult(None, [], message, False)
-        result = await _heal_turn(
-            task, test_cmd, ws, settings, router, emit, UndoStore(home / "undo" / info.id)
-        )
-        store.save(
-            info.id,
-            [{"type": "message", "role": "user", "content": task}]
-            + ([{"type": "message", "role": "assistant", "content": result.outcome.best.text}]
-               if result.outcome and result.outcome.best else []),
-            TurnRecord(uuid.uuid4().hex, task, "completed" if result.ok else "failed", result.message,
-                       result.applied, time.time()),
-        )  # fmt: skip
-        return result
-    finally:
-        store.close()
-        await pool.close()
+    async with open_frame("heal", task, ws, options, sink, err, pool) as frame:
+        if frame.policy.action == "refuse":
+            result = HealResult(None, [], frame.refuse(task), False)
+        else:
+            undo = UndoStore(frame.home / "undo" / frame.thread_id)
+            result = await _heal_turn(task, test_cmd, ws, settings, frame.router, frame.emit, undo)
+            best = result.outcome.best if result.outcome else None
+            items = [{"type": "message", "role": "user", "content": task}]
+            if best:
+                items.append({"type": "message", "role": "assistant", "content": best.text})
+            status = "completed" if result.ok else "failed"
+            frame.save(task, items, uuid.uuid4().hex, status, result.message, result.applied)
+    if not result.ok:
+        err.write(f"error: {result.message}\n")
+    return result.ok
 
 
 async def _heal_turn(
@@ -299,17 +353,14 @@ def swarm_task(
         progress = SwarmProgress(err)
         sink = Tee(progress, NoticePrinter(err, show_candidates=False))
     try:
-        ok = asyncio.run(_swarm(task, options, settings, plan_file, sink, err, pool))
-    except (SetupError, SwarmError, PlanError) as exc:
-        report_error(sink, err, exc.message, json_mode)
-        return EXIT_SETUP
-    except ClientError as exc:
-        report_error(sink, err, exc.message, json_mode)
-        return EXIT_FAILED
+        main = _swarm(task, options, settings, plan_file, sink, err, pool)
+        setup_errors = (SetupError, SwarmError, PlanError)  # a bad plan cannot start either
+        return run_to_exit_code(
+            main, sink, err, json_mode, setup_errors=setup_errors, failed_errors=(ClientError,)
+        )
     finally:
         if progress is not None:
             progress.close()
-    return EXIT_DONE if ok else EXIT_FAILED
 
 
 async def _swarm(
@@ -321,40 +372,20 @@ async def _swarm(
     err: TextIO,
     pool: Models | None,
 ) -> bool:
-    def notice(line: str) -> None:
-        err.write(f"whiz: {line}\n")
-        err.flush()
-
     ws = Workspace(options.workspace)
     plan = load_plan(plan_file, ws) if plan_file is not None else None
-    home = options.home or data_home()
-    chain = Tee(sink)
-    emit = ItemEmitter(chain)
-    pool = pool or ModelPool(options.fast, options.deep, notice=notice)
-    router = Router(pool, options.mode, emit)
-    store = SessionStore(home / "sessions.db")
-    try:
-        if isinstance(pool, ModelPool):
-            await pool.endpoint("fast")
-        info = store.create(ws.root, title=task, settings={"command": "swarm", "mode": options.mode})
-        sink({"type": "thread.started", "thread_id": info.id})
-        chain.sinks.append(SessionLog(store, info.id))
-        decision = await check_policy(task, options, pool, router, emit)
-        if decision.action == "refuse":
-            message = refuse(emit, decision)
-            store.save(
-                info.id,
-                [],
-                TurnRecord("turn_" + uuid.uuid4().hex[:12], task, "refused", message, [], time.time()),
-            )
-            err.write(f"error: {message}\n")
+    async with open_frame("swarm", task, ws, options, sink, err, pool, first="fast") as frame:
+        if frame.policy.action == "refuse":
+            err.write(f"error: {frame.refuse(task)}\n")
             return False
-        if decision.action == "reroute:deep":
-            router.mode = "deep"  # the director and every worker use the deep model
+        if frame.policy.action == "reroute:deep":
+            frame.router.mode = "deep"  # the director and every worker use the deep model
         turn_id = "turn_" + uuid.uuid4().hex[:12]
         started = time.perf_counter()
+        emit = frame.emit
         emit.emit("turn.started", turn_id=turn_id)
-        swarm = Swarm(ws, router, emit, settings, undo=UndoStore(home / "undo" / info.id), turn_id=turn_id)
+        undo = UndoStore(frame.home / "undo" / frame.thread_id)
+        swarm = Swarm(ws, frame.router, emit, settings, undo=undo, turn_id=turn_id)
         try:
             outcome = await swarm.run(task, plan)
         except (SwarmError, PlanError) as exc:
@@ -369,15 +400,9 @@ async def _swarm(
             message = _swarm_failure(outcome)
             emit.emit("turn.failed", turn_id=turn_id, error={"message": message}, usage={}, timings=summary)
             err.write(f"error: {message}\n")
-        store.save(
-            info.id,
-            [{"type": "message", "role": "user", "content": task}],
-            TurnRecord(turn_id, task, "completed" if outcome.ok else "failed", message, merged, time.time()),
-        )
+        items = [{"type": "message", "role": "user", "content": task}]
+        frame.save(task, items, turn_id, "completed" if outcome.ok else "failed", message, merged)
         return outcome.ok
-    finally:
-        store.close()
-        await pool.close()
 
 
 def _swarm_failure(outcome: SwarmOutcome) -> str:
