@@ -73,16 +73,25 @@ class ChatCandidates:
         parallel: bool = True,
     ) -> Generation:
         started = time.perf_counter()
+        request: dict[str, Any] = {"messages": messages, "temperature": temperature, "max_tokens": max_tokens}
+        if self.model:
+            request["model"] = self.model
+
+        async def ask(count: int, first: int) -> dict[str, Any]:
+            """`count` candidates in one request, the first sampled with seed + `first`."""
+            body = {**request, "n": count} if count > 1 else dict(request)
+            if seed is not None:
+                body["seed"] = seed + first
+            return await self.http.post("/chat/completions", body)
+
         if not parallel:
-            answers = [
-                await self._ask(messages, 1, temperature, max_tokens, _seed(seed, i)) for i in range(n)
-            ]
+            answers = [await ask(1, i) for i in range(n)]
             return _generation(answers, started, "sequential")
         answers: list[dict[str, Any]] = []
         method: Method = "n"
         if n > 1 and self.supports_n is not False:
             try:
-                answers.append(await self._ask(messages, n, temperature, max_tokens, seed))
+                answers.append(await ask(n, 0))
             except ResponseError as exc:
                 if exc.status != 400 or exc.param not in ("n", None):
                     raise
@@ -92,31 +101,8 @@ class ChatCandidates:
         have = sum(len(a["choices"]) for a in answers)
         if have < n:
             method = "concurrent" if n > 1 else "n"
-            more = await asyncio.gather(
-                *(self._ask(messages, 1, temperature, max_tokens, _seed(seed, i)) for i in range(have, n))
-            )
-            answers.extend(more)
+            answers.extend(await asyncio.gather(*(ask(1, i) for i in range(have, n))))
         return _generation(answers, started, method)
-
-    async def _ask(
-        self, messages: list[dict[str, Any]], n: int, temperature: float, max_tokens: int, seed: int | None
-    ) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "messages": messages,
-            "temperature": temperature,
-            "max_tokens": max_tokens,
-        }
-        if n > 1:
-            body["n"] = n
-        if seed is not None:
-            body["seed"] = seed
-        if self.model:
-            body["model"] = self.model
-        return await self.http.post("/chat/completions", body)
-
-
-def _seed(seed: int | None, i: int) -> int | None:
-    return None if seed is None else seed + i
 
 
 def _generation(answers: list[dict[str, Any]], started: float, method: Method) -> Generation:
