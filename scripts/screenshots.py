@@ -8,30 +8,18 @@ sets up (the model, chromium, playwright from the test extra).
 from __future__ import annotations
 
 import argparse
-import os
-import socket
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-import httpx
 from playwright.sync_api import Page, expect, sync_playwright
 
+from whiz.errors import WhizError
+from whiz.gateway.local import LocalServer
 from whiz.models import ModelStore, default_home
+from whiz.web.headless import CHROMIUM, launch_chromium
 
 ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 MODEL_MS = 300_000
 
 DEMO_FILE = '''\
@@ -62,37 +50,18 @@ def test_longest_word():
 """
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_server(model: str, workspace: Path, home: Path) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    env = {**os.environ, "WHIZ_HOME": str(home), "WHIZ_MODEL_NAME": "qwen2.5-coder-0.5b"}
+def start_server(model: str, workspace: Path, home: Path, log_dir: Path) -> LocalServer:
+    env = {"WHIZ_HOME": str(home), "WHIZ_MODEL_NAME": "qwen2.5-coder-0.5b"}
     # whiz's own pytest plugins have no business in the demo project's test run.
     test_cmd = f"{sys.executable} -m pytest -q -p no:cacheprovider -p no:asyncio"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "whiz", "serve", "--model", model, "--port", str(port), "--slots", "4"]
-        + ["--ctx", "8192", "--kv-budget-mb", "512", "--workspace", str(workspace), "--test-cmd", test_cmd],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"whiz serve exited with {proc.returncode}")
-        try:
-            if httpx.get(url + "/health", timeout=1).status_code == 200:
-                return proc, url + "/"
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    proc.kill()
-    raise SystemExit("whiz serve did not come up")
+    args = ["--model", model, "--slots", "4", "--ctx", "8192", "--kv-budget-mb", "512"]
+    args += ["--workspace", str(workspace), "--test-cmd", test_cmd]
+    server = LocalServer(args, log_dir, name="whiz-serve", env=env)
+    try:
+        server.wait_ready()
+    except WhizError as exc:
+        raise SystemExit(exc.message) from None
+    return server
 
 
 def shoot(page: Page, url: str, out: Path) -> None:
@@ -126,7 +95,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshots")
     parser.add_argument("--model", default="qwen2.5-coder-0.5b", help="registry name or .gguf path")
-    parser.add_argument("--chromium", default="/usr/bin/chromium")
+    parser.add_argument("--chromium", type=Path, default=CHROMIUM)
     args = parser.parse_args()
     model = args.model
     if not model.endswith(".gguf"):
@@ -140,23 +109,17 @@ def main() -> None:
         workspace.mkdir()
         (workspace / "textstats.py").write_text(DEMO_FILE)
         (workspace / "test_textstats.py").write_text(DEMO_TEST)
-        proc, url = start_server(model, workspace, Path(tmp) / "home")
+        server = start_server(model, workspace, Path(tmp) / "home", Path(tmp))
         try:
             with sync_playwright() as pw:
-                context = pw.chromium.launch_persistent_context(
-                    Path(tmp) / "profile",
-                    executable_path=args.chromium,
-                    args=CHROMIUM_ARGS,
-                    headless=True,
-                    viewport={"width": 1440, "height": 900},
-                )
+                context = launch_chromium(pw, Path(tmp) / "profile", executable=args.chromium, width_px=1440)
                 try:
-                    shoot(context.pages[0] if context.pages else context.new_page(), url, args.out)
+                    page = context.pages[0] if context.pages else context.new_page()
+                    shoot(page, server.url + "/", args.out)
                 finally:
                     context.close()
         finally:
-            proc.terminate()
-            proc.wait(timeout=30)
+            server.stop()
 
 
 if __name__ == "__main__":

@@ -3,30 +3,23 @@
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
-import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import pytest
 import uvicorn
 
 from whiz.config import ServeSettings
 from whiz.engine.fake import echo_script, fake_engine
 from whiz.engine.scheduler import Scheduler
+from whiz.errors import WhizError
+from whiz.gateway.local import LocalServer, free_port
 from whiz.server.app import create_app
 from whiz.server.state import ServerState
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass
@@ -83,50 +76,36 @@ def serve_fake() -> Iterator[Callable[..., Served]]:
         engine.close()
 
 
+REAL_SERVE_ARGS = ("--slots", "8", "--ctx", "16384", "--kv-budget-mb", "1536")
+"""The shared real server's room: Codex's ~6k-token prompt, and healing's candidates side by side."""
+
+
+@contextmanager
+def whiz_serve(
+    args: Sequence[str], *, log_dir: Path | None = None, env: dict[str, str] | None = None
+) -> Iterator[LocalServer]:
+    """`whiz serve *args` in a subprocess on a free port, until the block ends.
+
+    A server that exits or never answers /health fails the test, with the tail of its log.
+    """
+    log_dir = log_dir or Path(os.environ.get("TMPDIR", "/tmp"))
+    server = LocalServer(list(args), log_dir, name="whiz-test-server", start_timeout_s=180, env=env)
+    try:
+        try:
+            server.wait_ready()
+        except WhizError as exc:
+            pytest.fail(exc.message)
+        yield server
+    finally:
+        server.stop()
+
+
 @pytest.fixture(scope="session")
 def real_server() -> Iterator[Served]:
-    """`whiz serve` with the default model, in a subprocess, for the whole session."""
-    port = free_port()
-    root = f"http://127.0.0.1:{port}"
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    log = Path(os.environ.get("TMPDIR", "/tmp")) / f"whiz-test-server-{port}.log"
-    with open(log, "w") as out:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "whiz",
-                "serve",
-                "--port",
-                str(port),
-                "--slots",
-                "8",
-                "--ctx",
-                "16384",
-                "--kv-budget-mb",
-                "1536",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"whiz serve exited with {proc.returncode}:\n{log.read_text()}")
-            try:
-                if httpx.get(f"{root}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"whiz serve did not come up:\n{log.read_text()}")
-            time.sleep(0.25)
-        yield Served(f"{root}/v1", root, None, None)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    """`whiz serve` with the default model, in a subprocess, shared by the whole session.
+
+    Tests that use it keep to their own sessions and prompts. Tests that need other flags
+    start their own with `whiz_serve` (the web app's, with a workspace and an API key).
+    """
+    with whiz_serve(REAL_SERVE_ARGS) as server:
+        yield Served(f"{server.url}/v1", server.url, None, None)

@@ -9,72 +9,31 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
-from tests.conftest import free_port
 from whiz.client import ResponsesSocket, user_message
+from whiz.errors import WhizError
+from whiz.gateway.local import LocalCluster, LocalServer
 
 pytestmark = pytest.mark.model
 
-REPLICA_ARGS = ["--engine-only", "--ctx", "2048", "--slots", "2", "--kv-budget-mb", "128", "--threads", "1"]
-
-
-def start_whiz(args: list[str], port: int) -> subprocess.Popen:
-    log = Path(os.environ.get("TMPDIR", "/tmp")) / f"whiz-gateway-test-{port}.log"
-    with open(log, "w") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "whiz", "serve", "--port", str(port), *args],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-    deadline = time.monotonic() + 180
-    while True:
-        if proc.poll() is not None:
-            pytest.fail(f"whiz serve {args} exited with {proc.returncode}:\n{log.read_text()}")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            pass
-        if time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail(f"whiz serve {args} did not come up:\n{log.read_text()}")
-        time.sleep(0.25)
-
-
-def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+REPLICA_ARGS = ["--ctx", "2048", "--slots", "2", "--kv-budget-mb", "128", "--threads", "1"]
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[tuple[str, dict[str, subprocess.Popen]]]:
-    """Two replicas and a gateway in front of them: (gateway URL, {replica URL: process})."""
-    ports = [free_port(), free_port()]
-    replicas: dict[str, subprocess.Popen] = {}
-    gateway = None
-    try:
-        for port in ports:
-            replicas[f"http://127.0.0.1:{port}"] = start_whiz(REPLICA_ARGS, port)
-        gateway_port = free_port()
-        upstreams = [arg for url in replicas for arg in ("--upstream", url)]
-        gateway = start_whiz(upstreams, gateway_port)
-        yield f"http://127.0.0.1:{gateway_port}", replicas
-    finally:
-        for proc in [*replicas.values(), *([gateway] if gateway else [])]:
-            stop(proc)
+def cluster() -> Iterator[tuple[str, dict[str, LocalServer]]]:
+    """Two replicas and a gateway in front of them: (gateway URL, {replica URL: server})."""
+    log_dir = Path(os.environ.get("TMPDIR", "/tmp"))
+    with LocalCluster(log_dir) as local:
+        try:
+            replicas = local.start_replicas(2, REPLICA_ARGS)  # loading side by side, a thread each
+            gateway = local.start_gateway("affinity")
+        except WhizError as exc:
+            pytest.fail(exc.message)
+        yield gateway.url, {r.url: r for r in replicas}
 
 
 async def test_every_follow_up_turn_finds_its_history_in_its_replicas_cache(cluster):
@@ -123,7 +82,7 @@ async def test_killing_the_replica_mid_response_moves_the_session_with_its_histo
             if event["type"] == "response.output_text.delta":
                 deltas += 1
                 if deltas == 3:
-                    replicas[home].send_signal(signal.SIGKILL)
+                    replicas[home].proc.send_signal(signal.SIGKILL)
         assert sock.last.status == "failed"
         assert sock.last.response["error"]["code"] == "upstream_lost"
         # The client sends the same turn again, as the error says; another replica runs it.

@@ -7,15 +7,11 @@ Debian's headless Chromium through Playwright.
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import pytest
 from playwright.sync_api import BrowserContext, Page, sync_playwright
 from starlette.testclient import TestClient
@@ -24,8 +20,9 @@ from whiz.config import ServeSettings
 from whiz.engine.fake import echo_script, fake_engine
 from whiz.models import ModelStore, default_home
 from whiz.server.app import create_app
+from whiz.web.headless import CHROMIUM, launch_chromium
 
-from ..conftest import free_port
+from ..conftest import whiz_serve
 
 # The host a browser on this machine would send; TestClient's default "testserver" is not loopback.
 BASE_URL = "http://127.0.0.1:8321"
@@ -74,18 +71,6 @@ def make_client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Cal
 
 # -- a real `whiz serve` with a workspace, and Debian's Chromium driven by Playwright (marker `model`) --
 
-CHROMIUM = Path("/usr/bin/chromium")
-# Playwright's own browser download fails here; Debian's chromium, launched quietly and offline.
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 WEB_KEY = "web-test-key"
 FIXTURE_CALC = (
     "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n\n\n"
@@ -115,37 +100,12 @@ def web_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebServer]:
     workspace.mkdir()
     (workspace / "calc.py").write_text(FIXTURE_CALC)
     (workspace / "test_calc.py").write_text(FIXTURE_TEST)
-    port = free_port()
-    log = root / "server.log"
     # Undo snapshots go to a WHIZ_HOME of the test's own; the model is named by its path.
-    env = {**os.environ, "WHIZ_HOME": str(root / "home"), "PYTHONUNBUFFERED": "1"}
-    args = [sys.executable, "-m", "whiz", "serve", "--model", str(model), "--port", str(port)]
-    args += ["--slots", "4", "--ctx", "4096", "--kv-budget-mb", "512", "--api-key", WEB_KEY]
-    test_cmd = f"{sys.executable} -m pytest -q -p no:cacheprovider"
-    args += ["--workspace", str(workspace), "--test-cmd", test_cmd]
-    with open(log, "w") as out:
-        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"whiz serve exited with {proc.returncode}:\n{log.read_text()}")
-            try:
-                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"whiz serve did not come up:\n{log.read_text()}")
-            time.sleep(0.25)
-        yield WebServer(url + "/", workspace, WEB_KEY)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    args = ["--model", str(model), "--slots", "4", "--ctx", "4096", "--kv-budget-mb", "512"]
+    args += ["--api-key", WEB_KEY, "--workspace", str(workspace)]
+    args += ["--test-cmd", f"{sys.executable} -m pytest -q -p no:cacheprovider"]
+    with whiz_serve(args, log_dir=root, env={"WHIZ_HOME": str(root / "home")}) as server:
+        yield WebServer(server.url + "/", workspace, WEB_KEY)
 
 
 @pytest.fixture(scope="module")
@@ -154,13 +114,7 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserContext
     if not CHROMIUM.exists():
         pytest.fail(f"{CHROMIUM} is missing; `make test` installs it (apt-get install chromium)")
     with sync_playwright() as pw:
-        context = pw.chromium.launch_persistent_context(
-            tmp_path_factory.mktemp("chromium-profile"),
-            executable_path=CHROMIUM,
-            args=CHROMIUM_ARGS,
-            headless=True,
-            viewport={"width": 1400, "height": 900},
-        )
+        context = launch_chromium(pw, tmp_path_factory.mktemp("chromium-profile"))
         yield context
         context.close()
 

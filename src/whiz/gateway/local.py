@@ -37,7 +37,16 @@ def kv_budget_mb(slots: int, ctx: int, bytes_per_token: int = KV_BYTES_PER_TOKEN
 class LocalServer:
     """One `whiz serve` subprocess on a free loopback port."""
 
-    def __init__(self, args: list[str], log_dir: Path, *, name: str, start_timeout_s: float = 300.0):
+    def __init__(
+        self,
+        args: list[str],
+        log_dir: Path,
+        *,
+        name: str,
+        start_timeout_s: float = 300.0,
+        env: dict[str, str] | None = None,
+    ):
+        """Start `whiz serve --port PORT *args`; `env` is added to this process's environment."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.name = name
@@ -45,7 +54,10 @@ class LocalServer:
         command = [sys.executable, "-m", "whiz", "serve", "--port", str(self.port), *args]
         with open(self.log, "w") as out:
             self.proc = subprocess.Popen(
-                command, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+                command,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
             )
         self._start_timeout_s = start_timeout_s
 
