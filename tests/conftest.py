@@ -36,7 +36,16 @@ class ServerThread:
     """uvicorn on a background thread, the way `whiz serve` runs it, on a free loopback port."""
 
     def __init__(self, app, port: int):
-        config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", ws="websockets-sansio")
+        # A request a test left hanging (a fake upstream told to hang) is cancelled a second into
+        # shutdown, not waited for until the join below gives up.
+        config = uvicorn.Config(
+            app,
+            host="127.0.0.1",
+            port=port,
+            log_level="warning",
+            ws="websockets-sansio",
+            timeout_graceful_shutdown=1,
+        )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
