@@ -12,6 +12,7 @@ from whiz.agent.config import AgentConfig
 from whiz.agent.events import Collector
 from whiz.agent.loop import Agent
 from whiz.agent.scripted_model import ScriptedModel
+from whiz.agent.sessions import SessionStore
 from whiz.agent.undo import UndoStore
 from whiz.agent.workspace import Workspace
 
@@ -31,6 +32,17 @@ def project(tmp_path: Path) -> Path:
     (root / "greet.py").write_text(GREET)
     (root / "README.md").write_text("A tiny project.\n")
     return root
+
+
+def turn_statuses(project: Path) -> list[str]:
+    """The statuses of the turns the session log holds for `project`'s one session (the log is in
+    the `home` folder next to `project`)."""
+    store = SessionStore(project.parent / "home" / "sessions.db")
+    try:
+        (info,) = store.list(project)
+        return [t.status for t in store.turns(info.id)]
+    finally:
+        store.close()
 
 
 def sr(path: str, search: str, replace: str) -> str:

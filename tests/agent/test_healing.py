@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.agent.conftest import turn_statuses
 from whiz.agent.candidates import ScriptedCandidates
 from whiz.agent.events import Collector
 from whiz.agent.headless import undo_last
@@ -166,12 +167,7 @@ def test_a_refused_heal_asks_no_model_changes_nothing_and_is_recorded(project):
     assert events[-1]["type"] == "turn.failed"
     assert "refused by the safety policy" in events[-1]["error"]["message"]
     assert (project / "calc.py").read_text() == BUGGY
-    store = SessionStore(project.parent / "home" / "sessions.db")
-    try:
-        (info,) = store.list(project)
-        assert [t.status for t in store.turns(info.id)] == ["refused"]
-    finally:
-        store.close()
+    assert turn_statuses(project) == ["refused"]
 
 
 def test_the_baseline_failure_and_the_named_file_reach_the_model(project):

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.agent.conftest import turn_statuses
 from whiz.agent.merge import three_way
 from whiz.agent.model import ModelRequest
 from whiz.agent.modes import ScriptedPool
 from whiz.agent.runs import RunOptions, swarm_task
 from whiz.agent.scripted_model import ScriptedModel
-from whiz.agent.sessions import SessionStore
 from whiz.agent.swarm import SwarmSettings
 from whiz.agent.swarm_plan import PlanError, parse_plan
 from whiz.agent.workspace import Workspace
@@ -215,12 +215,7 @@ def test_a_refused_swarm_plans_nothing_changes_nothing_and_is_recorded(project):
     assert events[-1]["type"] == "turn.failed"
     assert "refused by the safety policy" in events[-1]["error"]["message"]
     assert (project / "names.py").read_text() == NAMES
-    store = SessionStore(project.parent / "home" / "sessions.db")
-    try:
-        (info,) = store.list(project)
-        assert [t.status for t in store.turns(info.id)] == ["refused"]
-    finally:
-        store.close()
+    assert turn_statuses(project) == ["refused"]
 
 
 def test_plans_are_validated_before_anything_runs(project):
