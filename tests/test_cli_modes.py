@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from typer.testing import CliRunner
 
@@ -54,3 +56,28 @@ def test_the_help_explains_modes_healing_and_the_swarm():
         text = " ".join(result.output.split())
         for word in words:
             assert word in text, (command, word)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["heal", "fix it", "--test-cmd", "true"],
+        ["swarm", "do it"],
+        ["exec", "do it"],
+    ],
+)
+def test_the_shared_server_flags_reach_every_agent_command(tmp_path, monkeypatch, args):
+    monkeypatch.setenv("WHIZ_HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    url = "http://127.0.0.1:9"
+    result = runner.invoke(app, [*args, "--base-url", url, "--api-key", "k", "--json"])
+    assert result.exit_code == 2, result.output
+    assert f"no whiz server answers at {url}" in result.output
+
+
+def test_the_swarm_starts_in_auto_mode_and_the_others_in_fast():
+    for command, default in (("swarm", "auto"), ("heal", "fast"), ("exec", "fast")):
+        lines = runner.invoke(app, [command, "--help"], terminal_width=200).output.splitlines()
+        start = next(i for i, line in enumerate(lines) if re.match(r"│ {1,4}--mode ", line))
+        end = next(i for i in range(start + 1, len(lines)) if re.match(r"│ {1,4}-", lines[i]))
+        assert f"[default: {default}]" in " ".join(lines[start:end]), (command, lines[start:end])
