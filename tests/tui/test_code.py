@@ -116,11 +116,6 @@ def test_help_and_the_settings_commands(scripted):
     term.enter("/help")
     for name in ("/undo", "/diff", "/model", "/mode", "/approval", "/clear", "/resume", "/help"):
         term.wait_for(f"(?m)^{name}")
-    term.enter("/mode")
-    term.wait_for(r"● fast")
-    term.wait_for(r"deep .*not available yet")
-    term.enter("/mode deep")
-    term.wait_for(r"deep mode is not available yet: .*; staying in\s+fast")
     term.enter("/approval read-only")
     term.wait_for("approval: read-only")
     term.wait_for(r"· fast · read-only ·")  # the status line
