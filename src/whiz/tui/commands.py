@@ -174,13 +174,13 @@ class SlashCommands:
             self.say(f"could not switch to {mode} mode: {exc.message}; staying in {router.mode} mode", "red")
             return
         await self.app.name_models()
-        when = "from the agent's next step" if self.app.running else "for the next tasks"
+        when = "from the agent's next step" if self.app.running else "from the next task"
         if router.pinned:
             when = "from the next task (the safety policy sent this one to deep)"
         if len(router.changes) == switches:  # the same model answers: no mode_change to show
-            self.say(f"mode {mode} {when}: {MODE_HELP[mode]}", "bold cyan")
+            self.say(f"{mode} mode {when}: {MODE_HELP[mode]}", "bold cyan")
         else:
-            self.say(f"mode {mode} {when}", "dim")
+            self.say(f"{mode} mode {when}", "dim")
 
     async def approval(self, args: str) -> None:
         agent = self.app.session.agent
