@@ -295,6 +295,7 @@ class RoutedModel:
         self.router = router
         self.temperature = temperature
         self._clients: dict[Label, ModelClient] = {}
+        self._opening: dict[Label, asyncio.Lock] = {}
         self._active: ModelClient | None = None
         self._failed_edits = 0
 
@@ -349,6 +350,8 @@ class RoutedModel:
         self._clients.clear()
 
     async def _client(self, label: Label) -> ModelClient:
-        if label not in self._clients:
-            self._clients[label] = await self.router.pool.open_client(label, temperature=self.temperature)
+        # One client per label, even when the UI's /mode and a turn ask for it at the same time.
+        async with self._opening.setdefault(label, asyncio.Lock()):
+            if label not in self._clients:
+                self._clients[label] = await self.router.pool.open_client(label, temperature=self.temperature)
         return self._clients[label]
