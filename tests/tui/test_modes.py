@@ -184,3 +184,13 @@ async def test_a_refused_request_is_shown_with_its_reason_and_never_reaches_a_mo
         r"⚑ safety policy refused the request \(malware\): .+ ✗ failed: refused by the safety policy", shown
     )
     assert fast.requests == [] and "never" not in shown
+
+
+async def test_deep_mode_after_an_escalation_says_which_model_without_a_second_switch(tmp_path: Path):
+    async with code_app(tmp_path, two_models([], []), mode="auto") as (app, screen):
+        app.modes.router.escalate("stuck", "edit_failures")
+        screen.new()
+        await app.commands.run("/mode deep")
+        said = screen.new()
+        assert "deep mode from the next task: the deep model answers: qwen2.5-coder-1.5b" in said
+        assert "⇄" not in said and len(app.modes.router.changes) == 1

@@ -152,8 +152,8 @@ class SlashCommands:
 
     async def mode(self, args: str) -> None:
         router = self.app.modes.router
+        deep = describe_deep(self.app.modes.options.deep)
         if not args:
-            deep = describe_deep(self.app.modes.options.deep)
             for name in MODES:
                 mark = "●" if name == router.mode else " "
                 self.say(f"{mark} {name:5} {MODE_HELP[name].format(deep=deep)}")
@@ -178,7 +178,7 @@ class SlashCommands:
         if router.pinned:
             when = "from the next task (the safety policy sent this one to deep)"
         if len(router.changes) == switches:  # the same model answers: no mode_change to show
-            self.say(f"{mode} mode {when}: {MODE_HELP[mode]}", "bold cyan")
+            self.say(f"{mode} mode {when}: {MODE_HELP[mode].format(deep=deep)}", "bold cyan")
         else:
             self.say(f"{mode} mode {when}", "dim")
 
