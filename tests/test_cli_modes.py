@@ -80,7 +80,7 @@ def test_the_shared_server_flags_reach_every_agent_command(tmp_path, monkeypatch
 
 
 def test_the_swarm_starts_in_auto_mode_and_the_others_in_fast():
-    for command, default in (("swarm", "auto"), ("heal", "fast"), ("exec", "fast")):
+    for command, default in (("swarm", "auto"), ("heal", "fast"), ("exec", "fast"), ("code", "fast")):
         lines = runner.invoke(app, [command, "--help"], terminal_width=200).output.splitlines()
         start = next(i for i, line in enumerate(lines) if re.match(r"│ {1,4}--mode ", line))
         end = next(i for i in range(start + 1, len(lines)) if re.match(r"│ {1,4}-", lines[i]))

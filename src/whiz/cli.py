@@ -348,8 +348,8 @@ def _run_options(
 
 @dataclass
 class ModelFlags:
-    """The options `whiz exec`, `heal` and `swarm` share: the fast server, the mode, the deep model
-    and the safety policy. `@with_model_flags()` declares them for a command, which takes them as
+    """The options `whiz exec`, `heal`, `swarm` and `code` share: the fast server, the mode, the deep
+    model and the safety policy. `@with_model_flags()` declares them for a command, which takes them as
     one `flags` parameter."""
 
     mode: ModeOpt = "fast"
@@ -399,7 +399,7 @@ def with_model_flags(*, mode: str = "fast") -> Callable[[Callable], Callable]:
 
         @functools.wraps(command)
         def wrapper(**kwargs):
-            flags = ModelFlags(**{f.name: kwargs.pop(f.name) for f in fields(ModelFlags)})
+            flags = ModelFlags(**{p.name: kwargs.pop(p.name, p.default) for p in shared})
             return command(flags=flags, **kwargs)
 
         params = [p for p in own.parameters.values() if p.name != "flags"] + shared
@@ -682,10 +682,8 @@ def _no_command(ctx: typer.Context) -> None:
 
 
 @app.command()
+@with_model_flags()
 def code(
-    base_url: BaseUrlOpt = None,
-    api_key: ApiKeyOpt = None,
-    model: ModelOpt = None,
     approval: Annotated[
         str,
         typer.Option(
@@ -702,13 +700,9 @@ def code(
     last: Annotated[
         bool, typer.Option("--last", help="Continue the latest session in this directory.")
     ] = False,
-    mode: ModeOpt = "fast",
-    deep_base_url: DeepUrlOpt = None,
-    deep_model: DeepModelOpt = None,
-    deep_api_key: DeepKeyOpt = None,
     heal: HealStepOpt = None,
-    policy: PolicyOpt = "refuse",
-    policy_model_check: PolicyCheckOpt = False,
+    *,
+    flags: ModelFlags,
 ) -> None:
     """The interactive coding agent in the current directory (also plain `whiz`).
 
@@ -725,10 +719,9 @@ def code(
     from whiz.tui import run_code
 
     options = _agent_options(
-        "last" if last else resume, approval, actions, base_url, api_key, model, test_cmd
+        "last" if last else resume, approval, actions, flags.base_url, flags.api_key, flags.model, test_cmd
     )
-    run = _run_options(mode, base_url, api_key, model, deep_base_url, deep_model, deep_api_key, policy,
-                       policy_model_check)  # fmt: skip
+    run = flags.run_options()
     try:
         heal_n = heal_candidates(heal, run.mode, options)
     except ValueError as exc:
