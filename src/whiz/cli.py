@@ -326,26 +326,6 @@ PolicyCheckOpt = Annotated[
 ]
 
 
-def _run_options(
-    mode, base_url, api_key, model, deep_base_url, deep_model, deep_api_key, policy, policy_check
-):  # -> RunOptions
-    from whiz.agent.modes import DeepSettings, FastSettings, parse_mode
-    from whiz.agent.policy import parse_action
-    from whiz.agent.runs import RunOptions
-
-    try:
-        return RunOptions(
-            Path.cwd(),
-            mode=parse_mode(mode),
-            fast=FastSettings(base_url, api_key, model),
-            deep=DeepSettings(deep_base_url, deep_model, deep_api_key),
-            policy=parse_action(policy),
-            policy_model_check=policy_check,
-        )
-    except ValueError as exc:
-        raise fail(str(exc)) from None
-
-
 @dataclass
 class ModelFlags:
     """The options `whiz exec`, `heal`, `swarm` and `code` share: the fast server, the mode, the deep
@@ -364,17 +344,21 @@ class ModelFlags:
 
     def run_options(self):  # -> RunOptions
         """The flags as `RunOptions` for the current directory; a bad value exits with one line."""
-        return _run_options(
-            self.mode,
-            self.base_url,
-            self.api_key,
-            self.model,
-            self.deep_base_url,
-            self.deep_model,
-            self.deep_api_key,
-            self.policy,
-            self.policy_model_check,
-        )
+        from whiz.agent.modes import DeepSettings, FastSettings, parse_mode
+        from whiz.agent.policy import parse_action
+        from whiz.agent.runs import RunOptions
+
+        try:
+            return RunOptions(
+                Path.cwd(),
+                mode=parse_mode(self.mode),
+                fast=FastSettings(self.base_url, self.api_key, self.model),
+                deep=DeepSettings(self.deep_base_url, self.deep_model, self.deep_api_key),
+                policy=parse_action(self.policy),
+                policy_model_check=self.policy_model_check,
+            )
+        except ValueError as exc:
+            raise fail(str(exc)) from None
 
 
 def with_model_flags(*, mode: str = "fast") -> Callable[[Callable], Callable]:
@@ -506,7 +490,7 @@ def resume(
             raise fail("say which session: --last or --session ID")
         return
     options = _agent_options(session or "last", approval, actions, base_url, api_key, model, test_cmd)
-    run = _run_options("fast", base_url, api_key, model, None, None, None, "refuse", False)
+    run = ModelFlags(base_url=base_url, api_key=api_key, model=model).run_options()
     raise typer.Exit(_exec_in_mode(task, options, run, None, json_))
 
 
