@@ -59,6 +59,8 @@ MAX_HEAL_N = 8
 """Most candidates one heal may ask for (fewer where the engine decodes fewer at once)."""
 DEFAULT_HEAL_N = 5
 BASELINE_OUTPUT_CHARS = 4000
+REPLY_CHARS = 4000
+"""How much of a candidate's reply the page gets (to see why it holds no usable edit)."""
 
 Status = Literal["running", "completed", "failed", "cancelled"]
 
@@ -100,6 +102,8 @@ class HealJob:
     """The `heal_candidate` items, as each round reports them."""
     winner: tuple[int, int] | None = None
     """(round, index) of the chosen candidate: it passes, with the smallest diff, then fewest tokens."""
+    replies: dict[tuple[int, int], str] = field(default_factory=dict)
+    """Each candidate's reply text, once the heal is over."""
     task: asyncio.Task | None = None
     _round: int = 0
 
@@ -255,6 +259,7 @@ class HealService:
                     **item,
                     "id": cid,
                     "chosen": job.winner == (item["round"], item["index"]),
+                    "reply": job.replies.get((item["round"], item["index"])),
                     "edit": None if edit is None else {"id": edit.id, "state": edit.state},
                 }
             )
@@ -307,6 +312,7 @@ class HealService:
     def _offer(self, job: HealJob, outcome: HealOutcome) -> None:
         if outcome.best is not None:
             job.winner = (outcome.best.round, outcome.best.index)
+        job.replies = {(r.round, r.index): truncate(r.text, REPLY_CHARS) for r in outcome.results}
         self.workspace.offer(
             [
                 PendingEdit(job.candidate_id(r.round, r.index), r.changes[0].path, job.body.task, r.changes)

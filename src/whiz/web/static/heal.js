@@ -171,7 +171,10 @@ export class HealView {
       ),
       c.error && c.diff ? el("p", { class: "error", text: c.error }) : null,
       diff,
-      el("details", { class: "test-output" }, el("summary", { text: c.test_output ? "test output" : "no test output" }), el("pre", { text: c.test_output || "" })),
+      c.test_output || ["passed", "failed", "timeout"].includes(c.status)
+        ? el("details", { class: "test-output" }, el("summary", { text: "test output" }), el("pre", { text: c.test_output || "(no output)" }))
+        : null,
+      c.reply ? el("details", { class: "reply" }, el("summary", { text: "the model's reply" }), el("pre", { text: c.reply })) : null,
     );
   }
 
