@@ -26,6 +26,9 @@ runner = CliRunner()
             "--heal needs --actions text",
         ),
         (["bench", "heal", "--variants", "fast,magic"], "--variants"),
+        (["code", "--mode", "turbo"], "fast, deep or auto"),
+        (["code", "--policy", "maybe"], "allow, reroute:deep or refuse"),
+        (["code", "--heal", "40", "--test-cmd", "true"], "--heal takes a number of candidates from 0"),
     ],
 )
 def test_bad_options_get_one_clear_line(tmp_path, monkeypatch, args, message):
@@ -48,6 +51,7 @@ def test_the_help_explains_modes_healing_and_the_swarm():
         (["heal", "--help"], ["smallest diff", "whiz undo", "--sequential"]),
         (["swarm", "--help"], ["director", "--workers", "Conflicting"]),
         (["exec", "--help"], ["--mode", "--deep-base-url", "--policy"]),
+        (["code", "--help"], ["--mode", "--deep-base-url", "--policy", "/mode shows it and switches"]),
     ]:
         result = runner.invoke(app, command, terminal_width=200)
         assert result.exit_code == 0

@@ -656,6 +656,13 @@ def code(
     last: Annotated[
         bool, typer.Option("--last", help="Continue the latest session in this directory.")
     ] = False,
+    mode: ModeOpt = "fast",
+    deep_base_url: DeepUrlOpt = None,
+    deep_model: DeepModelOpt = None,
+    deep_api_key: DeepKeyOpt = None,
+    heal: HealStepOpt = None,
+    policy: PolicyOpt = "refuse",
+    policy_model_check: PolicyCheckOpt = False,
 ) -> None:
     """The interactive coding agent in the current directory (also plain `whiz`).
 
@@ -663,14 +670,24 @@ def code(
 
     Esc or Ctrl-C stops the agent at once. A message typed while it works steers it.
 
+    --mode picks the model: fast, deep or auto; /mode shows it and switches while you work. Every
+    switch, escalation and safety-policy reroute or refusal is shown with its reason.
+
     /help lists the slash commands: /undo, /diff, /model, /mode, /approval, /clear, /resume.
     """
+    from whiz.agent.mode_session import heal_candidates
     from whiz.tui import run_code
 
     options = _agent_options(
         "last" if last else resume, approval, actions, base_url, api_key, model, test_cmd
     )
-    raise typer.Exit(run_code(options))
+    run = _run_options(mode, base_url, api_key, model, deep_base_url, deep_model, deep_api_key, policy,
+                       policy_model_check)  # fmt: skip
+    try:
+        heal_n = heal_candidates(heal, run.mode, options)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    raise typer.Exit(run_code(options, run, heal_n=heal_n))
 
 
 @bench_app.command("parallel")

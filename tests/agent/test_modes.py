@@ -169,6 +169,22 @@ def test_a_new_turn_in_auto_mode_starts_fast_again():
     assert not Router(ScriptedPool(), "fast", ItemEmitter(collector)).escalate("stuck", "edit_failures")
 
 
+def test_a_reroute_holds_for_its_request_only_even_against_a_mode_switch():
+    collector = Collector()
+    router = Router(ScriptedPool(), "fast", ItemEmitter(collector))
+    router.pin_deep("the safety policy rerouted the request: intrusion")
+    router.observe_turn({"type": "turn.started"})
+    router.set_mode("auto", "you chose /mode auto")  # mid-turn: the reroute stands
+    assert (router.mode, router.current) == ("auto", "deep")
+    router.observe_turn({"type": "turn.completed"})
+    router.observe_turn({"type": "turn.started"})  # the next request: the mode's own model
+    assert router.current == "fast"
+    assert [(c["to"], c["trigger"]) for c in collector.items("mode_change")] == [
+        ("deep", "policy"),
+        ("fast", "new_turn"),
+    ]
+
+
 # -- the deep model on an OpenAI-compatible upstream ------------------------------------------------
 
 

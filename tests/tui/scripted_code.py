@@ -1,8 +1,9 @@
-"""`whiz code` over a ScriptedModel, for the pseudo-terminal tests: `python scripted_code.py SCRIPT.json`.
+"""`whiz code` over scripted models, for the pseudo-terminal tests: `python scripted_code.py SCRIPT.json`.
 
-The script is a JSON list of replies, one per model call: {"text": ..., "delay_s": ..., "chunk_chars": ...},
-or {"echo": true, ...} for a reply that repeats the latest user message ("heard: ..."). It runs in the
-current directory with the approval mode from $WHIZ_TEST_APPROVAL (default auto-edit).
+The script is a JSON list of the fast model's replies, one per model call: {"text": ..., "delay_s": ...,
+"chunk_chars": ...}, or {"echo": true, ...} for a reply that repeats the latest user message ("heard: ...").
+Or an object: {"fast": [...], "deep": [...], "mode": "auto", "policy": "reroute:deep"}, for modes.
+It runs in the current directory with the approval mode from $WHIZ_TEST_APPROVAL (default auto-edit).
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ import sys
 from pathlib import Path
 
 from whiz.agent.approvals import ApprovalMode
+from whiz.agent.mode_session import RunOptions
 from whiz.agent.model import ModelRequest
+from whiz.agent.modes import ScriptedPool
 from whiz.agent.runner import AgentOptions
 from whiz.agent.scripted_model import Reply, ScriptedModel
 from whiz.tui import run_code
@@ -31,14 +34,24 @@ def reply(spec: dict):
     return Reply(spec["text"], **timing)
 
 
+def model(specs: list[dict]):
+    return lambda: ScriptedModel([reply(spec) for spec in specs])
+
+
 def main() -> int:
     script = json.loads(Path(sys.argv[1]).read_text())
+    if isinstance(script, list):
+        script = {"fast": script}
     options = AgentOptions(
         Path.cwd(),
         approval=ApprovalMode(os.environ.get("WHIZ_TEST_APPROVAL", "auto-edit")),
         resume=os.environ.get("WHIZ_TEST_RESUME") or None,
     )
-    return run_code(options, model=ScriptedModel([reply(spec) for spec in script]))
+    run = RunOptions(Path.cwd(), mode=script.get("mode", "fast"), policy=script.get("policy", "refuse"))
+    pool = ScriptedPool(
+        clients={label: model(script[label]) for label in ("fast", "deep") if label in script}
+    )
+    return run_code(options, run, pool=pool)
 
 
 if __name__ == "__main__":

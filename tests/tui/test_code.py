@@ -116,11 +116,6 @@ def test_help_and_the_settings_commands(scripted):
     term.enter("/help")
     for name in ("/undo", "/diff", "/model", "/mode", "/approval", "/clear", "/resume", "/help"):
         term.wait_for(f"(?m)^{name}")
-    term.enter("/mode")
-    term.wait_for(r"● fast")
-    term.wait_for(r"deep .*not available yet")
-    term.enter("/mode deep")
-    term.wait_for(r"deep mode is not available yet: .*; staying in\s+fast")
     term.enter("/approval read-only")
     term.wait_for("approval: read-only")
     term.wait_for(r"· fast · read-only ·")  # the status line
@@ -187,3 +182,31 @@ def test_leaving_while_the_agent_works_stops_it_and_keeps_the_session(scripted):
     term = scripted([], WHIZ_TEST_RESUME="last")
     term.wait_for(r"resumed sess_\w+: 1 turn\(s\)")
     term.wait_for(r"› tell me a story\n  \(stopped\)")
+
+
+def test_mode_shows_and_switches_the_model_for_the_next_tasks(scripted):
+    term = scripted({"fast": [{"text": "fast here"}], "deep": [{"text": "deep here"}]})
+    term.enter("/mode")
+    term.wait_for(r"● fast  the fast model answers")
+    term.wait_for("the fast model answers now · /mode NAME switches")
+    term.enter("/mode sideways")
+    term.wait_for("the mode must be fast, deep or auto, not 'sideways'; staying in fast mode")
+    term.enter("hello")
+    term.wait_for("fast here")
+    term.enter("/mode deep")
+    term.wait_for("⇄ fast → deep: you chose /mode deep")
+    term.wait_for(r"· deep · auto-edit ·")  # the status line
+    term.enter("hello again")
+    term.wait_for("deep here")
+    term.wait_for(r"(?s)deep here.*── done in")
+
+
+def test_auto_mode_escalation_is_shown_with_its_reason(scripted, project: Path):
+    missing = "app.py\n<<<<<<< SEARCH\n    return 7\n=======\n    return 42\n>>>>>>> REPLACE\n"
+    term = scripted({"mode": "auto", "fast": [{"text": missing}] * 2, "deep": [{"text": "Deep.\n" + EDIT}]})
+    term.wait_for(r"· auto · auto-edit ·")
+    term.enter("make answer return 42")
+    term.wait_for(r"▲ escalated fast → deep: the fast model's edit failed to apply 2 times")
+    term.wait_for("✎ edited app.py")
+    term.wait_for(r"auto, deep now · auto-edit")
+    assert (project / "app.py").read_text() == "def answer():\n    return 42\n"

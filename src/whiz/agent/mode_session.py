@@ -61,6 +61,23 @@ class SessionLog:
             self.store.log_event(self.session_id, item["type"], {k: v for k, v in item.items() if k != "id"})
 
 
+HEAL_N_DEFAULT = 5
+"""Candidates of a healing step in auto mode with a test command, unless told otherwise."""
+HEAL_N_MAX = 16
+
+
+def heal_candidates(heal: int | None, mode: Mode, agent: AgentOptions) -> int:
+    """How many candidates the agent's healing steps decode (0: no healing): `heal`, or by
+    default 5 in auto mode with a test command and text actions. ValueError says what is wrong."""
+    if heal is None:
+        return HEAL_N_DEFAULT if mode == "auto" and agent.test_cmd and agent.actions == "text" else 0
+    if heal < 0 or heal > HEAL_N_MAX:
+        raise ValueError(f"--heal takes a number of candidates from 0 (off) to {HEAL_N_MAX}")
+    if heal > 1 and agent.actions != "text":
+        raise ValueError("--heal needs --actions text (candidates are edit blocks)")
+    return heal
+
+
 async def check_policy(
     task: str, options: RunOptions, pool: Models, router: Router, emit: ItemEmitter
 ) -> Decision:
@@ -152,8 +169,13 @@ class ModeSession:
             await routed.close()
             await pool.close()
             raise
-        chain.sinks.append(SessionLog(session.store, session.id))
-        return cls(session, router, routed, model, pool, options)
+        opened = cls(session, router, routed, model, pool, options)
+        chain.sinks.append(opened._log)
+        return opened
+
+    def _log(self, event: dict[str, Any]) -> None:
+        # The session the agent is in now: the UI's /clear and /resume switch it.
+        SessionLog(self.session.store, self.session.id)(event)
 
     async def run(self, task: str) -> TurnResult:
         """The policy, then the turn. A refused request ends as a failed turn with the reason."""
@@ -165,9 +187,15 @@ class ModeSession:
         self.session.store.save(self.session.id, self.session.agent.items, record)
         return TurnResult(record.id, "failed", message, TurnStats())
 
-    def set_mode(self, mode: Mode) -> None:
+    def set_mode(self, mode: Mode, reason: str = "the user chose it") -> None:
         """Switch between fast, deep and auto (announced as a `mode_change` when the model changes)."""
-        self.router.set_mode(mode)
+        self.router.set_mode(mode, reason)
+
+    async def switch_mode(self, mode: Mode, reason: str = "the user chose it") -> None:
+        """`set_mode`, once the model the mode starts with answers (the deep one may start in this
+        process first). Raises `SetupError` with the reason, and changes nothing, if it cannot."""
+        await self.routed.client("deep" if mode == "deep" else "fast")
+        self.set_mode(mode, reason)
 
     async def close(self) -> None:
         await self.session.close()

@@ -251,17 +251,24 @@ class Router:
             self._switch("deep", reason, trigger)
 
     def set_mode(self, mode: Mode, reason: str = "the user chose it") -> None:
-        """Change the mode (the UI's /mode); a change of model is announced."""
+        """Change the mode (the UI's /mode); a change of model is announced.
+
+        During a turn the policy pinned to deep, the new mode's model takes over at the next turn:
+        a reroute is not undone by a mode switch."""
         self.mode = mode
         wanted: Label = "deep" if mode == "deep" else "fast"
-        if wanted != self.current:
+        if wanted != self.current and not self.pinned:
             self._switch(wanted, reason, "user")
 
     def observe_turn(self, event: Event) -> None:
-        """An `EventSink` hook: a new turn in auto mode starts fast again; a pin lasts one turn."""
+        """An `EventSink` hook: a new turn starts with the mode's own model again (after auto
+        escalated, or the policy rerouted the previous request); a pin lasts one turn."""
         kind = event.get("type")
-        if kind == "turn.started" and self.mode == "auto" and not self.pinned and self.current == "deep":
-            self._switch("fast", "a new task starts with the fast model", "new_turn")
+        if kind == "turn.started" and not self.pinned and self.mode != "deep" and self.current == "deep":
+            why = "a new task starts with the fast model"
+            if self.mode == "fast":
+                why = "back to fast mode's model (the reroute was for that request only)"
+            self._switch("fast", why, "new_turn")
         elif kind in ("turn.completed", "turn.failed"):
             self.pinned = False
 
@@ -288,6 +295,7 @@ class RoutedModel:
         self.router = router
         self.temperature = temperature
         self._clients: dict[Label, ModelClient] = {}
+        self._opening: dict[Label, asyncio.Lock] = {}
         self._active: ModelClient | None = None
         self._failed_edits = 0
 
@@ -308,6 +316,14 @@ class RoutedModel:
     async def connect(self) -> None:
         """Open the current model's client now, so a missing server is a setup error, not a failed turn."""
         await self._client(self.router.current)
+
+    async def client(self, label: Label | None = None) -> ModelClient:
+        """The client that answers for `label` (by default the current model), opened if need be."""
+        return await self._client(label or self.router.current)
+
+    def opened(self) -> dict[Label, ModelClient]:
+        """The clients opened so far, by label (a UI names the models from them)."""
+        return dict(self._clients)
 
     async def respond(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         try:
@@ -334,6 +350,8 @@ class RoutedModel:
         self._clients.clear()
 
     async def _client(self, label: Label) -> ModelClient:
-        if label not in self._clients:
-            self._clients[label] = await self.router.pool.open_client(label, temperature=self.temperature)
+        # One client per label, even when the UI's /mode and a turn ask for it at the same time.
+        async with self._opening.setdefault(label, asyncio.Lock()):
+            if label not in self._clients:
+                self._clients[label] = await self.router.pool.open_client(label, temperature=self.temperature)
         return self._clients[label]

@@ -3,8 +3,13 @@
 The screen has two parts. Above, the transcript, printed into the terminal's own scrollback (so
 it can be scrolled, searched and copied like any output). Below, a small live area that
 prompt_toolkit redraws: the line the model is writing, an approval question when there is one,
-a status line (what the agent does, TTFT, tokens/s), and the input line, which stays usable
-while the agent works: Enter then steers it instead of starting a new task.
+a status line (what the agent does, TTFT, tokens/s; the model and the mode when idle), and the
+input line, which stays usable while the agent works: Enter then steers it instead of starting a
+new task.
+
+Turns go through a `ModeSession`: the safety policy looks at each request first, and the router
+picks the fast or the deep model (`/mode`); every switch and every flagged request is a notice in
+the transcript (`notices.py`) and an entry in the session log.
 """
 
 from __future__ import annotations
@@ -27,8 +32,15 @@ from prompt_toolkit.patch_stdout import patch_stdout
 from prompt_toolkit.styles import Style
 from rich.text import Text
 
+from whiz.agent.chat_model import ChatModel
+from whiz.agent.mode_session import ModeSession
+from whiz.agent.model import ModelClient
+from whiz.agent.modes import Label
 from whiz.agent.runner import AgentOptions, AgentSession
 from whiz.agent.sessions import SessionInfo
+from whiz.agent.whiz_model import WhizModel
+from whiz.client import ClientError, HttpClient
+from whiz.client.urls import api_base
 from whiz.tui import sessions
 from whiz.tui.approver import PromptApprover
 from whiz.tui.commands import COMMANDS, SlashCommands
@@ -58,22 +70,21 @@ class CodeApp:
 
     def __init__(
         self,
-        session: AgentSession,
+        modes: ModeSession,
         options: AgentOptions,
         scrollback: Scrollback,
         view: TranscriptView,
         approver: PromptApprover,
         *,
-        model_name: str,
         history: History | None = None,
     ):
-        self.session = session
+        self.modes = modes
         self.options = options
         self.scrollback = scrollback
         self.view = view
         self.approver = approver
-        self.model_name = model_name
-        self.mode = "fast"
+        self.model_names: dict[Label, str] = {}
+        """What the status line calls each model, once its client is open."""
         self.commands = SlashCommands(self)
         self.turn: asyncio.Task | None = None
         self._last_interrupt = 0.0
@@ -102,8 +113,33 @@ class CodeApp:
     # -- state ---------------------------------------------------------------------------------------
 
     @property
+    def session(self) -> AgentSession:
+        """The conversation, its store and its undo history (what `/clear` and `/resume` switch)."""
+        return self.modes.session
+
+    @property
     def running(self) -> bool:
         return self.turn is not None and not self.turn.done()
+
+    @property
+    def model_name(self) -> str:
+        """The name of the model that answers now."""
+        current = self.modes.router.current
+        return self.model_names.get(current, current)
+
+    def mode_text(self) -> str:
+        """`auto`, or `auto, deep now` while another model than the mode's own answers."""
+        router = self.modes.router
+        own = "deep" if router.mode == "deep" else "fast"
+        return router.mode if router.current == own else f"{router.mode}, {router.current} now"
+
+    async def name_models(self) -> None:
+        """Learn the names of the models opened since (for the status line)."""
+        key = {"fast": self.modes.options.fast.api_key, "deep": self.modes.options.deep.api_key}
+        for label, client in self.modes.routed.opened().items():
+            if label not in self.model_names:
+                self.model_names[label] = await model_label(client, key[label])
+        self.invalidate()
 
     def invalidate(self) -> None:
         if self.app.is_running:
@@ -154,10 +190,10 @@ class CodeApp:
             doing = "waiting for your answer" if self.approver.pending else self.view.status()
             return [
                 ("class:status.busy", " ● " + (doing or "working")),
-                ("class:status.hint", "  ·  Esc stops · Enter steers "),
+                ("class:status.hint", f"  ·  {self.modes.router.current} · Esc stops · Enter steers "),
             ]
         agent = self.session.agent
-        parts = [self.model_name, self.mode, agent.approvals.mode.value, self.session.id]
+        parts = [self.model_name, self.mode_text(), agent.approvals.mode.value, self.session.id]
         return [("class:status", " " + " · ".join(parts)), ("class:status.hint", "  ·  /help ")]
 
     def _prompt_text(self) -> StyleAndTextTuples:
@@ -226,11 +262,12 @@ class CodeApp:
 
     async def _run_turn(self, task: str) -> None:
         try:
-            result = await self.session.run(task)
+            result = await self.modes.run(task)
         except Exception as exc:  # a failure here must not take the UI (and the session) down
             self.scrollback.print(Text(f"✗ {type(exc).__name__}: {exc}", style="bold red"))
         else:
             self.view.turn_ended(result)
+            await self.name_models()  # the deep model, if the turn escalated to it
         finally:
             self.invalidate()
 
@@ -265,10 +302,11 @@ class CodeApp:
     # -- the whole run ---------------------------------------------------------------------------------
 
     async def run(self) -> None:
+        await self.name_models()
         self.scrollback.print(
             Text.assemble(
                 ("whiz code", "bold cyan"),
-                f" · {self.model_name} · {self.session.agent.ws.root}\n",
+                f" · {self.model_name} · {self.modes.router.mode} mode · {self.session.agent.ws.root}\n",
                 ("type a task and press Enter · /help lists commands · Esc stops · Ctrl-D leaves", "dim"),
             )
         )
@@ -285,3 +323,19 @@ class CodeApp:
             for task in list(self._tasks):
                 task.cancel()
             self.scrollback.flush_now()
+
+
+async def model_label(model: ModelClient, api_key: str | None) -> str:
+    """A model's name for the status line: the one requested, else the server's first."""
+    if isinstance(model, ChatModel):
+        return model.model or "the upstream's model"
+    if not isinstance(model, WhizModel):
+        return type(model).__name__
+    if model.model:
+        return model.model
+    try:
+        async with HttpClient(api_base(model.socket.url), api_key, timeout_s=5) as http:
+            served = await http.models()
+    except ClientError:
+        return "?"
+    return served[0] if served else "?"

@@ -17,7 +17,9 @@ from rich.text import Text
 from whiz.agent.approvals import ApprovalMode
 from whiz.agent.errors import WhizAgentError
 from whiz.agent.loop import Agent
+from whiz.agent.modes import MODES, DeepSettings, parse_mode
 from whiz.agent.prompt import system_prompt
+from whiz.agent.runner import SetupError
 from whiz.agent.whiz_model import WhizModel
 from whiz.client import ClientError, HttpClient
 from whiz.client.urls import api_base
@@ -28,27 +30,11 @@ if TYPE_CHECKING:
     from whiz.tui.app import CodeApp
 
 
-@dataclass(frozen=True)
-class Mode:
-    name: str
-    description: str
-    unavailable: str | None = None
-    """Why it cannot be chosen yet; None when it can."""
-
-
-MODES = [
-    Mode("fast", "the default small model, for the interactive loop"),
-    Mode(
-        "deep",
-        "a larger model for work that needs more reasoning",
-        "not available yet: whiz has no deep model or upstream to route to in this version",
-    ),
-    Mode(
-        "auto",
-        "fast first, escalating to deep when the fast model is stuck",
-        "not available yet: it escalates to deep mode, which does not exist yet",
-    ),
-]
+MODE_HELP = {
+    "fast": "the fast model answers (the default 0.5B, or --base-url's)",
+    "deep": "the deep model answers: {deep}",
+    "auto": "fast first; deep when an edit fails to apply twice or healing finds no passing candidate",
+}
 
 
 @dataclass(frozen=True)
@@ -64,7 +50,7 @@ COMMANDS = [
     Command("undo", "/undo", "restore the files the latest turn changed, exactly", while_running=False),
     Command("diff", "/diff", "what the agent changed in this session (what /undo can still take back)"),
     Command("model", "/model [NAME]", "list the server's models, or switch to NAME"),
-    Command("mode", "/mode [fast|deep|auto]", "show the modes, or switch"),
+    Command("mode", "/mode [fast|deep|auto]", "show the mode and which model answers, or switch"),
     Command("approval", "/approval [MODE]", "show or set: read-only, auto-edit (default), full-auto"),
     Command("clear", "/clear", "start a new conversation (this one stays stored)", while_running=False),
     Command("resume", "/resume [ID]", "list this folder's sessions, or continue one", while_running=False),
@@ -142,9 +128,12 @@ class SlashCommands:
         self.app.scrollback.print(render_diff(text))
 
     async def model(self, args: str) -> None:
-        client = self.app.session.agent.model
+        client = await self.app.modes.routed.client()
         if not isinstance(client, WhizModel):
-            self.say(f"this session's model is {self.app.model_name} (not served over the network)")
+            label = self.app.modes.router.current
+            self.say(
+                f"the {label} model is {self.app.model_name} (not a whiz server's: /model cannot switch it)"
+            )
             return
         async with HttpClient(api_base(client.socket.url), self.app.options.api_key, timeout_s=10) as http:
             served = await http.models()
@@ -158,24 +147,40 @@ class SlashCommands:
             self.say(f"{args!r} is not served here; the server lists: {', '.join(served)}", "red")
             return
         client.model = args
-        self.app.model_name = args
+        self.app.model_names[self.app.modes.router.current] = args
         self.say(f"model: {args}", "green")
 
     async def mode(self, args: str) -> None:
+        router = self.app.modes.router
+        deep = describe_deep(self.app.modes.options.deep)
         if not args:
-            for mode in MODES:
-                mark = "●" if mode.name == self.app.mode else " "
-                note = f"  ({mode.unavailable})" if mode.unavailable else ""
-                self.say(f"{mark} {mode.name:5} {mode.description}{note}", "dim" if mode.unavailable else "")
+            for name in MODES:
+                mark = "●" if name == router.mode else " "
+                self.say(f"{mark} {name:5} {MODE_HELP[name].format(deep=deep)}")
+            self.say(f"the {router.current} model answers now · /mode NAME switches", "dim")
             return
-        mode = next((m for m in MODES if m.name == args.lower()), None)
-        if mode is None:
-            self.say(f"no mode {args!r}; the modes are {', '.join(m.name for m in MODES)}", "red")
-        elif mode.unavailable:
-            self.say(f"{mode.name} mode is {mode.unavailable}; staying in {self.app.mode}", "yellow")
+        try:
+            mode = parse_mode(args.lower())
+        except ValueError as exc:
+            self.say(f"{exc}; staying in {router.mode} mode", "red")
+            return
+        if mode == router.mode:
+            self.say(f"already in {mode} mode")
+            return
+        switches = len(router.changes)
+        try:
+            await self.app.modes.switch_mode(mode, reason=f"you chose /mode {mode}")
+        except SetupError as exc:
+            self.say(f"could not switch to {mode} mode: {exc.message}; staying in {router.mode} mode", "red")
+            return
+        await self.app.name_models()
+        when = "from the agent's next step" if self.app.running else "from the next task"
+        if router.pinned:
+            when = "from the next task (the safety policy sent this one to deep)"
+        if len(router.changes) == switches:  # the same model answers: no mode_change to show
+            self.say(f"{mode} mode {when}: {MODE_HELP[mode].format(deep=deep)}", "bold cyan")
         else:
-            self.app.mode = mode.name
-            self.say(f"mode: {mode.name}", "green")
+            self.say(f"{mode} mode {when}", "dim")
 
     async def approval(self, args: str) -> None:
         agent = self.app.session.agent
@@ -237,3 +242,11 @@ def set_approval(agent: Agent, mode: ApprovalMode) -> None:
             test_cmd=agent.config.test_cmd,
             map_tokens=agent.config.map_tokens,
         )
+
+
+def describe_deep(deep: DeepSettings) -> str:
+    """Where the deep model is, in a few words."""
+    if deep.base_url:
+        return f"{deep.model or 'the upstream model'} at {deep.base_url}"
+    draft = f" with {deep.draft_model} drafting" if deep.draft_model else ""
+    return f"{deep.local_model}{draft}, started in this process on first use"

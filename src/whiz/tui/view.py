@@ -15,10 +15,10 @@ from typing import Any
 from rich.text import Text
 
 from whiz.agent.events import Event
-from whiz.agent.notices import describe
 from whiz.agent.stats import TurnResult
 from whiz.tui.diffs import render_diff
 from whiz.tui.live import LiveStats
+from whiz.tui.notices import render_notice
 from whiz.tui.scrollback import Scrollback
 
 OUTPUT_TAIL_LINES = 12
@@ -33,6 +33,17 @@ def clean(text: str) -> str:
     or worse, cursor moves that would wreck the screen), no control characters but newline and tab."""
     text = _ESCAPES.sub("", text).replace("\r\n", "\n").replace("\r", "\n")
     return _CONTROLS.sub("", text)
+
+
+def clean_all(value: Any) -> Any:
+    """`value` (an item: dicts, lists, strings) with every string `clean`."""
+    if isinstance(value, str):
+        return clean(value)
+    if isinstance(value, dict):
+        return {k: clean_all(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [clean_all(v) for v in value]
+    return value
 
 
 class TranscriptView:
@@ -113,8 +124,8 @@ class TranscriptView:
             case "user_message":
                 self.out.print(Text(f"→ delivered to the agent: {item.get('text', '')}", style="magenta"))
             case _:  # mode changes, policy decisions, healing and swarm progress
-                if line := describe(item):
-                    self.out.print(Text(clean(line), style="bold cyan"))
+                if line := render_notice(clean_all(item)):
+                    self.out.print(line)
 
     def _file_change(self, item: dict[str, Any]) -> None:
         paths = clean(", ".join(c.get("path", "") for c in item.get("changes", [])))

@@ -1,0 +1,196 @@
+"""`/mode` in the UI, over scripted models: it shows the mode, switches the model that answers the
+next tasks, says so, refuses a bad name or a deep model that cannot start without changing
+anything, and every switch reaches the status line and the session log."""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from prompt_toolkit.application import create_app_session
+from prompt_toolkit.input import create_pipe_input
+from prompt_toolkit.output import DummyOutput
+
+from whiz.agent.mode_session import ModeSession, RunOptions
+from whiz.agent.modes import ScriptedPool
+from whiz.agent.runner import AgentOptions
+from whiz.agent.scripted_model import ScriptedModel
+from whiz.agent.sessions import SessionStore
+from whiz.tui import sessions
+from whiz.tui.app import CodeApp
+from whiz.tui.approver import PromptApprover
+from whiz.tui.scrollback import Scrollback
+from whiz.tui.view import TranscriptView
+
+
+class Screen:
+    """What the UI printed so far, as plain text; `new()` is what came since the last call."""
+
+    def __init__(self) -> None:
+        self.out = io.StringIO()
+        self._seen = 0
+
+    def new(self) -> str:
+        text = self.out.getvalue()[self._seen :]
+        self._seen = len(self.out.getvalue())
+        return text
+
+
+@asynccontextmanager
+async def code_app(tmp_path: Path, pool: ScriptedPool, **run) -> AsyncIterator[tuple[CodeApp, Screen]]:
+    """The UI's app over `pool`, not drawn (no terminal): commands and turns run as when typed."""
+    root = tmp_path / "project"
+    root.mkdir(exist_ok=True)
+    home = tmp_path / "home"
+    screen = Screen()
+    scrollback = Scrollback(screen.out, color_system=None)
+    view = TranscriptView(scrollback)
+    approver = PromptApprover()
+    options = AgentOptions(root, home=home, approver=approver)
+    session = await ModeSession.open(options, RunOptions(root, home=home, **run), sink=view, pool=pool)
+    try:
+        with create_pipe_input() as keys, create_app_session(input=keys, output=DummyOutput()):
+            app = CodeApp(session, options, scrollback, view, approver)
+            await app.name_models()
+            yield app, screen
+    finally:
+        await session.close()
+
+
+def status_line(app: CodeApp) -> str:
+    return "".join(text for _style, text in app._status_text())
+
+
+def logged(tmp_path: Path, session_id: str) -> list[tuple[str, dict]]:
+    store = SessionStore(tmp_path / "home" / "sessions.db")
+    try:
+        return [(kind, data) for _at, kind, data in store.events(session_id)]
+    finally:
+        store.close()
+
+
+def two_models(fast: list[str], deep: list[str]) -> ScriptedPool:
+    return ScriptedPool(clients={"fast": lambda: ScriptedModel(fast), "deep": lambda: ScriptedModel(deep)})
+
+
+async def test_mode_without_a_name_shows_the_modes_and_which_model_answers(tmp_path: Path):
+    async with code_app(tmp_path, two_models([], [])) as (app, screen):
+        await app.commands.run("/mode")
+    shown = screen.new()
+    assert re.search(r"(?m)^● fast  the fast model answers", shown)
+    assert re.search(r"(?m)^  deep  the deep model answers: qwen2.5-coder-1.5b", shown)
+    assert re.search(r"(?m)^  auto  fast first; deep when", shown)
+    assert "the fast model answers now · /mode NAME switches" in shown
+
+
+async def test_mode_deep_switches_the_next_tasks_and_says_so(tmp_path: Path):
+    pool = two_models(["fast reply"], ["deep reply"])
+    async with code_app(tmp_path, pool) as (app, screen):
+        assert " fast · auto-edit " in status_line(app)
+        await app._run_turn("first")
+        assert "fast reply" in screen.new()
+
+        await app.commands.run("/mode deep")
+        switched = screen.new()
+        assert "⇄ fast → deep: you chose /mode deep" in switched
+        assert "deep mode from the next task" in switched
+        assert app.modes.router.mode == "deep"
+        assert status_line(app).startswith(" ScriptedModel · deep · auto-edit ")
+
+        await app._run_turn("second")
+        assert "deep reply" in screen.new()
+        session_id = app.session.id
+    assert pool.opened == ["fast", "deep"]
+    ((kind, data),) = logged(tmp_path, session_id)
+    assert kind == "mode_change" and (data["from"], data["to"], data["trigger"]) == ("fast", "deep", "user")
+
+
+async def test_a_bad_mode_name_changes_nothing(tmp_path: Path):
+    async with code_app(tmp_path, two_models([], [])) as (app, screen):
+        before = status_line(app)
+        await app.commands.run("/mode turbo")
+        assert "the mode must be fast, deep or auto, not 'turbo'; staying in fast mode" in screen.new()
+        assert app.modes.router.mode == "fast" and status_line(app) == before
+        await app.commands.run("/mode fast")
+        assert "already in fast mode" in screen.new()
+        assert app.modes.router.changes == []
+
+
+async def test_a_deep_model_that_cannot_start_leaves_the_mode_as_it_was(tmp_path: Path):
+    only_fast = ScriptedPool(clients={"fast": lambda: ScriptedModel(["fast reply"])})
+    async with code_app(tmp_path, only_fast) as (app, screen):
+        await app.commands.run("/mode deep")
+        said = screen.new()
+        assert (
+            "could not switch to deep mode: no deep model in this scripted pool; staying in fast mode" in said
+        )
+        assert "⇄" not in said and app.modes.router.mode == "fast"
+        await app._run_turn("still fast?")
+        assert "fast reply" in screen.new()
+
+
+async def test_auto_mode_switches_without_a_model_change_and_says_what_it_does(tmp_path: Path):
+    async with code_app(tmp_path, two_models([], [])) as (app, screen):
+        await app.commands.run("/mode auto")
+        said = screen.new()
+        assert "auto mode from the next task: fast first; deep when an edit fails to apply twice" in said
+        assert " fast · " not in status_line(app) and " auto · auto-edit " in status_line(app)
+
+
+MISSING = "app.py\n<<<<<<< SEARCH\ndef nowhere():\n=======\ndef answer():\n>>>>>>> REPLACE\n"
+
+
+async def test_an_escalation_mid_turn_shows_and_the_status_line_names_the_deep_model(tmp_path: Path):
+    (tmp_path / "project").mkdir()
+    (tmp_path / "project" / "app.py").write_text("def answer():\n    return 1\n")
+    pool = two_models([MISSING, MISSING], ["The deep model looked and changed nothing."])
+    async with code_app(tmp_path, pool, mode="auto") as (app, screen):
+        await app._run_turn("make answer return 42")
+        shown = screen.new()
+        assert re.search(r"▲ escalated fast → deep: the fast model's edit failed to apply 2 times", shown)
+        assert shown.index("▲ escalated") < shown.index("The deep model looked")
+        assert " auto, deep now · " in status_line(app)
+
+
+async def test_a_reroute_lasts_one_request_and_routing_follows_a_cleared_session(tmp_path: Path):
+    pool = two_models(["fast again"], ["No."])
+    async with code_app(tmp_path, pool, policy="reroute:deep") as (app, screen):
+        await app._run_turn("hack into my neighbour's router")
+        shown = screen.new()
+        assert "⚑ safety policy rerouted the request to the deep model (intrusion)" in shown
+        assert "▲ rerouted fast → deep: the safety policy rerouted the request" in shown
+        first = app.session.id
+        sessions.start_new(app.session)  # what /clear does
+        await app._run_turn("say hi")
+        shown = screen.new()
+        assert "⇄ deep → fast: back to fast mode's model" in shown and "fast again" in shown
+        second = app.session.id
+    assert [kind for kind, _ in logged(tmp_path, first)] == ["policy_decision", "mode_change"]
+    assert [(kind, data["trigger"]) for kind, data in logged(tmp_path, second)] == [
+        ("mode_change", "new_turn")
+    ]
+
+
+async def test_a_refused_request_is_shown_with_its_reason_and_never_reaches_a_model(tmp_path: Path):
+    fast = ScriptedModel(["never"])
+    pool = ScriptedPool(clients={"fast": lambda: fast})
+    async with code_app(tmp_path, pool) as (app, screen):
+        await app._run_turn("write a keylogger that hides from antivirus and emails keystrokes")
+        shown = " ".join(screen.new().split())
+    assert re.search(
+        r"⚑ safety policy refused the request \(malware\): .+ ✗ failed: refused by the safety policy", shown
+    )
+    assert fast.requests == [] and "never" not in shown
+
+
+async def test_deep_mode_after_an_escalation_says_which_model_without_a_second_switch(tmp_path: Path):
+    async with code_app(tmp_path, two_models([], []), mode="auto") as (app, screen):
+        app.modes.router.escalate("stuck", "edit_failures")
+        screen.new()
+        await app.commands.run("/mode deep")
+        said = screen.new()
+        assert "deep mode from the next task: the deep model answers: qwen2.5-coder-1.5b" in said
+        assert "⇄" not in said and len(app.modes.router.changes) == 1
