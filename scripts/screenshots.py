@@ -1,4 +1,4 @@
-"""Screenshots of the web app's main views, for the README: `python scripts/screenshots.py`.
+"""Screenshots of the web app's main views, for the README: `python scripts/screenshots.py [--only heal]`.
 
 Starts `whiz serve` with the default model on a small demo workspace, drives the page in Debian's
 headless Chromium through Playwright, and writes PNGs into docs/screenshots/. Needs what `make test`
@@ -8,6 +8,7 @@ sets up (the model, chromium, playwright from the test extra).
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -64,16 +65,31 @@ def start_server(model: str, workspace: Path, home: Path, log_dir: Path) -> Loca
     return server
 
 
-def shoot(page: Page, url: str, out: Path) -> None:
+VIEWS = ("chat", "edit", "heal")
+"""What --only can pick: the chat, the edit and tests views, the healing candidates."""
+
+
+def shoot(page: Page, url: str, out: Path, workspace: Path, views: set[str]) -> None:
     page.goto(url)
     expect(page.locator("body")).to_have_attribute("data-ready", "true", timeout=60_000)
+    if "chat" in views:
+        shoot_chat(page, out)
+    if "edit" in views:
+        shoot_edit(page, out)
+    if "heal" in views:
+        shoot_heal(page, out, workspace)
 
+
+def shoot_chat(page: Page, out: Path) -> None:
+    page.click("#tab-chat")
     page.fill("#prompt", "Write a Python function that checks whether a string is a palindrome.")
     page.press("#prompt", "Enter")
     expect(page.locator(".msg.assistant[data-status=completed]")).to_have_count(1, timeout=MODEL_MS)
     page.screenshot(path=out / "chat.png")
     print("wrote", out / "chat.png")
 
+
+def shoot_edit(page: Page, out: Path) -> None:
     page.click("#tab-workspace")
     page.click("#file-list button:text-is('textstats.py')")
     page.fill("#edit-instruction", "add a function average_word_length")
@@ -89,6 +105,35 @@ def shoot(page: Page, url: str, out: Path) -> None:
     expect(page.locator("#test-summary")).to_contain_text("in", timeout=120_000)
     page.screenshot(path=out / "tests.png")
     print("wrote", out / "tests.png")
+    page.click("#undo")
+    expect(page.locator("#ws-status")).to_contain_text("Restored")
+
+
+def shoot_heal(page: Page, out: Path, workspace: Path) -> None:
+    # A small module with a bug its test catches; three candidates, each tested in its own copy.
+    (workspace / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    (workspace / "test_calc.py").write_text(
+        "from calc import add\n\n\ndef test_add():\n    assert add(1, 2) == 3\n"
+    )
+    page.click("#tab-workspace")
+    page.click("#refresh-files")
+    page.click("#file-list button:text-is('calc.py')")
+    page.fill("#heal-task", "In calc.py, add returns a - b; make it return a + b.")
+    page.fill("#heal-n", "3")
+    page.click(".heal-more summary")
+    page.fill("#heal-max-tokens", "300")
+    page.click("#heal-submit")
+    section = page.locator("#candidates")
+    expect(section).to_have_attribute("data-status", re.compile("completed|failed"), timeout=MODEL_MS)
+    print("heal:", page.locator("#heal-progress").text_content())
+    page.locator(".candidate .test-output summary").first.click()
+    # Scroll the workspace view (not the page, whose header stays) to the heal form.
+    page.evaluate(
+        "() => { const v = document.getElementById('view-workspace');"
+        " v.scrollTop = document.getElementById('heal-form').offsetTop - v.offsetTop - 8; }"
+    )
+    page.screenshot(path=out / "heal.png")
+    print("wrote", out / "heal.png")
 
 
 def main() -> None:
@@ -96,6 +141,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshots")
     parser.add_argument("--model", default="qwen2.5-coder-0.5b", help="registry name or .gguf path")
     parser.add_argument("--chromium", type=Path, default=CHROMIUM)
+    parser.add_argument("--only", action="append", choices=VIEWS, help="remake only these views")
     args = parser.parse_args()
     model = args.model
     if not model.endswith(".gguf"):
@@ -115,7 +161,7 @@ def main() -> None:
                 context = launch_chromium(pw, Path(tmp) / "profile", executable=args.chromium, width_px=1440)
                 try:
                     page = context.pages[0] if context.pages else context.new_page()
-                    shoot(page, server.url + "/", args.out)
+                    shoot(page, server.url + "/", args.out, workspace, set(args.only or VIEWS))
                 finally:
                     context.close()
         finally:

@@ -57,7 +57,9 @@ class ServeSettings(BaseModel):
         None, description="Folder the web app may browse and edit (nothing outside it is reachable)."
     )
     test_cmd: str | None = Field(
-        None, description="Shell command the web app runs in the workspace on request (e.g. 'pytest -q')."
+        None,
+        description="Shell command the web app runs in the workspace on request (e.g. 'pytest -q'); "
+        "healing runs it in each candidate's copy.",
     )
     test_timeout_s: float = Field(300, description="Longest a --test-cmd run may take before it is killed.")
     draft_model: str | None = Field(

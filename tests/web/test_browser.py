@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 
 import pytest
 from playwright.sync_api import Page, expect
@@ -129,3 +131,62 @@ def test_run_tests_shows_their_output(page: Page, web_server: WebServer):
     page.click("#run-tests")
     expect(page.locator("#test-summary")).to_contain_text("passed", timeout=60_000)
     expect(page.locator("#test-output")).to_contain_text("1 passed")
+
+
+BUGGY_ADD = "def add(a, b):\n    return a - b\n"
+HEAL_MS = 300_000
+"""A heal decodes several candidates and runs the tests in a copy for each, on two shared cores."""
+
+
+def test_heal_shows_candidates_with_their_tests_and_accepting_the_passing_one_fixes_the_file(
+    page: Page, web_server: WebServer
+):
+    calc = web_server.workspace / "calc.py"
+    calc.write_text(BUGGY_ADD)  # a deliberate bug, which test_calc.py finds
+    try:
+        open_app(page, web_server)
+        page.click("#tab-workspace")
+        # The task says what to do: this tests the page, not how well the 0.5B finds bugs.
+        page.fill("#heal-task", "In calc.py, add returns a - b; make it return a + b.")
+        page.fill("#heal-n", "3")
+        page.click(".heal-more summary")
+        page.fill("#heal-max-tokens", "160")
+        page.click("#heal-submit")
+        expect(page.locator("#heal-cancel")).to_be_visible()  # running, with its progress
+        expect(page.locator("#heal-progress")).not_to_be_empty()
+
+        section = page.locator("#candidates")
+        expect(section).not_to_have_attribute("data-status", "running", timeout=HEAL_MS)
+        expect(section).to_have_attribute("data-status", "completed")
+        cards = page.locator(".candidate-round").last.locator(".candidate")
+        expect(cards).to_have_count(3)
+        boxes = [cards.nth(i).bounding_box() for i in range(3)]
+        assert len({round(b["y"]) for b in boxes}) == 1, boxes  # side by side, in one row
+        for i in range(3):  # each with its test result
+            expect(cards.nth(i).locator(".badge").first).to_have_text(
+                re.compile("^(pass|fail|timeout|malformed|no edit)$")
+            )
+        chosen = page.locator(".candidate.chosen")
+        expect(chosen).to_have_count(1)
+        expect(chosen.locator(".badge.pass")).to_have_text("pass")
+        chosen.locator(".test-output summary").click()
+        expect(chosen.locator(".test-output pre")).to_contain_text("1 passed")
+        assert calc.read_text() == BUGGY_ADD  # tested in copies, nothing applied yet
+
+        chosen.locator("button.accept").click()
+        expect(page.locator("#ws-status")).to_contain_text("to calc.py")
+        fixed = calc.read_text()
+        assert fixed != BUGGY_ADD
+        ran = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+            cwd=web_server.workspace,
+            capture_output=True,
+            text=True,
+        )
+        assert ran.returncode == 0, ran.stdout  # the accepted candidate passes here too
+
+        page.click("#undo")
+        expect(page.locator("#ws-status")).to_contain_text("Restored calc.py")
+        assert calc.read_text() == BUGGY_ADD
+    finally:
+        calc.write_text(FIXTURE_CALC)

@@ -1,18 +1,25 @@
 """The page in headless Chromium against a server on the fake engine: what needs a browser, not a model.
 
 Quick (no model): model output is never markup, sessions survive a reload and resend their history,
-the speed view shows accepted drafts, and a page from another origin cannot use the WebSocket.
+the speed view shows accepted drafts, a page from another origin cannot use the WebSocket, and
+healing candidates show side by side with their tests.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import shlex
+import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from playwright.sync_api import Page, expect
+
+BUGGY = "def add(a, b):\n    return a - b\n"
+FIXED = "def add(a, b):\n    return a + b\n"
 
 
 def count_user_turns(conversation: str) -> str:
@@ -126,60 +133,62 @@ def test_a_page_from_another_origin_cannot_use_the_socket(page: Page, serve_fake
     expect(page.locator(".msg.assistant[data-status=completed] .body")).to_have_text("echo: hi")
 
 
-def test_healing_candidates_render_side_by_side_when_a_route_provides_them(
+def test_heal_shows_candidates_side_by_side_with_their_tests_and_accept_applies_one(
     page: Page, serve_fake, tmp_path, monkeypatch
 ):
     monkeypatch.setenv("WHIZ_HOME", str(tmp_path / "home"))
-    (tmp_path / "project").mkdir()
-    (tmp_path / "project" / "calc.py").write_text("def add(a, b):\n    return a - b\n")
-    served = serve_fake(workspace=tmp_path / "project")
-    diff = (
-        "--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n"
-        " def add(a, b):\n-    return a - b\n+    return a + b\n"
-    )
-    items = [
-        {
-            "round": 1,
-            "index": 0,
-            "status": "passed",
-            "diff": diff,
-            "diff_lines": 2,
-            "output_tokens": 30,
-            "exit_code": 0,
-            "test_output": "1 passed",
-            "error": "",
-            "same_as": None,
-        },
-        {
-            "round": 1,
-            "index": 1,
-            "status": "failed",
-            "diff": "",
-            "diff_lines": 0,
-            "output_tokens": 12,
-            "exit_code": 1,
-            "test_output": "1 failed",
-            "error": "",
-            "same_as": None,
-        },
-    ]
-    # No server route provides candidates yet (issue 5); this stands in for one.
-    page.route("**/whiz/workspace/candidates", lambda route: route.fulfill(json={"candidates": items}))
+    root = tmp_path / "project"
+    root.mkdir()
+    calc = root / "calc.py"
+    calc.write_text(BUGGY)
+    check = f"{shlex.quote(sys.executable)} -c 'from calc import add; assert add(1, 2) == 3, add(1, 2)'"
+
+    def model(conversation: str) -> str:
+        # Round 1 is wrong; round 2, which reads why it failed, is right.
+        fixed = "failed (exit code 1)" in conversation
+        return f"calc.py\n```python\n{FIXED if fixed else BUGGY.replace('-', '*')}```"
+
+    served = serve_fake(script=model, workspace=root, test_cmd=check)
     page.goto(served.root + "/#workspace")
     expect(page.locator("body")).to_have_attribute("data-ready", "true")
-    cards = page.locator("#candidates .candidate")
-    expect(cards).to_have_count(2)
-    expect(cards.nth(0)).to_have_attribute("data-status", "passed")
-    expect(cards.nth(0).locator(".diff")).to_contain_text("return a + b")
-    expect(cards.nth(1)).to_contain_text("exit 1")
-    boxes = [cards.nth(i).bounding_box() for i in range(2)]
+    expect(page.locator("#candidates")).to_be_hidden()  # no heal yet
+    page.fill("#heal-task", "Fix add in calc.py")
+    page.fill("#heal-n", "2")
+    page.click("#heal-submit")
+
+    rounds = page.locator(".candidate-round")
+    expect(rounds).to_have_count(2)
+    expect(page.locator("#candidates")).to_have_attribute("data-status", "completed")
+    expect(page.locator("#heal-progress")).to_contain_text("before: tests fail (exit 1)")
+    expect(page.locator("#heal-progress")).to_contain_text("candidate 0 is chosen")
+    first, second = rounds.nth(0).locator(".candidate"), rounds.nth(1).locator(".candidate")
+    expect(first).to_have_count(2)
+    expect(first.nth(0).locator(".badge.fail")).to_have_text("fail")
+    expect(first.nth(0)).to_contain_text("exit 1")
+    first.nth(0).locator(".test-output summary").click()
+    expect(first.nth(0).locator(".test-output pre")).to_contain_text("AssertionError: 2")
+    expect(second.nth(0).locator(".badge.pass")).to_have_text("pass")
+    expect(second.nth(0).locator(".badge.chosen")).to_be_visible()
+    expect(second.nth(0).locator(".diff")).to_contain_text("return a + b")
+    boxes = [second.nth(i).bounding_box() for i in range(2)]
     assert boxes[0]["y"] == boxes[1]["y"] and boxes[0]["x"] < boxes[1]["x"]  # side by side
+    assert calc.read_text() == BUGGY  # tested in copies only
+
+    second.nth(0).locator("button.accept").click()
+    expect(page.locator("#ws-status")).to_contain_text("Applied candidate #0 of round 2 to calc.py")
+    assert calc.read_text() == FIXED
+    expect(second.nth(0).locator(".decided")).to_have_text("accepted")
+    page.click("#undo")
+    expect(page.locator("#ws-status")).to_contain_text("Restored calc.py")
+    assert calc.read_text() == BUGGY
 
 
-def test_without_a_candidates_route_the_section_stays_hidden(page: Page, serve_fake, tmp_path, monkeypatch):
+def test_healing_is_off_without_a_test_command(page: Page, serve_fake, tmp_path, monkeypatch):
     monkeypatch.setenv("WHIZ_HOME", str(tmp_path / "home"))
     served = serve_fake(workspace=tmp_path)
     page.goto(served.root + "/#workspace")
     expect(page.locator("body")).to_have_attribute("data-ready", "true")
     expect(page.locator("#view-workspace")).to_be_visible()
     expect(page.locator("#candidates")).to_be_hidden()
+    expect(page.locator("#heal-submit")).to_be_disabled()
+    expect(page.locator("#heal-task")).to_have_attribute("placeholder", re.compile("--test-cmd"))

@@ -1,6 +1,7 @@
 """N candidate replies to one conversation, for healing: the `CandidateSource` seam and its adapters.
 
-`ChatCandidates` asks an OpenAI-compatible server. In parallel (the default) it sends one request
+`ChatCandidates` asks an OpenAI-compatible server (over HTTP, or a server's own chat service in
+the same process: anything with `ChatPoster.post`). In parallel (the default) it sends one request
 with `n=N`: whiz decodes the N candidates as N sequences in one engine, prefilling the prompt
 once and sharing its KV cache. A server that ignores or refuses `n` gets the missing candidates
 as concurrent single requests instead (still batched together by a whiz engine, but each
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from whiz.agent.repomap import len_based_estimate
-from whiz.client import HttpClient, ResponseError
+from whiz.client import ResponseError
 
 Method = Literal["n", "concurrent", "sequential", "scripted"]
 
@@ -53,10 +54,17 @@ class CandidateSource(Protocol):
     ) -> Generation: ...
 
 
+class ChatPoster(Protocol):
+    """Posts a JSON body to an OpenAI-compatible path; an error answer raises `ResponseError`.
+    `HttpClient` is one; the web app's heal uses its own server's chat service."""
+
+    async def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]: ...
+
+
 class ChatCandidates:
     """Candidates from `POST /v1/chat/completions` on `http` (not closed here)."""
 
-    def __init__(self, http: HttpClient, model: str | None = None):
+    def __init__(self, http: ChatPoster, model: str | None = None):
         self.http = http
         self.model = model
         self.supports_n: bool | None = None

@@ -336,8 +336,14 @@ class Healer:
 
     async def _test(self, result: CandidateResult) -> None:
         started = time.perf_counter()
+        copying = asyncio.ensure_future(asyncio.to_thread(isolated_copy, self.ws.root, prefix="whiz-heal-"))
         try:
-            copy = await asyncio.to_thread(isolated_copy, self.ws.root, prefix="whiz-heal-")
+            copy = await asyncio.shield(copying)
+        except asyncio.CancelledError:
+            # Cancelled (the user stopped the heal) while the copy was being made: the thread goes
+            # on, so remove its copy (and a worktree's registration) once it is there.
+            copying.add_done_callback(_close_copy)
+            raise
         except CopyError as exc:
             result.error = exc.message
             return
@@ -353,3 +359,11 @@ class Healer:
         result.exit_code, result.test_output = done.exit_code, done.output
         result.test_ms = (time.perf_counter() - started) * 1000
         result.status = "passed" if done.ok else ("timeout" if done.timed_out else "failed")
+
+
+def _close_copy(copying: asyncio.Future) -> None:
+    """Remove a copy whose maker was cancelled; in a thread, since removing a worktree runs git."""
+    if copying.cancelled() or copying.exception() is not None:
+        return
+    copy = copying.result()
+    asyncio.get_running_loop().run_in_executor(None, copy.close)

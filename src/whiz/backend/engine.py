@@ -25,7 +25,9 @@ class EngineBackend:
     def __init__(self, engine: Engine):
         self.engine = engine
         self.template = ChatTemplate(engine.tokenizer)
-        self.info = BackendInfo(model=engine.info.model, n_ctx=engine.info.n_ctx)
+        self.info = BackendInfo(
+            model=engine.info.model, n_ctx=engine.info.n_ctx, max_candidates=engine.info.n_seq_max
+        )
 
     def start(self, request: TurnRequest) -> EngineTurn:
         """Render the prompt and check it fits; the engine starts on `open()`."""

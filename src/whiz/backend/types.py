@@ -17,6 +17,8 @@ class BackendInfo:
     model: str
     n_ctx: int | None
     """The most tokens one conversation may hold, where the backend knows it."""
+    max_candidates: int | None = None
+    """The most candidates (`n`) one request may ask for, where the backend knows it."""
 
 
 @dataclass(frozen=True)

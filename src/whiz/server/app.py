@@ -31,6 +31,7 @@ from whiz.server.state import ServerState
 from whiz.server.web import web_routes
 from whiz.server.websocket import Session
 from whiz.server.workspace_api import build_workspace, default_undo_dir, workspace_routes
+from whiz.server.workspace_heal import build_heal, heal_routes
 
 log = logging.getLogger("whiz.server")
 
@@ -190,19 +191,25 @@ def create_app(engine: Engine | Backend, settings: ServeSettings | None = None) 
         Route("/health", health, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
     ]
+    closers: list = []  # what must stop with the app (a running heal)
     if not settings.engine_only:  # a replica behind a gateway serves the model API only
         routes += web_routes(state)
         if settings.workspace is not None:
             undo_dir = default_undo_dir(default_home(), settings.workspace)
-            routes += workspace_routes(state, build_workspace(state, settings.workspace, undo_dir))
+            workspace = build_workspace(state, settings.workspace, undo_dir)
+            heal = build_heal(state, workspace)
+            routes += workspace_routes(state, workspace) + heal_routes(state, heal)
+            closers.append(heal.close)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        # A backend holding connections or a health-check task lives as long as the app.
-        if hasattr(backend, "__aenter__"):
-            async with backend:  # type: ignore[attr-defined]
-                yield
-        else:
+        # A backend holding connections or a health-check task lives as long as the app; a running
+        # heal stops first (the exit stack unwinds in reverse).
+        async with contextlib.AsyncExitStack() as stack:
+            if hasattr(backend, "__aenter__"):
+                await stack.enter_async_context(backend)  # type: ignore[arg-type]
+            for close in closers:
+                stack.push_async_callback(close)
             yield
 
     app = Starlette(

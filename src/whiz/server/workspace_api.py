@@ -10,10 +10,14 @@ server's own page, see `browser.py`):
     GET  /edits          {edits: [pending edit, ...]}
     POST /edit           {path, instruction, model?} -> {edit, reply, whiz}; 422 no_edit when the reply
                          holds no usable edit (with the reply, so the user sees what the model said)
-    POST /accept         {id} -> {applied: [path, ...]}; 409 when a file changed since the proposal
+    POST /accept         {id} -> {applied: [path, ...]}; 409 when a file changed since the proposal.
+                         The id is a pending edit's or a healing candidate's (`workspace_heal.py`).
     POST /reject         {id} -> {rejected: id}
     POST /undo           -> {restored: [path, ...]}; 409 when there is nothing to undo
     POST /test           -> {command, exit_code, output, duration_ms, timed_out}
+
+Healing (`POST /heal`, `GET /candidates`) is in `workspace_heal.py`; its candidates are offered here
+as edits, so accepting one is the same accept, with the same undo.
 
 Every path goes through `Workspace.resolve`, so nothing outside DIR is reachable. A proposed edit is
 only planned (nothing is written) until it is accepted; accepting records the files' before-images
@@ -28,7 +32,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import Request
@@ -89,6 +93,7 @@ class PendingEdit:
     instruction: str
     changes: list[FileChange]
     created_at: float = field(default_factory=time.time)
+    state: Literal["pending", "accepted", "rejected"] = "pending"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -132,6 +137,8 @@ class WorkspaceService:
         self.test_cmd = test_cmd
         self.environment = LocalEnvironment(workspace.root, timeout_s=test_timeout_s)
         self.pending: dict[str, PendingEdit] = {}
+        self.offered: dict[str, PendingEdit] = {}
+        """Healing candidates, acceptable like pending edits; they stay listed once decided."""
         self._tests = asyncio.Lock()
 
     def read(self, rel: str) -> str:
@@ -180,11 +187,19 @@ class WorkspaceService:
         except WhizError:
             return False
 
+    def offer(self, edits: list[PendingEdit]) -> None:
+        """Offer edits that were made elsewhere (a heal's candidates), replacing the last offer."""
+        self.offered = {e.id: e for e in edits}
+
     def _take(self, edit_id: str) -> PendingEdit:
-        edit = self.pending.get(edit_id)
-        if edit is None:
+        edit = self.pending.get(edit_id) or self.offered.get(edit_id)
+        if edit is None or edit.state != "pending":
             raise NotFound(f"No pending edit '{edit_id}' (accepted, rejected, or never made).", param="id")
         return edit
+
+    def _decide(self, edit: PendingEdit, state: Literal["accepted", "rejected"]) -> None:
+        edit.state = state
+        self.pending.pop(edit.id, None)
 
     def accept(self, edit_id: str) -> list[str]:
         """Write the edit's files atomically, undoably. The edit stays pending if a file changed since."""
@@ -199,11 +214,11 @@ class WorkspaceService:
                 )
         self.undo_store.record(edit.id, edit.changes)
         apply_changes(self.workspace, edit.changes)
-        del self.pending[edit.id]
+        self._decide(edit, "accepted")
         return [c.path for c in edit.changes]
 
     def reject(self, edit_id: str) -> None:
-        del self.pending[self._take(edit_id).id]
+        self._decide(self._take(edit_id), "rejected")
 
     def undo(self) -> list[str]:
         restored = self.undo_store.undo(self.workspace)
@@ -211,48 +226,65 @@ class WorkspaceService:
             raise Conflict("Nothing to undo: no accepted edit is recorded.", code="nothing_to_undo")
         return restored
 
-    async def test(self) -> CommandResult:
+    def require_test_cmd(self) -> str:
+        """The configured test command; a clear 409 when there is none."""
         if not self.test_cmd:
             raise Conflict(
                 "No test command is configured; start whiz serve with --test-cmd.", code="no_test_command"
             )
-        if self._tests.locked():
+        return self.test_cmd
+
+    async def test(self, *, wait: bool = False) -> CommandResult:
+        """Run the test command in the workspace, one run at a time: a second one gets a 409, or
+        with `wait` runs after the first (a heal's baseline waits for the user's run)."""
+        command = self.require_test_cmd()
+        if self._tests.locked() and not wait:
             raise Conflict("The tests are already running.", code="tests_running")
         async with self._tests:
-            return await self.environment.run(self.test_cmd)
+            return await self.environment.run(command)
+
+
+def allow(state: ServerState, request: Request) -> None:
+    """The checks every workspace route makes: a browser only from this server's page, and the key."""
+    state.browser.check(request.headers, request.url.scheme)
+    state.keys.check(bearer(request.headers.get("authorization")))
+
+
+async def json_body(state: ServerState, request: Request, model: type[BaseModel]) -> Any:
+    """`allow`, then the JSON body parsed as `model` (an empty body is `{}`)."""
+    allow(state, request)
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind != "application/json":
+        # Also keeps plain HTML forms on other sites from posting here.
+        raise InvalidRequest(
+            "Send a JSON body with Content-Type: application/json.", code="unsupported_media_type"
+        )
+    raw = await request.body()
+    if len(raw) > state.max_body_bytes:
+        raise PayloadTooLarge(f"The body is larger than {state.settings.max_body_mb} MB.")
+    return parse(model, decode_json(raw) if raw else {})
 
 
 def workspace_routes(state: ServerState, service: WorkspaceService) -> list[BaseRoute]:
     """The routes of the module docstring, over `service`."""
 
-    def allow(request: Request) -> None:
-        state.browser.check(request.headers, request.url.scheme)
-        state.keys.check(bearer(request.headers.get("authorization")))
+    def guard(request: Request) -> None:
+        allow(state, request)
 
     async def body_of(request: Request, model: type[BaseModel]) -> Any:
-        allow(request)
-        kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
-        if kind != "application/json":
-            # Also keeps plain HTML forms on other sites from posting here.
-            raise InvalidRequest(
-                "Send a JSON body with Content-Type: application/json.", code="unsupported_media_type"
-            )
-        raw = await request.body()
-        if len(raw) > state.max_body_bytes:
-            raise PayloadTooLarge(f"The body is larger than {state.settings.max_body_mb} MB.")
-        return parse(model, decode_json(raw) if raw else {})
+        return await json_body(state, request, model)
 
     async def info(request: Request) -> Response:
-        allow(request)
+        guard(request)
         return JSONResponse({"name": service.workspace.root.name, "test_cmd": service.test_cmd})
 
     async def files(request: Request) -> Response:
-        allow(request)
+        guard(request)
         found = service.workspace.list_files(".", limit=MAX_FILES_LISTED + 1)
         return JSONResponse({"files": found[:MAX_FILES_LISTED], "truncated": len(found) > MAX_FILES_LISTED})
 
     async def file(request: Request) -> Response:
-        allow(request)
+        guard(request)
         rel = request.query_params.get("path")
         if not rel:
             raise InvalidRequest("Give the file as ?path=relative/path.", param="path")
@@ -260,7 +292,7 @@ def workspace_routes(state: ServerState, service: WorkspaceService) -> list[Base
         return JSONResponse({"path": rel, "content": content, "size_bytes": len(content.encode())})
 
     async def edits(request: Request) -> Response:
-        allow(request)
+        guard(request)
         return JSONResponse({"edits": [e.to_dict() for e in service.pending.values()]})
 
     async def edit(request: Request) -> Response:
@@ -286,11 +318,11 @@ def workspace_routes(state: ServerState, service: WorkspaceService) -> list[Base
         return JSONResponse({"rejected": body.id})
 
     async def undo(request: Request) -> Response:
-        await body_of(request, _Empty)
+        await body_of(request, Empty)
         return JSONResponse({"restored": service.undo()})
 
     async def test(request: Request) -> Response:
-        await body_of(request, _Empty)
+        await body_of(request, Empty)
         result = await service.test()
         return JSONResponse(
             {
@@ -316,7 +348,9 @@ def workspace_routes(state: ServerState, service: WorkspaceService) -> list[Base
     ]
 
 
-class _Empty(BaseModel):
+class Empty(BaseModel):
+    """A body that must hold nothing (POST /undo, /test)."""
+
     model_config = ConfigDict(extra="forbid")
 
 

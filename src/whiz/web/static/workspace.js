@@ -1,7 +1,8 @@
 // The workspace view: browse the files `whiz serve --workspace DIR` offers, ask the model for an
 // edit, review it as a diff (diff2html, highlighted by highlight.js), accept or reject it, undo,
-// and run the configured test command. All paths are checked again by the server.
+// and run the configured test command; heal (heal.js). All paths are checked again by the server.
 
+import { HealView } from "./heal.js";
 import { codeBlock, el, formatMs, hljs, languageOf } from "./render.js";
 
 const BASE = "/whiz/workspace";
@@ -20,6 +21,13 @@ export class WorkspaceView {
     this.diffStyle = localStorage.getItem("whiz.diffStyle") || "side-by-side";
     this.$("diff-style").value = this.diffStyle;
     this.bind();
+    this.heal = new HealView({
+      api,
+      info,
+      modes,
+      status: (text, kind) => this.status(text, kind),
+      afterAccept: () => this.refreshOpen(),
+    });
   }
 
   bind() {
@@ -41,7 +49,7 @@ export class WorkspaceView {
 
   async start() {
     this.$("workspace-name").textContent = this.info.name || "Files";
-    await Promise.all([this.loadFiles(), this.loadEdits(), this.loadCandidates()]);
+    await Promise.all([this.loadFiles(), this.loadEdits(), this.heal.load()]);
   }
 
   status(text, kind = "") {
@@ -206,44 +214,5 @@ export class WorkspaceView {
       this.$("test-output").textContent = r.output || "(no output)";
       this.status(`Tests ${verdict}.`, r.exit_code === 0 ? "ok" : "error");
     });
-  }
-
-  // Healing candidates (issue 5). No server route provides them yet. When one does, GET
-  // /whiz/workspace/candidates answers {candidates: [...]}, each the `heal_candidate` item of
-  // whiz.agent.healing.CandidateResult.item(): {round, index, status, diff, diff_lines,
-  // output_tokens, exit_code, test_output, error, same_as}. They render here side by side; until
-  // then the request answers 404 and the section stays hidden.
-  async loadCandidates() {
-    let data;
-    try {
-      data = await this.api.get(`${BASE}/candidates`);
-    } catch {
-      return;
-    }
-    const list = data?.candidates || [];
-    this.$("candidates").hidden = !list.length;
-    this.$("candidate-grid").replaceChildren(...list.map((c) => this.candidateNode(c)));
-  }
-
-  candidateNode(c) {
-    const passed = c.status === "passed";
-    const facts = [`round ${c.round} · candidate ${c.index}`, c.status];
-    if (c.exit_code !== null && c.exit_code !== undefined) facts.push(`exit ${c.exit_code}`);
-    if (c.diff_lines) facts.push(`${c.diff_lines} diff lines`);
-    if (c.output_tokens) facts.push(`${c.output_tokens} tokens`);
-    if (c.same_as !== null && c.same_as !== undefined) facts.push(`same edit as ${c.same_as}`);
-    const diff = el("div", { class: "diff" });
-    if (c.diff) {
-      const opts = { outputFormat: "line-by-line", drawFileList: false, highlight: true, colorScheme: "dark" };
-      new window.Diff2HtmlUI(diff, c.diff, opts, hljs).draw();
-    }
-    return el(
-      "article",
-      { class: `candidate ${passed ? "pass" : "fail"}`, "data-status": c.status },
-      el("header", { text: facts.join(" · ") }),
-      c.error ? el("p", { class: "error", text: c.error }) : null,
-      diff,
-      el("details", {}, el("summary", { text: "test output" }), el("pre", { text: c.test_output || "" })),
-    );
   }
 }
