@@ -1,21 +1,33 @@
 #!/usr/bin/env bash
 # Install llama-cpp-python into the venv from a wheel built once for this CPU and cached.
+# The wheel is built from the PyPI source release with whiz's CMake flags (llama_cmake_args.py)
+# and one patch (llama_patch.py); both are part of the cache key, and the venv records the key
+# it has, so changing either rebuilds.
 # Usage: scripts/ensure_llama.sh VENV_PYTHON VERSION
 set -euo pipefail
 py="$1"; version="$2"
-if "$py" -c "import importlib.metadata as m, sys; sys.exit(m.version('llama_cpp_python') != '$version')" 2>/dev/null; then
+here="$(cd "$(dirname "$0")" && pwd)"
+args="$(python3 "$here/llama_cmake_args.py")"
+key="$( (printf '%s %s' "$version" "$args"; cat "$here/llama_patch.py") | sha256sum | cut -c1-12)"
+marker="$("$py" -c 'import sys; print(sys.prefix)')/.whiz-llama-$key"
+if [ -e "$marker" ] && "$py" -c "import importlib.metadata as m, sys; sys.exit(m.version('llama_cpp_python') != '$version')" 2>/dev/null; then
   exit 0
 fi
-args="$(python3 "$(dirname "$0")/llama_cmake_args.py")"
-key="$(printf '%s %s' "$version" "$args" | sha256sum | cut -c1-12)"
 cache="${WHIZ_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/whiz/wheels}/llama-$key"
 wheel="$(ls "$cache"/llama_cpp_python-"$version"-*.whl 2>/dev/null | head -n1 || true)"
 if [ -z "$wheel" ]; then
   echo "Building llama-cpp-python $version for this CPU (once; about 4-8 minutes on 2 cores)..."
   echo "  CMAKE_ARGS=$args"
+  work="$(mktemp -d)"
+  trap 'rm -rf "$work"' EXIT
+  "$py" -m pip download --quiet --no-deps --no-binary :all: "llama-cpp-python==$version" -d "$work"
+  tar -xzf "$work"/llama_cpp_python-"$version".tar.gz -C "$work"
+  python3 "$here/llama_patch.py" "$work/llama_cpp_python-$version"
   mkdir -p "$cache"
-  CMAKE_ARGS="$args" "$py" -m pip wheel --no-deps --no-cache-dir "llama-cpp-python==$version" -w "$cache"
+  CMAKE_ARGS="$args" "$py" -m pip wheel --no-deps --no-cache-dir "$work/llama_cpp_python-$version" -w "$cache"
   wheel="$(ls "$cache"/llama_cpp_python-"$version"-*.whl | head -n1)"
 fi
-"$py" -m pip install --no-deps "$wheel"
+"$py" -m pip install --no-deps --force-reinstall "$wheel"
+rm -f "$("$py" -c 'import sys; print(sys.prefix)')"/.whiz-llama-*
+touch "$marker"
 # Its runtime dependencies (numpy, jinja2, diskcache, typing-extensions) come with the package install.

@@ -41,3 +41,16 @@ def test_all_busy_means_wait_and_lru_is_evicted_first():
     table.touch(table.slots[1])
     table.touch(table.slots[0])
     assert table.evictable() is table.slots[1]
+
+
+def test_candidates_take_the_empty_slots_next_to_their_leader():
+    # llama.cpp decodes consecutive sequences in one pass; scattered ones take a pass each.
+    table = SlotTable(8)
+    leader = table.slots[3]
+    leader.tokens, leader.busy = [5, 6, 7], True
+    taken = []
+    for _ in range(4):
+        p = table.place([5, 6, 7], None, need_logits=True, near=leader.seq)
+        p.slot.busy = True
+        taken.append(p.slot.seq)
+    assert sorted(taken + [3]) == [1, 2, 3, 4, 5]

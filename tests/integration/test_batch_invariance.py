@@ -2,8 +2,9 @@
 
 Speculative decoding verifies drafts in batches; plain decoding goes one token at a time. Output
 can only be identical if both compute every row bit for bit the same, which holds only with the
-kernels `make` builds and the runtime settings whiz applies (no llamafile sgemm, no repacked
-weights, no tiled matmul). This guards against a build or setting that brings one back.
+kernels `make` builds (llamafile's sgemm with scripts/llama_patch.py) and the runtime settings
+whiz applies (no repacked weights, no tiled matmul). This guards against a build, an upgrade or a
+setting that breaks it.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ pytestmark = pytest.mark.model
 @pytest.fixture(scope="module")
 def runtime():
     path = ModelStore(default_home()).resolve("qwen2.5-coder-0.5b")
-    rt = LlamaRuntime(path, kv_budget_mb=256, ctx=2048, n_seq_max=3)
+    rt = LlamaRuntime(path, kv_budget_mb=256, ctx=2048, n_seq_max=5)
     yield rt
     rt.close()
 
@@ -31,7 +32,7 @@ def test_logits_are_bit_identical_alone_and_in_batches(runtime):
     rng = random.Random(0)
     tokens = [rng.randrange(1000, 20000) for _ in range(60)]
     prompt, rows = tokens[:20], tokens[20:]
-    for seq in range(3):
+    for seq in range(5):
         runtime.decode([(t, i, seq, False) for i, t in enumerate(prompt)])
 
     def logits(seq: int, batch: int) -> list[np.ndarray]:
@@ -44,3 +45,20 @@ def test_logits_are_bit_identical_alone_and_in_batches(runtime):
     alone, by_eight, all_at_once = logits(0, 1), logits(1, 8), logits(2, len(rows))
     for a, b, c in zip(alone, by_eight, all_at_once, strict=True):
         assert np.array_equal(a, b) and np.array_equal(a, c)
+
+    # Parallel candidates and interleaved sessions share batches: two sequences decoded side by
+    # side, one token each per step, must match the lone sequence too.
+    for k, expected in enumerate(alone):
+        side_by_side = runtime.decode([(rows[k], 20 + k, 3, True), (rows[k], 20 + k, 4, True)])
+        assert all(np.array_equal(expected, np.array(x)) for x in side_by_side)
+
+    # Rows may come in any sequence order; each row's logits come back in the caller's order.
+    pos = 20 + len(rows)
+    one, other = tokens[0], tokens[1]
+    alone_4 = np.array(runtime.decode([(one, pos, 4, True)])[0])
+    runtime.seq_rm(4, pos, -1)
+    alone_3 = np.array(runtime.decode([(other, pos, 3, True)])[0])
+    runtime.seq_rm(3, pos, -1)
+    got_4, got_3 = (np.array(x) for x in runtime.decode([(one, pos, 4, True), (other, pos, 3, True)]))
+    assert np.array_equal(got_4, alone_4) and np.array_equal(got_3, alone_3)
+    assert not np.array_equal(alone_4, alone_3)

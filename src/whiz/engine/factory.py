@@ -48,6 +48,15 @@ def load_engine(settings: ServeSettings, *, progress=None) -> Scheduler:
         n_seq_max=settings.slots,
         n_threads=settings.threads,
     )
+    speculation = settings.speculation
+    if speculation and not runtime.batch_invariant:
+        # Exactness first: speculative output must be what plain decoding writes.
+        speculation = False
+        if progress is not None:
+            progress(
+                "this llama.cpp build computes a token differently alone and in a batch, so "
+                "speculation is off (output stays exact); `make setup` builds one that does not"
+            )
     draft = None
     if draft_path is not None:
         # One draft sequence per slot, as long as the slot's: the budget bought the slots already.
@@ -75,7 +84,7 @@ def load_engine(settings: ServeSettings, *, progress=None) -> Scheduler:
     return Scheduler(
         runtime,
         info,
-        speculation=settings.speculation,
+        speculation=speculation,
         max_draft=settings.max_draft,
         draft_model=draft,
     )

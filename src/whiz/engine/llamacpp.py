@@ -20,8 +20,8 @@ from whiz.errors import EngineError, KVCacheFull
 
 # Batch invariance: ggml's tiled K-quant matmul takes over from 8 rows and sums in another order
 # than the one-row path, so the same token could get different logits alone and in a batch of
-# drafts. Off, every row is computed the same way whatever the batch (see scripts/llama_cmake_args.py
-# for the build-time half). ggml reads this once, on the first matmul.
+# drafts. Off, every row is computed the same way whatever the batch (see scripts/llama_patch.py
+# and llama_cmake_args.py for the build-time half). ggml reads this once, on the first matmul.
 os.environ.setdefault("GGML_CPU_TILED_MM", "0")
 
 
@@ -153,6 +153,9 @@ class LlamaRuntime:
         self.n_batch = n_batch
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
         self.batch_costs_ms = self._time_batches()
+        # A llama.cpp built another way (a stock wheel, a GPU build) may sum a row differently
+        # in a batch; then speculation would change the output, so the engine must know.
+        self.batch_invariant = self._check_batch_invariance() if exact else False
 
     def _time_batches(self) -> dict[int, float]:
         """Time batches of a few sizes (about a second), for choosing draft lengths."""
@@ -170,20 +173,39 @@ class LlamaRuntime:
         self.seq_rm(seq, 0, -1)
         return costs
 
+    def _check_batch_invariance(self) -> bool:
+        """Whether a row's logits are the same alone and in a batch (a few decodes, ~0.3 s)."""
+        seq = self.n_seq_max - 1
+        tokens = [(7 * i + 101) % 5000 + 200 for i in range(12)]
+        self.decode([(t, i, seq, False) for i, t in enumerate(tokens[:8])])
+        alone = [np.array(x) for x in self.decode([(tokens[8], 8, seq, True)])]
+        self.seq_rm(seq, 8, -1)
+        batched = [
+            np.array(x) for x in self.decode([(t, 8 + i, seq, True) for i, t in enumerate(tokens[8:])])
+        ]
+        self.seq_rm(seq, 0, -1)
+        return bool(np.array_equal(alone[0], batched[0]))
+
     def decode(self, rows: Sequence[tuple[int, int, int, bool]]) -> list[np.ndarray]:
         if len(rows) > self.n_batch:
             raise EngineError(f"a batch of {len(rows)} rows exceeds n_batch={self.n_batch}")
         b = self._batch
         b.n_tokens = len(rows)
+        # With a KV stream per sequence, llama.cpp runs one forward pass per run of consecutive
+        # sequence ids in the batch (seqs 3,1,2 take three passes; 1,2,3 take one), so rows go in
+        # by sequence. The logits come back in the caller's row order.
+        order = sorted(range(len(rows)), key=lambda k: rows[k][2])
         wanted = []
-        for i, (token, pos, seq, wants) in enumerate(rows):
+        for i, k in enumerate(order):
+            token, pos, seq, wants = rows[k]
             b.token[i] = token
             b.pos[i] = pos
             b.n_seq_id[i] = 1
             b.seq_id[i][0] = seq
             b.logits[i] = 1 if wants else 0
             if wants:
-                wanted.append(i)
+                wanted.append((k, i))
+        wanted.sort()
         rc = self._ll.llama_decode(self._ctx, b)
         if rc == 1:
             raise KVCacheFull("no room in the KV cache for this batch")
@@ -193,7 +215,7 @@ class LlamaRuntime:
         # scheduler samples from them before it decodes again.
         return [
             np.ctypeslib.as_array(self._ll.llama_get_logits_ith(self._ctx, i), shape=(self.n_vocab,))
-            for i in wanted
+            for _, i in wanted
         ]
 
     def seq_rm(self, seq: int, p0: int, p1: int) -> None:

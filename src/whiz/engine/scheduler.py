@@ -244,7 +244,8 @@ class Scheduler:
                     if other.leader is old:
                         other.leader = job
             req = job.request
-            placement = self.slots.place(req.prompt, req.session, need_logits=req.max_tokens > 0)
+            near = job.leader.placement.slot.seq if job.leader is not None and job.leader.placement else None
+            placement = self.slots.place(req.prompt, req.session, need_logits=req.max_tokens > 0, near=near)
             if placement is None:
                 still_waiting.append(job)
                 continue

@@ -60,13 +60,17 @@ class SlotTable:
         self._clock += 1
         slot.last_used = self._clock
 
-    def place(self, prompt: list[int], session: str | None, *, need_logits: bool) -> Placement | None:
+    def place(
+        self, prompt: list[int], session: str | None, *, need_logits: bool, near: int | None = None
+    ) -> Placement | None:
         """Plan where `prompt` runs, or None when every slot is busy.
 
         The slot is, in order of preference: the session's own slot; a slot whose whole content
         is a prefix of the prompt (the same conversation, continued); an empty slot; the least
         recently used one. A slot that holds a different conversation is only overwritten last,
-        so sharing a system prompt never costs another session its cache.
+        so sharing a system prompt never costs another session its cache. Among empty slots, the
+        one nearest to sequence `near` (a candidate's leader): llama.cpp batches consecutive
+        sequences in one forward pass, so candidates side by side decode together.
         """
         idle = [s for s in self.slots if not s.busy]
         if not idle:
@@ -80,7 +84,7 @@ class SlotTable:
         elif extending:
             target = max(extending, key=lambda s: lcp[s.seq])
         elif empty:
-            target = empty[0]
+            target = empty[0] if near is None else min(empty, key=lambda s: (abs(s.seq - near), s.seq))
         else:
             target = min(idle, key=lambda s: s.last_used)
         keep = lcp[target.seq]

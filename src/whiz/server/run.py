@@ -24,7 +24,9 @@ def serve_forever(settings: ServeSettings, console: Console) -> None:
         return
     t0 = time.perf_counter()
     with console.status(f"loading {settings.model} ..."):
-        engine = load_engine(settings)
+        engine = load_engine(
+            settings, progress=lambda note: console.print(f"[yellow]note[/yellow] {note}", soft_wrap=True)
+        )
     info = engine.info
     console.print(
         f"[green]whiz[/green] {info.model}: {info.n_ctx} tokens per conversation, "
