@@ -54,3 +54,20 @@ def test_candidates_take_the_empty_slots_next_to_their_leader():
         p.slot.busy = True
         taken.append(p.slot.seq)
     assert sorted(taken + [3]) == [1, 2, 3, 4, 5]
+
+
+def test_with_every_slot_warm_candidates_still_sit_next_to_their_leader():
+    table = SlotTable(8)
+    for slot in table.slots:
+        slot.tokens = [slot.seq + 100]
+        table.touch(slot)
+    leader = table.slots[5]
+    leader.busy = True
+    taken = []
+    for _ in range(2):
+        p = table.place([1, 2], None, need_logits=True, near=leader.seq)
+        p.slot.busy = True
+        taken.append(p.slot.seq)
+    assert sorted(taken) == [4, 6]
+    # Without a leader, recency still decides: the least recently used slot goes first.
+    assert table.place([1, 2], None, need_logits=True).slot.seq == 0

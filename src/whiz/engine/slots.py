@@ -68,9 +68,10 @@ class SlotTable:
         The slot is, in order of preference: the session's own slot; a slot whose whole content
         is a prefix of the prompt (the same conversation, continued); an empty slot; the least
         recently used one. A slot that holds a different conversation is only overwritten last,
-        so sharing a system prompt never costs another session its cache. Among empty slots, the
-        one nearest to sequence `near` (a candidate's leader): llama.cpp batches consecutive
-        sequences in one forward pass, so candidates side by side decode together.
+        so sharing a system prompt never costs another session its cache. A candidate of a request
+        (`near`: its leader's sequence) takes the idle slot nearest to its leader, empty ones
+        first: llama.cpp decodes consecutive sequences in one forward pass and scattered ones in
+        one pass each.
         """
         idle = [s for s in self.slots if not s.busy]
         if not idle:
@@ -83,8 +84,11 @@ class SlotTable:
             target = own[0]
         elif extending:
             target = max(extending, key=lambda s: lcp[s.seq])
+        elif near is not None:
+            # Side by side beats recency here: a scattered candidate costs a forward pass per step.
+            target = min(idle, key=lambda s: (bool(s.tokens), abs(s.seq - near), s.last_used))
         elif empty:
-            target = empty[0] if near is None else min(empty, key=lambda s: (abs(s.seq - near), s.seq))
+            target = empty[0]
         else:
             target = min(idle, key=lambda s: s.last_used)
         keep = lcp[target.seq]
