@@ -142,3 +142,32 @@ def test_a_drafter_that_cannot_pay_even_when_always_right_never_drafts_or_probes
     assert [draft_model.next() for _ in range(300)] == [0] * 300
     # Free drafts (prediction, lookup) on the same machine pay when they are right.
     assert not DraftLength(cost, max_len=32, prior=0.95).hopeless
+
+
+async def test_sequences_decoding_together_verify_drafts_of_one_length(engine):
+    # llama.cpp takes as many rows from each sequence per forward pass; a longer draft in one
+    # sequence would cost the whole step an extra pass.
+    import asyncio
+
+    decoded: list[list[tuple[int, int, int, bool]]] = []
+    real_decode = engine.runtime.decode
+
+    def recording(rows):
+        decoded.append(list(rows))
+        return real_decode(rows)
+
+    engine.runtime.decode = recording
+    prompt = edit_prompt(engine)
+    alone, _ = await run(engine, prompt, speculation=False)
+    other = ChatTemplate(engine.tokenizer).encode([Message("user", FILE.replace("request", "req"))])
+    (with_prediction, _), (without, _) = await asyncio.gather(
+        run(engine, prompt, prediction=engine.tokenizer.encode(FILE), session="p"),
+        run(engine, other, session="q"),
+    )
+    assert with_prediction == alone  # speculation still changes nothing
+    shared = [rows for rows in decoded if len({r[2] for r in rows}) > 1 and all(r[3] for r in rows)]
+    assert shared, "the two sessions never decoded in one batch"
+    for rows in shared:
+        per_seq = {seq: sum(1 for r in rows if r[2] == seq) for seq in {r[2] for r in rows}}
+        assert len(set(per_seq.values())) == 1, per_seq
+    assert any(len(rows) > 2 for rows in shared), "no step drafted while both decoded"

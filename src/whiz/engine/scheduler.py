@@ -312,14 +312,21 @@ class Scheduler:
         budget = self.n_batch
         # Decoding jobs first: their last token, plus a draft to verify, so they keep streaming
         # while others prefill.
-        for job in self._active:
-            if job.decoding:
-                draft = self._draft(job)[: max(budget - 1, 0)]
-                seq = job.placement.slot.seq
-                rows.append((job.feed[0], job.n_past, seq, True))
-                rows.extend((t, job.n_past + 1 + i, seq, True) for i, t in enumerate(draft))
-                sampled.append((job, draft))
-                budget -= 1 + len(draft)
+        decoding = [job for job in self._active if job.decoding]
+        drafts = [self._draft(job) for job in decoding]
+        if len(drafts) > 1:
+            # llama.cpp takes the same number of rows from each sequence per forward pass, so
+            # drafts of unequal length would cost an extra pass for the longer ones and hold up
+            # every other sequence's step: all verify the same length.
+            shortest = min(len(d) for d in drafts)
+            drafts = [d[:shortest] for d in drafts]
+        for job, draft in zip(decoding, drafts, strict=True):
+            draft = draft[: max(budget - 1, 0)]
+            seq = job.placement.slot.seq
+            rows.append((job.feed[0], job.n_past, seq, True))
+            rows.extend((t, job.n_past + 1 + i, seq, True) for i, t in enumerate(draft))
+            sampled.append((job, draft))
+            budget -= 1 + len(draft)
         prefill_cap = self.prefill_chunk if sampled else self.n_batch
         for job in self._active:
             if job.decoding or budget <= 0 or not job.feed:
