@@ -8,7 +8,7 @@ import pytest
 from whiz.chat.messages import Message
 from whiz.chat.template import ChatTemplate
 from whiz.engine.fake import fake_engine, last_user_message
-from whiz.engine.sampling import probabilities
+from whiz.engine.sampling import probabilities, sample
 from whiz.engine.speculative import BatchCost, DraftLength, verify
 from whiz.engine.types import GenerateRequest, SamplingParams
 
@@ -110,6 +110,21 @@ def test_sampled_verification_preserves_the_model_distribution():
         v = verify([1], [logits, logits], params, rng)  # always draft token 1
         counts[v.tokens[0]] += 1
     assert np.abs(counts / n - target).max() < 0.015
+
+
+def test_sampled_verification_draws_what_plain_sampling_draws_with_the_same_seed():
+    # One random number per emitted token, in order: a seeded run repeats whatever the drafts.
+    logits = [np.log(np.array([0.4, 0.3, 0.2, 0.1])) + k * 0.01 for k in range(6)]
+    params = SamplingParams(temperature=1.0)
+    for seed in range(50):
+        plain_rng = np.random.default_rng(seed)
+        plain = [sample(row, params, plain_rng) for row in logits]
+        for draft in ([], plain[:3], [plain[0], (plain[1] + 1) % 4], [(plain[0] + 1) % 4]):
+            rng, out = np.random.default_rng(seed), []
+            while len(out) < len(logits):
+                d = draft[len(out) :][: len(logits) - len(out) - 1]
+                out += verify(d, logits[len(out) : len(out) + len(d) + 1], params, rng).tokens
+            assert out == plain, (seed, draft)
 
 
 def test_draft_length_follows_acceptance_and_batch_costs():

@@ -4,9 +4,13 @@ The scheduler decodes [last token, d1..dk] in one batch with logits at every row
 model's distribution for the token after d_i (row 0: after the last token). Verification walks the
 rows: at temperature 0 a draft token is kept while it equals the argmax, so the output is
 token-for-token what plain greedy decoding writes. With sampling, the standard speculative rule
-for a deterministic draft keeps d with probability p(d) and otherwise draws from p with d removed,
-so the output distribution is exactly the model's. Either way the first row that disagrees (or the
-row after the last draft token) yields one more token, so every step makes progress.
+for a deterministic draft (every drafter here proposes one token, not a distribution) keeps d with
+probability p(d) and otherwise draws from p with d removed. whiz draws it the way plain sampling
+draws: sample y from p with the row's one random number and keep d while y == d; the first y that
+differs is the draw from p without d. Same distribution, and, because each emitted token uses
+exactly one random number in order, with a seed the output is token-for-token what plain sampling
+writes. Either way the first row that disagrees (or the row after the last draft token) yields one
+more token, so every step makes progress.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from whiz.engine.sampling import candidates
+from whiz.engine.sampling import sample
 from whiz.engine.types import SamplingParams
 
 
@@ -34,28 +38,10 @@ def verify(
     """Check `draft` against rows of logits (len(draft) + 1 of them)."""
     out: list[int] = []
     for i, row in enumerate(logits):
-        proposed = draft[i] if i < len(draft) else None
-        if params.temperature <= 0:
-            token = int(np.argmax(row))
-            if token == proposed:
-                out.append(token)
-                continue
-            out.append(token)
+        token = sample(row, params, rng)
+        out.append(token)
+        if i >= len(draft) or token != draft[i]:
             return Verdict(i, out)
-        ids, p = candidates(row, params)
-        if proposed is not None:
-            hit = np.nonzero(ids == proposed)[0]
-            p_draft = float(p[hit[0]]) if hit.size else 0.0
-            if rng.random() < p_draft:
-                out.append(int(proposed))
-                continue
-            if hit.size:  # draw from the residual: p without the rejected token
-                p = p.copy()
-                p[hit[0]] = 0.0
-        cdf = np.cumsum(p)
-        pick = min(int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right")), p.size - 1)
-        out.append(int(ids[pick]))
-        return Verdict(i, out)
     raise ValueError("verify needs one more row of logits than draft tokens")
 
 
