@@ -26,7 +26,17 @@ pytestmark = pytest.mark.model
 
 PY = sys.executable
 BUGGY = "def distance(a, b):\n    return a - b\n"
-TEST = "from mathx import distance\n\nassert distance(5, 2) == 3\nassert distance(2, 5) == 3\nprint('ok')\n"
+# The prompt must hold nothing that differs between machines or runs (no temporary paths in a
+# traceback, no venv path in the test command): greedy output is exact, so it is then the same
+# everywhere, and so is each seeded candidate.
+TEST = """from mathx import distance
+
+for a, b, want in [(5, 2, 3), (2, 5, 3)]:
+    got = distance(a, b)
+    if got != want:
+        raise SystemExit(f"distance({a}, {b}) returned {got}, expected {want}")
+print("ok")
+"""
 
 
 def options(root: Path, server, mode: str = "fast") -> RunOptions:
@@ -60,7 +70,7 @@ def test_healing_finds_a_passing_fix_where_one_greedy_attempt_fails(real_server,
     root.mkdir()
     (root / "mathx.py").write_text(BUGGY)
     (root / "test_mathx.py").write_text(TEST)
-    task, test_cmd = "Fix the bug in distance in mathx.py so that the tests pass.", f"{PY} test_mathx.py"
+    task, test_cmd = "Fix the bug in distance in mathx.py so that the tests pass.", "python3 test_mathx.py"
 
     greedy, _ = heal(root, real_server, task, test_cmd, HealSettings(n=1, temperature=0, rounds=1, seed=None))
     assert greedy == 1  # one greedy attempt does not fix it
