@@ -73,6 +73,8 @@ def test_propose_writes_nothing_then_accept_writes_and_undo_restores(make_client
 
     assert client.post("/whiz/workspace/undo", json={}).json() == {"restored": ["calc.py"]}
     assert (workspace / "calc.py").read_text() == CALC
+    # Back to before the accept: the proposal is pending again.
+    assert [e["id"] for e in client.get("/whiz/workspace/edits").json()["edits"]] == [edit["id"]]
     nothing = client.post("/whiz/workspace/undo", json={})
     assert nothing.status_code == 409 and nothing.json()["error"]["code"] == "nothing_to_undo"
 

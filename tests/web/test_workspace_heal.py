@@ -85,6 +85,11 @@ def test_every_candidate_shows_its_test_result_and_accepting_the_chosen_one_appl
 
     assert client.post("/whiz/workspace/undo", json={}).json() == {"restored": ["calc.py"]}
     assert (buggy / "calc.py").read_text() == BUGGY
+    # Undone, the card offers the candidate again instead of still saying "accepted".
+    reopened = client.get("/whiz/workspace/candidates").json()["candidates"][0]
+    assert reopened["edit"] == {"id": edit_id, "state": "pending"}
+    assert client.post("/whiz/workspace/accept", json={"id": edit_id}).json() == {"applied": ["calc.py"]}
+    assert (buggy / "calc.py").read_text() == FIXED
 
 
 def test_when_no_candidate_passes_the_failure_goes_back_for_a_second_round(make_client, buggy):

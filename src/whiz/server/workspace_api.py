@@ -139,6 +139,8 @@ class WorkspaceService:
         self.pending: dict[str, PendingEdit] = {}
         self.offered: dict[str, PendingEdit] = {}
         """Healing candidates, acceptable like pending edits; they stay listed once decided."""
+        self._accepted: dict[str, PendingEdit] = {}
+        """Accepted edits by id (the undo store's turn id), so that undoing one reopens it."""
         self._tests = asyncio.Lock()
 
     def read(self, rel: str) -> str:
@@ -200,6 +202,8 @@ class WorkspaceService:
     def _decide(self, edit: PendingEdit, state: Literal["accepted", "rejected"]) -> None:
         edit.state = state
         self.pending.pop(edit.id, None)
+        if state == "accepted":
+            self._accepted[edit.id] = edit
 
     def accept(self, edit_id: str) -> list[str]:
         """Write the edit's files atomically, undoably. The edit stays pending if a file changed since."""
@@ -221,9 +225,17 @@ class WorkspaceService:
         self._decide(self._take(edit_id), "rejected")
 
     def undo(self) -> list[str]:
+        """Restore the files of the latest accepted edit; the edit is pending again (acceptable anew)."""
+        turns = self.undo_store.turns()
         restored = self.undo_store.undo(self.workspace)
         if restored is None:
             raise Conflict("Nothing to undo: no accepted edit is recorded.", code="nothing_to_undo")
+        edit = self._accepted.pop(turns[-1], None)
+        if edit is not None:
+            # A candidate card or proposal that still said "accepted" would misstate the files.
+            edit.state = "pending"
+            if edit.id not in self.offered:
+                self.pending[edit.id] = edit
         return restored
 
     def require_test_cmd(self) -> str:
