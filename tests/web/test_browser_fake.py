@@ -181,6 +181,7 @@ def test_heal_shows_candidates_side_by_side_with_their_tests_and_accept_applies_
     page.click("#undo")
     expect(page.locator("#ws-status")).to_contain_text("Restored calc.py")
     assert calc.read_text() == BUGGY
+    expect(second.nth(0).locator("button.accept")).to_have_text("Accept")  # undone: offered again
 
 
 def test_healing_is_off_without_a_test_command(page: Page, serve_fake, tmp_path, monkeypatch):

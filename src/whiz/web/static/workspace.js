@@ -192,7 +192,8 @@ export class WorkspaceView {
     await this.guard("undo", async () => {
       const data = await this.api.post(`${BASE}/undo`);
       this.status(`Restored ${data.restored.join(", ")}.`, "ok");
-      await this.refreshOpen();
+      // The undone edit is pending again on the server: its proposal or candidate card says so.
+      await Promise.all([this.refreshOpen(), this.loadEdits(), this.heal.load()]);
     });
   }
 
