@@ -34,6 +34,7 @@ from rich.console import Console
 from rich.table import Table
 
 from whiz.bench.corpus import SYSTEM_TEXT, Corpus, nonce
+from whiz.bench.serve import rounded
 from whiz.client import ClientError, ResponseFailed, ResponsesSocket, Turn, user_message
 from whiz.errors import WhizError
 from whiz.gateway.local import LocalCluster, LocalServer, kv_budget_mb
@@ -247,16 +248,6 @@ class GatewayBench:
                 "notes": self.notes,
             }
         )
-
-
-def rounded(value: Any) -> Any:
-    if isinstance(value, float):
-        return round(value, 3)
-    if isinstance(value, dict):
-        return {k: rounded(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [rounded(v) for v in value]
-    return value
 
 
 def print_report(summary: dict[str, Any], console: Console | None = None) -> None:
