@@ -152,39 +152,31 @@ class LlamaRuntime:
         self.n_seq_max = llama_cpp.llama_n_seq_max(self._ctx)
         self.n_batch = n_batch
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
-        self.batch_costs_ms = self._time_batches()
-        # A llama.cpp built another way (a stock wheel, a GPU build) may sum a row differently
-        # in a batch; then speculation would change the output, so the engine must know.
-        self.batch_invariant = self._check_batch_invariance() if exact else False
+        self.batch_costs_ms, self.batch_invariant = self._time_batches()
 
-    def _time_batches(self) -> dict[int, float]:
-        """Time batches of a few sizes (about a second), for choosing draft lengths."""
+    def _time_batches(self) -> tuple[dict[int, float], bool]:
+        """Time batches of a few sizes (about a second), for choosing draft lengths.
+
+        Each batch's first row is the same token at the same position, so the timings also tell
+        whether a row's logits are the same alone and in a batch: a llama.cpp built another way
+        (a stock wheel, a GPU build) may sum them differently, and then speculation would change
+        the output.
+        """
         costs: dict[int, float] = {}
+        first_rows: list[np.ndarray] = []
         seq = self.n_seq_max - 1
         self.decode([(0, i, seq, False) for i in range(64)])  # a context to attend over, and a warm-up
         for n in (1, 4, 16, 33):
             best = float("inf")
             for _ in range(2):
                 start = time.perf_counter()
-                self.decode([(0, 64 + i, seq, True) for i in range(n)])
+                logits = self.decode([(0, 64 + i, seq, True) for i in range(n)])
                 best = min(best, (time.perf_counter() - start) * 1000)
+                first_rows.append(np.array(logits[0]))
                 self.seq_rm(seq, 64, -1)
             costs[n] = best
         self.seq_rm(seq, 0, -1)
-        return costs
-
-    def _check_batch_invariance(self) -> bool:
-        """Whether a row's logits are the same alone and in a batch (a few decodes, ~0.3 s)."""
-        seq = self.n_seq_max - 1
-        tokens = [(7 * i + 101) % 5000 + 200 for i in range(12)]
-        self.decode([(t, i, seq, False) for i, t in enumerate(tokens[:8])])
-        alone = [np.array(x) for x in self.decode([(tokens[8], 8, seq, True)])]
-        self.seq_rm(seq, 8, -1)
-        batched = [
-            np.array(x) for x in self.decode([(t, 8 + i, seq, True) for i, t in enumerate(tokens[8:])])
-        ]
-        self.seq_rm(seq, 0, -1)
-        return bool(np.array_equal(alone[0], batched[0]))
+        return costs, all(np.array_equal(first_rows[0], row) for row in first_rows[1:])
 
     def decode(self, rows: Sequence[tuple[int, int, int, bool]]) -> list[np.ndarray]:
         if len(rows) > self.n_batch:
