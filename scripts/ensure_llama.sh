@@ -9,7 +9,8 @@ py="$1"; version="$2"
 here="$(cd "$(dirname "$0")" && pwd)"
 args="$(python3 "$here/llama_cmake_args.py")"
 key="$( (printf '%s %s' "$version" "$args"; cat "$here/llama_patch.py") | sha256sum | cut -c1-12)"
-marker="$("$py" -c 'import sys; print(sys.prefix)')/.whiz-llama-$key"
+prefix="$("$py" -c 'import sys; print(sys.prefix)')"
+marker="$prefix/.whiz-llama-$key"
 if [ -e "$marker" ] && "$py" -c "import importlib.metadata as m, sys; sys.exit(m.version('llama_cpp_python') != '$version')" 2>/dev/null; then
   exit 0
 fi
@@ -28,6 +29,6 @@ if [ -z "$wheel" ]; then
   wheel="$(ls "$cache"/llama_cpp_python-"$version"-*.whl | head -n1)"
 fi
 "$py" -m pip install --no-deps --force-reinstall "$wheel"
-rm -f "$("$py" -c 'import sys; print(sys.prefix)')"/.whiz-llama-*
+rm -f "$prefix"/.whiz-llama-*
 touch "$marker"
 # Its runtime dependencies (numpy, jinja2, diskcache, typing-extensions) come with the package install.
