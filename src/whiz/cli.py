@@ -404,15 +404,14 @@ def _read_task(task: str) -> str:
 
 
 def _exec_in_mode(task: str, options, run, heal: int | None, json_: bool) -> int:
+    from whiz.agent.mode_session import heal_candidates
     from whiz.agent.runs import exec_in_mode
 
-    if heal is None:
-        heal = 5 if run.mode == "auto" and options.test_cmd and options.actions == "text" else 0
-    if heal < 0 or heal > 16:
-        raise fail("--heal takes a number of candidates from 0 (off) to 16")
-    if heal > 1 and options.actions != "text":
-        raise fail("--heal needs --actions text (candidates are edit blocks)")
-    return exec_in_mode(task, options, run, heal_n=heal, json_mode=json_)
+    try:
+        heal_n = heal_candidates(heal, run.mode, options)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    return exec_in_mode(task, options, run, heal_n=heal_n, json_mode=json_)
 
 
 def _agent_options(
