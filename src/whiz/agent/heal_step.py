@@ -14,12 +14,20 @@ from collections.abc import AsyncIterator
 from whiz.agent.chat_model import chat_messages
 from whiz.agent.events import Event
 from whiz.agent.healing import Healer, best_failure
-from whiz.agent.model import Finished, ModelClient, ModelEvent, ModelRequest, TextDelta, output_items
+from whiz.agent.model import (
+    Finished,
+    ModelClient,
+    ModelEvent,
+    ModelRequest,
+    TextDelta,
+    WrappedModel,
+    output_items,
+)
 from whiz.agent.modes import Router
 from whiz.errors import WhizError
 
 
-class HealingModel:
+class HealingModel(WrappedModel):
     """Healing as a step of the agent: a `ModelClient` that, where the tests decide, answers with
     the best of N candidates instead of one reply.
 
@@ -31,7 +39,7 @@ class HealingModel:
     """
 
     def __init__(self, inner: ModelClient, healer: Healer, router: Router):
-        self.inner = inner
+        super().__init__(inner)
         self.healer = healer
         self.router = router
         self._armed = False
@@ -80,11 +88,3 @@ class HealingModel:
             "decode_ms": sum(r.generation.wall_ms for r in rounds),
         }
         yield Finished("completed", output_items(text, []), usage, timings)
-
-    async def cancel(self) -> None:
-        await self.inner.cancel()
-
-    async def close(self) -> None:
-        close = getattr(self.inner, "close", None)
-        if close is not None:
-            await close()
