@@ -137,7 +137,10 @@ class AgentSession:
 
     def undo(self) -> list[str] | None:
         """Restore the files of the latest turn that changed any; None when there is nothing to undo."""
-        restored = self.undo_store.undo(self.agent.ws)
+        undone = self.undo_store.undo(self.agent.ws)
+        if undone is None:
+            return None
+        restored = undone.restored
         if restored:
             note = f"(The user undid your last changes to {', '.join(restored)}; those files are as before.)"
             self.agent.items.append({"type": "message", "role": "user", "content": note})
