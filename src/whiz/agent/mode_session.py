@@ -127,6 +127,8 @@ class ModeSession:
         self.model = model
         self.pool = pool
         self.options = options
+        self.log = SessionLog(session.store, session.id)
+        """Routing decisions go to the session log through this sink."""
 
     @property
     def agent(self):
@@ -174,8 +176,9 @@ class ModeSession:
         return opened
 
     def _log(self, event: dict[str, Any]) -> None:
-        # The session the agent is in now: the UI's /clear and /resume switch it.
-        SessionLog(self.session.store, self.session.id)(event)
+        # Into the session the agent is in now: the UI's /clear and /resume switch it.
+        self.log.session_id = self.session.id
+        self.log(event)
 
     async def run(self, task: str) -> TurnResult:
         """The policy, then the turn. A refused request ends as a failed turn with the reason."""
