@@ -44,6 +44,11 @@ class HealingModel(WrappedModel):
         self.router = router
         self._armed = False
 
+    @property
+    def active(self) -> bool:
+        """Whether it heals at all: with fewer than 2 candidates every step is one plain reply."""
+        return self.healer.settings.n > 1
+
     def observe(self, event: Event) -> None:
         kind, item = event.get("type"), event.get("item") or {}
         tests_failed = (
@@ -56,7 +61,7 @@ class HealingModel(WrappedModel):
             self._armed = True
 
     async def respond(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        if not self._armed:
+        if not self._armed or not self.active:
             async for event in self.inner.respond(request):
                 yield event
             return
