@@ -2,9 +2,11 @@
 interactive UI drive.
 
 `ModeSession.open` builds the stack around one `AgentSession`: a `Router` over a `ModelPool`
-(fast and deep), the `RoutedModel` the agent talks to (auto escalation), optionally a
-`HealingModel` on top (best of N where the tests decide), and a sink that records routing
-decisions in the session log. `run(task)` puts the request through the policy first: a refusal
+(fast and deep), the `RoutedModel` the agent talks to (auto escalation), with a test command a
+`HealingModel` on top (best of N where the tests decide, on as `--heal` and the mode say), and
+a sink that records routing decisions in the session log. The mode, the healing setting and
+the test command are stored with the session, so a resume comes back as it was.
+`run(task)` puts the request through the policy first: a refusal
 ends the turn with the reason, a reroute sends it to deep, and either is shown as an item.
 `set_mode` is the UI's `/mode`.
 """
