@@ -29,6 +29,8 @@ runner = CliRunner()
         ),
         (["bench", "heal", "--variants", "fast,magic"], "--variants"),
         (["code", "--mode", "turbo"], "fast, deep or auto"),
+        (["code", "--last", "--mode", "turbo"], "fast, deep or auto"),
+        (["resume", "go on", "--last", "--mode", "slow"], "fast, deep or auto"),
         (["code", "--policy", "maybe"], "allow, reroute:deep or refuse"),
         (["code", "--heal", "40", "--test-cmd", "true"], "--heal takes a number of candidates from 0"),
     ],
@@ -80,8 +82,15 @@ def test_the_shared_server_flags_reach_every_agent_command(tmp_path, monkeypatch
 
 
 def test_the_swarm_starts_in_auto_mode_and_the_others_in_fast():
-    for command, default in (("swarm", "auto"), ("heal", "fast"), ("exec", "fast"), ("code", "fast")):
+    modes = (
+        ("swarm", "auto"),
+        ("heal", "fast"),
+        ("exec", "fast"),
+        ("code", "(fast, or the resumed session's)"),
+    )
+    for command, default in modes:
         lines = runner.invoke(app, [command, "--help"], terminal_width=200).output.splitlines()
         start = next(i for i, line in enumerate(lines) if re.match(r"│ {1,4}--mode ", line))
         end = next(i for i in range(start + 1, len(lines)) if re.match(r"│ {1,4}-", lines[i]))
-        assert f"[default: {default}]" in " ".join(lines[start:end]), (command, lines[start:end])
+        text = " ".join(line.strip("│ ") for line in lines[start:end])
+        assert f"[default: {default}]" in text, (command, text)

@@ -6,7 +6,7 @@ import functools
 import inspect
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Annotated, get_type_hints
 
@@ -276,13 +276,18 @@ JsonOpt = Annotated[
 
 # -- modes, healing, swarm and the safety policy (issue 5) ------------------------------------------
 
-ModeOpt = Annotated[
-    str,
+MODE_HELP = (
+    "fast (the 0.5B), deep (the 1.5B with the 0.5B drafting, started in this process on first use, "
+    "or --deep-base-url), or auto (fast first; deep when an edit fails to apply twice or healing "
+    "finds no passing candidate). Every switch is shown with its reason."
+)
+ModeOpt = Annotated[str | None, typer.Option("--mode", help=MODE_HELP)]
+ResumedModeOpt = Annotated[
+    str | None,
     typer.Option(
         "--mode",
-        help="fast (the 0.5B), deep (the 1.5B with the 0.5B drafting, started in this process on "
-        "first use, or --deep-base-url), or auto (fast first; deep when an edit fails to apply twice "
-        "or healing finds no passing candidate). Every switch is shown with its reason.",
+        help=MODE_HELP + " A resumed session keeps its mode unless --mode is given.",
+        show_default="fast, or the resumed session's",
     ),
 ]
 DeepUrlOpt = Annotated[
@@ -332,7 +337,8 @@ class ModelFlags:
     model and the safety policy. `@with_model_flags()` declares them for a command, which takes them as
     one `flags` parameter."""
 
-    mode: ModeOpt = "fast"
+    mode: ModeOpt = None
+    """None: the resumed session's mode, else fast."""
     base_url: BaseUrlOpt = None
     api_key: ApiKeyOpt = None
     model: ModelOpt = None
@@ -351,7 +357,7 @@ class ModelFlags:
         try:
             return RunOptions(
                 Path.cwd(),
-                mode=parse_mode(self.mode),
+                mode=None if self.mode is None else parse_mode(self.mode),
                 fast=FastSettings(self.base_url, self.api_key, self.model),
                 deep=DeepSettings(self.deep_base_url, self.deep_model, self.deep_api_key),
                 policy=parse_action(self.policy),
@@ -361,8 +367,9 @@ class ModelFlags:
             raise fail(str(exc)) from None
 
 
-def with_model_flags(*, mode: str = "fast") -> Callable[[Callable], Callable]:
-    """Add ModelFlags' options to a command, after its own (with `--mode` defaulting to `mode`).
+def with_model_flags(*, mode: str | None = "fast") -> Callable[[Callable], Callable]:
+    """Add ModelFlags' options to a command, after its own (with `--mode` defaulting to `mode`;
+    None: the resumed session's mode, else fast).
 
     typer builds a command's options from its signature, so the wrapper shows the command's own
     parameters plus the shared ones, and hands the shared ones to the command as `flags`.
@@ -372,7 +379,7 @@ def with_model_flags(*, mode: str = "fast") -> Callable[[Callable], Callable]:
         inspect.Parameter(
             f.name,
             inspect.Parameter.KEYWORD_ONLY,
-            annotation=hints[f.name],
+            annotation=ResumedModeOpt if f.name == "mode" and mode is None else hints[f.name],
             default=mode if f.name == "mode" else f.default,
         )
         for f in fields(ModelFlags)
@@ -403,15 +410,21 @@ def _read_task(task: str) -> str:
     return task
 
 
-def _exec_in_mode(task: str, options, run, heal: int | None, json_: bool) -> int:
-    from whiz.agent.mode_session import heal_candidates
-    from whiz.agent.runs import exec_in_mode
+def _with_heal(run, options, heal: int | None):  # -> RunOptions
+    """`run` with the --heal setting; a bad one exits with one line."""
+    from whiz.agent.mode_session import check_heal
 
     try:
-        heal_n = heal_candidates(heal, run.mode, options)
+        check_heal(heal, options)
     except ValueError as exc:
         raise fail(str(exc)) from None
-    return exec_in_mode(task, options, run, heal_n=heal_n, json_mode=json_)
+    return replace(run, heal=heal)
+
+
+def _exec_in_mode(task: str, options, run, heal: int | None, json_: bool) -> int:
+    from whiz.agent.runs import exec_in_mode
+
+    return exec_in_mode(task, options, _with_heal(run, options, heal), json_mode=json_)
 
 
 def _agent_options(
@@ -474,8 +487,11 @@ def resume(
     api_key: ApiKeyOpt = None,
     model: ModelOpt = None,
     test_cmd: TestCmdOpt = None,
+    mode: ResumedModeOpt = None,
 ) -> None:
-    """Continue a stored session with a new task; without one, list this directory's sessions."""
+    """Continue a stored session with a new task; without one, list this directory's sessions.
+
+    The session's mode, test command and healing setting come back with it; flags given here win."""
     from whiz.agent.headless import list_sessions
 
     if task is None or not (last or session):
@@ -489,7 +505,7 @@ def resume(
             raise fail("say which session: --last or --session ID")
         return
     options = _agent_options(session or "last", approval, actions, base_url, api_key, model, test_cmd)
-    run = ModelFlags(base_url=base_url, api_key=api_key, model=model).run_options()
+    run = ModelFlags(mode=mode, base_url=base_url, api_key=api_key, model=model).run_options()
     raise typer.Exit(_exec_in_mode(task, options, run, None, json_))
 
 
@@ -665,7 +681,7 @@ def _no_command(ctx: typer.Context) -> None:
 
 
 @app.command()
-@with_model_flags()
+@with_model_flags(mode=None)
 def code(
     approval: Annotated[
         str,
@@ -675,7 +691,7 @@ def code(
             "or full-auto (commands run too, in the workspace, with a timeout).",
         ),
     ] = "auto-edit",
-    actions: ActionsOpt = "text",
+    actions: ActionsOpt = None,
     test_cmd: TestCmdOpt = None,
     resume: Annotated[
         str | None, typer.Option("--resume", help="Continue a stored session (its id, from /resume).")
@@ -698,18 +714,12 @@ def code(
 
     /help lists the slash commands: /undo, /diff, /model, /mode, /approval, /clear, /resume.
     """
-    from whiz.agent.mode_session import heal_candidates
     from whiz.tui import run_code
 
     options = _agent_options(
         "last" if last else resume, approval, actions, flags.base_url, flags.api_key, flags.model, test_cmd
     )
-    run = flags.run_options()
-    try:
-        heal_n = heal_candidates(heal, run.mode, options)
-    except ValueError as exc:
-        raise fail(str(exc)) from None
-    raise typer.Exit(run_code(options, run, heal_n=heal_n))
+    raise typer.Exit(run_code(options, _with_heal(flags.run_options(), options, heal)))
 
 
 @bench_app.command("parallel")

@@ -94,7 +94,7 @@ async def test_undo_restores_the_whole_turn(harness, project: Path) -> None:
     h = harness(replies)
     assert (await h.agent.run("rename and add new.py")).ok
     assert (project / "new.py").exists()
-    restored = h.undo.undo(h.agent.ws)
+    restored = h.undo.undo(h.agent.ws).restored
     assert sorted(restored) == ["greet.py", "new.py"]
     assert (project / "greet.py").read_text() == GREET
     assert not (project / "new.py").exists()

@@ -38,13 +38,13 @@ def project(tmp_path: Path) -> Path:
 
 
 def run_exec(
-    project: Path, pool: ScriptedPool, task: str, *, mode="fast", policy="refuse", heal_n=0, **agent
+    project: Path, pool: ScriptedPool, task: str, *, mode="fast", policy="refuse", heal=None, **agent
 ):
     out, err = io.StringIO(), io.StringIO()
     home = project.parent / "home"
     options = AgentOptions(project, home=home, approval=ApprovalMode.AUTO_EDIT, **agent)
-    run = RunOptions(project, mode=mode, policy=policy, home=home)
-    code = exec_in_mode(task, options, run, heal_n=heal_n, json_mode=True, out=out, err=err, pool=pool)
+    run = RunOptions(project, mode=mode, policy=policy, home=home, heal=heal)
+    code = exec_in_mode(task, options, run, json_mode=True, out=out, err=err, pool=pool)
     return code, [json.loads(line) for line in out.getvalue().splitlines()], err.getvalue()
 
 
@@ -145,7 +145,7 @@ def test_a_healing_step_answers_with_the_candidate_whose_tests_pass(project):
     pool = ScriptedPool(clients={"fast": lambda: ScriptedModel(["unused"])}, sources={"fast": candidates})
     test_cmd = f"{sys.executable} check.py"
     code, events, _ = run_exec(
-        project, pool, "Rename say_hello to greet in greet.py", test_cmd=test_cmd, heal_n=3
+        project, pool, "Rename say_hello to greet in greet.py", test_cmd=test_cmd, heal=3
     )
     assert code == 0
     assert [c["status"] for c in items(events, "heal_candidate")] == ["failed", "malformed", "passed"]
@@ -258,7 +258,20 @@ def test_a_winning_whole_file_answer_reaches_the_agent_as_an_edit(project):
     )
     test_cmd = f"{sys.executable} check.py"
     code, events, _ = run_exec(
-        project, pool, "Rename say_hello to greet in greet.py", test_cmd=test_cmd, heal_n=2
+        project, pool, "Rename say_hello to greet in greet.py", test_cmd=test_cmd, heal=2
     )
     assert code == 0, events[-1]
     assert (project / "greet.py").read_text() == 'def greet(name):\n    return "Hello, " + name\n'
+
+
+def test_whiz_resume_continues_in_the_sessions_mode_and_says_so(project):
+    pool = ScriptedPool(
+        clients={"fast": lambda: ScriptedModel(["fast reply"]), "deep": lambda: ScriptedModel(["deep reply"])}
+    )
+    code, _events, _err = run_exec(project, pool, "say hi", mode="deep")
+    assert code == 0
+    code, events, err = run_exec(project, pool, "and again", mode=None, resume="last")
+    assert code == 0
+    assert "in deep mode (as it was; --mode overrides)" in err
+    assert items(events, "agent_message")[-1]["text"] == "deep reply"
+    assert pool.opened == ["deep", "deep"]

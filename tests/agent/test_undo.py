@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from whiz.agent.edits import Edit, PatchEdit, PatchHunk, SearchReplace, WholeFile, apply_changes, plan_edits
-from whiz.agent.undo import UndoStore
+from whiz.agent.undo import Undone, UndoStore
 from whiz.agent.workspace import Workspace
 
 ORIGINAL = {
@@ -56,8 +56,9 @@ def test_undo_restores_exact_bytes_without_git(tmp_path: Path) -> None:
     store = UndoStore(tmp_path / "undo" / "session-1")
     run_turn(ws, store, "t1", TURN)
     assert snapshot(ws.root) != ORIGINAL
-    restored = store.undo(ws)
-    assert sorted(restored) == ["app.py", "doomed.txt", "pkg/new.py", "tail.txt", "win.txt"]
+    undone = store.undo(ws)
+    assert undone.turn_id == "t1"
+    assert sorted(undone.restored) == ["app.py", "doomed.txt", "pkg/new.py", "tail.txt", "win.txt"]
     assert snapshot(ws.root) == ORIGINAL
     assert store.turns() == []
     assert store.undo(ws) is None
@@ -73,7 +74,7 @@ def test_turns_are_undone_newest_first_and_survive_a_restart(tmp_path: Path) -> 
     run_turn(ws, store, "t2", [SearchReplace("app.py", "return 3", "return 4"), WholeFile("b.txt", "b\n")])
     reopened = UndoStore(tmp_path / "undo")
     assert reopened.turns() == ["t1", "t2"]
-    assert reopened.undo(ws) == ["app.py", "b.txt"]
+    assert reopened.undo(ws) == Undone("t2", ["app.py", "b.txt"])
     assert snapshot(ws.root) == after_first
     reopened.undo(ws)
     assert snapshot(ws.root) == ORIGINAL

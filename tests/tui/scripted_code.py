@@ -2,7 +2,8 @@
 
 The script is a JSON list of the fast model's replies, one per model call: {"text": ..., "delay_s": ...,
 "chunk_chars": ...}, or {"echo": true, ...} for a reply that repeats the latest user message ("heard: ...").
-Or an object: {"fast": [...], "deep": [...], "mode": "auto", "policy": "reroute:deep"}, for modes.
+Or an object: {"fast": [...], "deep": [...], "mode": "auto", "policy": "reroute:deep"}, for modes
+(no "mode": as `whiz code` without --mode, the resumed session's mode, else fast).
 It runs in the current directory with the approval mode from $WHIZ_TEST_APPROVAL (default auto-edit).
 """
 
@@ -47,7 +48,7 @@ def main() -> int:
         approval=ApprovalMode(os.environ.get("WHIZ_TEST_APPROVAL", "auto-edit")),
         resume=os.environ.get("WHIZ_TEST_RESUME") or None,
     )
-    run = RunOptions(Path.cwd(), mode=script.get("mode", "fast"), policy=script.get("policy", "refuse"))
+    run = RunOptions(Path.cwd(), mode=script.get("mode"), policy=script.get("policy", "refuse"))
     pool = ScriptedPool(
         clients={label: model(script[label]) for label in ("fast", "deep") if label in script}
     )

@@ -201,6 +201,21 @@ def test_mode_shows_and_switches_the_model_for_the_next_tasks(scripted):
     term.wait_for(r"(?s)deep here.*── done in")
 
 
+def test_a_resumed_session_comes_back_in_its_mode_and_says_so(scripted):
+    models = {"fast": [{"text": "fast here"}], "deep": [{"text": "deep here"}]}
+    term = scripted(models)
+    term.enter("/mode deep")
+    term.wait_for(r"· deep · auto-edit ·")
+    term.press("ctrl-d")
+    assert term.wait_exit() == 0
+
+    term = scripted(models, WHIZ_TEST_RESUME="last")
+    term.wait_for(r"resumed sess_\w+ in deep mode \(as it was; --mode overrides\)")
+    term.wait_for(r"· deep · auto-edit ·")
+    term.enter("hello")
+    term.wait_for("deep here")
+
+
 def test_auto_mode_escalation_is_shown_with_its_reason(scripted, project: Path):
     missing = "app.py\n<<<<<<< SEARCH\n    return 7\n=======\n    return 42\n>>>>>>> REPLACE\n"
     term = scripted({"mode": "auto", "fast": [{"text": missing}] * 2, "deep": [{"text": "Deep.\n" + EDIT}]})

@@ -40,7 +40,9 @@ class Screen:
 
 
 @asynccontextmanager
-async def code_app(tmp_path: Path, pool: ScriptedPool, **run) -> AsyncIterator[tuple[CodeApp, Screen]]:
+async def code_app(
+    tmp_path: Path, pool: ScriptedPool, test_cmd: str | None = None, **run
+) -> AsyncIterator[tuple[CodeApp, Screen]]:
     """The UI's app over `pool`, not drawn (no terminal): commands and turns run as when typed."""
     root = tmp_path / "project"
     root.mkdir(exist_ok=True)
@@ -49,7 +51,7 @@ async def code_app(tmp_path: Path, pool: ScriptedPool, **run) -> AsyncIterator[t
     scrollback = Scrollback(screen.out, color_system=None)
     view = TranscriptView(scrollback)
     approver = PromptApprover()
-    options = AgentOptions(root, home=home, approver=approver)
+    options = AgentOptions(root, home=home, approver=approver, test_cmd=test_cmd)
     session = await ModeSession.open(options, RunOptions(root, home=home, **run), sink=view, pool=pool)
     try:
         with create_pipe_input() as keys, create_app_session(input=keys, output=DummyOutput()):
@@ -194,3 +196,30 @@ async def test_deep_mode_after_an_escalation_says_which_model_without_a_second_s
         said = screen.new()
         assert "deep mode from the next task: the deep model answers: qwen2.5-coder-1.5b" in said
         assert "⇄" not in said and len(app.modes.router.changes) == 1
+
+
+async def test_mode_auto_turns_the_healing_steps_on_and_another_mode_off_again(tmp_path: Path):
+    async with code_app(tmp_path, two_models([], []), test_cmd="pytest -q") as (app, screen):
+        await app.commands.run("/mode auto")
+        assert "healing on: 5 candidates per step, `pytest -q` picks" in screen.new()
+        assert app.modes.heal_n == 5
+        await app.commands.run("/mode deep")
+        assert "healing off: one reply per step" in screen.new()
+        await app.commands.run("/mode turbo")  # a bad name: healing stays as it was
+        assert "healing" not in screen.new() and app.modes.heal_n == 0
+
+
+async def test_resume_in_the_ui_takes_up_the_mode_stored_with_that_session(tmp_path: Path):
+    async with code_app(tmp_path, two_models([], ["deep reply"])) as (app, screen):
+        await app.commands.run("/mode deep")
+        first = app.session.id
+        await app.commands.run("/clear")
+        await app.commands.run("/mode fast")
+        screen.new()
+        await app.commands.run(f"/resume {first}")
+        shown = screen.new()
+        assert f"⇄ fast → deep: the resumed session {first} was in deep mode" in shown
+        assert "deep mode, as the resumed session was" in shown
+        assert " deep · auto-edit " in status_line(app)
+        await app._run_turn("hello")
+        assert "deep reply" in screen.new()

@@ -75,10 +75,10 @@ def undo_last(workspace: Path, *, home: Path | None = None) -> tuple[str, list[s
     store = SessionStore(home / "sessions.db")
     try:
         for info in store.list(workspace, limit=50):
-            undo = UndoStore(home / "undo" / info.id)
-            if not undo.turns():
+            undone = UndoStore(home / "undo" / info.id).undo(Workspace(workspace))
+            if undone is None:
                 continue
-            restored = undo.undo(Workspace(workspace))
+            restored = undone.restored
             if restored:
                 note = (
                     f"(The user undid your last changes to {', '.join(restored)}; those files are as before.)"

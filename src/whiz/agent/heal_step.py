@@ -14,12 +14,20 @@ from collections.abc import AsyncIterator
 from whiz.agent.chat_model import chat_messages
 from whiz.agent.events import Event
 from whiz.agent.healing import Healer, best_failure
-from whiz.agent.model import Finished, ModelClient, ModelEvent, ModelRequest, TextDelta, output_items
+from whiz.agent.model import (
+    Finished,
+    ModelClient,
+    ModelEvent,
+    ModelRequest,
+    TextDelta,
+    WrappedModel,
+    output_items,
+)
 from whiz.agent.modes import Router
 from whiz.errors import WhizError
 
 
-class HealingModel:
+class HealingModel(WrappedModel):
     """Healing as a step of the agent: a `ModelClient` that, where the tests decide, answers with
     the best of N candidates instead of one reply.
 
@@ -31,10 +39,15 @@ class HealingModel:
     """
 
     def __init__(self, inner: ModelClient, healer: Healer, router: Router):
-        self.inner = inner
+        super().__init__(inner)
         self.healer = healer
         self.router = router
         self._armed = False
+
+    @property
+    def active(self) -> bool:
+        """Whether it heals at all: with fewer than 2 candidates every step is one plain reply."""
+        return self.healer.settings.n > 1
 
     def observe(self, event: Event) -> None:
         kind, item = event.get("type"), event.get("item") or {}
@@ -48,7 +61,7 @@ class HealingModel:
             self._armed = True
 
     async def respond(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        if not self._armed:
+        if not self._armed or not self.active:
             async for event in self.inner.respond(request):
                 yield event
             return
@@ -80,11 +93,3 @@ class HealingModel:
             "decode_ms": sum(r.generation.wall_ms for r in rounds),
         }
         yield Finished("completed", output_items(text, []), usage, timings)
-
-    async def cancel(self) -> None:
-        await self.inner.cancel()
-
-    async def close(self) -> None:
-        close = getattr(self.inner, "close", None)
-        if close is not None:
-            await close()

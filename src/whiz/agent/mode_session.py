@@ -2,15 +2,18 @@
 interactive UI drive.
 
 `ModeSession.open` builds the stack around one `AgentSession`: a `Router` over a `ModelPool`
-(fast and deep), the `RoutedModel` the agent talks to (auto escalation), optionally a
-`HealingModel` on top (best of N where the tests decide), and a sink that records routing
-decisions in the session log. `run(task)` puts the request through the policy first: a refusal
+(fast and deep), the `RoutedModel` the agent talks to (auto escalation), with a test command a
+`HealingModel` on top (best of N where the tests decide, on as `--heal` and the mode say), and
+a sink that records routing decisions in the session log. The mode, the healing setting and
+the test command are stored with the session, so a resume comes back as it was.
+`run(task)` puts the request through the policy first: a refusal
 ends the turn with the reason, a reroute sends it to deep, and either is shown as an item.
 `set_mode` is the UI's `/mode`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 from collections.abc import Callable
@@ -22,10 +25,10 @@ from whiz.agent.events import EventSink
 from whiz.agent.heal_step import HealingModel
 from whiz.agent.healing import Healer, HealSettings
 from whiz.agent.model import ModelClient
-from whiz.agent.modes import DeepSettings, FastSettings, Mode, ModelPool, Models, RoutedModel, Router
+from whiz.agent.modes import MODES, DeepSettings, FastSettings, Mode, ModelPool, Models, RoutedModel, Router
 from whiz.agent.notices import ItemEmitter, Tee
 from whiz.agent.policy import ChatModelCheck, Decision, Policy, PolicyAction
-from whiz.agent.runner import AgentOptions, AgentSession
+from whiz.agent.runner import AgentOptions, AgentSession, SetupError, resumed_settings
 from whiz.agent.sessions import SessionStore, TurnRecord
 from whiz.agent.stats import TurnResult, TurnStats
 from whiz.agent.workspace import Workspace
@@ -39,13 +42,17 @@ class RunOptions:
     """What every mode-aware run needs besides its task."""
 
     workspace: Path
-    mode: Mode = "fast"
+    mode: Mode | None = None
+    """None: the resumed session's mode, else fast."""
     fast: FastSettings = field(default_factory=FastSettings)
     deep: DeepSettings = field(default_factory=DeepSettings)
     policy: PolicyAction = "refuse"
     policy_model_check: bool = False
     """Ask the fast model about requests the rules cannot decide."""
     home: Path | None = None
+    heal: int | None = None
+    """Candidates of the agent's healing steps (0: off). None: the resumed session's setting, else
+    by the mode (see `heal_candidates`)."""
 
 
 class SessionLog:
@@ -69,13 +76,21 @@ HEAL_N_MAX = 16
 def heal_candidates(heal: int | None, mode: Mode, agent: AgentOptions) -> int:
     """How many candidates the agent's healing steps decode (0: no healing): `heal`, or by
     default 5 in auto mode with a test command and text actions. ValueError says what is wrong."""
+    check_heal(heal, agent)
     if heal is None:
-        return HEAL_N_DEFAULT if mode == "auto" and agent.test_cmd and agent.actions == "text" else 0
+        # actions None is text (or the resumed session's, which `ModeSession.open` looks up first)
+        return HEAL_N_DEFAULT if mode == "auto" and agent.test_cmd and agent.actions != "tools" else 0
+    return heal
+
+
+def check_heal(heal: int | None, agent: AgentOptions) -> None:
+    """ValueError, saying what is wrong, unless `heal` is a usable `--heal` (None: by the mode)."""
+    if heal is None:
+        return
     if heal < 0 or heal > HEAL_N_MAX:
         raise ValueError(f"--heal takes a number of candidates from 0 (off) to {HEAL_N_MAX}")
-    if heal > 1 and agent.actions != "text":
+    if heal > 1 and agent.actions == "tools":
         raise ValueError("--heal needs --actions text (candidates are edit blocks)")
-    return heal
 
 
 async def check_policy(
@@ -110,7 +125,13 @@ def refuse(emit: ItemEmitter, decision: Decision) -> str:
 
 
 class ModeSession:
-    """One agent session with modes, healing and the policy. Use `open()`, `run()`, `close()`."""
+    """One agent session with modes, healing and the policy. Use `open()`, `run()`, `close()`.
+
+    The mode, the healing setting and the test command are stored with the session, so a resume
+    comes back as the session was (flags given on the resume win). Healing follows the mode: a
+    switch to auto turns on the healing steps it has when started in auto, a switch away turns
+    them off again.
+    """
 
     def __init__(
         self,
@@ -120,6 +141,9 @@ class ModeSession:
         model: ModelClient,
         pool: Models,
         options: RunOptions,
+        *,
+        agent_options: AgentOptions,
+        healing: HealingModel | None = None,
     ):
         self.session = session
         self.router = router
@@ -127,6 +151,12 @@ class ModeSession:
         self.model = model
         self.pool = pool
         self.options = options
+        self.agent_options = agent_options
+        """As the session runs: the test command and actions resolved against the stored session."""
+        self.healing = healing
+        """The healing step, when there is a test command; `heal_n` says whether it is on."""
+        self.log = SessionLog(session.store, session.id)
+        """Routing decisions go to the session log through this sink."""
 
     @property
     def agent(self):
@@ -136,6 +166,11 @@ class ModeSession:
     def id(self) -> str:
         return self.session.id
 
+    @property
+    def heal_n(self) -> int:
+        """Candidates per healing step now (0: healing is off)."""
+        return self.healing.healer.settings.n if self.healing and self.healing.active else 0
+
     @classmethod
     async def open(
         cls,
@@ -144,24 +179,32 @@ class ModeSession:
         *,
         sink: EventSink,
         notice: Callable[[str], None] = lambda line: None,
-        heal_n: int = 0,
         pool: Models | None = None,
     ) -> ModeSession:
         """Connect the current mode's model and open (or resume) the session; raises `SetupError`.
 
-        With `heal_n` > 1 and a test command, the agent heals (see `HealingModel`)."""
+        With a test command, the agent heals as `options.heal` and the mode say (`HealingModel`).
+        A resumed session keeps the mode, healing setting and test command it had, unless
+        `options` or `agent_options` give them; `notice` says which mode is in force."""
+        stored = resumed_settings(agent_options)
+        agent_options, options = _restore(agent_options, options, stored)
+        try:
+            heal_candidates(options.heal, options.mode or "fast", agent_options)
+        except ValueError as exc:
+            raise SetupError(str(exc)) from None
         chain = Tee(sink)
         emit = ItemEmitter(chain)
         pool = pool or ModelPool(options.fast, options.deep, notice=notice)
-        router = Router(pool, options.mode, emit)
+        router = Router(pool, options.mode or "fast", emit)
         routed = RoutedModel(router)
         chain.sinks.append(routed.observe)
         model: ModelClient = routed
-        if heal_n > 1 and agent_options.test_cmd:
+        healing = None
+        if agent_options.test_cmd:
             ws = Workspace(agent_options.workspace)
-            healer = Healer(ws, agent_options.test_cmd, HealSettings(n=heal_n), emit=emit)
-            model = HealingModel(routed, healer, router)
-            chain.sinks.append(model.observe)
+            healer = Healer(ws, agent_options.test_cmd, HealSettings(n=0), emit=emit)
+            model = healing = HealingModel(routed, healer, router)
+            chain.sinks.append(healing.observe)
         try:
             await routed.connect()  # no server: one clear line now, not a failed turn
             session = await AgentSession.open(agent_options, sink=chain, notice=notice, model=model)
@@ -169,13 +212,31 @@ class ModeSession:
             await routed.close()
             await pool.close()
             raise
-        opened = cls(session, router, routed, model, pool, options)
+        opened = cls(
+            session, router, routed, model, pool, options, agent_options=agent_options, healing=healing
+        )
         chain.sinks.append(opened._log)
+        opened._follow_mode()
+        if stored:
+            notice(resumed_notice(opened, stored))
         return opened
 
     def _log(self, event: dict[str, Any]) -> None:
-        # The session the agent is in now: the UI's /clear and /resume switch it.
-        SessionLog(self.session.store, self.session.id)(event)
+        # Into the session the agent is in now: the UI's /clear and /resume switch it.
+        self.log.session_id = self.session.id
+        self.log(event)
+
+    def _follow_mode(self) -> None:
+        """Healing as the mode says, and the mode and healing setting stored with the session."""
+        if self.healing is not None:
+            n = heal_candidates(self.options.heal, self.router.mode, self.agent_options)
+            self.healing.healer.settings.n = n
+        settings = {
+            "mode": self.router.mode,
+            "heal": self.options.heal,
+            "test_cmd": self.agent_options.test_cmd,
+        }
+        self.session.info.settings = self.session.store.update_settings(self.session.id, settings)
 
     async def run(self, task: str) -> TurnResult:
         """The policy, then the turn. A refused request ends as a failed turn with the reason."""
@@ -188,8 +249,10 @@ class ModeSession:
         return TurnResult(record.id, "failed", message, TurnStats())
 
     def set_mode(self, mode: Mode, reason: str = "the user chose it") -> None:
-        """Switch between fast, deep and auto (announced as a `mode_change` when the model changes)."""
+        """Switch between fast, deep and auto (announced as a `mode_change` when the model changes),
+        exactly as if the session had started in `mode`: healing follows, and the session keeps it."""
         self.router.set_mode(mode, reason)
+        self._follow_mode()
 
     async def switch_mode(self, mode: Mode, reason: str = "the user chose it") -> None:
         """`set_mode`, once the model the mode starts with answers (the deep one may start in this
@@ -197,7 +260,52 @@ class ModeSession:
         await self.routed.client("deep" if mode == "deep" else "fast")
         self.set_mode(mode, reason)
 
+    async def follow_session(self) -> str | None:
+        """After the UI switched to another stored session (`/resume`): take up the mode stored
+        with it. Returns what changed, in words, or None when the mode stays as it is."""
+        wanted = self.session.info.settings.get("mode")
+        if wanted not in MODES or wanted == self.router.mode:
+            self._follow_mode()
+            return None
+        try:
+            await self.switch_mode(wanted, reason=f"the resumed session {self.id} was in {wanted} mode")
+        except SetupError as exc:
+            self._follow_mode()
+            return f"the session was in {wanted} mode, but {exc.message}; staying in {self.router.mode} mode"
+        return f"{wanted} mode, as the resumed session was"
+
     async def close(self) -> None:
         await self.session.close()
         await self.routed.close()
         await self.pool.close()
+
+
+def _restore(
+    agent: AgentOptions, options: RunOptions, stored: dict[str, Any]
+) -> tuple[AgentOptions, RunOptions]:
+    """The options with what a resumed session stored filling in what was not given."""
+    mode = options.mode or (stored.get("mode") if stored.get("mode") in MODES else None)
+    heal = options.heal if options.heal is not None else stored.get("heal")
+    agent = dataclasses.replace(
+        agent,
+        actions=agent.actions or stored.get("actions") or "text",
+        test_cmd=agent.test_cmd or stored.get("test_cmd"),
+    )
+    return agent, dataclasses.replace(options, mode=mode or "fast", heal=heal)
+
+
+def resumed_notice(session: ModeSession, stored: dict[str, Any]) -> str:
+    """The line a resume starts with: the mode in force and where it came from, and the healing."""
+    mode, was = session.router.mode, stored.get("mode")
+    if was is None or was == mode:
+        line = f"resumed {session.id} in {mode} mode"
+        line += " (as it was; --mode overrides)" if was else ""
+    else:
+        line = f"resumed {session.id} in {mode} mode, as --mode says (it was in {was} mode)"
+    if session.heal_n:
+        line += (
+            f"; healing steps of {session.heal_n} candidates where `{session.agent_options.test_cmd}` decides"
+        )
+    elif session.agent_options.test_cmd:
+        line += f"; tests: `{session.agent_options.test_cmd}`"
+    return line

@@ -73,6 +73,24 @@ class ModelClient(Protocol):
         ...
 
 
+class WrappedModel:
+    """A `ModelClient` that sits around another one (`inner`): cancel and close go through to it.
+
+    Subclasses write `respond`, changing what the agent gets (healing, whole-file answers).
+    """
+
+    def __init__(self, inner: ModelClient):
+        self.inner = inner
+
+    async def cancel(self) -> None:
+        await self.inner.cancel()
+
+    async def close(self) -> None:
+        close = getattr(self.inner, "close", None)  # not every client holds a connection
+        if close is not None:
+            await close()
+
+
 def output_items(text: str, calls: list[ToolCall]) -> list[dict[str, Any]]:
     """A reply as the input items that stand for it in the conversation."""
     items: list[dict[str, Any]] = []

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from whiz.agent.approvals import ApprovalMode, Approvals, Approver
 from whiz.agent.config import AgentConfig
@@ -137,7 +138,10 @@ class AgentSession:
 
     def undo(self) -> list[str] | None:
         """Restore the files of the latest turn that changed any; None when there is nothing to undo."""
-        restored = self.undo_store.undo(self.agent.ws)
+        undone = self.undo_store.undo(self.agent.ws)
+        if undone is None:
+            return None
+        restored = undone.restored
         if restored:
             note = f"(The user undid your last changes to {', '.join(restored)}; those files are as before.)"
             self.agent.items.append({"type": "message", "role": "user", "content": note})
@@ -149,9 +153,18 @@ class AgentSession:
 
 
 def _session(store: SessionStore, options: AgentOptions) -> tuple[SessionInfo, list[dict]]:
-    if options.resume is None:
+    info = find_session(store, options)
+    if info is None:
         settings = {"actions": options.actions or "text", "approval": str(options.approval)}
         return store.create(options.workspace, settings=settings), []
+    return info, store.items(info.id)
+
+
+def find_session(store: SessionStore, options: AgentOptions) -> SessionInfo | None:
+    """The stored session `options.resume` names (None when it names none: a new session).
+    Raises `SetupError` when there is no such session."""
+    if options.resume is None:
+        return None
     if options.resume == "last":
         info = store.latest(options.workspace)
         if info is None:
@@ -160,7 +173,21 @@ def _session(store: SessionStore, options: AgentOptions) -> tuple[SessionInfo, l
         info = store.get(options.resume)
         if info is None:
             raise SetupError(f"no session {options.resume!r}; `whiz resume` lists them")
-    return info, store.items(info.id)
+    return info
+
+
+def resumed_settings(options: AgentOptions) -> dict[str, Any]:
+    """The settings stored with the session `options.resume` names ({} for a new session), read
+    before connecting: what the session ran with decides which model to connect. `SetupError`
+    when there is no such session."""
+    if options.resume is None:
+        return {}
+    store = SessionStore((options.home or data_home()) / "sessions.db")
+    try:
+        info = find_session(store, options)
+    finally:
+        store.close()
+    return dict(info.settings) if info else {}
 
 
 async def connect(options: AgentOptions, notice: Callable[[str], None]) -> tuple[WhizModel, object | None]:

@@ -135,12 +135,13 @@ async def open_frame(
     chain = Tee(sink)
     emit = ItemEmitter(chain)
     pool = pool or ModelPool(options.fast, options.deep, notice=notices_to(err))
-    router = Router(pool, options.mode, emit)
+    mode = options.mode or "fast"
+    router = Router(pool, mode, emit)
     store = SessionStore(home / "sessions.db")
     try:
         if isinstance(pool, ModelPool):
             await pool.endpoint(first or router.current)
-        info = store.create(ws.root, title=task, settings={"command": command, "mode": options.mode})
+        info = store.create(ws.root, title=task, settings={"command": command, "mode": mode})
         sink({"type": "thread.started", "thread_id": info.id})
         chain.sinks.append(SessionLog(store, info.id))
         decision = await check_policy(task, options, pool, router, emit)
@@ -158,30 +159,27 @@ def exec_in_mode(
     agent: AgentOptions,
     options: RunOptions,
     *,
-    heal_n: int = 0,
     json_mode: bool = False,
     out: TextIO | None = None,
     err: TextIO | None = None,
     pool: Models | None = None,
 ) -> int:
-    """`whiz exec` with modes, healing steps and the policy; returns the exit code."""
+    """`whiz exec` (and `whiz resume`) with modes, healing steps (`options.heal`) and the policy;
+    returns the exit code."""
     err = err or sys.stderr
     sink = printer(json_mode, out, err)
-    return run_to_exit_code(_exec(task, agent, options, heal_n, sink, err, pool), sink, err, json_mode)
+    return run_to_exit_code(_exec(task, agent, options, sink, err, pool), sink, err, json_mode)
 
 
 async def _exec(
     task: str,
     agent_options: AgentOptions,
     options: RunOptions,
-    heal_n: int,
     sink: EventSink,
     err: TextIO,
     pool: Models | None,
 ) -> bool:
-    session = await ModeSession.open(
-        agent_options, options, sink=sink, notice=notices_to(err), heal_n=heal_n, pool=pool
-    )
+    session = await ModeSession.open(agent_options, options, sink=sink, notice=notices_to(err), pool=pool)
     loop = asyncio.get_running_loop()
     with contextlib.suppress(NotImplementedError, RuntimeError):
         loop.add_signal_handler(signal.SIGINT, session.agent.cancel)

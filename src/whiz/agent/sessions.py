@@ -166,6 +166,18 @@ class SessionStore:
                 )
             self._db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (time.time(), session_id))
 
+    def update_settings(self, session_id: str, changes: dict[str, Any]) -> dict[str, Any]:
+        """Merge `changes` into the session's stored settings (what a resume restores); returns them all."""
+        with self._db:
+            row = self._db.execute("SELECT settings FROM sessions WHERE id = ?", (session_id,)).fetchone()
+            if row is None:
+                return {}
+            settings = {**json.loads(row[0]), **changes}
+            self._db.execute(
+                "UPDATE sessions SET settings = ? WHERE id = ?", (json.dumps(settings), session_id)
+            )
+        return settings
+
     def log_event(self, session_id: str, type_: str, data: dict[str, Any]) -> None:
         """Add an entry to the session log (a routing decision, say)."""
         with self._db:

@@ -11,12 +11,22 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 from whiz.agent.edits import FileChange, apply_changes
 from whiz.agent.workspace import Workspace
 
 MANIFEST = "manifest.json"
+
+
+@dataclass
+class Undone:
+    """What `UndoStore.undo` took back: the turn (or accepted edit) and the paths it wrote."""
+
+    turn_id: str
+    restored: list[str]
+    """Empty when every file was already as before that turn."""
 
 
 class UndoStore:
@@ -56,25 +66,26 @@ class UndoStore:
         """The recorded turn ids, oldest first."""
         return [self._manifest(folder)["turn_id"] for folder in self._folders()]
 
-    def undo(self, ws: Workspace) -> list[str] | None:
+    def undo(self, ws: Workspace) -> Undone | None:
         """Restore every file of the latest turn exactly, all or none, and forget that turn.
 
-        Files the turn created are removed and files it deleted come back. Returns the paths written
-        (empty if all were already as before), or None when there is nothing to undo.
+        Files the turn created are removed and files it deleted come back. Returns the turn and the
+        paths written, or None when there is nothing to undo.
         """
         folders = self._folders()
         if not folders:
             return None
         folder = folders[-1]
+        manifest = self._manifest(folder)
         changes = []
-        for entry in self._manifest(folder)["files"]:
+        for entry in manifest["files"]:
             wanted = (folder / entry["blob"]).read_bytes().decode("utf-8") if entry["blob"] else None
             current = ws.read_text(entry["path"]) if ws.resolve(entry["path"]).is_file() else None
             if current != wanted:
                 changes.append(FileChange(entry["path"], current, wanted))
         apply_changes(ws, changes)
         shutil.rmtree(folder)
-        return [change.path for change in changes]
+        return Undone(manifest["turn_id"], [change.path for change in changes])
 
     def originals(self) -> dict[str, str | None]:
         """Each file's text before the earliest turn still recorded (None: it did not exist then).

@@ -24,6 +24,7 @@ from whiz.agent.model import (
     ModelRequest,
     TextDelta,
     ToolCall,
+    WrappedModel,
     output_items,
 )
 from whiz.agent.workspace import Workspace
@@ -58,14 +59,14 @@ def whole_files_as_edits(text: str, ws: Workspace, files: list[str]) -> str:
     return f"{prose}\n\n{blocks}" if prose else blocks
 
 
-class WholeFileEdits:
+class WholeFileEdits(WrappedModel):
     """A `ModelClient` that hands the agent whole-file answers as edit blocks (see above).
 
     The reply is passed on in one piece when it is finished, since it may be rewritten.
     """
 
     def __init__(self, inner: ModelClient, ws: Workspace, files: list[str]):
-        self.inner = inner
+        super().__init__(inner)
         self.ws = ws
         self.files = list(files)
 
@@ -87,11 +88,3 @@ class WholeFileEdits:
                 # it, so the next call still chains); only what the agent acts on is rewritten.
                 items = event.output_items or output_items(text, calls)
                 yield Finished(event.status, items, event.usage, event.timings, event.error)
-
-    async def cancel(self) -> None:
-        await self.inner.cancel()
-
-    async def close(self) -> None:
-        close = getattr(self.inner, "close", None)
-        if close is not None:
-            await close()

@@ -226,17 +226,16 @@ class WorkspaceService:
 
     def undo(self) -> list[str]:
         """Restore the files of the latest accepted edit; the edit is pending again (acceptable anew)."""
-        turns = self.undo_store.turns()
-        restored = self.undo_store.undo(self.workspace)
-        if restored is None:
+        undone = self.undo_store.undo(self.workspace)
+        if undone is None:
             raise Conflict("Nothing to undo: no accepted edit is recorded.", code="nothing_to_undo")
-        edit = self._accepted.pop(turns[-1], None)
+        edit = self._accepted.pop(undone.turn_id, None)
         if edit is not None:
             # A candidate card or proposal that still said "accepted" would misstate the files.
             edit.state = "pending"
             if edit.id not in self.offered:
                 self.pending[edit.id] = edit
-        return restored
+        return undone.restored
 
     def require_test_cmd(self) -> str:
         """The configured test command; a clear 409 when there is none."""

@@ -167,7 +167,7 @@ class SlashCommands:
         if mode == router.mode:
             self.say(f"already in {mode} mode")
             return
-        switches = len(router.changes)
+        switches, heal_n = len(router.changes), self.app.modes.heal_n
         try:
             await self.app.modes.switch_mode(mode, reason=f"you chose /mode {mode}")
         except SetupError as exc:
@@ -181,6 +181,18 @@ class SlashCommands:
             self.say(f"{mode} mode {when}: {MODE_HELP[mode].format(deep=deep)}", "bold cyan")
         else:
             self.say(f"{mode} mode {when}", "dim")
+        self.say_healing(heal_n)
+
+    def say_healing(self, before: int) -> None:
+        """A line when the healing steps came on or went off (they follow the mode)."""
+        modes = self.app.modes
+        if modes.heal_n == before:
+            return
+        if modes.heal_n:
+            test_cmd = modes.agent_options.test_cmd
+            self.say(f"healing on: {modes.heal_n} candidates per step, `{test_cmd}` picks", "cyan")
+        else:
+            self.say("healing off: one reply per step", "dim")
 
     async def approval(self, args: str) -> None:
         agent = self.app.session.agent
@@ -224,6 +236,12 @@ class SlashCommands:
             self.say(f"no single session matches {args!r}; /resume lists them", "red")
             return
         self.app.show_conversation(info)
+        heal_n = self.app.modes.heal_n
+        changed = await self.app.modes.follow_session()
+        if changed:
+            self.say(changed, "bold cyan")
+            self.say_healing(heal_n)
+        await self.app.name_models()
 
     async def exit(self, args: str) -> None:
         self.app.quit()

@@ -23,14 +23,13 @@ from whiz.tui.view import TranscriptView
 EXIT_OK, EXIT_SETUP, EXIT_INTERRUPTED = 0, 2, 130
 
 
-def run_code(
-    options: AgentOptions, run: RunOptions | None = None, *, heal_n: int = 0, pool: Models | None = None
-) -> int:
+def run_code(options: AgentOptions, run: RunOptions | None = None, *, pool: Models | None = None) -> int:
     """Run the interactive UI until the user leaves; returns the exit code.
 
-    `run` holds the mode, the deep model and the policy (by default: fast mode, the fast model as
-    `options` says, refuse flagged requests). With `heal_n` > 1 and a test command the agent
-    heals (best of N where the tests decide). `pool` injects the models (tests and demos use a
+    `run` holds the mode, the deep model, the healing setting and the policy (by default: fast
+    mode, or the resumed session's; the fast model as `options` says; refuse flagged requests).
+    With a test command the agent heals as `run.heal` and the mode say (best of N where the
+    tests decide). `pool` injects the models (tests and demos use a
     `ScriptedPool`); by default the fast model is the server in `options` (or one started in this
     process) and the deep one starts on first use.
     """
@@ -45,14 +44,12 @@ def run_code(
     probe = Console()
     scrollback = Scrollback(sys.stdout, color_system=probe.color_system, no_color=probe.no_color)
     try:
-        return asyncio.run(_main(options, run, heal_n, scrollback, pool))
+        return asyncio.run(_main(options, run, scrollback, pool))
     except KeyboardInterrupt:  # before the UI took over the keys (while a server starts, say)
         return EXIT_INTERRUPTED
 
 
-async def _main(
-    options: AgentOptions, run: RunOptions, heal_n: int, scrollback: Scrollback, pool: Models | None
-) -> int:
+async def _main(options: AgentOptions, run: RunOptions, scrollback: Scrollback, pool: Models | None) -> int:
     view = TranscriptView(scrollback)
     approver = PromptApprover()
     options = dataclasses.replace(options, approver=approver)
@@ -61,7 +58,7 @@ async def _main(
         scrollback.print(Text(line, style="dim"))
 
     try:
-        session = await ModeSession.open(options, run, sink=view, notice=notice, heal_n=heal_n, pool=pool)
+        session = await ModeSession.open(options, run, sink=view, notice=notice, pool=pool)
     except SetupError as exc:
         scrollback.print(Text(f"error: {exc.message}", style="bold red"))
         return EXIT_SETUP

@@ -1,0 +1,153 @@
+"""`ModeSession` across a resume and a `/mode` switch: the mode, the healing setting and the test
+command are stored with the session and come back on resume (flags given then win, and a line
+says which mode is in force); switching to auto heals exactly as starting in auto does."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from whiz.agent.candidates import ScriptedCandidates
+from whiz.agent.events import Collector
+from whiz.agent.mode_session import HEAL_N_DEFAULT, ModeSession, RunOptions
+from whiz.agent.modes import ScriptedPool
+from whiz.agent.runner import AgentOptions, SetupError
+from whiz.agent.scripted_model import ScriptedModel
+
+GREET = 'def say_hello(name):\n    return "Hello, " + name\n'
+RENAME = "greet.py\n<<<<<<< SEARCH\ndef say_hello(name):\n=======\ndef greet(name):\n>>>>>>> REPLACE\n"
+WRONG = RENAME.replace("def greet(name):", "def greet(name, extra):")
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "greet.py").write_text(GREET)
+    (root / "check.py").write_text("from greet import greet\nassert greet('x') == 'Hello, x'\n")
+    return root
+
+
+TEST_CMD = f"{sys.executable} check.py"
+
+
+class Opened:
+    """A `ModeSession` over scripted models, with what it said (notices) and emitted (items)."""
+
+    def __init__(self, project: Path, pool: ScriptedPool):
+        self.project = project
+        self.pool = pool
+        self.notices: list[str] = []
+        self.events = Collector()
+
+    async def open(self, *, resume: str | None = None, test_cmd: str | None = None, **run) -> ModeSession:
+        home = self.project.parent / "home"
+        agent = AgentOptions(self.project, home=home, resume=resume, test_cmd=test_cmd)
+        return await ModeSession.open(
+            agent,
+            RunOptions(self.project, home=home, **run),
+            sink=self.events,
+            notice=self.notices.append,
+            pool=self.pool,
+        )
+
+
+def two_models(fast: list[str], deep: list[str], candidates: list[list[str]] | None = None) -> ScriptedPool:
+    return ScriptedPool(
+        clients={"fast": lambda: ScriptedModel(list(fast)), "deep": lambda: ScriptedModel(list(deep))},
+        sources={"fast": ScriptedCandidates(candidates or [])},
+    )
+
+
+async def test_a_resumed_session_comes_back_in_the_mode_it_was_switched_to(project):
+    opened = Opened(project, two_models(["fast reply"] * 3, ["deep reply"] * 3))
+    session = await opened.open()
+    try:
+        assert (await session.run("say hi")).message == "fast reply"
+        session.set_mode("deep")
+    finally:
+        await session.close()
+    assert opened.notices == []  # a new session: nothing to restore
+
+    session = await opened.open(resume="last")
+    try:
+        assert session.router.mode == "deep" and session.router.current == "deep"
+        assert (await session.run("and again")).message == "deep reply"
+    finally:
+        await session.close()
+    assert opened.notices == [f"resumed {session.id} in deep mode (as it was; --mode overrides)"]
+    # The first session asked the fast model; the resumed one connected the deep model only.
+    assert opened.pool.opened == ["fast", "deep"]
+    changes = [(c["from"], c["to"], c["trigger"]) for c in opened.events.items("mode_change")]
+    assert changes == [("fast", "deep", "user")]  # the switch; the resume needed none
+
+
+async def test_a_mode_given_on_resume_wins_and_is_what_the_next_resume_restores(project):
+    opened = Opened(project, two_models(["fast reply"] * 3, ["deep reply"] * 3))
+    session = await opened.open(mode="auto")
+    await session.close()
+
+    session = await opened.open(resume="last", mode="fast")
+    try:
+        assert session.router.mode == "fast"
+        assert (await session.run("hi")).message == "fast reply"
+    finally:
+        await session.close()
+    assert opened.notices[-1] == f"resumed {session.id} in fast mode, as --mode says (it was in auto mode)"
+
+    session = await opened.open(resume=session.id)
+    await session.close()
+    assert session.router.mode == "fast"
+    assert opened.notices[-1].endswith("in fast mode (as it was; --mode overrides)")
+
+
+async def test_the_test_command_and_the_healing_setting_come_back_with_the_session(project):
+    opened = Opened(project, two_models([], []))
+    session = await opened.open(test_cmd=TEST_CMD, heal=3)
+    assert session.heal_n == 3
+    await session.close()
+
+    session = await opened.open(resume="last")
+    await session.close()
+    assert session.heal_n == 3 and session.agent.config.test_cmd == TEST_CMD
+    assert opened.notices[-1].endswith(
+        f"fast mode (as it was; --mode overrides); healing steps of 3 candidates where `{TEST_CMD}` decides"
+    )
+
+    session = await opened.open(resume="last", heal=0)  # --heal 0 on the resume turns it off
+    await session.close()
+    assert session.heal_n == 0
+    assert opened.notices[-1].endswith(f"; tests: `{TEST_CMD}`")
+
+
+async def test_switching_to_auto_heals_as_starting_in_auto_does_and_switching_away_stops(project):
+    started_auto = await Opened(project, two_models([], [])).open(test_cmd=TEST_CMD, mode="auto")
+    await started_auto.close()
+    assert started_auto.heal_n == HEAL_N_DEFAULT
+
+    opened = Opened(project, two_models(["The file looks fine to me."], [], [[WRONG, RENAME]]))
+    session = await opened.open(test_cmd=TEST_CMD)
+    try:
+        assert session.heal_n == 0
+        session.set_mode("auto")
+        assert session.heal_n == HEAL_N_DEFAULT
+        result = await session.run("Rename say_hello to greet in greet.py")
+        assert result.ok, result.message
+        assert [c["status"] for c in opened.events.items("heal_candidate")] == ["failed", "passed"]
+        assert (project / "greet.py").read_text().startswith("def greet(name):")
+
+        session.set_mode("fast")
+        assert session.heal_n == 0
+        healed = len(opened.events.items("heal_candidate"))
+        answered = await session.run("Is greet.py all right?")
+        assert answered.message == "The file looks fine to me."
+        assert len(opened.events.items("heal_candidate")) == healed  # one plain reply, no candidates
+    finally:
+        await session.close()
+
+
+async def test_a_resume_of_a_session_that_is_not_there_is_one_clear_error(project):
+    with pytest.raises(SetupError, match="no session 'sess_nope'"):
+        await Opened(project, two_models([], [])).open(resume="sess_nope")
