@@ -14,7 +14,7 @@ PYTEST_ARGS ?=
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP): pyproject.toml scripts/ensure_llama.sh scripts/llama_cmake_args.py scripts/llama_patch.py | $(PY)
+$(STAMP): pyproject.toml scripts/ensure_llama.sh scripts/llama_cmake_args.py scripts/llama_patch.py $(wildcard scripts/llama_kernels/*) | $(PY)
 	scripts/ensure_llama.sh $(PY) $(LLAMA_VERSION)
 	$(PY) -m pip install -q -e '.[test]'
 	touch $@

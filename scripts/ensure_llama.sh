@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Install llama-cpp-python into the venv from a wheel built once for this CPU and cached.
 # The wheel is built from the PyPI source release with whiz's CMake flags (llama_cmake_args.py)
-# and one patch (llama_patch.py); both are part of the cache key, and the venv records the key
-# it has, so changing either rebuilds.
+# and whiz's patch (llama_patch.py, with its C++ in llama_kernels/); all are part of the cache
+# key, and the venv records the key it has, so changing any of them rebuilds.
 # Usage: scripts/ensure_llama.sh VENV_PYTHON VERSION
 set -euo pipefail
 py="$1"; version="$2"
 here="$(cd "$(dirname "$0")" && pwd)"
 args="$(python3 "$here/llama_cmake_args.py")"
-key="$( (printf '%s %s' "$version" "$args"; cat "$here/llama_patch.py") | sha256sum | cut -c1-12)"
+key="$( (printf '%s %s' "$version" "$args"; cat "$here/llama_patch.py" "$here"/llama_kernels/*) | sha256sum | cut -c1-12)"
 prefix="$("$py" -c 'import sys; print(sys.prefix)')"
 marker="$prefix/.whiz-llama-$key"
 if [ -e "$marker" ] && "$py" -c "import importlib.metadata as m, sys; sys.exit(m.version('llama_cpp_python') != '$version')" 2>/dev/null; then
