@@ -16,18 +16,15 @@ from whiz.agent.modes import ScriptedPool
 from whiz.agent.runner import AgentOptions, SetupError
 from whiz.agent.scripted_model import ScriptedModel
 
-GREET = 'def say_hello(name):\n    return "Hello, " + name\n'
 RENAME = "greet.py\n<<<<<<< SEARCH\ndef say_hello(name):\n=======\ndef greet(name):\n>>>>>>> REPLACE\n"
 WRONG = RENAME.replace("def greet(name):", "def greet(name, extra):")
 
 
 @pytest.fixture
-def project(tmp_path: Path) -> Path:
-    root = tmp_path / "project"
-    root.mkdir()
-    (root / "greet.py").write_text(GREET)
-    (root / "check.py").write_text("from greet import greet\nassert greet('x') == 'Hello, x'\n")
-    return root
+def project(project: Path) -> Path:
+    """conftest's project, with a check the rename passes (`TEST_CMD`)."""
+    (project / "check.py").write_text("from greet import greet\nassert greet('x') == 'Hello, x'\n")
+    return project
 
 
 TEST_CMD = f"{sys.executable} check.py"
