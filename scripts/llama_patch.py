@@ -21,7 +21,7 @@ Three changes, all in llamafile's sgemm inside ggml's CPU backend, all about bat
    the 1.5B), so ggml summed each column with its own vec_dot and unpacked the weights again for
    every column. The patch adds a kernel that unpacks a weight row once per 4 columns.
 
-In both, each element is still summed with vec_dot's own float operations in vec_dot's order
+In 2 and 3, each element is still summed with vec_dot's own float operations in vec_dot's order
 (the integer parts are exact), so results are bit-identical to a row decoded alone; the
 integration test test_batch_invariance checks it. Measured here (2 cores, AVX2, 2026-11-22):
 0.5B 5 rows 92 -> 55 ms, 16 rows 179 -> 142 ms, prefill about 12% faster; 1.5B 4 rows 164 ->
