@@ -561,15 +561,24 @@ def heal(
         bool, typer.Option("--sequential", help="Decode candidates one after another (to compare).")
     ] = False,
     seed: Annotated[int | None, typer.Option(help="Candidate i samples with seed + i.")] = 1234,
+    all_: Annotated[
+        bool,
+        typer.Option(
+            "--all",
+            help="Let every candidate finish and keep the smallest passing diff. Default: the first "
+            "candidate to pass ends the round and the ones still being written are cancelled.",
+        ),
+    ] = False,
     json_: JsonOpt = False,
     *,
     flags: ModelFlags,
 ) -> None:
     """Best of N: candidate edits tested in parallel copies of this directory; the best is applied.
 
-    The winner passes the tests with the smallest diff (then the fewest tokens). It is applied
-    atomically and `whiz undo` takes it back. Exit code 0 when a candidate passed, 1 when none did
-    (nothing is changed then), 2 when it could not start.
+    Each candidate is tested as soon as it is written; the first to pass ends the round (--all
+    waits for every one). Among those tested, the winner passes with the smallest diff (then the
+    fewest tokens). It is applied atomically and `whiz undo` takes it back. Exit code 0 when a
+    candidate passed, 1 when none did (nothing is changed then), 2 when it could not start.
     """
     from whiz.agent.healing import HealSettings
     from whiz.agent.runs import heal_task
@@ -586,7 +595,7 @@ def heal(
     run = flags.run_options()
     settings = HealSettings(
         n=n, temperature=temperature, rounds=rounds, test_timeout_s=test_timeout, parallel=not sequential,
-        seed=seed,
+        seed=seed, first_pass=not all_,
     )  # fmt: skip
     raise typer.Exit(heal_task(task, test_cmd, run, settings, json_mode=json_))
 
@@ -645,7 +654,8 @@ def bench_heal(
     variants: Annotated[
         str,
         typer.Option(
-            help="Comma-separated: fast (one attempt), heal, deep, decode (parallel vs sequential)."
+            help="Comma-separated: fast (one attempt), heal (first pass ends a round), heal-all "
+            "(every candidate finishes), deep, decode (parallel vs sequential)."
         ),
     ] = "fast,heal,deep,decode",
     api_key: ApiKeyOpt = None,

@@ -6,33 +6,55 @@ paths give the same candidates; the bodies are recorded from a stand-in for the 
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
 from typing import Any
 
-from whiz.agent.candidates import ChatCandidates
+import pytest
+
+from whiz.agent.candidates import ChatCandidates, ScriptedCandidates
+from whiz.agent.candidates import generate as generate_all
 from whiz.client import ResponseError
 
 MESSAGES = [{"role": "user", "content": "fix it"}]
 
 
 class RecordingHttp:
-    """Answers each POST with one choice per candidate asked for; `takes_n=False` refuses n as
-    a server limited to one choice does (a 400 on `n`)."""
+    """Streams one choice per candidate asked for, as a chat server's chunks; `takes_n=False`
+    refuses n as a server limited to one choice does (a 400 on `n`), `ignores_n` answers one
+    choice whatever n says. `slow` holds back the choices it names until the stream is closed."""
 
-    def __init__(self, *, takes_n: bool = True):
+    def __init__(self, *, takes_n: bool = True, ignores_n: bool = False, slow: tuple[int, ...] = ()):
         self.takes_n = takes_n
+        self.ignores_n = ignores_n
+        self.slow = slow
         self.bodies: list[dict[str, Any]] = []
+        self.closed_early = 0
 
-    async def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    async def stream(self, path: str, body: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
         assert path == "/chat/completions"
         self.bodies.append(body)
-        if body.get("n", 1) > 1 and not self.takes_n:
+        n = body.get("n", 1)
+        if n > 1 and not self.takes_n:
             raise ResponseError("n must be 1", code="invalid_value", param="n", status=400)
         seed = body.get("seed")
-        choices = [
-            {"index": i, "message": {"content": f"seed {None if seed is None else seed + i}"}}
-            for i in range(body.get("n", 1))
-        ]
-        return {"choices": choices, "usage": {"prompt_tokens": 7, "completion_tokens": 3 * len(choices)}}
+        count = 1 if self.ignores_n else n
+        try:
+            for i in range(count):
+                yield {"choices": [{"index": i, "delta": {"content": "seed "}, "finish_reason": None}]}
+            for i in (i for i in range(count) if i not in self.slow):
+                text = str(None if seed is None else seed + i)
+                yield {"choices": [{"index": i, "delta": {"content": text}, "finish_reason": None}]}
+                yield {
+                    "choices": [{"index": i, "delta": {}, "finish_reason": "stop"}],
+                    "whiz": {"decode_tokens": 3},
+                }
+            if self.slow:
+                await asyncio.sleep(3600)
+            yield {"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 3 * count}}
+        except asyncio.CancelledError:
+            self.closed_early += 1
+            raise
 
 
 def asked(http: RecordingHttp) -> list[tuple[int | None, int | None]]:
@@ -42,8 +64,8 @@ def asked(http: RecordingHttp) -> list[tuple[int | None, int | None]]:
 
 async def generate(http: RecordingHttp, *, parallel: bool = True, seed: int | None = 10, model=None):
     source = ChatCandidates(http, model)  # type: ignore[arg-type]
-    return await source.generate(
-        MESSAGES, 3, temperature=0.7, max_tokens=32, seed=seed, parallel=parallel
+    return await generate_all(
+        source, MESSAGES, 3, temperature=0.7, max_tokens=32, seed=seed, parallel=parallel
     ), source
 
 
@@ -52,10 +74,13 @@ async def test_parallel_asks_once_with_n_and_the_first_seed():
     generation, source = await generate(http, model="qwen")
     assert asked(http) == [(3, 10)]
     assert http.bodies[0] == {
-        "messages": MESSAGES, "temperature": 0.7, "max_tokens": 32, "n": 3, "seed": 10, "model": "qwen"
+        "messages": MESSAGES, "temperature": 0.7, "max_tokens": 32, "n": 3, "seed": 10, "model": "qwen",
+        "stream_options": {"include_usage": True},
     }  # fmt: skip
     assert generation.method == "n" and source.supports_n is True
     assert generation.texts == ["seed 10", "seed 11", "seed 12"]
+    assert generation.output_tokens == [3, 3, 3] and generation.prompt_tokens == 7
+    assert generation.finish_reasons == ["stop"] * 3
 
 
 async def test_a_server_that_refuses_n_gets_one_request_per_candidate_with_its_own_seed():
@@ -80,3 +105,43 @@ async def test_without_a_seed_no_request_names_one():
     http = RecordingHttp(takes_n=False)
     await generate(http, seed=None)
     assert all("seed" not in body for body in http.bodies)
+
+
+async def test_a_server_that_ignores_n_gets_the_missing_candidates_as_single_requests():
+    http = RecordingHttp(ignores_n=True)
+    generation, source = await generate(http)
+    assert asked(http)[0] == (3, 10)
+    assert sorted(asked(http)[1:], key=str) == [(None, 11), (None, 12)]
+    assert generation.method == "concurrent" and source.supports_n is False
+    assert generation.texts == ["seed 10", "seed 11", "seed 12"]
+
+
+async def test_candidates_come_as_each_finishes_and_leaving_early_closes_the_stream():
+    http = RecordingHttp(slow=(0, 2))
+    source = ChatCandidates(http)  # type: ignore[arg-type]
+    async with source.stream(MESSAGES, 3, temperature=0.7, max_tokens=32, seed=10) as found:
+        async for candidate in found:
+            assert (candidate.index, candidate.text, candidate.output_tokens) == (1, "seed 11", 3)
+            break  # as a heal does once a candidate passes
+    assert http.closed_early == 1  # the server sees the connection go: it stops decoding
+    generation = found.generation()
+    assert generation.finish_reasons == ["cancelled", "stop", "cancelled"]
+    assert generation.texts == ["seed ", "seed 11", "seed "]  # what was written before the stop
+
+
+async def test_a_server_error_mid_stream_is_raised_to_the_reader():
+    class Failing(RecordingHttp):
+        async def stream(self, path, body):
+            yield {"choices": [{"index": 0, "delta": {"content": "x"}, "finish_reason": None}]}
+            yield {"error": {"message": "engine failed", "code": "server_error"}}
+
+    source = ChatCandidates(Failing())  # type: ignore[arg-type]
+    with pytest.raises(ResponseError, match="engine failed"):
+        await generate_all(source, MESSAGES, 2, temperature=0.7, max_tokens=32)
+
+
+async def test_scripted_candidates_finish_in_the_order_of_their_delays():
+    source = ScriptedCandidates([["a", "b", "c"]], delays_s=[0.2, 0.0, 0.1])
+    async with source.stream(MESSAGES, 3, temperature=0.7, max_tokens=32) as found:
+        order = [c.text async for c in found]
+    assert order == ["b", "c", "a"]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.agent.conftest import turn_statuses
-from whiz.agent.candidates import ScriptedCandidates
+from whiz.agent.candidates import CandidateStream, ScriptedCandidates
 from whiz.agent.events import Collector
 from whiz.agent.headless import undo_last
 from whiz.agent.healing import (
@@ -56,9 +56,16 @@ def project(tmp_path: Path) -> Path:
 
 
 def run_heal(
-    project: Path, batches, *, mode="fast", deep_batches=None, task="fix average in calc.py", **settings
+    project: Path,
+    batches,
+    *,
+    mode="fast",
+    deep_batches=None,
+    task="fix average in calc.py",
+    delays_s=(),
+    **settings,
 ):
-    pool = ScriptedPool(sources={"fast": ScriptedCandidates(batches)})
+    pool = ScriptedPool(sources={"fast": ScriptedCandidates(batches, delays_s=delays_s)})
     if deep_batches is not None:
         pool.sources["deep"] = ScriptedCandidates(deep_batches)
     out, err = io.StringIO(), io.StringIO()
@@ -82,7 +89,7 @@ def items(events, type_):
 
 
 def test_the_passing_candidate_with_the_smallest_diff_wins_and_every_result_is_shown(project):
-    code, events, _ = run_heal(project, [[MALFORMED, BIG_FIX, WRONG, FIX, FIX]])
+    code, events, _ = run_heal(project, [[MALFORMED, BIG_FIX, WRONG, FIX, FIX]], first_pass=False)
     assert code == 0
     assert (project / "calc.py").read_text() == BUGGY.replace("(len(xs) + 1)", "len(xs)")
     results = {c["index"]: c for c in items(events, "heal_candidate")}
@@ -104,11 +111,38 @@ def test_candidates_never_touch_the_real_workspace_until_one_is_chosen(project):
     assert {p.name for p in project.iterdir()} - {"__pycache__"} == {"calc.py", "check.py"}
 
 
+def statuses(events) -> list[str]:
+    """Each candidate's status, by index (items come as each candidate's tests end)."""
+    return [c["status"] for c in sorted(items(events, "heal_candidate"), key=lambda c: c["index"])]
+
+
 def test_a_hanging_candidate_times_out_while_the_others_are_judged(project):
-    code, events, _ = run_heal(project, [[HANG, FIX]], test_timeout_s=3)
+    code, events, _ = run_heal(project, [[HANG, FIX]], test_timeout_s=3, first_pass=False)
     assert code == 0
-    statuses = [c["status"] for c in items(events, "heal_candidate")]
-    assert statuses == ["timeout", "passed"]
+    assert statuses(events) == ["timeout", "passed"]
+    assert [c["status"] for c in items(events, "heal_candidate")] == ["passed", "timeout"]  # as each ended
+
+
+def test_the_first_candidate_to_pass_ends_the_round_and_the_slower_ones_are_cancelled(project):
+    # Candidate 1 would pass with a smaller diff than 0, but is still being written when 0 passes.
+    code, events, pool = run_heal(project, [[BIG_FIX, FIX]], delays_s=[0.0, 30.0])
+    assert code == 0
+    assert statuses(events) == ["passed", "cancelled"]
+    assert pool.sources["fast"].cancelled == [1]  # its decoding was stopped, not awaited
+    (heal,) = items(events, "heal")
+    assert heal["cancelled"] == 1 and heal["best"] == 0
+    assert (project / "calc.py").read_text() == BUGGY.replace(
+        "    total = 0\n    for x in xs:\n        total += x\n    return total / (len(xs) + 1)",
+        "    return sum(xs) / len(xs)",
+    )
+
+
+def test_once_a_candidate_passes_a_hanging_test_run_is_stopped(project):
+    code, events, _ = run_heal(project, [[HANG, FIX]], test_timeout_s=60)
+    assert code == 0
+    assert statuses(events) == ["cancelled", "passed"]
+    hung = next(c for c in items(events, "heal_candidate") if c["index"] == 0)
+    assert "tests were stopped" in hung["error"]
 
 
 def test_the_best_failures_output_is_fed_back_for_a_second_round(project):
@@ -200,10 +234,13 @@ async def test_a_healer_without_edits_anywhere_reports_no_edit(project):
 
 
 class DeadServer:
-    async def generate(self, messages, n, **kw):
+    def stream(self, messages, n, **kw):
         from whiz.client import ConnectError
 
-        raise ConnectError("cannot reach http://127.0.0.1:9/v1/chat/completions: connection refused")
+        async def produce(out):
+            raise ConnectError("cannot reach http://127.0.0.1:9/v1/chat/completions: connection refused")
+
+        return CandidateStream(n, produce, "n")
 
 
 def test_a_server_that_goes_away_midway_is_one_clear_line_and_changes_nothing(project):

@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import free_port
 from whiz.agent.approvals import ApprovalMode
-from whiz.agent.candidates import ChatCandidates, ScriptedCandidates
+from whiz.agent.candidates import ChatCandidates, ScriptedCandidates, generate
 from whiz.agent.events import Collector
 from whiz.agent.mode_session import ModeSession
 from whiz.agent.model import Finished, ModelRequest, TextDelta
@@ -148,7 +148,9 @@ def test_a_healing_step_answers_with_the_candidate_whose_tests_pass(project):
         project, pool, "Rename say_hello to greet in greet.py", test_cmd=test_cmd, heal=3
     )
     assert code == 0
-    assert [c["status"] for c in items(events, "heal_candidate")] == ["failed", "malformed", "passed"]
+    status = {c["index"]: c["status"] for c in items(events, "heal_candidate")}
+    # The wrong edit fails, unless its tests were still running when the rename passed.
+    assert status[0] in ("failed", "cancelled") and (status[1], status[2]) == ("malformed", "passed")
     (change,) = items(events, "file_change")
     assert change["status"] == "completed"
     assert (project / "greet.py").read_text().startswith("def greet(name):")
@@ -216,8 +218,8 @@ async def test_candidates_come_back_the_same_decoded_together_or_one_by_one(serv
     async with HttpClient(server.root) as http:
         source = ChatCandidates(http)
         messages = [{"role": "user", "content": "fix it"}]
-        together = await source.generate(messages, 3, temperature=0.7, max_tokens=32, seed=1)
-        apart = await source.generate(messages, 3, temperature=0.7, max_tokens=32, seed=1, parallel=False)
+        together = await generate(source, messages, 3, temperature=0.7, max_tokens=32, seed=1)
+        apart = await generate(source, messages, 3, temperature=0.7, max_tokens=32, seed=1, parallel=False)
     assert together.texts == apart.texts == ["candidate text"] * 3
     assert apart.method == "sequential"
     # One request with n where the server takes it; concurrent requests where it refuses n.

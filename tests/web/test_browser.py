@@ -164,7 +164,7 @@ def test_heal_shows_candidates_with_their_tests_and_accepting_the_passing_one_fi
         assert len({round(b["y"]) for b in boxes}) == 1, boxes  # side by side, in one row
         for i in range(3):  # each with its test result
             expect(cards.nth(i).locator(".badge").first).to_have_text(
-                re.compile("^(pass|fail|timeout|malformed|no edit)$")
+                re.compile("^(pass|fail|timeout|malformed|no edit|cancelled)$")
             )
         chosen = page.locator(".candidate.chosen")
         expect(chosen).to_have_count(1)

@@ -52,7 +52,7 @@ def wait_done(client, timeout_s: float = 60) -> dict:
 
 def test_every_candidate_shows_its_test_result_and_accepting_the_chosen_one_applies_it(make_client, buggy):
     client = make_client(whole_file_reply("calc.py", FIXED), workspace=buggy, test_cmd=CHECK)
-    started = heal(client, n=3)
+    started = heal(client, n=3, all_candidates=True)
     assert started.status_code == 202, started.text
     assert started.json()["heal"]["status"] == "running"
 
@@ -132,6 +132,7 @@ def test_a_heal_where_nothing_passes_says_so_and_changes_nothing(make_client, bu
         ({"task": TASK, "temperature": 3}, "temperature"),
         ({"task": TASK, "rounds": 0}, "rounds"),
         ({"task": TASK, "max_tokens": 5}, "max_tokens"),
+        ({"task": TASK, "all_candidates": "yes"}, "all_candidates"),
         ({"task": TASK, "bogus": 1}, "bogus"),
     ],
 )
@@ -209,7 +210,7 @@ async def test_the_chosen_candidate_passes_with_the_smallest_diff(buggy):
         Workspace(buggy), UndoStore(buggy.parent / "undo"), proposer=None, test_cmd=CHECK
     )  # type: ignore[arg-type]
     heal = HealService(service, lambda model: source)
-    job = heal.start(HealBody(task=TASK, n=4, rounds=1))
+    job = heal.start(HealBody(task=TASK, n=4, rounds=1, all_candidates=True))
     await job.task
     by_index = {c["index"]: c for c in heal.candidates()}
     assert [by_index[i]["status"] for i in range(4)] == ["failed", "passed", "passed", "no_edit"]

@@ -1,13 +1,20 @@
 """N candidate replies to one conversation, for healing: the `CandidateSource` seam and its adapters.
 
+A source streams its candidates: `async with source.stream(...) as found`, then `async for
+candidate in found` yields each candidate as it finishes, in the order they finish, so that its
+tests can run while the others are still being written. Leaving the block early cancels the
+candidates still being decoded (healing stops a round once one passes); `found.generation()`
+then says what was written, and how long it took. `generate()` waits for them all.
+
 `ChatCandidates` asks an OpenAI-compatible server (over HTTP, or a server's own chat service in
-the same process: anything with `ChatPoster.post`). In parallel (the default) it sends one request
-with `n=N`: whiz decodes the N candidates as N sequences in one engine, prefilling the prompt
-once and sharing its KV cache. A server that ignores or refuses `n` gets the missing candidates
-as concurrent single requests instead (still batched together by a whiz engine, but each
-prefills the prompt). `parallel=False` decodes them one after another, which is what the
-parallel path is measured against. Candidate i is sampled with seed + i either way, so the two
-paths produce the same candidates from a batch-invariant engine.
+the same process: anything with `ChatPoster.stream`). In parallel (the default) it sends one
+streamed request with `n=N`: whiz decodes the N candidates as N sequences in one engine,
+prefilling the prompt once and sharing its KV cache, and a closed stream stops them within a
+step. A server that ignores or refuses `n` gets the missing candidates as concurrent single
+requests instead (still batched together by a whiz engine, but each prefills the prompt).
+`parallel=False` decodes them one after another, which is what the parallel path is measured
+against. Candidate i is sampled with seed + i either way, so the two paths produce the same
+candidates from a batch-invariant engine.
 
 `ScriptedCandidates` replays fixed texts for tests.
 """
@@ -15,8 +22,9 @@ paths produce the same candidates from a batch-invariant engine.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -37,12 +45,104 @@ class Generation:
     """How the candidates were decoded: one request with n, concurrent requests, or one by one."""
     prompt_tokens: int = 0
     finish_reasons: list[str] = field(default_factory=list)
+    """Per candidate; "cancelled" for one stopped before it finished."""
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One finished candidate."""
+
+    index: int
+    text: str
+    output_tokens: int
+    finish_reason: str
+
+
+_END = object()
+
+
+class CandidateStream:
+    """One call's candidates, each yielded as it finishes. A producer (the source's decoding, run
+    as a task from `__aenter__`) writes text with `write` and ends each candidate with `finish`;
+    leaving the `async with` block cancels the producer, and with it what is still decoding."""
+
+    def __init__(self, n: int, produce: Callable[[CandidateStream], Awaitable[None]], method: Method):
+        self.n = n
+        self.method = method
+        self.prompt_tokens = 0
+        self.texts = [""] * n
+        self._tokens: list[int | None] = [None] * n
+        self._reasons: list[str | None] = [None] * n
+        self._produce = produce
+        self._queue: asyncio.Queue[Any] = asyncio.Queue()
+        self._task: asyncio.Task | None = None
+        self._started = self._ended = 0.0
+
+    async def __aenter__(self) -> CandidateStream:
+        self._started = time.perf_counter()
+        self._task = asyncio.create_task(self._run())
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if not self._ended:
+            self._ended = time.perf_counter()
+
+    async def _run(self) -> None:
+        try:
+            await self._produce(self)
+        except Exception as exc:  # handed to the reader, who raises it
+            self._queue.put_nowait(exc)
+        finally:
+            self._queue.put_nowait(_END)
+
+    def __aiter__(self) -> AsyncIterator[Candidate]:
+        return self._read()
+
+    async def _read(self) -> AsyncIterator[Candidate]:
+        while (item := await self._queue.get()) is not _END:
+            if isinstance(item, Exception):
+                raise item
+            yield item
+
+    def write(self, index: int, text: str) -> None:
+        """More text of candidate `index`."""
+        self.texts[index] += text
+
+    def finish(self, index: int, reason: str, output_tokens: int | None = None) -> None:
+        """Candidate `index` is complete (a second finish of the same index is ignored)."""
+        if self._reasons[index] is not None:
+            return
+        tokens = output_tokens or max(1, len_based_estimate(self.texts[index]))
+        self._tokens[index], self._reasons[index] = tokens, reason
+        self._queue.put_nowait(Candidate(index, self.texts[index], tokens, reason))
+        if all(r is not None for r in self._reasons):
+            self._ended = time.perf_counter()
+
+    @property
+    def finished(self) -> int:
+        return sum(r is not None for r in self._reasons)
+
+    def generation(self) -> Generation:
+        """Everything written so far; a candidate not finished counts as cancelled."""
+        end = self._ended or time.perf_counter()
+        tokens = [
+            t if t is not None else len_based_estimate(x)
+            for t, x in zip(self._tokens, self.texts, strict=True)
+        ]
+        reasons = [r or "cancelled" for r in self._reasons]
+        return Generation(
+            list(self.texts), tokens, (end - self._started) * 1000, self.method, self.prompt_tokens, reasons
+        )
 
 
 class CandidateSource(Protocol):
-    """Produces `n` sampled replies to a chat conversation."""
+    """Produces `n` sampled replies to a chat conversation, each as it finishes."""
 
-    async def generate(
+    def stream(
         self,
         messages: list[dict[str, Any]],
         n: int,
@@ -51,18 +151,27 @@ class CandidateSource(Protocol):
         max_tokens: int,
         seed: int | None = None,
         parallel: bool = True,
-    ) -> Generation: ...
+    ) -> CandidateStream: ...
+
+
+async def generate(source: CandidateSource, messages: list[dict[str, Any]], n: int, **kw: Any) -> Generation:
+    """All `n` candidates, once every one has finished."""
+    async with source.stream(messages, n, **kw) as found:
+        async for _ in found:
+            pass
+    return found.generation()
 
 
 class ChatPoster(Protocol):
-    """Posts a JSON body to an OpenAI-compatible path; an error answer raises `ResponseError`.
-    `HttpClient` is one; the web app's heal uses its own server's chat service."""
+    """Streams a chat request to an OpenAI-compatible path, yielding each chunk; an error answer
+    raises `ResponseError`. `HttpClient` is one; the web app's heal uses its own server's chat
+    service."""
 
-    async def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]: ...
+    def stream(self, path: str, body: dict[str, Any]) -> AsyncIterator[dict[str, Any]]: ...
 
 
 class ChatCandidates:
-    """Candidates from `POST /v1/chat/completions` on `http` (not closed here)."""
+    """Candidates from a streamed `POST /v1/chat/completions` on `http` (not closed here)."""
 
     def __init__(self, http: ChatPoster, model: str | None = None):
         self.http = http
@@ -70,7 +179,7 @@ class ChatCandidates:
         self.supports_n: bool | None = None
         """Learned on the first parallel call: whether the server returned n choices for n."""
 
-    async def generate(
+    def stream(
         self,
         messages: list[dict[str, Any]],
         n: int,
@@ -79,73 +188,75 @@ class ChatCandidates:
         max_tokens: int,
         seed: int | None = None,
         parallel: bool = True,
-    ) -> Generation:
-        started = time.perf_counter()
-        request: dict[str, Any] = {"messages": messages, "temperature": temperature, "max_tokens": max_tokens}
+    ) -> CandidateStream:
+        request: dict[str, Any] = {
+            "messages": messages,
+            "temperature": temperature,
+            "max_tokens": max_tokens,
+            "stream_options": {"include_usage": True},
+        }
         if self.model:
             request["model"] = self.model
 
-        async def ask(count: int, first: int) -> dict[str, Any]:
-            """`count` candidates in one request, the first sampled with seed + `first`."""
+        async def ask(out: CandidateStream, count: int, first: int) -> int:
+            """`count` candidates in one request, the first sampled with seed + `first`; returns
+            how many choices the server wrote."""
             body = {**request, "n": count} if count > 1 else dict(request)
             if seed is not None:
                 body["seed"] = seed + first
-            return await self.http.post("/chat/completions", body)
+            seen: set[int] = set()
+            async for chunk in self.http.stream("/chat/completions", body):
+                if "error" in chunk:
+                    raise ResponseError.from_error(chunk["error"])
+                usage = chunk.get("usage") or {}
+                out.prompt_tokens = max(out.prompt_tokens, usage.get("prompt_tokens") or 0)
+                for choice in chunk.get("choices") or []:
+                    index = first + (choice.get("index") or 0)
+                    if index >= out.n:
+                        continue
+                    seen.add(index)
+                    out.write(index, (choice.get("delta") or {}).get("content") or "")
+                    if reason := choice.get("finish_reason"):
+                        out.finish(index, reason, (chunk.get("whiz") or {}).get("decode_tokens"))
+            for index in seen:  # a stream that ended without a finish_reason still ended
+                out.finish(index, "stop")
+            return len(seen)
 
-        if not parallel:
-            answers = [await ask(1, i) for i in range(n)]
-            return _generation(answers, started, "sequential")
-        answers: list[dict[str, Any]] = []
-        method: Method = "n"
-        if n > 1 and self.supports_n is not False:
-            try:
-                answers.append(await ask(n, 0))
-            except ResponseError as exc:
-                if exc.status != 400 or exc.param not in ("n", None):
-                    raise
-                self.supports_n = False  # a server limited to n=1 says so with a 400 on `n`
-            else:
-                self.supports_n = len(answers[0]["choices"]) >= n
-        have = sum(len(a["choices"]) for a in answers)
-        if have < n:
-            method = "concurrent" if n > 1 else "n"
-            answers.extend(await asyncio.gather(*(ask(1, i) for i in range(have, n))))
-        return _generation(answers, started, method)
+        async def produce(out: CandidateStream) -> None:
+            if not parallel:
+                for i in range(n):
+                    await ask(out, 1, i)
+                return
+            have = 0
+            if n > 1 and self.supports_n is not False:
+                try:
+                    have = await ask(out, n, 0)
+                except ResponseError as exc:
+                    if exc.status != 400 or exc.param not in ("n", None):
+                        raise
+                    self.supports_n = False  # a server limited to n=1 says so with a 400 on `n`
+                else:
+                    self.supports_n = have >= n
+            if have < n:
+                out.method = "concurrent" if n > 1 else "n"
+                await asyncio.gather(*(ask(out, 1, i) for i in range(have, n)))
 
-
-def _generation(answers: list[dict[str, Any]], started: float, method: Method) -> Generation:
-    texts, tokens, reasons, prompt = [], [], [], 0
-    for answer in answers:
-        choices = sorted(answer.get("choices") or [], key=lambda c: c.get("index", 0))
-        usage = answer.get("usage") or {}
-        prompt = max(prompt, usage.get("prompt_tokens", 0))
-        found = [(c.get("message") or {}).get("content") or "" for c in choices]
-        texts += found
-        tokens += _split_tokens(found, usage.get("completion_tokens"))
-        reasons += [c.get("finish_reason") or "stop" for c in choices]
-    return Generation(texts, tokens, (time.perf_counter() - started) * 1000, method, prompt, reasons)
-
-
-def _split_tokens(texts: list[str], total: int | None) -> list[int]:
-    """Output tokens per choice. Usage counts all choices together, so a total is shared out in
-    proportion to each text's estimated size (exact for a single choice)."""
-    estimates = [max(1, len_based_estimate(t)) for t in texts]
-    if not total or not texts:
-        return estimates
-    scale = total / sum(estimates)
-    return [max(1, round(e * scale)) for e in estimates]
+        return CandidateStream(n, produce, "n" if parallel else "sequential")
 
 
 @dataclass
 class ScriptedCandidates:
     """Replays candidate texts: each call takes the next batch (a list, or a function of the
-    messages). Records the messages of every call, for tests."""
+    messages). Candidate i finishes after `delays_s[i]` seconds (default: all at once, after
+    `delay_s`). Records the messages of every call, and which candidates were cancelled, for tests."""
 
     batches: list[Sequence[str] | Callable[[list[dict[str, Any]]], Sequence[str]]]
     calls: list[list[dict[str, Any]]] = field(default_factory=list)
     delay_s: float = 0.0
+    delays_s: Sequence[float] = ()
+    cancelled: list[int] = field(default_factory=list)
 
-    async def generate(
+    def stream(
         self,
         messages: list[dict[str, Any]],
         n: int,
@@ -154,17 +265,21 @@ class ScriptedCandidates:
         max_tokens: int,
         seed: int | None = None,
         parallel: bool = True,
-    ) -> Generation:
+    ) -> CandidateStream:
         self.calls.append(messages)
-        started = time.perf_counter()
-        if self.delay_s:
-            await asyncio.sleep(self.delay_s)
         batch = self.batches.pop(0) if self.batches else []
         texts = list(batch(messages) if callable(batch) else batch)[:n]
-        return Generation(
-            texts,
-            [max(1, len_based_estimate(t)) for t in texts],
-            (time.perf_counter() - started) * 1000,
-            "scripted",
-            finish_reasons=["stop"] * len(texts),
-        )
+
+        async def one(out: CandidateStream, i: int) -> None:
+            try:
+                await asyncio.sleep(self.delays_s[i] if i < len(self.delays_s) else self.delay_s)
+            except asyncio.CancelledError:
+                self.cancelled.append(i)
+                raise
+            out.write(i, texts[i])
+            out.finish(i, "stop")
+
+        async def produce(out: CandidateStream) -> None:
+            await asyncio.gather(*(one(out, i) for i in range(len(texts))))
+
+        return CandidateStream(len(texts), produce, "scripted")

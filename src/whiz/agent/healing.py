@@ -1,11 +1,15 @@
 """Healing: N candidate edits, each tested in its own copy of the workspace, the best one kept.
 
 A round asks the model for N replies at once (decoded in parallel, sharing the prompt's KV
-cache: `candidates.py`), parses each reply's edits, applies each distinct edit in an isolated
-copy (`whiz.environments.worktree`), and runs the test command in every copy in parallel with a
-timeout. The best candidate is the one whose tests pass, then the one with the smallest diff,
-then the one with the fewest tokens. When none passes, the best failure's test output goes back
-to the model for another round; in auto mode, the last round goes to the deep model.
+cache: `candidates.py`). As each reply finishes, its edits are parsed and applied in an
+isolated copy (`whiz.environments.worktree`), where the test command runs with a timeout, in
+parallel with the other copies and with the replies still being written. The best candidate is
+the one whose tests pass, then the one with the smallest diff, then the one with the fewest
+tokens. By default the first candidate to pass ends the round (waiting for the slowest of N
+replies would mostly buy a chance at a smaller diff): the replies still being written, and the
+test runs still going, are cancelled (`HealSettings.first_pass`). When
+none passes, the best failure's test output goes back to the model for another round; in auto
+mode, the last round goes to the deep model.
 
 `Healer` does the rounds and reports every candidate as a `heal_candidate` item. `whiz heal`
 (`runs.heal_task`) applies the winner to the real workspace itself, atomically and undoably;
@@ -21,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from whiz.agent.actions import parse_edits
-from whiz.agent.candidates import CandidateSource, Generation
+from whiz.agent.candidates import Candidate, CandidateSource, CandidateStream, Generation
 from whiz.agent.edits import EditError, FileChange, apply_changes, plan_edits, unified_diff
 from whiz.agent.errors import WhizAgentError
 from whiz.agent.events import Emitter
@@ -30,7 +34,7 @@ from whiz.agent.workspace import Workspace
 from whiz.environments.local import LocalEnvironment, truncate
 from whiz.environments.worktree import CopyError, isolated_copy
 
-Status = Literal["passed", "failed", "timeout", "malformed", "no_edit"]
+Status = Literal["passed", "failed", "timeout", "malformed", "no_edit", "cancelled"]
 FEEDBACK_OUTPUT_CHARS = 3000
 
 
@@ -52,6 +56,9 @@ class HealSettings:
     """Candidate i samples with seed + i, so a heal can be repeated; None for fresh randomness."""
     max_parallel_tests: int | None = None
     """Test runs at once (default: all candidates)."""
+    first_pass: bool = True
+    """The first candidate to pass its tests ends the round, and the candidates still being
+    written are cancelled; False: every candidate finishes and the smallest passing diff wins."""
 
 
 @dataclass
@@ -123,7 +130,7 @@ def pick_best(results: list[CandidateResult]) -> CandidateResult | None:
     return min(passing, key=selection_key) if passing else None
 
 
-_FAILURE_RANK = {"failed": 0, "timeout": 1, "malformed": 2, "no_edit": 3}
+_FAILURE_RANK = {"failed": 0, "timeout": 1, "malformed": 2, "no_edit": 3, "cancelled": 4}
 
 
 def best_failure(results: list[CandidateResult]) -> CandidateResult | None:
@@ -241,60 +248,42 @@ class Healer:
     async def round(
         self, source: CandidateSource, messages: list[dict[str, Any]], number: int, label: Label
     ) -> RoundResult:
-        """One round: generate, evaluate every candidate, report."""
+        """One round: generate, test each candidate as it finishes, report. With `first_pass`,
+        the first candidate to pass ends the round: the candidates still being written or tested
+        are cancelled (a passing one tested at the same moment still competes)."""
         s = self.settings
         item = self.emit.start(
             "heal", round=number, mode=label, n=s.n, test_cmd=self.test_cmd, status="in_progress"
         )
         seed = None if s.seed is None else s.seed + 1000 * (number - 1)
-        generation = await source.generate(
-            messages, s.n, temperature=s.temperature, max_tokens=s.max_tokens, seed=seed, parallel=s.parallel
-        )
-        results = await self.evaluate(generation, number)
+        tests = _RoundTests(self, number)
+        try:
+            async with source.stream(
+                messages,
+                s.n,
+                temperature=s.temperature,
+                max_tokens=s.max_tokens,
+                seed=seed,
+                parallel=s.parallel,
+            ) as found:
+                await tests.read(found, stop_at_pass=s.first_pass)
+            # Leaving the block cancelled whatever was still being written.
+            generation = found.generation()
+            results = await tests.settle(generation, stop=s.first_pass)
+        except BaseException:
+            tests.cancel()
+            raise
         best = pick_best(results)
         self.emit.complete(
             item,
             method=generation.method,
             decode_ms=round(generation.wall_ms, 1),
             passed=sum(r.passed for r in results),
+            cancelled=sum(r.status == "cancelled" for r in results),
             best=None if best is None else best.index,
             status="completed",
         )
         return RoundResult(number, label, generation, results)
-
-    async def evaluate(self, generation: Generation, number: int) -> list[CandidateResult]:
-        """Parse, dedupe, and test every candidate in its own copy, all at once."""
-        results = [
-            self._plan(number, i, text, tokens)
-            for i, (text, tokens) in enumerate(zip(generation.texts, generation.output_tokens, strict=True))
-        ]
-        firsts: dict[tuple, CandidateResult] = {}
-        to_test: list[CandidateResult] = []
-        for r in results:
-            if r.status != "failed":  # malformed or no edit: nothing to test
-                continue
-            key = tuple((c.path, c.after) for c in sorted(r.changes, key=lambda c: c.path))
-            if key in firsts:
-                r.same_as = firsts[key].index
-            else:
-                firsts[key] = r
-                to_test.append(r)
-        limit = asyncio.Semaphore(self.settings.max_parallel_tests or max(1, len(to_test)))
-
-        async def test(r: CandidateResult) -> None:
-            async with limit:
-                await self._test(r)
-
-        await asyncio.gather(*(test(r) for r in to_test))
-        for r in results:
-            if r.same_as is not None:
-                twin = results[r.same_as]
-                r.status, r.exit_code, r.test_output, r.error = (
-                    twin.status, twin.exit_code, twin.test_output, twin.error
-                )  # fmt: skip
-        for r in results:
-            self.emit.single("heal_candidate", **r.item())
-        return results
 
     def _plan(self, number: int, index: int, text: str, tokens: int) -> CandidateResult:
         result = CandidateResult(number, index, text, tokens, "failed")
@@ -359,6 +348,115 @@ class Healer:
         result.exit_code, result.test_output = done.exit_code, done.output
         result.test_ms = (time.perf_counter() - started) * 1000
         result.status = "passed" if done.ok else ("timeout" if done.timed_out else "failed")
+
+
+class _RoundTests:
+    """One round's candidates, each parsed and tested (in its own copy) as soon as it arrives.
+    A candidate with the same edit as an earlier one shares that one's test run."""
+
+    def __init__(self, healer: Healer, number: int):
+        self.healer = healer
+        self.number = number
+        self.results: dict[int, CandidateResult] = {}
+        self.tasks: list[asyncio.Task] = []
+        self.passed = asyncio.Event()
+        self._reported: set[int] = set()
+        self._firsts: dict[tuple, tuple[CandidateResult, asyncio.Task]] = {}
+        settings = healer.settings
+        self._limit = asyncio.Semaphore(settings.max_parallel_tests or max(1, settings.n))
+
+    async def read(self, found: CandidateStream, *, stop_at_pass: bool) -> None:
+        """Take candidates until all have come, or (`stop_at_pass`) until one passes its tests."""
+        reading = asyncio.create_task(self._take_all(found))
+        waiting = {reading}
+        if stop_at_pass:
+            waiting.add(asyncio.create_task(self.passed.wait()))
+        try:
+            await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in waiting:
+                task.cancel()
+        if reading.done() and not reading.cancelled():
+            reading.result()  # the source's error, if it failed
+
+    async def _take_all(self, found: CandidateStream) -> None:
+        async for candidate in found:
+            self.take(candidate)
+
+    def take(self, candidate: Candidate) -> None:
+        result = self.healer._plan(self.number, candidate.index, candidate.text, candidate.output_tokens)
+        self.results[candidate.index] = result
+        if result.status != "failed":  # malformed or no edit: nothing to test
+            self._report(result)
+            return
+        key = tuple((c.path, c.after) for c in sorted(result.changes, key=lambda c: c.path))
+        if key in self._firsts:
+            twin, run = self._firsts[key]
+            result.same_as = twin.index
+            self.tasks.append(asyncio.create_task(self._same_as(result, twin, run)))
+        else:
+            run = asyncio.create_task(self._test(result))
+            self._firsts[key] = (result, run)
+            self.tasks.append(run)
+
+    async def _test(self, result: CandidateResult) -> None:
+        async with self._limit:
+            await self.healer._test(result)
+        self._report(result)
+
+    async def _same_as(self, result: CandidateResult, twin: CandidateResult, run: asyncio.Task) -> None:
+        await run
+        self._copy_twin(result, twin)
+        self._report(result)
+
+    @staticmethod
+    def _copy_twin(result: CandidateResult, twin: CandidateResult) -> None:
+        result.status, result.exit_code, result.test_output, result.error = (
+            twin.status, twin.exit_code, twin.test_output, twin.error
+        )  # fmt: skip
+
+    def _report(self, result: CandidateResult) -> None:
+        self._reported.add(result.index)
+        self.healer.emit.single("heal_candidate", **result.item())
+        if result.passed:
+            self.passed.set()
+
+    async def settle(self, generation: Generation, *, stop: bool) -> list[CandidateResult]:
+        """Wait for the tests under way; with `stop`, only until one passes, then stop the rest.
+        A candidate that was never written out, or whose tests were stopped, is reported as
+        cancelled. Returns the round's results by index."""
+        if stop and self.tasks and not self.passed.is_set():
+            # Every candidate is written; their tests still run, and the first pass ends them.
+            everything = asyncio.gather(*self.tasks, return_exceptions=True)
+            passing = asyncio.create_task(self.passed.wait())
+            await asyncio.wait({everything, passing}, return_when=asyncio.FIRST_COMPLETED)
+            passing.cancel()
+        if stop and self.passed.is_set():
+            self.cancel()
+        for outcome in await asyncio.gather(*self.tasks, return_exceptions=True):
+            if isinstance(outcome, Exception):
+                raise outcome
+        for index, text in enumerate(generation.texts):
+            if index in self._reported:
+                continue
+            result = self.results.get(index)
+            if result is None:  # still being written when the round ended
+                result = CandidateResult(
+                    self.number, index, text, generation.output_tokens[index], "cancelled"
+                )
+                result.error = "another candidate passed first; this one was still being written"
+                self.results[index] = result
+            elif result.same_as is not None and result.same_as in self._reported:
+                self._copy_twin(result, self.results[result.same_as])  # its twin's run did end
+            else:
+                result.status = "cancelled"
+                result.error = "another candidate passed first; its tests were stopped"
+            self._report(result)
+        return [self.results[i] for i in sorted(self.results)]
+
+    def cancel(self) -> None:
+        for task in self.tasks:
+            task.cancel()
 
 
 def _close_copy(copying: asyncio.Future) -> None:

@@ -6,7 +6,7 @@ renders them like any other item:
     mode_change      {from, to, reason, trigger}   trigger: edit_failures, healing, policy,
                                                    swarm_retry, new_turn or user
     policy_decision  {action, category, reason, rules, checked_by}   only when routing changes
-    heal             {round, mode, n, method, decode_ms, passed, best, status}
+    heal             {round, mode, n, method, decode_ms, passed, cancelled, best, status}
     heal_candidate   {round, index, status, diff_lines, output_tokens, exit_code, test_output,
                       error, diff, same_as}
     swarm_plan       {tasks: [{id, title, files, check}]}
@@ -82,9 +82,10 @@ def describe(item: dict[str, Any], *, show_candidates: bool = True) -> str | Non
             return f"policy {item['action']} ({item['category']}): {item['reason']}"
         case "heal":
             best = "none passed" if item.get("best") is None else f"candidate {item['best']} passes"
+            stopped = f", {item['cancelled']} cancelled once one passed" if item.get("cancelled") else ""
             return (
                 f"heal round {item['round']} ({item['mode']}): {item['n']} candidates decoded "
-                f"({item.get('method')}) in {item.get('decode_ms', 0) / 1000:.1f} s; {best}"
+                f"({item.get('method')}) in {item.get('decode_ms', 0) / 1000:.1f} s; {best}{stopped}"
             )
         case "heal_candidate" if show_candidates:
             extra = f", {item['diff_lines']} lines changed" if item.get("diff_lines") else ""

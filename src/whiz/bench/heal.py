@@ -5,8 +5,12 @@ and the same prompt in every variant: the instruction, the file, and the test's 
 variant passes a task when the edit it ends with makes the task's test pass.
 
     fast@1    one greedy attempt of the fast model
-    heal@N    N candidates at temperature T, tested in parallel copies, a second round with the
-              best failure's output (fast mode: no escalation, so the comparison is fair)
+    heal@N    N candidates at temperature T, each tested in its own copy as it finishes; the
+              first to pass ends the round (the default of `whiz heal`); when none passes, a
+              second round with the best failure's output (fast mode: no escalation, so the
+              comparison is fair)
+    heal@N-all  the same, but every candidate finishes and the smallest passing diff wins
+              (`whiz heal --all`); not in the default list
     deep@1    one greedy attempt of the deep model
 
 Also measured, on the same tasks and prompts: decoding N candidates in parallel (one request
@@ -29,6 +33,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from whiz.agent.candidates import generate
 from whiz.agent.events import Collector
 from whiz.agent.healing import Healer, HealSettings
 from whiz.agent.modes import DeepSettings, FastSettings, Label, ModelPool, Router
@@ -41,7 +46,7 @@ from whiz.bench.tasks import workspace_for
 from whiz.client import ClientError
 from whiz.environments.local import LocalEnvironment
 
-VARIANTS = ("fast", "heal", "deep", "decode")
+VARIANTS = ("fast", "heal", "heal-all", "deep", "decode")
 
 
 @dataclass
@@ -92,8 +97,8 @@ async def time_decoding(router: Router, task: EditTask, n: int, temperature: flo
         )
     source = await router.candidates("fast")
     kw = {"temperature": temperature, "max_tokens": max_tokens, "seed": 7}
-    parallel = await source.generate(messages, n, parallel=True, **kw)
-    sequential = await source.generate(messages, n, parallel=False, **kw)
+    parallel = await generate(source, messages, n, parallel=True, **kw)
+    sequential = await generate(source, messages, n, parallel=False, **kw)
     return {
         "task_id": task.task_id,
         "parallel_ms": parallel.wall_ms,
@@ -129,6 +134,11 @@ async def run_bench(
     plans = {
         "fast": ("fast@1", "fast", HealSettings(n=1, temperature=0.0, rounds=1, seed=None)),
         "heal": (f"heal@{n}", "fast", HealSettings(n=n, temperature=temperature, rounds=2)),
+        "heal-all": (
+            f"heal@{n}-all",
+            "fast",
+            HealSettings(n=n, temperature=temperature, rounds=2, first_pass=False),
+        ),
         "deep": ("deep@1", "deep", HealSettings(n=1, temperature=0.0, rounds=1, seed=None)),
     }
     try:

@@ -3,7 +3,8 @@ server's `--test-cmd` in its own copy of the workspace, all shown side by side.
 
 Routes (under /whiz/workspace; the same key and browser checks as `workspace_api.py`):
 
-    POST /heal          {task, n?, temperature?, max_tokens?, rounds?, seed?, model?} -> 202 {heal}
+    POST /heal          {task, n?, temperature?, max_tokens?, rounds?, seed?, all_candidates?, model?}
+                        -> 202 {heal}
                         409 heal_running while another heal runs, 409 no_test_command without
                         --test-cmd, 400 for a bad body or an n this server cannot decode at once
     POST /heal/cancel   -> {heal}, once the heal has stopped; 409 no_heal_running
@@ -27,7 +28,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -36,7 +37,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from whiz.agent.candidates import CandidateSource, ChatCandidates, Generation
+from whiz.agent.candidates import CandidateSource, ChatCandidates
 from whiz.agent.events import Emitter, Event
 from whiz.agent.healing import Healer, HealOutcome, HealSettings
 from whiz.agent.modes import Label, Router
@@ -79,6 +80,9 @@ class HealBody(BaseModel):
     """Rounds: the first, then one per best failure fed back, until a candidate passes."""
     seed: int | None = Field(default=1234, ge=0)
     """Candidate i samples with seed + i, so a heal can be repeated; null for fresh randomness."""
+    all_candidates: bool = False
+    """Every candidate finishes and the smallest passing diff wins; by default the first
+    candidate to pass ends the round (`whiz heal --all`)."""
     model: str | None = Field(default=None, max_length=500)
 
 
@@ -122,9 +126,10 @@ class HealJob:
             self.rounds.append({k: item.get(k) for k in keys})
         elif kind == "heal_candidate":
             self.items.append({k: v for k, v in item.items() if k not in ("id", "type")})
-
-    def generated(self, generation: Generation) -> None:
-        self.phase = f"round {self._round}: testing {len(generation.texts)} candidates, each in its own copy"
+            done = sum(c["round"] == self._round for c in self.items)
+            self.phase = (
+                f"round {self._round}: {done} of {self.n} candidates done, each tested in its own copy"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         winner = None if self.winner is None else self.candidate_id(*self.winner)
@@ -147,34 +152,25 @@ class HealJob:
 
 class ServerChat:
     """A `ChatPoster` over this server's own chat service: the request is validated and decoded
-    as if it had come over HTTP, without the HTTP. Errors come back as a client would see them."""
+    as if it had come over HTTP, without the HTTP. Errors come back as a client would see them;
+    closing the stream early cancels what is still being decoded, as a closed connection does."""
 
     def __init__(self, chat: ChatService, on_finished: Callable[[dict], None] = lambda response: None):
         self.chat = chat
         self.on_finished = on_finished
 
-    async def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    async def stream(self, path: str, body: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
         if path != "/chat/completions":
             raise ValueError(f"ServerChat serves /chat/completions only, not {path}")
         try:
-            response = await self.chat.complete(parse(ChatRequest, body))
+            req = parse(ChatRequest, {**body, "stream": True})
+            turns = await self.chat.open(req)
         except WhizError as exc:
             raise ResponseError.from_error(exc.to_dict(), exc.status) from exc
-        self.on_finished(response)
-        return response
-
-
-class _Watched:
-    """A `CandidateSource` that tells the job when the candidates are written."""
-
-    def __init__(self, inner: CandidateSource, job: HealJob):
-        self.inner = inner
-        self.job = job
-
-    async def generate(self, messages: list[dict[str, Any]], n: int, **kw: Any) -> Generation:
-        generation = await self.inner.generate(messages, n, **kw)
-        self.job.generated(generation)
-        return generation
+        async for chunk in self.chat.stream(req, turns):
+            if "usage" in chunk:  # the last chunk: what the metrics count
+                self.on_finished(chunk)
+            yield chunk
 
 
 @dataclass
@@ -304,9 +300,10 @@ class HealService:
             test_timeout_s=self.workspace.environment.timeout_s,
             rounds=body.rounds,
             seed=body.seed,
+            first_pass=not body.all_candidates,
         )
         emit = Emitter(job.observe)
-        router = Router(_OneModel(_Watched(self.source(body.model), job)), "fast", emit)
+        router = Router(_OneModel(self.source(body.model)), "fast", emit)
         return await Healer(ws, job.test_cmd, settings, emit=emit).heal(router, messages)
 
     def _offer(self, job: HealJob, outcome: HealOutcome) -> None:

@@ -10,7 +10,7 @@ import { el, formatMs, hljs } from "./render.js";
 
 const BASE = "/whiz/workspace";
 const POLL_MS = 500;
-const BADGES = { passed: "pass", failed: "fail", timeout: "timeout", malformed: "malformed", no_edit: "no edit" };
+const BADGES = { passed: "pass", failed: "fail", timeout: "timeout", malformed: "malformed", no_edit: "no edit", cancelled: "cancelled" };
 
 export class HealView {
   constructor({ api, info, modes, status, afterAccept }) {
@@ -48,6 +48,7 @@ export class HealView {
       temperature: number("heal-temperature"),
       max_tokens: number("heal-max-tokens"),
       rounds: number("heal-rounds"),
+      all_candidates: this.$("heal-all").checked,
       model: this.modes.model(),
     };
   }
@@ -112,6 +113,8 @@ export class HealView {
       if (!rounds.has(c.round)) rounds.set(c.round, []);
       rounds.get(c.round).push(c);
     }
+    // Candidates arrive as each one's tests finish; the cards stay in candidate order.
+    for (const list of rounds.values()) list.sort((a, b) => a.index - b.index);
     // Rebuilding the cards would close an open test output and reset scrolling on every poll.
     const key = JSON.stringify(candidates.map((c) => [c.id, c.edit?.state, c.chosen]));
     if (key === this.shown) return;
@@ -133,6 +136,7 @@ export class HealView {
 
   card(c) {
     const passed = c.status === "passed";
+    const tone = passed ? "pass" : c.status === "cancelled" ? "cancelled" : "fail";
     const facts = [`#${c.index}`];
     if (c.exit_code !== null && c.exit_code !== undefined) facts.push(`exit ${c.exit_code}`);
     if (c.diff_lines) facts.push(`${c.diff_lines} diff lines`);
@@ -159,11 +163,11 @@ export class HealView {
           : null;
     return el(
       "article",
-      { class: `candidate ${passed ? "pass" : "fail"}${c.chosen ? " chosen" : ""}`, "data-status": c.status, "data-id": c.id },
+      { class: `candidate ${tone}${c.chosen ? " chosen" : ""}`, "data-status": c.status, "data-id": c.id },
       el(
         "header",
         {},
-        el("span", { class: `badge ${passed ? "pass" : "fail"}`, text: BADGES[c.status] || c.status }),
+        el("span", { class: `badge ${tone}`, text: BADGES[c.status] || c.status }),
         c.chosen ? el("span", { class: "badge chosen", text: "chosen", title: "passes, with the smallest diff, then the fewest tokens" }) : null,
         el("span", { class: "facts", text: facts.join(" · ") }),
         el("span", { class: "spacer" }),
