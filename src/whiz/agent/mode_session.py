@@ -187,15 +187,15 @@ class ModeSession:
         A resumed session keeps the mode, healing setting and test command it had, unless
         `options` or `agent_options` give them; `notice` says which mode is in force."""
         stored = resumed_settings(agent_options)
-        agent_options, options = _restore(agent_options, options, stored)
+        agent_options, options = _restore(agent_options, options, stored)  # the mode is set now
         try:
-            heal_candidates(options.heal, options.mode or "fast", agent_options)
+            heal_candidates(options.heal, options.mode, agent_options)
         except ValueError as exc:
             raise SetupError(str(exc)) from None
         chain = Tee(sink)
         emit = ItemEmitter(chain)
         pool = pool or ModelPool(options.fast, options.deep, notice=notice)
-        router = Router(pool, options.mode or "fast", emit)
+        router = Router(pool, options.mode, emit)
         routed = RoutedModel(router)
         chain.sinks.append(routed.observe)
         model: ModelClient = routed
@@ -283,7 +283,8 @@ class ModeSession:
 def _restore(
     agent: AgentOptions, options: RunOptions, stored: dict[str, Any]
 ) -> tuple[AgentOptions, RunOptions]:
-    """The options with what a resumed session stored filling in what was not given."""
+    """The options with what a resumed session stored filling in what was not given; the mode is
+    always set (given, else stored, else fast)."""
     mode = options.mode or (stored.get("mode") if stored.get("mode") in MODES else None)
     heal = options.heal if options.heal is not None else stored.get("heal")
     agent = dataclasses.replace(
