@@ -745,19 +745,12 @@ def bench_parallel(
     api_key: Annotated[str | None, typer.Option(help="Bearer key for the target.")] = None,
 ) -> None:
     """Best-of-N decoding: N candidates in one request (decoded together) vs N requests in a row."""
-    from whiz.bench.parallel import main
+    from whiz.bench.parallel import ParallelPlan, main
 
-    raise typer.Exit(
-        main(
-            target,
-            model=model,
-            api_key=api_key,
-            n=n,
-            max_tokens=max_tokens,
-            rounds=rounds,
-            temperature=temperature,
-        )
+    plan = ParallelPlan(
+        target, model, api_key, n=n, max_tokens=max_tokens, rounds=rounds, temperature=temperature
     )
+    raise typer.Exit(main(plan))
 
 
 @bench_app.command("gateway")

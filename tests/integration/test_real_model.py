@@ -39,6 +39,18 @@ def until_done(conn):
     raise AssertionError("the socket closed before the response ended")
 
 
+def follow_up(conn, first, text: str):
+    """A second turn on the same socket, chained on `first`: one user message, a few tokens."""
+    conn.response.create(
+        model="whiz",
+        previous_response_id=first.response.id,
+        input=[{"role": "user", "content": text}],
+        temperature=0,
+        max_output_tokens=8,
+    )
+    return until_done(conn)
+
+
 def test_chat_completion_answers_and_reports_usage_and_timings(client):
     out = client.chat.completions.create(
         model="whiz",
@@ -75,14 +87,7 @@ def test_second_websocket_turn_is_cached_and_faster(client):
         )
         first = until_done(conn)
         assert first.response.status in ("completed", "incomplete"), first
-        conn.response.create(
-            model="whiz",
-            previous_response_id=first.response.id,
-            input=[{"role": "user", "content": "Now in three words."}],
-            temperature=0,
-            max_output_tokens=8,
-        )
-        second = until_done(conn)
+        second = follow_up(conn, first, "Now in three words.")
     assert second.response.status in ("completed", "incomplete"), second
     u1, u2 = first.response.usage, second.response.usage
     assert u1.input_tokens_details.cached_tokens < 10  # only the shared "<|im_start|>system" head
@@ -164,13 +169,6 @@ def test_bad_input_leaves_the_server_and_other_sessions_working(client, real_ser
         assert codes == ["context_length_exceeded"]
         r = httpx.post(f"{real_server.base_url}/chat/completions", content=b"{oops", timeout=30)
         assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_json"
-        good.response.create(
-            model="whiz",
-            previous_response_id=first.response.id,
-            input=[{"role": "user", "content": "Bye."}],
-            temperature=0,
-            max_output_tokens=8,
-        )
-        second = until_done(good)
+        second = follow_up(good, first, "Bye.")
     assert second.response.status in ("completed", "incomplete")
     assert second.response.usage.input_tokens_details.cached_tokens > 0

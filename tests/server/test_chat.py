@@ -1,9 +1,6 @@
 """POST /v1/chat/completions through the openai SDK, over a real server on the fake engine."""
 
 import json
-import time
-
-import httpx
 
 TOOL_CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
 WEATHER_TOOL = {
@@ -151,14 +148,6 @@ def test_resending_the_full_history_hits_the_cache(serve_fake, sdk):
     assert second.model_extra["whiz"]["prefill_tokens"] == second.usage.prompt_tokens - cached
 
 
-def test_client_leaving_a_stream_stops_the_engine(serve_fake):
+def test_client_leaving_a_stream_stops_the_engine(serve_fake, leave_a_stream):
     served = serve_fake(script=lambda conv: "y" * 3000, engine_kw={"step_s": 0.005})
-    body = {"model": "fake", "messages": [{"role": "user", "content": "go"}], "stream": True}
-    with httpx.Client() as http, http.stream("POST", f"{served.base_url}/chat/completions", json=body) as r:
-        lines = r.iter_lines()
-        assert sum(1 for _, line in zip(range(5), lines, strict=False) if line.startswith("data: ")) >= 2
-        assert served.engine.status()["active"] == 1
-    deadline = time.monotonic() + 2
-    while served.engine.status()["active"] and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert served.engine.status()["active"] == 0
+    assert leave_a_stream(served) == (1, 0)

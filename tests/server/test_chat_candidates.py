@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import httpx
 import pytest
 from openai import BadRequestError
@@ -85,14 +83,6 @@ def test_n_is_refused_before_anything_runs(serve_fake, sdk):
     assert served.engine.status()["active"] == 0 and served.engine.steps == 0
 
 
-def test_client_leaving_a_candidates_stream_stops_every_candidate(serve_fake):
+def test_client_leaving_a_candidates_stream_stops_every_candidate(serve_fake, leave_a_stream):
     served = serve_fake(script=lambda conv: "y" * 3000, engine_kw={"step_s": 0.005})
-    body = {"model": "fake", "messages": [{"role": "user", "content": "go"}], "stream": True, "n": 3}
-    with httpx.Client() as http, http.stream("POST", f"{served.base_url}/chat/completions", json=body) as r:
-        lines = r.iter_lines()
-        assert sum(1 for _, line in zip(range(12), lines, strict=False) if line.startswith("data: ")) >= 6
-        assert served.engine.status()["active"] == 3
-    deadline = time.monotonic() + 2
-    while served.engine.status()["active"] and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert served.engine.status()["active"] == 0
+    assert leave_a_stream(served, n=3) == (3, 0)

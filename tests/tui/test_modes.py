@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import re
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -14,6 +15,8 @@ from prompt_toolkit.application import create_app_session
 from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
+from whiz.agent.candidates import ScriptedCandidates
+from whiz.agent.events import Collector
 from whiz.agent.mode_session import ModeSession, RunOptions
 from whiz.agent.modes import ScriptedPool
 from whiz.agent.runner import AgentOptions
@@ -219,7 +222,90 @@ async def test_resume_in_the_ui_takes_up_the_mode_stored_with_that_session(tmp_p
         await app.commands.run(f"/resume {first}")
         shown = screen.new()
         assert f"⇄ fast → deep: the resumed session {first} was in deep mode" in shown
-        assert "deep mode, as the resumed session was" in shown
+        assert f"resumed {first} in deep mode (as it was; --mode overrides)" in shown
         assert " deep · auto-edit " in status_line(app)
         await app._run_turn("hello")
         assert "deep reply" in screen.new()
+
+
+ANSWER_2 = "app.py\n<<<<<<< SEARCH\n    return 1\n=======\n    return 2\n>>>>>>> REPLACE\n"
+ANSWER_3 = ANSWER_2.replace("return 2", "return 3")
+CHECK = f"{sys.executable} check.py"
+
+
+async def stored_session(tmp_path: Path, test_cmd: str, heal: int, actions: str = "text") -> str:
+    """A session stored with a test command and healing steps, as `whiz exec --test-cmd --heal` leaves
+    it; returns its id. The project has app.py, and check.py that wants `answer()` to be 2."""
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "app.py").write_text("def answer():\n    return 1\n")
+    (root / "check.py").write_text("from app import answer\nassert answer() == 2\n")
+    home = tmp_path / "home"
+    session = await ModeSession.open(
+        AgentOptions(root, home=home, test_cmd=test_cmd, actions=actions),
+        RunOptions(root, home=home, heal=heal),
+        sink=Collector(),
+        pool=two_models([], []),
+    )
+    await session.close()
+    return session.id
+
+
+async def test_resume_in_the_ui_brings_back_the_test_command_and_healing_as_whiz_resume_does(
+    tmp_path: Path,
+):
+    first = await stored_session(tmp_path, CHECK, heal=3)
+    candidates = ScriptedCandidates([[ANSWER_3, ANSWER_2, ANSWER_3]])
+    pool = ScriptedPool(clients={"fast": lambda: ScriptedModel(["Done."])}, sources={"fast": candidates})
+    async with code_app(tmp_path, pool) as (app, screen):  # started without a test command
+        plain = app.session.id
+        assert app.modes.heal_n == 0 and app.session.agent.config.test_cmd is None
+        await app.commands.run(f"/resume {first}")
+        assert (
+            f"resumed {first} in fast mode (as it was; --mode overrides); "
+            f"healing steps of 3 candidates where `{CHECK}` decides"
+        ) in words(screen.new())
+        await app._run_turn("make answer() return 2")
+        # The step healed: three candidates, the check picked the one that passes, and (pre-approved,
+        # no question asked) ran again after the edit.
+        shown = words(screen.new())
+        assert "candidate 0: failed, 2 lines changed candidate 1: passed" in shown
+        assert f"$ {CHECK} (exit 0)" in shown
+        assert "return 2" in (tmp_path / "project" / "app.py").read_text()
+
+        await app.commands.run(f"/resume {plain}")  # back to the session without tests
+        assert words(screen.new()).endswith(f"resumed {plain} in fast mode (as it was; --mode overrides)")
+        assert app.modes.heal_n == 0 and app.session.agent.config.test_cmd is None
+    # Each session kept its own settings: the UI did not write its own over them.
+    store = SessionStore(tmp_path / "home" / "sessions.db")
+    try:
+        assert store.get(first).settings["test_cmd"] == CHECK and store.get(first).settings["heal"] == 3
+        assert store.get(plain).settings["test_cmd"] is None
+    finally:
+        store.close()
+
+
+async def test_what_the_ui_was_started_with_wins_over_the_resumed_sessions_settings(tmp_path: Path):
+    first = await stored_session(tmp_path, CHECK, heal=3)
+    async with code_app(tmp_path, two_models([], []), test_cmd="true", heal=0, mode="deep") as (app, screen):
+        await app.commands.run(f"/resume {first}")
+        expected = f"resumed {first} in deep mode, as --mode says (it was in fast mode); tests: `true`"
+        assert expected in words(screen.new())
+        assert app.modes.heal_n == 0 and app.session.agent.config.test_cmd == "true"
+        assert app.modes.router.mode == "deep"
+
+
+async def test_a_heal_setting_the_resumed_session_cannot_use_turns_healing_off_and_says_why(tmp_path: Path):
+    first = await stored_session(tmp_path, CHECK, heal=0, actions="tools")
+    async with code_app(tmp_path, two_models([], []), heal=3) as (app, screen):
+        await app.commands.run(f"/resume {first}")
+        shown = words(screen.new())
+        assert shown.endswith(
+            f"tests: `{CHECK}`; healing off: --heal needs --actions text (candidates are edit blocks)"
+        )
+        assert app.modes.heal_n == 0 and app.session.agent.config.actions == "tools"
+
+
+def words(text: str) -> str:
+    """The text with its line breaks (the terminal's wrapping) as single spaces."""
+    return " ".join(text.split())

@@ -22,7 +22,7 @@ from typing import Any
 from whiz.agent.approvals import ApprovalMode, Approvals
 from whiz.agent.config import AgentConfig
 from whiz.agent.events import Emitter, EventSink
-from whiz.agent.formats import TOOLS, text_actions, tool_action
+from whiz.agent.formats import TOOLS, ActionFormat, text_actions, tool_action
 from whiz.agent.model import Finished, ModelClient, ModelRequest, TextDelta, ToolCall
 from whiz.agent.prompt import system_prompt, task_message
 from whiz.agent.stats import TurnResult, TurnStats
@@ -96,11 +96,7 @@ class Agent:
             command_timeout_s=self.config.command_timeout_s,
         )
         self.items: list[dict[str, Any]] = items if items is not None else []
-        read_only = self.approvals.mode is ApprovalMode.READ_ONLY
-        self.instructions = instructions or system_prompt(
-            workspace, self.config.actions, read_only=read_only, test_cmd=self.config.test_cmd,
-            map_tokens=self.config.map_tokens,
-        )  # fmt: skip
+        self.instructions = instructions or self.default_instructions()
         self._steering: deque[str] = deque()
         self._cancelled = False
         self._running = False
@@ -109,6 +105,28 @@ class Agent:
         self._in_model = False
         self._changed: list[str] = []
         self.stats = TurnStats()
+
+    def default_instructions(self) -> str:
+        """The system prompt for the agent's config and approval mode as they are now (write it
+        to `instructions` again after changing them)."""
+        return system_prompt(
+            self.ws,
+            self.config.actions,
+            read_only=self.approvals.mode is ApprovalMode.READ_ONLY,
+            test_cmd=self.config.test_cmd,
+            map_tokens=self.config.map_tokens,
+        )
+
+    def reconfigure(self, actions: ActionFormat, test_cmd: str | None) -> None:
+        """Act in `actions` and test with `test_cmd` (None: no tests) from the next turn on: the
+        test command becomes the pre-approved one, and the instructions say so."""
+        if self.config.test_cmd:
+            self.approvals.preapproved.discard(self.config.test_cmd.strip())
+        if test_cmd and test_cmd.strip():
+            self.approvals.preapproved.add(test_cmd.strip())
+        self.config.actions = actions
+        self.config.test_cmd = test_cmd
+        self.instructions = self.default_instructions()
 
     # -- driving the agent -------------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ a sink that records routing decisions in the session log. The mode, the healing 
 the test command are stored with the session, so a resume comes back as it was.
 `run(task)` puts the request through the policy first: a refusal
 ends the turn with the reason, a reroute sends it to deep, and either is shown as an item.
-`set_mode` is the UI's `/mode`.
+`set_mode` is the UI's `/mode`, `follow_session` what its `/resume` restores.
 """
 
 from __future__ import annotations
@@ -128,9 +128,9 @@ class ModeSession:
     """One agent session with modes, healing and the policy. Use `open()`, `run()`, `close()`.
 
     The mode, the healing setting and the test command are stored with the session, so a resume
-    comes back as the session was (flags given on the resume win). Healing follows the mode: a
-    switch to auto turns on the healing steps it has when started in auto, a switch away turns
-    them off again.
+    comes back as the session was (flags given on the resume win), on the command line and in
+    the UI's `/resume` alike. Healing follows the mode: a switch to auto turns on the healing
+    steps it has when started in auto, a switch away turns them off again.
     """
 
     def __init__(
@@ -144,6 +144,8 @@ class ModeSession:
         *,
         agent_options: AgentOptions,
         healing: HealingModel | None = None,
+        chain: Tee | None = None,
+        given: tuple[AgentOptions, RunOptions] | None = None,
     ):
         self.session = session
         self.router = router
@@ -154,7 +156,11 @@ class ModeSession:
         self.agent_options = agent_options
         """As the session runs: the test command and actions resolved against the stored session."""
         self.healing = healing
-        """The healing step, when there is a test command; `heal_n` says whether it is on."""
+        """The healing step, once there is a test command; `heal_n` says whether it is on."""
+        self.chain = chain or Tee()
+        """The agent's events go to these sinks (the healing step watches them too)."""
+        self.given = given or (agent_options, options)
+        """The options as given, before the stored session filled them in: what a `/resume` keeps."""
         self.log = SessionLog(session.store, session.id)
         """Routing decisions go to the session log through this sink."""
 
@@ -186,24 +192,25 @@ class ModeSession:
         With a test command, the agent heals as `options.heal` and the mode say (`HealingModel`).
         A resumed session keeps the mode, healing setting and test command it had, unless
         `options` or `agent_options` give them; `notice` says which mode is in force."""
+        given = agent_options, options
         stored = resumed_settings(agent_options)
-        agent_options, options = _restore(agent_options, options, stored)
+        agent_options, options = _restore(agent_options, options, stored)  # the mode is set now
         try:
-            heal_candidates(options.heal, options.mode or "fast", agent_options)
+            heal_candidates(options.heal, options.mode, agent_options)
         except ValueError as exc:
             raise SetupError(str(exc)) from None
         chain = Tee(sink)
         emit = ItemEmitter(chain)
         pool = pool or ModelPool(options.fast, options.deep, notice=notice)
-        router = Router(pool, options.mode or "fast", emit)
+        router = Router(pool, options.mode, emit)
         routed = RoutedModel(router)
         chain.sinks.append(routed.observe)
         model: ModelClient = routed
         healing = None
         if agent_options.test_cmd:
-            ws = Workspace(agent_options.workspace)
-            healer = Healer(ws, agent_options.test_cmd, HealSettings(n=0), emit=emit)
-            model = healing = HealingModel(routed, healer, router)
+            model = healing = healing_step(
+                routed, router, Workspace(agent_options.workspace), agent_options.test_cmd
+            )
             chain.sinks.append(healing.observe)
         try:
             await routed.connect()  # no server: one clear line now, not a failed turn
@@ -213,7 +220,16 @@ class ModeSession:
             await pool.close()
             raise
         opened = cls(
-            session, router, routed, model, pool, options, agent_options=agent_options, healing=healing
+            session,
+            router,
+            routed,
+            model,
+            pool,
+            options,
+            agent_options=agent_options,
+            healing=healing,
+            chain=chain,
+            given=given,
         )
         chain.sinks.append(opened._log)
         opened._follow_mode()
@@ -230,7 +246,8 @@ class ModeSession:
         """Healing as the mode says, and the mode and healing setting stored with the session."""
         if self.healing is not None:
             n = heal_candidates(self.options.heal, self.router.mode, self.agent_options)
-            self.healing.healer.settings.n = n
+            # The step stays once made; a session resumed without a test command must not heal.
+            self.healing.healer.settings.n = n if self.agent_options.test_cmd else 0
         settings = {
             "mode": self.router.mode,
             "heal": self.options.heal,
@@ -260,19 +277,48 @@ class ModeSession:
         await self.routed.client("deep" if mode == "deep" else "fast")
         self.set_mode(mode, reason)
 
-    async def follow_session(self) -> str | None:
-        """After the UI switched to another stored session (`/resume`): take up the mode stored
-        with it. Returns what changed, in words, or None when the mode stays as it is."""
-        wanted = self.session.info.settings.get("mode")
-        if wanted not in MODES or wanted == self.router.mode:
-            self._follow_mode()
-            return None
+    async def follow_session(self) -> str:
+        """After the UI switched to another stored session (`/resume`): take up the mode, healing
+        setting, test command and actions stored with it, as a resume on the command line does
+        (what the UI was started with wins). Returns the line that says what is in force."""
+        stored = dict(self.session.info.settings)
+        agent_options, options = _restore(*self.given, stored)
+        note = ""
         try:
-            await self.switch_mode(wanted, reason=f"the resumed session {self.id} was in {wanted} mode")
-        except SetupError as exc:
-            self._follow_mode()
-            return f"the session was in {wanted} mode, but {exc.message}; staying in {self.router.mode} mode"
-        return f"{wanted} mode, as the resumed session was"
+            check_heal(options.heal, agent_options)
+        except ValueError as exc:  # --heal N, and a session that acted with tool calls, say
+            options = dataclasses.replace(options, heal=None)
+            note = f"; healing off: {exc}"
+        self._take_up(agent_options)
+        self.options = dataclasses.replace(self.options, mode=options.mode, heal=options.heal)
+        wanted, failed = options.mode, None
+        if wanted != self.router.mode:
+            if stored.get("mode") == wanted:
+                why = f"the resumed session {self.id} was in {wanted} mode"
+            else:
+                why = f"--mode {wanted}" if self.given[1].mode else "the resumed session had no mode stored"
+            try:
+                await self.switch_mode(wanted, reason=why)
+            except SetupError as exc:
+                failed = f"{wanted} mode did not start ({exc.message}); staying in {self.router.mode} mode"
+        self._follow_mode()
+        if failed:
+            return f"resumed {self.id}, but {failed}" + tests_clause(self) + note
+        return resumed_notice(self, stored) + note
+
+    def _take_up(self, agent_options: AgentOptions) -> None:
+        """From the next turn on, the agent acts and tests as `agent_options` say (the healing step
+        is made here when the session had no test command before)."""
+        self.agent_options = agent_options
+        test_cmd = agent_options.test_cmd
+        self.agent.reconfigure(agent_options.actions or "text", test_cmd)
+        if not test_cmd:
+            return
+        if self.healing is None:
+            self.healing = healing_step(self.routed, self.router, self.agent.ws, test_cmd)
+            self.model = self.agent.model = self.healing
+            self.chain.sinks.append(self.healing.observe)
+        self.healing.healer.test_cmd = test_cmd
 
     async def close(self) -> None:
         await self.session.close()
@@ -283,7 +329,8 @@ class ModeSession:
 def _restore(
     agent: AgentOptions, options: RunOptions, stored: dict[str, Any]
 ) -> tuple[AgentOptions, RunOptions]:
-    """The options with what a resumed session stored filling in what was not given."""
+    """The options with what a resumed session stored filling in what was not given; the mode is
+    always set (given, else stored, else fast)."""
     mode = options.mode or (stored.get("mode") if stored.get("mode") in MODES else None)
     heal = options.heal if options.heal is not None else stored.get("heal")
     agent = dataclasses.replace(
@@ -294,6 +341,13 @@ def _restore(
     return agent, dataclasses.replace(options, mode=mode or "fast", heal=heal)
 
 
+def healing_step(routed: RoutedModel, router: Router, ws: Workspace, test_cmd: str) -> HealingModel:
+    """The healing step between the agent and its routed model, off until `heal_n` says otherwise;
+    its `observe` must see the agent's events."""
+    healer = Healer(ws, test_cmd, HealSettings(n=0), emit=router.emit)
+    return HealingModel(routed, healer, router)
+
+
 def resumed_notice(session: ModeSession, stored: dict[str, Any]) -> str:
     """The line a resume starts with: the mode in force and where it came from, and the healing."""
     mode, was = session.router.mode, stored.get("mode")
@@ -302,10 +356,12 @@ def resumed_notice(session: ModeSession, stored: dict[str, Any]) -> str:
         line += " (as it was; --mode overrides)" if was else ""
     else:
         line = f"resumed {session.id} in {mode} mode, as --mode says (it was in {was} mode)"
+    return line + tests_clause(session)
+
+
+def tests_clause(session: ModeSession) -> str:
+    """What the notice says about the tests: the healing steps, the test command, or nothing."""
+    test_cmd = session.agent_options.test_cmd
     if session.heal_n:
-        line += (
-            f"; healing steps of {session.heal_n} candidates where `{session.agent_options.test_cmd}` decides"
-        )
-    elif session.agent_options.test_cmd:
-        line += f"; tests: `{session.agent_options.test_cmd}`"
-    return line
+        return f"; healing steps of {session.heal_n} candidates where `{test_cmd}` decides"
+    return f"; tests: `{test_cmd}`" if test_cmd else ""

@@ -32,10 +32,11 @@ from whiz.agent.runner import AgentOptions, SetupError
 from whiz.agent.sessions import SessionStore, TurnRecord, data_home
 from whiz.agent.swarm import Swarm, SwarmError, SwarmOutcome, SwarmSettings
 from whiz.agent.swarm_plan import PlanError, load_plan
+from whiz.agent.tools import run_reported
 from whiz.agent.undo import UndoStore
 from whiz.agent.workspace import Workspace
 from whiz.client import ClientError
-from whiz.environments.local import CommandResult, LocalEnvironment, truncate
+from whiz.environments.local import CommandResult, truncate
 from whiz.errors import WhizError
 
 
@@ -283,7 +284,7 @@ async def _heal_turn(
     turn_id = "turn_" + uuid.uuid4().hex[:12]
     started = time.perf_counter()
     emit.emit("turn.started", turn_id=turn_id)
-    baseline = await _baseline(ws, test_cmd, settings.test_timeout_s, emit)
+    baseline = await run_reported(emit, ws.root, test_cmd, settings.test_timeout_s)  # what fails now
     healer = Healer(ws, test_cmd, settings, emit=emit)
     outcome = await healer.heal(router, heal_messages(ws, task, test_cmd, baseline))
     usage = {"output_tokens": sum(sum(r.generation.output_tokens) for r in outcome.rounds)}
@@ -310,20 +311,6 @@ async def _heal_turn(
     message = f"round {best.round}, candidate {best.index} passes `{test_cmd}`; applied to {', '.join(paths)}"
     emit.emit("turn.completed", turn_id=turn_id, usage=usage, timings=timings, message=message)
     return HealResult(outcome, paths, message, True)
-
-
-async def _baseline(ws: Workspace, test_cmd: str, timeout_s: float, emit: ItemEmitter) -> CommandResult:
-    """The tests as they are now, so the model sees what fails."""
-    item = emit.start("command_execution", command=test_cmd, aggregated_output="", exit_code=None,
-                      status="in_progress")  # fmt: skip
-    result = await LocalEnvironment(ws.root, timeout_s=timeout_s).run(test_cmd)
-    emit.complete(
-        item,
-        aggregated_output=truncate(result.output, 4000),
-        exit_code=result.exit_code,
-        status="completed" if result.ok else "failed",
-    )
-    return result
 
 
 # -- whiz swarm ------------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from whiz.agent.model import Finished, ModelRequest, TextDelta
 from whiz.agent.modes import Label, Router
 from whiz.agent.notices import ItemEmitter
 from whiz.agent.swarm_plan import MicroTask, Plan, PlanError, director_messages, parse_plan
+from whiz.agent.tools import run_reported
 from whiz.agent.undo import UndoStore
 from whiz.agent.whole_files import WholeFileEdits
 from whiz.agent.workspace import Workspace
@@ -280,16 +281,7 @@ class Swarm:
 
     async def _final_tests(self) -> CommandResult:
         command = self.settings.test_cmd or ""
-        item = self.emit.start("command_execution", command=command, aggregated_output="", exit_code=None,
-                               status="in_progress")  # fmt: skip
-        result = await LocalEnvironment(self.ws.root, timeout_s=self.settings.check_timeout_s).run(command)
-        self.emit.complete(
-            item,
-            aggregated_output=truncate(result.output, 4000),
-            exit_code=result.exit_code,
-            status="completed" if result.ok else "failed",
-        )
-        return result
+        return await run_reported(self.emit, self.ws.root, command, self.settings.check_timeout_s)
 
 
 def worker_prompt(micro: MicroTask, previous: TaskRun | None) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from whiz.agent.approvals import Approvals
 from whiz.agent.edits import Edit, EditError, FileChange, WholeFile, apply_changes, plan_edits, unified_diff
@@ -16,10 +17,12 @@ from whiz.agent.errors import WhizAgentError
 from whiz.agent.events import Emitter
 from whiz.agent.undo import UndoStore
 from whiz.agent.workspace import Workspace
-from whiz.environments.local import Environment, truncate
+from whiz.environments.local import CommandResult, Environment, LocalEnvironment, truncate
 
 MAX_READ_LINES = 400
 MAX_OUTPUT_CHARS = 8000
+REPORTED_OUTPUT_CHARS = 4000
+"""Output kept in the item of a test run the user asked for (`run_reported`)."""
 
 
 @dataclass
@@ -246,6 +249,21 @@ class Toolbox:
         else:
             note = f"Exit code {result.exit_code}."
         return Outcome(f"$ {command}\n{output}\n{note}", ok=result.ok)
+
+
+async def run_reported(emit: Emitter, cwd: Path, command: str, timeout_s: float) -> CommandResult:
+    """Run a command the user gave (no approval asked: a heal's baseline tests, a swarm's final
+    ones) in `cwd`, reported as a `command_execution` item with the head and tail of its output."""
+    item = emit.start("command_execution", command=command, aggregated_output="", exit_code=None,
+                      status="in_progress")  # fmt: skip
+    result = await LocalEnvironment(cwd, timeout_s=timeout_s).run(command)
+    emit.complete(
+        item,
+        aggregated_output=truncate(result.output, REPORTED_OUTPUT_CHARS),
+        exit_code=result.exit_code,
+        status="completed" if result.ok else "failed",
+    )
+    return result
 
 
 # A comment standing for code left out: "# ...", "// rest of the code", "# (unchanged)".

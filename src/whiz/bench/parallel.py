@@ -176,27 +176,40 @@ def print_report(summary: dict[str, Any], console: Console | None = None) -> Non
     print(json.dumps(summary), flush=True)
 
 
-async def run_parallel_bench_async(
-    target: str,
-    *,
-    model: str | None = None,
-    api_key: str | None = None,
-    n: int = 5,
-    max_tokens: int = 128,
-    rounds: int = 2,
-    temperature: float = 0.7,
-    progress: Progress | None = None,
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ParallelPlan:
+    """What one run measures, and against which server."""
+
+    target: str
+    model: str | None = None
+    """The model to request; None: the server's first."""
+    api_key: str | None = None
+    n: int = 5
+    """Candidates per prompt."""
+    max_tokens: int = 128
+    rounds: int = 2
+    """Times each prompt runs in each mode."""
+    temperature: float = 0.7
+
+    def problem(self) -> str | None:
+        """What is wrong with the sizes, in one line; None when they are usable."""
+        if self.n < 2 or self.max_tokens < 1 or self.rounds < 1:
+            return "need --n >= 2, --max-tokens >= 1 and --rounds >= 1"
+        return None
+
+
+async def run_parallel_bench_async(plan: ParallelPlan, progress: Progress | None = None) -> dict[str, Any]:
     """Every prompt, `rounds` times, in both modes; returns the summary the JSON line holds."""
     say = progress or (lambda _: None)
-    async with HttpClient(target, api_key) as http:
+    async with HttpClient(plan.target, plan.api_key) as http:
+        model = plan.model
         if not model:
             models = await http.models()
             if not models:
                 raise ClientError(f"{http.base}/models lists no model; pass --model")
             model = models[0]
-        bench = ParallelBench(http, model, n=n, max_tokens=max_tokens, temperature=temperature)
-        for round_ in range(rounds):
+        bench = ParallelBench(http, model, n=plan.n, max_tokens=plan.max_tokens, temperature=plan.temperature)
+        for round_ in range(plan.rounds):
             for i, prompt in enumerate(PROMPTS):
                 t = await bench.trial(i, prompt, round_)
                 say(
@@ -204,41 +217,21 @@ async def run_parallel_bench_async(
                     f"parallel {t.parallel.seconds:.2f} s ({t.speedup:.2f}x), "
                     f"{'identical' if t.identical else 'DIFFERENT'} candidates"
                 )
-        return summarize(bench, target)
+        return summarize(bench, plan.target)
 
 
-def main(
-    target: str,
-    *,
-    model: str | None = None,
-    api_key: str | None = None,
-    n: int = 5,
-    max_tokens: int = 128,
-    rounds: int = 2,
-    temperature: float = 0.7,
-) -> int:
+def main(plan: ParallelPlan) -> int:
     """`whiz bench parallel`: the table and the JSON line; 0 on success, 1 if the server failed us,
     2 for bad arguments."""
-    if n < 2 or max_tokens < 1 or rounds < 1:
-        print("whiz bench parallel: need --n >= 2, --max-tokens >= 1 and --rounds >= 1", file=sys.stderr)
+    if problem := plan.problem():
+        print(f"whiz bench parallel: {problem}", file=sys.stderr)
         return 2
 
     def progress(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
     try:
-        summary = asyncio.run(
-            run_parallel_bench_async(
-                target,
-                model=model,
-                api_key=api_key,
-                n=n,
-                max_tokens=max_tokens,
-                rounds=rounds,
-                temperature=temperature,
-                progress=progress,
-            )
-        )
+        summary = asyncio.run(run_parallel_bench_async(plan, progress))
     except ClientError as exc:
         print(f"whiz bench parallel: {exc}", file=sys.stderr)
         return 1

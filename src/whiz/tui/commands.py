@@ -18,7 +18,6 @@ from whiz.agent.approvals import ApprovalMode
 from whiz.agent.errors import WhizAgentError
 from whiz.agent.loop import Agent
 from whiz.agent.modes import MODES, DeepSettings, parse_mode
-from whiz.agent.prompt import system_prompt
 from whiz.agent.runner import SetupError
 from whiz.agent.whiz_model import WhizModel
 from whiz.client import ClientError, HttpClient
@@ -236,11 +235,8 @@ class SlashCommands:
             self.say(f"no single session matches {args!r}; /resume lists them", "red")
             return
         self.app.show_conversation(info)
-        heal_n = self.app.modes.heal_n
-        changed = await self.app.modes.follow_session()
-        if changed:
-            self.say(changed, "bold cyan")
-            self.say_healing(heal_n)
+        # The mode, healing and test command come back as `whiz resume` restores them.
+        self.say(await self.app.modes.follow_session(), "bold cyan")
         await self.app.name_models()
 
     async def exit(self, args: str) -> None:
@@ -253,13 +249,7 @@ def set_approval(agent: Agent, mode: ApprovalMode) -> None:
     agent.approvals.mode = mode
     agent.config.approval = mode
     if was_read_only != (mode is ApprovalMode.READ_ONLY):
-        agent.instructions = system_prompt(
-            agent.ws,
-            agent.config.actions,
-            read_only=mode is ApprovalMode.READ_ONLY,
-            test_cmd=agent.config.test_cmd,
-            map_tokens=agent.config.map_tokens,
-        )
+        agent.instructions = agent.default_instructions()
 
 
 def describe_deep(deep: DeepSettings) -> str:
