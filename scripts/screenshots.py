@@ -122,6 +122,7 @@ def shoot_heal(page: Page, out: Path, workspace: Path) -> None:
     page.fill("#heal-n", "3")
     page.click(".heal-more summary")
     page.fill("#heal-max-tokens", "300")
+    page.check("#heal-all")  # every candidate finishes, so the picture shows three results
     page.click("#heal-submit")
     section = page.locator("#candidates")
     expect(section).to_have_attribute("data-status", re.compile("completed|failed"), timeout=MODEL_MS)

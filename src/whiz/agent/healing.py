@@ -429,8 +429,10 @@ class _RoundTests:
             # Every candidate is written; their tests still run, and the first pass ends them.
             everything = asyncio.gather(*self.tasks, return_exceptions=True)
             passing = asyncio.create_task(self.passed.wait())
-            await asyncio.wait({everything, passing}, return_when=asyncio.FIRST_COMPLETED)
-            passing.cancel()
+            try:
+                await asyncio.wait({everything, passing}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                passing.cancel()
         if stop and self.passed.is_set():
             self.cancel()
         for outcome in await asyncio.gather(*self.tasks, return_exceptions=True):
