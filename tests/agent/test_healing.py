@@ -261,3 +261,15 @@ def test_an_example_path_copied_from_the_prompt_is_taken_for_the_one_file_of_tha
     assert code == 0
     assert (project / "calc.py").read_text() == BUGGY.replace("(len(xs) + 1)", "len(xs)")
     assert not (project / "path").exists()
+
+
+def test_the_terminal_says_what_a_heal_did_candidate_by_candidate(project):
+    pool = ScriptedPool(sources={"fast": ScriptedCandidates([[WRONG, FIX]], delays_s=[0.0, 1.0])})
+    out, err = io.StringIO(), io.StringIO()
+    options = RunOptions(project, home=project.parent / "home")
+    code = heal_task("fix average", TEST_CMD, options, HealSettings(n=2), out=out, err=err, pool=pool)
+    assert code == 0
+    shown = out.getvalue() + err.getvalue()
+    assert "candidate 0: failed" in shown and "candidate 1: passed, 2 lines changed" in shown
+    assert "heal round 1 (fast): 2 candidates decoded" in shown and "candidate 1 passes" in shown
+    assert "2 candidates in 1 round" in shown.splitlines()[-1]

@@ -43,7 +43,11 @@ class HumanPrinter:
             tps = t.get("tokens_per_s")
             speed = f", {tps:g} tok/s" if tps else ""
             seconds = t.get("duration_ms", 0) / 1000
-            self._say(f"done in {seconds:.1f} s, {t.get('model_calls', 0)} model calls{speed}")
+            if "candidates" in t:  # a heal: its work is candidates, not model calls
+                work = f"{_plural(t['candidates'], 'candidate')} in {_plural(t.get('rounds', 1), 'round')}"
+            else:
+                work = f"{t.get('model_calls', 0)} model calls"
+            self._say(f"done in {seconds:.1f} s, {work}{speed}")
         elif kind == "error":
             self._say(f"error: {event['message']}")
 
@@ -104,3 +108,7 @@ def list_sessions(workspace: Path | None, *, home: Path | None = None) -> list[t
         return rows
     finally:
         store.close()
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
