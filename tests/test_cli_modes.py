@@ -52,7 +52,7 @@ def test_heal_needs_a_test_command(tmp_path, monkeypatch):
 
 def test_the_help_explains_modes_healing_and_the_swarm():
     for command, words in [
-        (["heal", "--help"], ["smallest diff", "whiz undo", "--sequential"]),
+        (["heal", "--help"], ["smallest diff", "whiz undo", "--sequential", "first to pass ends the round"]),
         (["swarm", "--help"], ["director", "--workers", "Conflicting"]),
         (["exec", "--help"], ["--mode", "--deep-base-url", "--policy"]),
         (["code", "--help"], ["--mode", "--deep-base-url", "--policy", "/mode shows it and switches"]),

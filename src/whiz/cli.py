@@ -18,6 +18,8 @@ app = typer.Typer(
     no_args_is_help=False,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Markdown: a docstring's paragraphs are re-wrapped to the terminal, not cut at its line breaks.
+    rich_markup_mode="markdown",
 )
 models_app = typer.Typer(help="List, download and locate models.", no_args_is_help=True)
 bench_app = typer.Typer(help="Benchmarks: each prints a table, then one JSON line.", no_args_is_help=True)
