@@ -122,10 +122,6 @@ class CandidateStream:
         if all(r is not None for r in self._reasons):
             self._ended = time.perf_counter()
 
-    @property
-    def finished(self) -> int:
-        return sum(r is not None for r in self._reasons)
-
     def generation(self) -> Generation:
         """Everything written so far; a candidate not finished counts as cancelled."""
         end = self._ended or time.perf_counter()

@@ -368,16 +368,20 @@ class _RoundTests:
     async def read(self, found: CandidateStream, *, stop_at_pass: bool) -> None:
         """Take candidates until all have come, or (`stop_at_pass`) until one passes its tests."""
         reading = asyncio.create_task(self._take_all(found))
-        waiting = {reading}
-        if stop_at_pass:
-            waiting.add(asyncio.create_task(self.passed.wait()))
         try:
-            await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+            await (self._until_passed(reading) if stop_at_pass else asyncio.wait({reading}))
         finally:
-            for task in waiting:
-                task.cancel()
+            reading.cancel()
         if reading.done() and not reading.cancelled():
             reading.result()  # the source's error, if it failed
+
+    async def _until_passed(self, work: asyncio.Future) -> None:
+        """Wait for `work`, or until a candidate passes, whichever comes first."""
+        passing = asyncio.create_task(self.passed.wait())
+        try:
+            await asyncio.wait({work, passing}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            passing.cancel()
 
     async def _take_all(self, found: CandidateStream) -> None:
         async for candidate in found:
@@ -425,14 +429,9 @@ class _RoundTests:
         """Wait for the tests under way; with `stop`, only until one passes, then stop the rest.
         A candidate that was never written out, or whose tests were stopped, is reported as
         cancelled. Returns the round's results by index."""
-        if stop and self.tasks and not self.passed.is_set():
+        if stop and self.tasks:
             # Every candidate is written; their tests still run, and the first pass ends them.
-            everything = asyncio.gather(*self.tasks, return_exceptions=True)
-            passing = asyncio.create_task(self.passed.wait())
-            try:
-                await asyncio.wait({everything, passing}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                passing.cancel()
+            await self._until_passed(asyncio.gather(*self.tasks, return_exceptions=True))
         if stop and self.passed.is_set():
             self.cancel()
         for outcome in await asyncio.gather(*self.tasks, return_exceptions=True):
