@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 import uvicorn
 
+from whiz.commands.serve import build_app
 from whiz.config import ServeSettings
 from whiz.engine.fake import echo_script, fake_engine
 from whiz.engine.scheduler import Scheduler
 from whiz.errors import WhizError
 from whiz.gateway.local import LocalServer, free_port
-from whiz.server.app import create_app
 from whiz.server.state import ServerState
 
 
@@ -71,7 +71,7 @@ def serve_fake() -> Iterator[Callable[..., Served]]:
         script: Callable[[str], str] = echo_script, engine_kw: dict | None = None, **settings
     ) -> Served:
         engine = fake_engine(script, **(engine_kw or {}))
-        app = create_app(engine, ServeSettings(model="fake", temperature=0, **settings))
+        app = build_app(engine, ServeSettings(model="fake", temperature=0, **settings))
         port = free_port()
         server = ServerThread(app, port)
         server.start()

@@ -6,7 +6,7 @@ import functools
 import inspect
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Annotated, get_type_hints
 
@@ -115,9 +115,9 @@ def serve(
 
     With --upstream, whiz serves the same APIs on top of other servers.
     """
+    from whiz.commands.serve import serve_forever
     from whiz.config import load_settings
     from whiz.errors import WhizError
-    from whiz.server.run import serve_forever
 
     try:
         settings = load_settings(
@@ -350,23 +350,33 @@ class ModelFlags:
     policy: PolicyOpt = "refuse"
     policy_model_check: PolicyCheckOpt = False
 
-    def run_options(self):  # -> RunOptions
-        """The flags as `RunOptions` for the current directory; a bad value exits with one line."""
-        from whiz.agent.modes import DeepSettings, FastSettings, parse_mode
-        from whiz.agent.policy import parse_action
-        from whiz.agent.runs import RunOptions
+    def session_options(self, agent=None, *, resume: str | None = None, heal: int | None = None):
+        """The flags as `SessionOptions` for the current directory, with the agent's settings
+        (`AgentConfig`) where the command has them; a bad value exits with one line."""
+        from whiz.modes.endpoints import DeepSettings, FastSettings
+        from whiz.modes.policy import parse_action
+        from whiz.modes.router import parse_mode
+        from whiz.modes.session import SessionOptions, check_heal
 
         try:
-            return RunOptions(
+            options = SessionOptions(
                 Path.cwd(),
                 mode=None if self.mode is None else parse_mode(self.mode),
-                fast=FastSettings(self.base_url, self.api_key, self.model),
-                deep=DeepSettings(self.deep_base_url, self.deep_model, self.deep_api_key),
+                fast=FastSettings(base_url=self.base_url, api_key=self.api_key, model=self.model),
+                deep=DeepSettings(
+                    base_url=self.deep_base_url, model=self.deep_model, api_key=self.deep_api_key
+                ),
                 policy=parse_action(self.policy),
                 policy_model_check=self.policy_model_check,
+                resume=resume,
+                heal=heal,
             )
+            if agent is not None:
+                options.agent = agent
+            check_heal(heal, options.agent)
         except ValueError as exc:
             raise fail(str(exc)) from None
+        return options
 
 
 def with_model_flags(*, mode: str | None = "fast") -> Callable[[Callable], Callable]:
@@ -412,28 +422,10 @@ def _read_task(task: str) -> str:
     return task
 
 
-def _with_heal(run, options, heal: int | None):  # -> RunOptions
-    """`run` with the --heal setting; a bad one exits with one line."""
-    from whiz.agent.mode_session import check_heal
-
-    try:
-        check_heal(heal, options)
-    except ValueError as exc:
-        raise fail(str(exc)) from None
-    return replace(run, heal=heal)
-
-
-def _exec_in_mode(task: str, options, run, heal: int | None, json_: bool) -> int:
-    from whiz.agent.runs import exec_in_mode
-
-    return exec_in_mode(task, options, _with_heal(run, options, heal), json_mode=json_)
-
-
-def _agent_options(
-    resume: str | None, approval: str, actions: str | None, base_url, api_key, model, test_cmd
-):  # -> AgentOptions
+def _agent_config(approval: str, actions: str | None, test_cmd: str | None):  # -> AgentConfig
+    """How the agent acts, from the flags; a bad value exits with one line."""
     from whiz.agent.approvals import ApprovalMode
-    from whiz.agent.runner import AgentOptions
+    from whiz.agent.config import AgentConfig
 
     try:
         mode = ApprovalMode(approval)
@@ -441,16 +433,7 @@ def _agent_options(
         raise fail(f"--approval must be read-only, auto-edit or full-auto, not {approval!r}") from None
     if actions not in ("text", "tools", None):
         raise fail(f"--actions must be text or tools, not {actions!r}")
-    return AgentOptions(
-        Path.cwd(),
-        base_url=base_url,
-        api_key=api_key,
-        model=model,
-        approval=mode,
-        actions=actions,  # type: ignore[arg-type]
-        test_cmd=test_cmd,
-        resume=resume,
-    )
+    return AgentConfig(approval=mode, actions=actions, test_cmd=test_cmd)  # type: ignore[arg-type]
 
 
 @app.command("exec")
@@ -470,9 +453,11 @@ def exec_(
     Exit code 0 when the task was done, 1 when it failed or was stopped, 2 when the agent
     could not start (no server at --base-url, a refused key).
     """
+    from whiz.commands.exec import exec_in_mode
+
     task = _read_task(task)
-    options = _agent_options(None, approval, actions, flags.base_url, flags.api_key, flags.model, test_cmd)
-    raise typer.Exit(_exec_in_mode(task, options, flags.run_options(), heal, json_))
+    options = flags.session_options(_agent_config(approval, actions, test_cmd), heal=heal)
+    raise typer.Exit(exec_in_mode(task, options, json_mode=json_))
 
 
 @app.command()
@@ -494,7 +479,7 @@ def resume(
     """Continue a stored session with a new task; without one, list this directory's sessions.
 
     The session's mode, test command and healing setting come back with it; flags given here win."""
-    from whiz.agent.headless import list_sessions
+    from whiz.commands.sessions import list_sessions
 
     if task is None or not (last or session):
         rows = list_sessions(Path.cwd())
@@ -506,15 +491,17 @@ def resume(
         if task is not None:
             raise fail("say which session: --last or --session ID")
         return
-    options = _agent_options(session or "last", approval, actions, base_url, api_key, model, test_cmd)
-    run = ModelFlags(mode=mode, base_url=base_url, api_key=api_key, model=model).run_options()
-    raise typer.Exit(_exec_in_mode(task, options, run, None, json_))
+    from whiz.commands.exec import exec_in_mode
+
+    flags = ModelFlags(mode=mode, base_url=base_url, api_key=api_key, model=model)
+    options = flags.session_options(_agent_config(approval, actions, test_cmd), resume=session or "last")
+    raise typer.Exit(exec_in_mode(task, options, json_mode=json_))
 
 
 @app.command()
 def undo() -> None:
     """Restore the files the agent's latest turn in this directory changed, exactly as before."""
-    from whiz.agent.headless import undo_last
+    from whiz.commands.sessions import undo_last
 
     done = undo_last(Path.cwd())
     if done is None:
@@ -582,23 +569,21 @@ def heal(
     fewest tokens). It is applied atomically and `whiz undo` takes it back. Exit code 0 when a
     candidate passed, 1 when none did (nothing is changed then), 2 when it could not start.
     """
-    from whiz.agent.healing import HealSettings
-    from whiz.agent.runs import heal_task
+    from whiz.commands.heal import heal_task
+    from whiz.modes.healing import HealSettings
 
     task = _read_task(task)
     if not test_cmd.strip():
         raise fail("--test-cmd is empty; healing needs tests to decide")
-    if not 1 <= n <= 16:
-        raise fail("-n must be between 1 and 16")
-    if not 0 <= temperature <= 2:
-        raise fail("--temperature must be between 0 and 2")
-    if rounds < 1 or test_timeout <= 0:
-        raise fail("--rounds must be at least 1 and --test-timeout positive")
-    run = flags.run_options()
     settings = HealSettings(
         n=n, temperature=temperature, rounds=rounds, test_timeout_s=test_timeout, parallel=not sequential,
         seed=seed, first_pass=not all_,
     )  # fmt: skip
+    try:
+        settings.check()
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    run = flags.session_options()
     raise typer.Exit(heal_task(task, test_cmd, run, settings, json_mode=json_))
 
 
@@ -629,15 +614,15 @@ def swarm(
     mode). A failed micro-task is retried, then handed to deep. Conflicting results are reported
     and not merged. Exit code 0 when every micro-task merged and the tests pass, 1 otherwise.
     """
-    from whiz.agent.runs import swarm_task
-    from whiz.agent.swarm import SwarmSettings
+    from whiz.commands.swarm import swarm_task
+    from whiz.modes.swarm import SwarmSettings
 
     task = _read_task(task)
     if not 1 <= workers <= 16:
         raise fail("--workers must be between 1 and 16")
     if retries < 0 or check_timeout <= 0:
         raise fail("--retries cannot be negative and --check-timeout must be positive")
-    run = flags.run_options()
+    run = flags.session_options()
     settings = SwarmSettings(
         workers=workers, retries=retries, check_timeout_s=check_timeout, test_cmd=test_cmd
     )
@@ -670,10 +655,10 @@ def bench_heal(
     ] = None,
 ) -> None:
     """Healing on EditEval: one fast attempt vs heal@N vs deep, and parallel vs sequential decoding."""
-    from whiz.agent.modes import DeepSettings
     from whiz.bench.heal import main
+    from whiz.modes.endpoints import DeepSettings
 
-    deep = DeepSettings(deep_base_url, deep_model, deep_api_key)
+    deep = DeepSettings(base_url=deep_base_url, model=deep_model, api_key=deep_api_key)
     raise typer.Exit(
         main(target=target, limit=limit, n=n, temperature=temperature, variants=variants, api_key=api_key,
              model=model, deep=deep, data=data)
@@ -728,10 +713,8 @@ def code(
     """
     from whiz.tui import run_code
 
-    options = _agent_options(
-        "last" if last else resume, approval, actions, flags.base_url, flags.api_key, flags.model, test_cmd
-    )
-    raise typer.Exit(run_code(options, _with_heal(flags.run_options(), options, heal)))
+    agent = _agent_config(approval, actions, test_cmd)
+    raise typer.Exit(run_code(flags.session_options(agent, resume="last" if last else resume, heal=heal)))
 
 
 @bench_app.command("parallel")

@@ -6,10 +6,13 @@ import sqlite3
 from pathlib import Path
 
 from tests.agent.conftest import GREET, sr
-from whiz.agent.headless import undo_last
-from whiz.agent.runner import AgentOptions, AgentSession, SetupError
+from whiz.agent.config import AgentConfig
 from whiz.agent.scripted_model import ScriptedModel
 from whiz.agent.sessions import MIGRATIONS, SessionStore
+from whiz.commands.sessions import undo_last
+from whiz.modes.endpoints import SetupError
+from whiz.modes.pool import ScriptedPool
+from whiz.modes.session import Session, SessionOptions
 
 
 def test_migrations_run_once_and_record_the_version(tmp_path: Path) -> None:
@@ -35,12 +38,14 @@ def test_items_are_appended_and_sessions_found_per_workspace(tmp_path: Path) -> 
 async def test_resume_continues_the_conversation(project: Path, tmp_path: Path) -> None:
     home = tmp_path / "home"
     first = ScriptedModel(["greet.py says hello."])
-    session = await AgentSession.open(AgentOptions(project, home=home), model=first)
+    session = await Session.open(SessionOptions(project, home=home), pool=ScriptedPool.of(first))
     assert (await session.run("What does greet.py do?")).ok
     await session.close()
 
     second = ScriptedModel(["Still hello."])
-    resumed = await AgentSession.open(AgentOptions(project, home=home, resume="last"), model=second)
+    resumed = await Session.open(
+        SessionOptions(project, home=home, resume="last"), pool=ScriptedPool.of(second)
+    )
     assert resumed.id == session.id
     assert (await resumed.run("And now?")).ok
     await resumed.close()
@@ -52,7 +57,9 @@ async def test_resume_continues_the_conversation(project: Path, tmp_path: Path) 
 
 async def test_resume_without_a_session_is_a_clear_error(project: Path, tmp_path: Path) -> None:
     try:
-        await AgentSession.open(AgentOptions(project, home=tmp_path, resume="last"), model=ScriptedModel([]))
+        await Session.open(
+            SessionOptions(project, home=tmp_path, resume="last"), pool=ScriptedPool.of(ScriptedModel([]))
+        )
     except SetupError as exc:
         assert "no session to resume" in exc.message
     else:
@@ -62,7 +69,7 @@ async def test_resume_without_a_session_is_a_clear_error(project: Path, tmp_path
 async def test_whiz_undo_restores_the_latest_turn(project: Path, tmp_path: Path) -> None:
     home = tmp_path / "home"
     model = ScriptedModel([sr("greet.py", "def say_hello(name):", "def greet(name):")])
-    session = await AgentSession.open(AgentOptions(project, home=home), model=model)
+    session = await Session.open(SessionOptions(project, home=home), pool=ScriptedPool.of(model))
     assert (await session.run("rename")).ok
     await session.close()
     assert (project / "greet.py").read_text() != GREET
@@ -77,16 +84,20 @@ async def test_whiz_undo_restores_the_latest_turn(project: Path, tmp_path: Path)
 
 async def test_resume_keeps_the_action_format_unless_told(project: Path, tmp_path: Path) -> None:
     home = tmp_path / "home"
-    first = await AgentSession.open(
-        AgentOptions(project, home=home, actions="tools"), model=ScriptedModel(["hi"])
+    first = await Session.open(
+        SessionOptions(project, home=home, agent=AgentConfig(actions="tools")),
+        pool=ScriptedPool.of(ScriptedModel(["hi"])),
     )
     await first.run("hello")
     await first.close()
-    again = await AgentSession.open(AgentOptions(project, home=home, resume="last"), model=ScriptedModel([]))
+    again = await Session.open(
+        SessionOptions(project, home=home, resume="last"), pool=ScriptedPool.of(ScriptedModel([]))
+    )
     assert again.agent.config.actions == "tools"
     await again.close()
-    told = await AgentSession.open(
-        AgentOptions(project, home=home, resume="last", actions="text"), model=ScriptedModel([])
+    told = await Session.open(
+        SessionOptions(project, home=home, resume="last", agent=AgentConfig(actions="text")),
+        pool=ScriptedPool.of(ScriptedModel([])),
     )
     assert told.agent.config.actions == "text"
     await told.close()

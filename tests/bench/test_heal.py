@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from whiz.agent.modes import DeepSettings
 from whiz.bench.heal import main
 from whiz.engine.fake import last_user_message
+from whiz.modes.endpoints import DeepSettings
 
 TASK = {
     "task_id": "EditEval/7",

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 import pytest
 
 from tests.conftest import ServerThread, free_port
+from whiz.commands.serve import build_app
 from whiz.config import ServeSettings
 from whiz.gateway import Gateway, build_gateway
 from whiz.gateway.fake import FakeUpstream
-from whiz.server.app import create_app
 
 
 @dataclass
@@ -55,7 +55,7 @@ def gateway() -> Iterator[Callable[..., GatewayServed]]:
         options = {"temperature": 0, "health_interval_s": 0.2, "upstream_timeout_s": 5.0, **settings}
         config = ServeSettings(upstreams=urls, **options)
         gw = build_gateway(config)
-        app = create_app(gw, config)
+        app = build_app(gw, config)
         port = free_port()
         server = ServerThread(app, port)
         server.start()

@@ -17,10 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from whiz.agent.healing import HealSettings
-from whiz.agent.modes import DeepSettings, FastSettings
-from whiz.agent.runs import RunOptions, heal_task, swarm_task
-from whiz.agent.swarm import SwarmSettings
+from whiz.commands.heal import heal_task
+from whiz.commands.swarm import swarm_task
+from whiz.modes.endpoints import DeepSettings, FastSettings
+from whiz.modes.healing import HealSettings
+from whiz.modes.session import SessionOptions
+from whiz.modes.swarm import SwarmSettings
 
 pytestmark = pytest.mark.model
 
@@ -39,11 +41,11 @@ print("ok")
 """
 
 
-def options(root: Path, server, mode: str = "fast") -> RunOptions:
-    return RunOptions(
+def options(root: Path, server, mode: str = "fast") -> SessionOptions:
+    return SessionOptions(
         root,
         mode=mode,  # type: ignore[arg-type]
-        fast=FastSettings(server.root),
+        fast=FastSettings(base_url=server.root),
         deep=DeepSettings(base_url=server.root, model="deep-is-the-0.5b-here"),
         home=root.parent / "home",
     )

@@ -15,11 +15,11 @@ import sys
 from pathlib import Path
 
 from whiz.agent.approvals import ApprovalMode
-from whiz.agent.mode_session import RunOptions
+from whiz.agent.config import AgentConfig
 from whiz.agent.model import ModelRequest
-from whiz.agent.modes import ScriptedPool
-from whiz.agent.runner import AgentOptions
 from whiz.agent.scripted_model import Reply, ScriptedModel
+from whiz.modes.pool import ScriptedPool
+from whiz.modes.session import SessionOptions
 from whiz.tui import run_code
 
 
@@ -43,16 +43,17 @@ def main() -> int:
     script = json.loads(Path(sys.argv[1]).read_text())
     if isinstance(script, list):
         script = {"fast": script}
-    options = AgentOptions(
+    options = SessionOptions(
         Path.cwd(),
-        approval=ApprovalMode(os.environ.get("WHIZ_TEST_APPROVAL", "auto-edit")),
+        agent=AgentConfig(approval=ApprovalMode(os.environ.get("WHIZ_TEST_APPROVAL", "auto-edit"))),
         resume=os.environ.get("WHIZ_TEST_RESUME") or None,
+        mode=script.get("mode"),
+        policy=script.get("policy", "refuse"),
     )
-    run = RunOptions(Path.cwd(), mode=script.get("mode"), policy=script.get("policy", "refuse"))
     pool = ScriptedPool(
         clients={label: model(script[label]) for label in ("fast", "deep") if label in script}
     )
-    return run_code(options, run, pool=pool)
+    return run_code(options, pool=pool)
 
 
 if __name__ == "__main__":

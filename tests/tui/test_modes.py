@@ -15,13 +15,13 @@ from prompt_toolkit.application import create_app_session
 from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
-from whiz.agent.candidates import ScriptedCandidates
+from whiz.agent.config import AgentConfig
 from whiz.agent.events import Collector
-from whiz.agent.mode_session import ModeSession, RunOptions
-from whiz.agent.modes import ScriptedPool
-from whiz.agent.runner import AgentOptions
 from whiz.agent.scripted_model import ScriptedModel
 from whiz.agent.sessions import SessionStore
+from whiz.modes.candidates import ScriptedCandidates
+from whiz.modes.pool import ScriptedPool
+from whiz.modes.session import Session, SessionOptions
 from whiz.tui import sessions
 from whiz.tui.app import CodeApp
 from whiz.tui.approver import PromptApprover
@@ -54,11 +54,11 @@ async def code_app(
     scrollback = Scrollback(screen.out, color_system=None)
     view = TranscriptView(scrollback)
     approver = PromptApprover()
-    options = AgentOptions(root, home=home, approver=approver, test_cmd=test_cmd)
-    session = await ModeSession.open(options, RunOptions(root, home=home, **run), sink=view, pool=pool)
+    options = SessionOptions(root, agent=AgentConfig(test_cmd=test_cmd), home=home, **run)
+    session = await Session.open(options, sink=view, pool=pool, approver=approver)
     try:
         with create_pipe_input() as keys, create_app_session(input=keys, output=DummyOutput()):
-            app = CodeApp(session, options, scrollback, view, approver)
+            app = CodeApp(session, scrollback, view, approver)
             await app.name_models()
             yield app, screen
     finally:
@@ -102,7 +102,7 @@ async def test_mode_deep_switches_the_next_tasks_and_says_so(tmp_path: Path):
         switched = screen.new()
         assert "⇄ fast → deep: you chose /mode deep" in switched
         assert "deep mode from the next task" in switched
-        assert app.modes.router.mode == "deep"
+        assert app.session.router.mode == "deep"
         assert status_line(app).startswith(" ScriptedModel · deep · auto-edit ")
 
         await app._run_turn("second")
@@ -118,10 +118,10 @@ async def test_a_bad_mode_name_changes_nothing(tmp_path: Path):
         before = status_line(app)
         await app.commands.run("/mode turbo")
         assert "the mode must be fast, deep or auto, not 'turbo'; staying in fast mode" in screen.new()
-        assert app.modes.router.mode == "fast" and status_line(app) == before
+        assert app.session.router.mode == "fast" and status_line(app) == before
         await app.commands.run("/mode fast")
         assert "already in fast mode" in screen.new()
-        assert app.modes.router.changes == []
+        assert app.session.router.changes == []
 
 
 async def test_a_deep_model_that_cannot_start_leaves_the_mode_as_it_was(tmp_path: Path):
@@ -132,7 +132,7 @@ async def test_a_deep_model_that_cannot_start_leaves_the_mode_as_it_was(tmp_path
         assert (
             "could not switch to deep mode: no deep model in this scripted pool; staying in fast mode" in said
         )
-        assert "⇄" not in said and app.modes.router.mode == "fast"
+        assert "⇄" not in said and app.session.router.mode == "fast"
         await app._run_turn("still fast?")
         assert "fast reply" in screen.new()
 
@@ -193,23 +193,23 @@ async def test_a_refused_request_is_shown_with_its_reason_and_never_reaches_a_mo
 
 async def test_deep_mode_after_an_escalation_says_which_model_without_a_second_switch(tmp_path: Path):
     async with code_app(tmp_path, two_models([], []), mode="auto") as (app, screen):
-        app.modes.router.escalate("stuck", "edit_failures")
+        app.session.router.escalate("stuck", "edit_failures")
         screen.new()
         await app.commands.run("/mode deep")
         said = screen.new()
         assert "deep mode from the next task: the deep model answers: qwen2.5-coder-1.5b" in said
-        assert "⇄" not in said and len(app.modes.router.changes) == 1
+        assert "⇄" not in said and len(app.session.router.changes) == 1
 
 
 async def test_mode_auto_turns_the_healing_steps_on_and_another_mode_off_again(tmp_path: Path):
     async with code_app(tmp_path, two_models([], []), test_cmd="pytest -q") as (app, screen):
         await app.commands.run("/mode auto")
         assert "healing on: 5 candidates per step, `pytest -q` picks" in screen.new()
-        assert app.modes.heal_n == 5
+        assert app.session.heal_n == 5
         await app.commands.run("/mode deep")
         assert "healing off: one reply per step" in screen.new()
         await app.commands.run("/mode turbo")  # a bad name: healing stays as it was
-        assert "healing" not in screen.new() and app.modes.heal_n == 0
+        assert "healing" not in screen.new() and app.session.heal_n == 0
 
 
 async def test_resume_in_the_ui_takes_up_the_mode_stored_with_that_session(tmp_path: Path):
@@ -241,9 +241,8 @@ async def stored_session(tmp_path: Path, test_cmd: str, heal: int, actions: str 
     (root / "app.py").write_text("def answer():\n    return 1\n")
     (root / "check.py").write_text("from app import answer\nassert answer() == 2\n")
     home = tmp_path / "home"
-    session = await ModeSession.open(
-        AgentOptions(root, home=home, test_cmd=test_cmd, actions=actions),
-        RunOptions(root, home=home, heal=heal),
+    session = await Session.open(
+        SessionOptions(root, agent=AgentConfig(test_cmd=test_cmd, actions=actions), home=home, heal=heal),
         sink=Collector(),
         pool=two_models([], []),
     )
@@ -259,7 +258,7 @@ async def test_resume_in_the_ui_brings_back_the_test_command_and_healing_as_whiz
     pool = ScriptedPool(clients={"fast": lambda: ScriptedModel(["Done."])}, sources={"fast": candidates})
     async with code_app(tmp_path, pool) as (app, screen):  # started without a test command
         plain = app.session.id
-        assert app.modes.heal_n == 0 and app.session.agent.config.test_cmd is None
+        assert app.session.heal_n == 0 and app.session.agent.config.test_cmd is None
         await app.commands.run(f"/resume {first}")
         assert (
             f"resumed {first} in fast mode (as it was; --mode overrides); "
@@ -277,7 +276,7 @@ async def test_resume_in_the_ui_brings_back_the_test_command_and_healing_as_whiz
 
         await app.commands.run(f"/resume {plain}")  # back to the session without tests
         assert words(screen.new()).endswith(f"resumed {plain} in fast mode (as it was; --mode overrides)")
-        assert app.modes.heal_n == 0 and app.session.agent.config.test_cmd is None
+        assert app.session.heal_n == 0 and app.session.agent.config.test_cmd is None
     # Each session kept its own settings: the UI did not write its own over them.
     store = SessionStore(tmp_path / "home" / "sessions.db")
     try:
@@ -293,8 +292,8 @@ async def test_what_the_ui_was_started_with_wins_over_the_resumed_sessions_setti
         await app.commands.run(f"/resume {first}")
         expected = f"resumed {first} in deep mode, as --mode says (it was in fast mode); tests: `true`"
         assert expected in words(screen.new())
-        assert app.modes.heal_n == 0 and app.session.agent.config.test_cmd == "true"
-        assert app.modes.router.mode == "deep"
+        assert app.session.heal_n == 0 and app.session.agent.config.test_cmd == "true"
+        assert app.session.router.mode == "deep"
 
 
 async def test_a_heal_setting_the_resumed_session_cannot_use_turns_healing_off_and_says_why(tmp_path: Path):
@@ -305,7 +304,7 @@ async def test_a_heal_setting_the_resumed_session_cannot_use_turns_healing_off_a
         assert shown.endswith(
             f"tests: `{CHECK}`; healing off: --heal needs --actions text (candidates are edit blocks)"
         )
-        assert app.modes.heal_n == 0 and app.session.agent.config.actions == "tools"
+        assert app.session.heal_n == 0 and app.session.agent.config.actions == "tools"
 
 
 def words(text: str) -> str:

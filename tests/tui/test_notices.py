@@ -8,10 +8,9 @@ from pathlib import Path
 
 from rich.text import Text
 
-from whiz.agent.mode_session import ModeSession, RunOptions
-from whiz.agent.modes import ScriptedPool
-from whiz.agent.runner import AgentOptions
 from whiz.agent.scripted_model import ScriptedModel
+from whiz.modes.pool import ScriptedPool
+from whiz.modes.session import Session, SessionOptions
 from whiz.tui.notices import render_notice
 from whiz.tui.scrollback import Scrollback
 from whiz.tui.view import TranscriptView
@@ -79,9 +78,8 @@ async def test_a_reroute_shows_in_the_transcript_with_its_reason(tmp_path: Path)
         clients={"fast": lambda: ScriptedModel(["-"]), "deep": lambda: ScriptedModel(["No."])}
     )
     home = tmp_path / "home"
-    session = await ModeSession.open(
-        AgentOptions(root, home=home),
-        RunOptions(root, policy="reroute:deep", home=home),
+    session = await Session.open(
+        SessionOptions(root, policy="reroute:deep", home=home),
         sink=view,
         pool=pool,
     )

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from whiz.agent.runner import AgentOptions, AgentSession
 from whiz.agent.scripted_model import ScriptedModel
+from whiz.modes.pool import ScriptedPool
+from whiz.modes.session import Session, SessionOptions
 from whiz.tui import sessions
 
 
@@ -13,9 +14,9 @@ def edit(old: str, new: str) -> str:
     return f"app.py\n<<<<<<< SEARCH\n{old}\n=======\n{new}\n>>>>>>> REPLACE\n"
 
 
-async def open_session(project: Path, home: Path, replies: list[str]) -> AgentSession:
-    options = AgentOptions(project, home=home)
-    return await AgentSession.open(options, model=ScriptedModel(replies))
+async def open_session(project: Path, home: Path, replies: list[str]) -> Session:
+    options = SessionOptions(project, home=home)
+    return await Session.open(options, pool=ScriptedPool.of(ScriptedModel(replies)))
 
 
 async def test_net_diff_covers_the_turns_undo_can_still_take_back(project: Path, tmp_path: Path):

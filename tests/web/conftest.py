@@ -16,10 +16,10 @@ import pytest
 from playwright.sync_api import BrowserContext, Page, sync_playwright
 from starlette.testclient import TestClient
 
+from whiz.commands.serve import build_app
 from whiz.config import ServeSettings
 from whiz.engine.fake import echo_script, fake_engine
 from whiz.models import ModelStore, default_home
-from whiz.server.app import create_app
 from whiz.web.headless import CHROMIUM, launch_chromium
 
 from ..conftest import whiz_serve
@@ -57,7 +57,7 @@ def make_client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Cal
 
     def make(script: Callable[[str], str] = echo_script, **settings) -> TestClient:
         engine = fake_engine(script)
-        app = create_app(engine, ServeSettings(model="fake", temperature=0, **settings))
+        app = build_app(engine, ServeSettings(model="fake", temperature=0, **settings))
         client = TestClient(app, base_url=BASE_URL)
         client.__enter__()
         made.append((client, engine))

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from whiz.agent.candidates import ScriptedCandidates
 from whiz.agent.undo import UndoStore
 from whiz.agent.workspace import Workspace
-from whiz.server.workspace_api import WorkspaceService
-from whiz.server.workspace_heal import HealBody, HealService
+from whiz.modes.candidates import ScriptedCandidates
+from whiz.web.heal import HealBody, HealService
+from whiz.web.workspace import WorkspaceService
 
 from .conftest import whole_file_reply
 

@@ -12,7 +12,9 @@ from whiz.agent.formats import ActionFormat
 class AgentConfig:
     """How one agent behaves. Every field has the default `whiz exec` uses."""
 
-    actions: ActionFormat = "text"
+    actions: ActionFormat | None = None
+    """text (edit blocks in the reply) or tools (function calls); None: text, or, for a session
+    that is resumed, what it used."""
     approval: ApprovalMode = ApprovalMode.AUTO_EDIT
     max_steps: int = 12
     max_retries: int = 2

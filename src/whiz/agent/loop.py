@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-import uuid
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +26,7 @@ from whiz.agent.model import Finished, ModelClient, ModelRequest, TextDelta, Too
 from whiz.agent.prompt import system_prompt, task_message
 from whiz.agent.stats import TurnResult, TurnStats
 from whiz.agent.tools import ApplyEdits, RunCommand, Toolbox, WriteFailed
+from whiz.agent.turns import Turn, turn
 from whiz.agent.undo import UndoStore
 from whiz.agent.workspace import Workspace
 from whiz.client import ClientError
@@ -82,6 +82,8 @@ class Agent:
         self.model = model
         self.ws = workspace
         self.config = config or AgentConfig()
+        if self.config.actions is None:
+            self.config.actions = "text"
         self.emit = Emitter(sink or (lambda event: None))
         self.approvals = approvals or Approvals(
             self.config.approval, preapproved=[self.config.test_cmd or ""]
@@ -166,10 +168,13 @@ class Agent:
             self._running, self._step = False, None
 
     async def _turn(self, task: str) -> TurnResult:
-        turn_id = "turn_" + uuid.uuid4().hex[:12]
+        with turn(self.emit) as t:
+            return await self._turn_body(t, task)
+
+    async def _turn_body(self, t: Turn, task: str) -> TurnResult:
+        turn_id = t.id
         self.stats, self._cancelled, self._changed, retries = TurnStats(), False, [], 0
         started = time.perf_counter()
-        self.emit.emit("turn.started", turn_id=turn_id)
         self.tools.begin_turn(turn_id)
         text, attached = task_message(self.ws, task)
         self.items.append({"type": "message", "role": "user", "content": text})
@@ -197,13 +202,9 @@ class Agent:
             status, message = "failed", exc.message
         self.stats.duration_ms = (time.perf_counter() - started) * 1000
         if status == "completed":
-            self.emit.emit(
-                "turn.completed", turn_id=turn_id, usage=self.stats.usage(), timings=self.stats.timings()
-            )
+            t.completed(usage=self.stats.usage(), timings=self.stats.timings())
         else:
-            self.emit.emit(
-                "turn.failed", turn_id=turn_id, error={"message": message}, usage=self.stats.usage()
-            )
+            t.failed(message, usage=self.stats.usage())
         return TurnResult(turn_id, status, message, self.stats, sorted(set(self._changed)))
 
     async def _run_step(self) -> None:

@@ -33,18 +33,18 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from whiz.agent.candidates import generate
 from whiz.agent.events import Collector
-from whiz.agent.healing import Healer, HealSettings
-from whiz.agent.modes import DeepSettings, FastSettings, Label, ModelPool, Router
-from whiz.agent.notices import ItemEmitter
-from whiz.agent.runner import SetupError
-from whiz.agent.runs import heal_messages
 from whiz.agent.workspace import Workspace
 from whiz.bench.edit_tasks import EditTask, default_editeval_path, load_editeval
 from whiz.bench.tasks import workspace_for
 from whiz.client import ClientError
 from whiz.environments.local import LocalEnvironment
+from whiz.modes.candidates import generate
+from whiz.modes.endpoints import DeepSettings, FastSettings, SetupError
+from whiz.modes.healing import Healer, HealSettings, heal_messages
+from whiz.modes.notices import ItemEmitter
+from whiz.modes.pool import Label, ModelPool
+from whiz.modes.router import Router
 
 VARIANTS = ("fast", "heal", "heal-all", "deep", "decode")
 
@@ -226,7 +226,7 @@ def main(
         say(f"whiz bench heal: no EditEval data at {path or 'shared/bench/editeval.jsonl'}; pass --data")
         return 2
     tasks = load_editeval(path)[:limit]
-    fast = FastSettings(target, api_key, model)
+    fast = FastSettings(base_url=target, api_key=api_key, model=model)
     try:
         report = asyncio.run(run_bench(tasks, chosen, n, temperature, fast, deep or DeepSettings(), say))
     except SetupError as exc:

@@ -28,11 +28,11 @@ from rich.table import Table
 from whiz.agent.approvals import ApprovalMode
 from whiz.agent.config import AgentConfig
 from whiz.agent.loop import Agent
-from whiz.agent.runner import AgentOptions, SetupError, ensure_server
 from whiz.agent.whiz_model import WhizModel
 from whiz.agent.workspace import Workspace
 from whiz.bench.edit_tasks import EditTask, default_editeval_path, load_editeval, program, run_check
 from whiz.client import ClientError
+from whiz.modes.endpoints import FastSettings, SetupError, ensure_server
 
 
 @dataclass
@@ -102,8 +102,7 @@ def summarize(runs: list[TaskRun]) -> dict[str, Any]:
 async def run_bench(
     target: str | None, tasks: list[EditTask], formats: list[str], api_key: str | None, model: str | None, say
 ) -> dict[str, Any]:
-    options = AgentOptions(Path.cwd(), base_url=target, api_key=api_key, model=model)
-    url, server = await ensure_server(options, say)
+    url, server = await ensure_server(FastSettings(base_url=target, api_key=api_key, model=model), say)
     try:
         results: dict[str, Any] = {}
         for actions in formats:

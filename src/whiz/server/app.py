@@ -1,7 +1,9 @@
-"""`create_app(engine, settings)`: the Starlette app with every route of PROTOCOL.md.
+"""`create_app(backend, settings, routes=())`: the Starlette app with every route of PROTOCOL.md.
 
 The app runs turns on a `Backend`: an in-process engine (wrapped in `EngineBackend`) or, for
-`whiz serve --upstream`, the gateway over OpenAI-compatible servers.
+`whiz serve --upstream`, the gateway over OpenAI-compatible servers. It is the model API and
+nothing else: the browser app's routes come from above (`whiz.web.browser_app`), handed in by the
+command that serves them, so this package imports nothing from the agent, the UI or the web app.
 """
 
 from __future__ import annotations
@@ -9,29 +11,25 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
-from starlette.routing import Route, WebSocketRoute
+from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
 from whiz import __version__
 from whiz.backend.engine import EngineBackend
 from whiz.config import ServeSettings
 from whiz.errors import Forbidden, InvalidRequest, NotFound, PayloadTooLarge, WhizError
-from whiz.models.store import default_home
 from whiz.seams import Backend, Engine
 from whiz.server.auth import bearer
 from whiz.server.browser import FORBIDDEN_CLOSE_CODE, SUBPROTOCOL, key_from_subprotocols
 from whiz.server.protocol import ChatRequest, ResponsesRequest, decode_json, parse
 from whiz.server.state import ServerState
-from whiz.server.web import web_routes
 from whiz.server.websocket import Session
-from whiz.server.workspace_api import build_workspace, default_undo_dir, workspace_routes
-from whiz.server.workspace_heal import build_heal, heal_routes
 
 log = logging.getLogger("whiz.server")
 
@@ -62,8 +60,16 @@ def session_header(headers: Mapping[str, str]) -> str | None:
     return next((headers[h] for h in SESSION_HEADERS if headers.get(h)), None)
 
 
-def create_app(engine: Engine | Backend, settings: ServeSettings | None = None) -> Starlette:
-    """The app over an `Engine` (wrapped in `EngineBackend`) or any other `Backend`."""
+RouteSource = Callable[[ServerState], Sequence[BaseRoute]]
+"""Routes from a layer above (the browser app), built over the server's state: its keys, its
+guard, its services. Anything they must stop with the app goes into `state.closers`."""
+
+
+def create_app(
+    engine: Engine | Backend, settings: ServeSettings | None = None, routes: Sequence[RouteSource] = ()
+) -> Starlette:
+    """The app over an `Engine` (wrapped in `EngineBackend`) or any other `Backend`, with the
+    model API's routes and those `routes` builds."""
     settings = settings or ServeSettings()
     backend: Backend = EngineBackend(engine) if hasattr(engine, "generate") else engine  # type: ignore[assignment]
     state = ServerState(backend, settings)
@@ -182,7 +188,7 @@ def create_app(engine: Engine | Backend, settings: ServeSettings | None = None) 
         log.exception("unhandled error")
         return error_response(WhizError("The server failed to handle this request."))
 
-    routes = [
+    api: list[BaseRoute] = [
         Route("/v1/responses", responses_create, methods=["POST"]),
         Route("/v1/responses/{response_id}", responses_get, methods=["GET"]),
         WebSocketRoute("/v1/responses", responses_socket),
@@ -191,15 +197,8 @@ def create_app(engine: Engine | Backend, settings: ServeSettings | None = None) 
         Route("/health", health, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
     ]
-    closers: list = []  # what must stop with the app (a running heal)
-    if not settings.engine_only:  # a replica behind a gateway serves the model API only
-        routes += web_routes(state)
-        if settings.workspace is not None:
-            undo_dir = default_undo_dir(default_home(), settings.workspace)
-            workspace = build_workspace(state, settings.workspace, undo_dir)
-            heal = build_heal(state, workspace)
-            routes += workspace_routes(state, workspace) + heal_routes(state, heal)
-            closers.append(heal.close)
+    for source in routes:
+        api += source(state)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -208,12 +207,12 @@ def create_app(engine: Engine | Backend, settings: ServeSettings | None = None) 
         async with contextlib.AsyncExitStack() as stack:
             if hasattr(backend, "__aenter__"):
                 await stack.enter_async_context(backend)  # type: ignore[arg-type]
-            for close in closers:
+            for close in state.closers:
                 stack.push_async_callback(close)
             yield
 
     app = Starlette(
-        routes=routes,
+        routes=api,
         exception_handlers={WhizError: on_whiz_error, HTTPException: on_http_error, Exception: on_crash},
         lifespan=lifespan,
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from whiz.config import ServeSettings
 from whiz.engine.types import SamplingParams
 from whiz.seams import Backend
@@ -28,6 +30,8 @@ class ServerState:
         self.limiter = RateLimiter(settings.rate_limit_rpm)
         self.max_body_bytes = int(settings.max_body_mb * 1024 * 1024)
         self.browser = BrowserGuard(loopback_only=is_loopback(settings.host))
+        self.closers: list[Callable[[], Awaitable[None]]] = []
+        """What must stop before the app does (a running heal of the browser app), in order."""
 
     def check_rate(self, key: str | None) -> None:
         self.limiter.hit(key)

@@ -7,7 +7,7 @@ a status line (what the agent does, TTFT, tokens/s; the model and the mode when 
 input line, which stays usable while the agent works: Enter then steers it instead of starting a
 new task.
 
-Turns go through a `ModeSession`: the safety policy looks at each request first, and the router
+Turns go through a `Session`: the safety policy looks at each request first, and the router
 picks the fast or the deep model (`/mode`); every switch and every flagged request is a notice in
 the transcript (`notices.py`) and an entry in the session log.
 """
@@ -33,14 +33,13 @@ from prompt_toolkit.styles import Style
 from rich.text import Text
 
 from whiz.agent.chat_model import ChatModel
-from whiz.agent.mode_session import ModeSession
 from whiz.agent.model import ModelClient
-from whiz.agent.modes import Label
-from whiz.agent.runner import AgentOptions, AgentSession
 from whiz.agent.sessions import SessionInfo
 from whiz.agent.whiz_model import WhizModel
 from whiz.client import ClientError, HttpClient
 from whiz.client.urls import api_base
+from whiz.modes.pool import Label
+from whiz.modes.session import Session
 from whiz.tui import sessions
 from whiz.tui.approver import PromptApprover
 from whiz.tui.commands import COMMANDS, SlashCommands
@@ -70,16 +69,16 @@ class CodeApp:
 
     def __init__(
         self,
-        modes: ModeSession,
-        options: AgentOptions,
+        session: Session,
         scrollback: Scrollback,
         view: TranscriptView,
         approver: PromptApprover,
         *,
         history: History | None = None,
     ):
-        self.modes = modes
-        self.options = options
+        self.session = session
+        """The agent session: its conversation, store and undo history (what `/clear` and `/resume`
+        switch), and its mode and models (what `/mode` switches)."""
         self.scrollback = scrollback
         self.view = view
         self.approver = approver
@@ -113,30 +112,25 @@ class CodeApp:
     # -- state ---------------------------------------------------------------------------------------
 
     @property
-    def session(self) -> AgentSession:
-        """The conversation, its store and its undo history (what `/clear` and `/resume` switch)."""
-        return self.modes.session
-
-    @property
     def running(self) -> bool:
         return self.turn is not None and not self.turn.done()
 
     @property
     def model_name(self) -> str:
         """The name of the model that answers now."""
-        current = self.modes.router.current
+        current = self.session.router.current
         return self.model_names.get(current, current)
 
     def mode_text(self) -> str:
         """`auto`, or `auto, deep now` while another model than the mode's own answers."""
-        router = self.modes.router
+        router = self.session.router
         own = "deep" if router.mode == "deep" else "fast"
         return router.mode if router.current == own else f"{router.mode}, {router.current} now"
 
     async def name_models(self) -> None:
         """Learn the names of the models opened since (for the status line)."""
-        key = {"fast": self.modes.options.fast.api_key, "deep": self.modes.options.deep.api_key}
-        for label, client in self.modes.routed.opened().items():
+        key = {"fast": self.session.options.fast.api_key, "deep": self.session.options.deep.api_key}
+        for label, client in self.session.routed.opened().items():
             if label not in self.model_names:
                 self.model_names[label] = await model_label(client, key[label])
         self.invalidate()
@@ -190,7 +184,7 @@ class CodeApp:
             doing = "waiting for your answer" if self.approver.pending else self.view.status()
             return [
                 ("class:status.busy", " ● " + (doing or "working")),
-                ("class:status.hint", f"  ·  {self.modes.router.current} · Esc stops · Enter steers "),
+                ("class:status.hint", f"  ·  {self.session.router.current} · Esc stops · Enter steers "),
             ]
         agent = self.session.agent
         parts = [self.model_name, self.mode_text(), agent.approvals.mode.value, self.session.id]
@@ -262,7 +256,7 @@ class CodeApp:
 
     async def _run_turn(self, task: str) -> None:
         try:
-            result = await self.modes.run(task)
+            result = await self.session.run(task)
         except Exception as exc:  # a failure here must not take the UI (and the session) down
             self.scrollback.print(Text(f"✗ {type(exc).__name__}: {exc}", style="bold red"))
         else:
@@ -306,11 +300,11 @@ class CodeApp:
         self.scrollback.print(
             Text.assemble(
                 ("whiz code", "bold cyan"),
-                f" · {self.model_name} · {self.modes.router.mode} mode · {self.session.agent.ws.root}\n",
+                f" · {self.model_name} · {self.session.router.mode} mode · {self.session.agent.ws.root}\n",
                 ("type a task and press Enter · /help lists commands · Esc stops · Ctrl-D leaves", "dim"),
             )
         )
-        if self.options.resume is not None:
+        if self.session.options.resume is not None:
             self.show_conversation(self.session.info)
         try:
             with patch_stdout(raw=True):

@@ -17,11 +17,11 @@ from rich.text import Text
 from whiz.agent.approvals import ApprovalMode
 from whiz.agent.errors import WhizAgentError
 from whiz.agent.loop import Agent
-from whiz.agent.modes import MODES, DeepSettings, parse_mode
-from whiz.agent.runner import SetupError
 from whiz.agent.whiz_model import WhizModel
 from whiz.client import ClientError, HttpClient
 from whiz.client.urls import api_base
+from whiz.modes.endpoints import DeepSettings, SetupError
+from whiz.modes.router import MODES, parse_mode
 from whiz.tui import sessions
 from whiz.tui.diffs import render_diff
 
@@ -127,14 +127,16 @@ class SlashCommands:
         self.app.scrollback.print(render_diff(text))
 
     async def model(self, args: str) -> None:
-        client = await self.app.modes.routed.client()
+        client = await self.app.session.routed.client()
         if not isinstance(client, WhizModel):
-            label = self.app.modes.router.current
+            label = self.app.session.router.current
             self.say(
                 f"the {label} model is {self.app.model_name} (not a whiz server's: /model cannot switch it)"
             )
             return
-        async with HttpClient(api_base(client.socket.url), self.app.options.api_key, timeout_s=10) as http:
+        async with HttpClient(
+            api_base(client.socket.url), self.app.session.options.fast.api_key, timeout_s=10
+        ) as http:
             served = await http.models()
         if not args:
             for name in served:
@@ -146,12 +148,12 @@ class SlashCommands:
             self.say(f"{args!r} is not served here; the server lists: {', '.join(served)}", "red")
             return
         client.model = args
-        self.app.model_names[self.app.modes.router.current] = args
+        self.app.model_names[self.app.session.router.current] = args
         self.say(f"model: {args}", "green")
 
     async def mode(self, args: str) -> None:
-        router = self.app.modes.router
-        deep = describe_deep(self.app.modes.options.deep)
+        router = self.app.session.router
+        deep = describe_deep(self.app.session.options.deep)
         if not args:
             for name in MODES:
                 mark = "●" if name == router.mode else " "
@@ -166,9 +168,9 @@ class SlashCommands:
         if mode == router.mode:
             self.say(f"already in {mode} mode")
             return
-        switches, heal_n = len(router.changes), self.app.modes.heal_n
+        switches, heal_n = len(router.changes), self.app.session.heal_n
         try:
-            await self.app.modes.switch_mode(mode, reason=f"you chose /mode {mode}")
+            await self.app.session.switch_mode(mode, reason=f"you chose /mode {mode}")
         except SetupError as exc:
             self.say(f"could not switch to {mode} mode: {exc.message}; staying in {router.mode} mode", "red")
             return
@@ -184,11 +186,11 @@ class SlashCommands:
 
     def say_healing(self, before: int) -> None:
         """A line when the healing steps came on or went off (they follow the mode)."""
-        modes = self.app.modes
+        modes = self.app.session
         if modes.heal_n == before:
             return
         if modes.heal_n:
-            test_cmd = modes.agent_options.test_cmd
+            test_cmd = modes.options.agent.test_cmd
             self.say(f"healing on: {modes.heal_n} candidates per step, `{test_cmd}` picks", "cyan")
         else:
             self.say("healing off: one reply per step", "dim")
@@ -236,7 +238,7 @@ class SlashCommands:
             return
         self.app.show_conversation(info)
         # The mode, healing and test command come back as `whiz resume` restores them.
-        self.say(await self.app.modes.follow_session(), "bold cyan")
+        self.say(await self.app.session.follow_session(), "bold cyan")
         await self.app.name_models()
 
     async def exit(self, args: str) -> None:

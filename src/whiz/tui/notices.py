@@ -16,7 +16,7 @@ from typing import Any
 
 from rich.text import Text
 
-from whiz.agent.notices import describe
+from whiz.modes.notices import describe
 
 ESCALATIONS = ("edit_failures", "healing", "swarm_retry")
 POLICY_ACTIONS = {

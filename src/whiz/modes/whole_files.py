@@ -16,7 +16,6 @@ from collections.abc import AsyncIterator
 from whiz.agent.actions import parse_edits
 from whiz.agent.edits import EditError, WholeFile, plan_edits
 from whiz.agent.errors import WhizAgentError
-from whiz.agent.healing import as_search_replace
 from whiz.agent.model import (
     Finished,
     ModelClient,
@@ -28,6 +27,7 @@ from whiz.agent.model import (
     output_items,
 )
 from whiz.agent.workspace import Workspace
+from whiz.modes.healing import as_search_replace
 
 _FENCE = re.compile(r"^```[^\n`]*\n(.*?)^```[ \t]*$", re.S | re.M)
 # A fence with the path line above it, if there is one.

@@ -7,12 +7,21 @@ import time
 
 import uvicorn
 from rich.console import Console
+from starlette.applications import Starlette
 
 from whiz.config import ServeSettings
 from whiz.engine.factory import load_engine
 from whiz.errors import InvalidRequest
+from whiz.seams import Backend, Engine
 from whiz.server.app import create_app
-from whiz.server.workspace_api import check_settings
+from whiz.web import browser_app
+from whiz.web.workspace import check_settings
+
+
+def build_app(backend: Engine | Backend, settings: ServeSettings) -> Starlette:
+    """The app `whiz serve` runs: the model API, and the browser app unless `--engine-only` (a
+    replica behind a gateway serves the model API only)."""
+    return create_app(backend, settings, routes=[] if settings.engine_only else [browser_app])
 
 
 def serve_forever(settings: ServeSettings, console: Console) -> None:
@@ -43,7 +52,7 @@ def serve_forever(settings: ServeSettings, console: Console) -> None:
             soft_wrap=True,
         )
     _print_urls(settings, console)
-    app = create_app(engine, settings)
+    app = build_app(engine, settings)
     try:
         uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning", ws="websockets-sansio")
     finally:
@@ -83,7 +92,7 @@ def serve_gateway(settings: ServeSettings, console: Console) -> None:
             soft_wrap=True,
         )
     _print_urls(settings, console)
-    app = create_app(gateway, settings)
+    app = build_app(gateway, settings)
     uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning", ws="websockets-sansio")
 
 

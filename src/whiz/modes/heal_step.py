@@ -13,7 +13,6 @@ from collections.abc import AsyncIterator
 
 from whiz.agent.chat_model import chat_messages
 from whiz.agent.events import Event
-from whiz.agent.healing import Healer, best_failure
 from whiz.agent.model import (
     Finished,
     ModelClient,
@@ -23,8 +22,9 @@ from whiz.agent.model import (
     WrappedModel,
     output_items,
 )
-from whiz.agent.modes import Router
 from whiz.errors import WhizError
+from whiz.modes.healing import Healer, best_failure
+from whiz.modes.router import Router
 
 
 class HealingModel(WrappedModel):

@@ -46,8 +46,8 @@ from whiz.config import ServeSettings
 from whiz.environments.local import CommandResult, LocalEnvironment
 from whiz.errors import Conflict, InvalidRequest, NotFound, PayloadTooLarge, WhizError
 from whiz.server.auth import bearer
-from whiz.server.edit_proposal import EditProposer, ModelEditProposer
 from whiz.server.protocol import decode_json, parse
+from whiz.web.proposal import EditProposer, ModelEditProposer
 
 if TYPE_CHECKING:
     from whiz.server.state import ServerState

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from whiz.agent.candidates import ChatCandidates, ScriptedCandidates
-from whiz.agent.candidates import generate as generate_all
 from whiz.client import ResponseError
+from whiz.modes.candidates import ChatCandidates, ScriptedCandidates
+from whiz.modes.candidates import generate as generate_all
 
 MESSAGES = [{"role": "user", "content": "fix it"}]
 

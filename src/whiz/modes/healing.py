@@ -22,17 +22,19 @@ import asyncio
 import dataclasses
 import time
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal, Protocol
 
 from whiz.agent.actions import parse_edits
-from whiz.agent.candidates import Candidate, CandidateSource, CandidateStream, Generation
 from whiz.agent.edits import EditError, FileChange, apply_changes, plan_edits, unified_diff
 from whiz.agent.errors import WhizAgentError
 from whiz.agent.events import Emitter
-from whiz.agent.modes import Label, Router
+from whiz.agent.prompt import mentioned_files, system_prompt, task_message
 from whiz.agent.workspace import Workspace
-from whiz.environments.local import LocalEnvironment, truncate
+from whiz.environments.local import CommandResult, LocalEnvironment, truncate
 from whiz.environments.worktree import CopyError, isolated_copy
+from whiz.errors import WhizError
+from whiz.modes.candidates import Candidate, CandidateSource, CandidateStream, Generation
+from whiz.modes.pool import Label
 
 Status = Literal["passed", "failed", "timeout", "malformed", "no_edit", "cancelled"]
 FEEDBACK_OUTPUT_CHARS = 3000
@@ -59,6 +61,19 @@ class HealSettings:
     first_pass: bool = True
     """The first candidate to pass its tests ends the round, and the candidates still being
     written are cancelled; False: every candidate finishes and the smallest passing diff wins."""
+
+    MAX_N: ClassVar[int] = 16
+    """The most candidates a round decodes: the one bound for `whiz heal -n`, `--heal` and the web
+    app's heal (a server may allow fewer: its slots)."""
+
+    def check(self) -> None:
+        """ValueError, in the words of `whiz heal`'s flags, for the first setting out of range."""
+        if not 1 <= self.n <= self.MAX_N:
+            raise ValueError(f"-n must be between 1 and {self.MAX_N}")
+        if not 0 <= self.temperature <= 2:
+            raise ValueError("--temperature must be between 0 and 2")
+        if self.rounds < 1 or self.test_timeout_s <= 0:
+            raise ValueError("--rounds must be at least 1 and --test-timeout positive")
 
 
 @dataclass
@@ -202,6 +217,22 @@ class HealOutcome:
         }
 
 
+class HealModels(Protocol):
+    """What healing needs from the models: where candidates come from, and a say when a stage finds
+    none that passes. A session's `Router` is one; the web app's heal has a one-model stand-in."""
+
+    current: Label
+    """The model that answers now: the first stage's candidates come from it."""
+
+    async def candidates(self, label: Label | None = None) -> CandidateSource:
+        """The candidate source of `label` (default: the current model)."""
+        ...
+
+    def escalate(self, reason: str, trigger: str) -> bool:
+        """Healing failed with the current model: True when a deeper model takes the next stage."""
+        ...
+
+
 class Healer:
     """Runs heal rounds on one workspace with one test command, reporting through `emit`."""
 
@@ -214,22 +245,24 @@ class Healer:
         self.emit = emit
         self._listing: list[str] | None = None
 
-    async def heal(self, router: Router, messages: list[dict[str, Any]]) -> HealOutcome:
-        """Rounds until a candidate passes: the mode's model first, then (auto) the deep one."""
+    async def heal(self, models: HealModels, messages: list[dict[str, Any]]) -> HealOutcome:
+        """Rounds until a candidate passes: the current model's first, then, where `models`
+        escalates (auto mode), the deep model's."""
         s = self.settings
         rounds: list[RoundResult] = []
-        stages: list[tuple[Label, int]] = [(router.current, s.rounds)]
-        if router.mode == "auto" and router.current == "fast":
-            stages.append(("deep", s.deep_rounds))
         escalated = False
-        for label, count in stages:
-            if label == "deep" and router.current == "fast":
+        for stage, count in enumerate((s.rounds, s.deep_rounds)):
+            label = models.current
+            if stage == 1:
+                if label == "deep":
+                    break
                 failure = best_failure([r for rnd in rounds for r in rnd.results])
                 why = f"best failure: {failure.status}" if failure else "no candidates"
                 reason = f"healing found no passing candidate in {len(rounds)} round(s) ({why})"
-                escalated = router.escalate(reason, "healing")
+                escalated = models.escalate(reason, "healing")
                 if not escalated:
                     break
+                label = "deep"
             for _ in range(count):
                 history = messages
                 failure = best_failure([r for rnd in rounds for r in rnd.results])
@@ -238,7 +271,7 @@ class Healer:
                         {"role": "assistant", "content": failure.text},
                         {"role": "user", "content": feedback(failure, self.test_cmd)},
                     ]
-                source = await router.candidates(label)
+                source = await models.candidates(label)
                 result = await self.round(source, history, len(rounds) + 1, label)
                 rounds.append(result)
                 if result.best is not None:
@@ -466,3 +499,24 @@ def _close_copy(copying: asyncio.Future) -> None:
         return
     copy = copying.result()
     asyncio.get_running_loop().run_in_executor(None, copy.close)
+
+
+MAX_FAILURE_CHARS = 4000
+
+
+def heal_messages(ws: Workspace, task: str, test_cmd: str, baseline: CommandResult | None) -> list[dict]:
+    """The conversation a heal starts from: the agent's instructions, the task with its files, and
+    (when the tests fail now) their output, with the files it names attached too."""
+    text, attached = task_message(ws, task)
+    if baseline is not None and not baseline.ok:
+        output = truncate(baseline.output, MAX_FAILURE_CHARS).rstrip()
+        text += f"\n\nThe tests (`{test_cmd}`) fail now:\n```\n{output}\n```"
+        more = [p for p in mentioned_files(ws, baseline.output) if p not in attached][:2]
+        for path in more:
+            try:
+                body = ws.read_text(path)
+            except WhizError:
+                continue
+            text += f"\n\n{path}:\n```\n{body}{'' if body.endswith(chr(10)) else chr(10)}```"
+    instructions = system_prompt(ws, "text", test_cmd=test_cmd)
+    return [{"role": "system", "content": instructions}, {"role": "user", "content": text}]

@@ -25,18 +25,18 @@ from whiz.agent.approvals import ApprovalMode
 from whiz.agent.config import AgentConfig
 from whiz.agent.events import Collector
 from whiz.agent.loop import Agent
-from whiz.agent.merge import Merger, MergeResult
 from whiz.agent.model import Finished, ModelRequest, TextDelta
-from whiz.agent.modes import Label, Router
-from whiz.agent.notices import ItemEmitter
-from whiz.agent.swarm_plan import MicroTask, Plan, PlanError, director_messages, parse_plan
 from whiz.agent.tools import run_reported
 from whiz.agent.undo import UndoStore
-from whiz.agent.whole_files import WholeFileEdits
 from whiz.agent.workspace import Workspace
 from whiz.environments.local import CommandResult, LocalEnvironment, truncate
 from whiz.environments.worktree import IsolatedCopy, isolated_copy
 from whiz.errors import WhizError
+from whiz.modes.merge import Merger, MergeResult
+from whiz.modes.notices import ItemEmitter
+from whiz.modes.router import Label, Router
+from whiz.modes.swarm_plan import MicroTask, Plan, PlanError, director_messages, parse_plan
+from whiz.modes.whole_files import WholeFileEdits
 
 
 class SwarmError(WhizError):

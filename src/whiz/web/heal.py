@@ -10,7 +10,7 @@ Routes (under /whiz/workspace; the same key and browser checks as `workspace_api
     POST /heal/cancel   -> {heal}, once the heal has stopped; 409 no_heal_running
     GET  /candidates    {heal: the latest heal or null, candidates: [candidate, ...]}
 
-A heal is `whiz.agent.healing.Healer`, as `whiz heal` runs it, with two differences: the model is
+A heal is `whiz.modes.healing.Healer`, as `whiz heal` runs it, with two differences: the model is
 this server's own chat service (no HTTP hop; the N candidates decode as N sequences sharing the
 prompt's KV cache), and nothing is applied. Each candidate with an edit is offered to the
 `WorkspaceService` instead, so the user accepts it with `POST /accept {id}`, like any proposed
@@ -37,26 +37,23 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from whiz.agent.candidates import CandidateSource, ChatCandidates
 from whiz.agent.events import Emitter, Event
-from whiz.agent.healing import Healer, HealOutcome, HealSettings
-from whiz.agent.modes import Label, Router
-from whiz.agent.runner import SetupError
-from whiz.agent.runs import heal_messages
 from whiz.client import ResponseError
 from whiz.environments.local import truncate
 from whiz.errors import Conflict, InvalidRequest, WhizError
+from whiz.modes.candidates import CandidateSource, ChatCandidates
+from whiz.modes.healing import Healer, HealOutcome, HealSettings, heal_messages
+from whiz.modes.pool import Label
 from whiz.server.chat import ChatService
 from whiz.server.protocol import ChatRequest, parse
-from whiz.server.workspace_api import Empty, PendingEdit, WorkspaceService, allow, json_body
+from whiz.web.workspace import Empty, PendingEdit, WorkspaceService, allow, json_body
 
 if TYPE_CHECKING:
-    from whiz.agent.model import ModelClient
     from whiz.server.state import ServerState
 
 log = logging.getLogger("whiz.server")
 
-MAX_HEAL_N = 8
+MAX_HEAL_N = HealSettings.MAX_N
 """Most candidates one heal may ask for (fewer where the engine decodes fewer at once)."""
 DEFAULT_HEAL_N = 5
 BASELINE_OUTPUT_CHARS = 4000
@@ -174,19 +171,17 @@ class ServerChat:
 
 
 @dataclass
-class _OneModel:
-    """The router's pool: this server's model is the only one (no deep mode to escalate to)."""
+class OneModel:
+    """What the web app's heal heals with: this server's model, the only one (nothing to escalate to)."""
 
     source: CandidateSource
+    current: Label = "fast"
 
-    async def open_client(self, label: Label, *, temperature: float = 0.0) -> ModelClient:
-        raise SetupError("the web app's heal asks for candidates only")
-
-    async def candidates(self, label: Label) -> CandidateSource:
+    async def candidates(self, label: Label | None = None) -> CandidateSource:
         return self.source
 
-    async def close(self) -> None:
-        return None
+    def escalate(self, reason: str, trigger: str) -> bool:
+        return False
 
 
 class HealService:
@@ -303,8 +298,9 @@ class HealService:
             first_pass=not body.all_candidates,
         )
         emit = Emitter(job.observe)
-        router = Router(_OneModel(self.source(body.model)), "fast", emit)
-        return await Healer(ws, job.test_cmd, settings, emit=emit).heal(router, messages)
+        return await Healer(ws, job.test_cmd, settings, emit=emit).heal(
+            OneModel(self.source(body.model)), messages
+        )
 
     def _offer(self, job: HealJob, outcome: HealOutcome) -> None:
         if outcome.best is not None:

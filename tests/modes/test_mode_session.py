@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from whiz.agent.candidates import ScriptedCandidates
+from whiz.agent.config import AgentConfig
 from whiz.agent.events import Collector
-from whiz.agent.mode_session import HEAL_N_DEFAULT, ModeSession, RunOptions
-from whiz.agent.modes import ScriptedPool
-from whiz.agent.runner import AgentOptions, SetupError
 from whiz.agent.scripted_model import ScriptedModel
+from whiz.modes.candidates import ScriptedCandidates
+from whiz.modes.endpoints import SetupError
+from whiz.modes.pool import ScriptedPool
+from whiz.modes.session import HEAL_N_DEFAULT, Session, SessionOptions
 
 RENAME = "greet.py\n<<<<<<< SEARCH\ndef say_hello(name):\n=======\ndef greet(name):\n>>>>>>> REPLACE\n"
 WRONG = RENAME.replace("def greet(name):", "def greet(name, extra):")
@@ -39,12 +40,11 @@ class Opened:
         self.notices: list[str] = []
         self.events = Collector()
 
-    async def open(self, *, resume: str | None = None, test_cmd: str | None = None, **run) -> ModeSession:
+    async def open(self, *, resume: str | None = None, test_cmd: str | None = None, **run) -> Session:
         home = self.project.parent / "home"
-        agent = AgentOptions(self.project, home=home, resume=resume, test_cmd=test_cmd)
-        return await ModeSession.open(
-            agent,
-            RunOptions(self.project, home=home, **run),
+        agent = AgentConfig(test_cmd=test_cmd)
+        return await Session.open(
+            SessionOptions(self.project, agent=agent, home=home, resume=resume, **run),
             sink=self.events,
             notice=self.notices.append,
             pool=self.pool,

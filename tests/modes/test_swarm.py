@@ -10,14 +10,15 @@ from pathlib import Path
 import pytest
 
 from tests.agent.conftest import turn_statuses
-from whiz.agent.merge import three_way
 from whiz.agent.model import ModelRequest
-from whiz.agent.modes import ScriptedPool
-from whiz.agent.runs import RunOptions, swarm_task
 from whiz.agent.scripted_model import ScriptedModel
-from whiz.agent.swarm import SwarmSettings
-from whiz.agent.swarm_plan import PlanError, parse_plan
 from whiz.agent.workspace import Workspace
+from whiz.commands.swarm import swarm_task
+from whiz.modes.merge import three_way
+from whiz.modes.pool import ScriptedPool
+from whiz.modes.session import SessionOptions
+from whiz.modes.swarm import SwarmSettings
+from whiz.modes.swarm_plan import PlanError, parse_plan
 
 PY = sys.executable
 SHAPES = "def square(x):\n    return x + x\n\n\ndef cube(x):\n    return x * x\n"
@@ -76,7 +77,7 @@ def run(
     out, err = io.StringIO(), io.StringIO()
     code = swarm_task(
         task,
-        RunOptions(project, mode=mode, home=project.parent / "home"),
+        SessionOptions(project, mode=mode, home=project.parent / "home"),
         SwarmSettings(test_cmd=test_cmd, **{"workers": 2, "check_timeout_s": 20, **settings}),
         plan_file=plan,
         json_mode=True,
@@ -255,7 +256,7 @@ def test_three_way_merge_rules(base, ours, theirs, merged, conflict):
 
 
 def test_a_workers_whole_file_answer_becomes_an_edit_of_its_own_files_only(project):
-    from whiz.agent.whole_files import whole_files_as_edits
+    from whiz.modes.whole_files import whole_files_as_edits
 
     ws = Workspace(project)
     reply = "Here it is:\n\nnames.py:\n```\ndef greet(name):\n    return 'Hello, ' + name\n```\n\n"

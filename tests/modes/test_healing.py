@@ -10,21 +10,23 @@ from pathlib import Path
 import pytest
 
 from tests.agent.conftest import turn_statuses
-from whiz.agent.candidates import CandidateStream, ScriptedCandidates
 from whiz.agent.events import Collector
-from whiz.agent.headless import undo_last
-from whiz.agent.healing import (
+from whiz.agent.sessions import SessionStore
+from whiz.agent.workspace import Workspace
+from whiz.commands.heal import heal_task
+from whiz.commands.sessions import undo_last
+from whiz.modes.candidates import CandidateStream, ScriptedCandidates
+from whiz.modes.healing import (
     CandidateResult,
     Healer,
     HealSettings,
     best_failure,
     pick_best,
 )
-from whiz.agent.modes import Router, ScriptedPool
-from whiz.agent.notices import ItemEmitter
-from whiz.agent.runs import RunOptions, heal_task
-from whiz.agent.sessions import SessionStore
-from whiz.agent.workspace import Workspace
+from whiz.modes.notices import ItemEmitter
+from whiz.modes.pool import ScriptedPool
+from whiz.modes.router import Router
+from whiz.modes.session import SessionOptions
 
 BUGGY = "def average(xs):\n    total = 0\n    for x in xs:\n        total += x\n"
 BUGGY += "    return total / (len(xs) + 1)\n"
@@ -69,7 +71,7 @@ def run_heal(
     if deep_batches is not None:
         pool.sources["deep"] = ScriptedCandidates(deep_batches)
     out, err = io.StringIO(), io.StringIO()
-    options = RunOptions(project, mode=mode, home=project.parent / "home")
+    options = SessionOptions(project, mode=mode, home=project.parent / "home")
     code = heal_task(
         task,
         TEST_CMD,
@@ -245,7 +247,7 @@ class DeadServer:
 
 def test_a_server_that_goes_away_midway_is_one_clear_line_and_changes_nothing(project):
     out, err = io.StringIO(), io.StringIO()
-    options = RunOptions(project, home=project.parent / "home")
+    options = SessionOptions(project, home=project.parent / "home")
     pool = ScriptedPool(sources={"fast": DeadServer()})
     code = heal_task(
         "fix calc.py", TEST_CMD, options, HealSettings(), json_mode=True, out=out, err=err, pool=pool
@@ -266,7 +268,7 @@ def test_an_example_path_copied_from_the_prompt_is_taken_for_the_one_file_of_tha
 def test_the_terminal_says_what_a_heal_did_candidate_by_candidate(project):
     pool = ScriptedPool(sources={"fast": ScriptedCandidates([[WRONG, FIX]], delays_s=[0.0, 1.0])})
     out, err = io.StringIO(), io.StringIO()
-    options = RunOptions(project, home=project.parent / "home")
+    options = SessionOptions(project, home=project.parent / "home")
     code = heal_task("fix average", TEST_CMD, options, HealSettings(n=2), out=out, err=err, pool=pool)
     assert code == 0
     shown = out.getvalue() + err.getvalue()

@@ -1,0 +1,453 @@
+"""An agent session: the agent, its stored record and undo history, and the mode and model choice
+around it. `whiz exec`, `whiz resume` and the interactive UI all drive one `Session`.
+
+`Session.open` builds it: a `Router` over a `ModelPool` (fast and deep), the `RoutedModel` the
+agent talks to (auto escalation), with a test command a `HealingModel` on top (best of N where the
+tests decide, on as `--heal` and the mode say), and a sink that records routing decisions in the
+session log. The mode, the healing setting and the test command are stored with the session, so a
+resume comes back as it was. `run(task)` puts the request through the policy first: a refusal
+ends the turn with the reason, a reroute sends it to deep, and either is shown as an item.
+`set_mode` is the UI's `/mode`, `follow_session` what its `/resume` restores.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from whiz.agent.approvals import Approvals, Approver
+from whiz.agent.config import AgentConfig
+from whiz.agent.events import EventSink
+from whiz.agent.loop import Agent
+from whiz.agent.model import ModelClient
+from whiz.agent.sessions import SessionInfo, SessionStore, TurnRecord, data_home
+from whiz.agent.stats import TurnResult, TurnStats
+from whiz.agent.turns import new_turn_id, turn
+from whiz.agent.undo import UndoStore
+from whiz.agent.workspace import Workspace
+from whiz.client import HttpClient
+from whiz.modes.endpoints import DeepSettings, FastSettings, SetupError
+from whiz.modes.heal_step import HealingModel
+from whiz.modes.healing import Healer, HealSettings
+from whiz.modes.notices import ItemEmitter, Tee
+from whiz.modes.policy import ChatModelCheck, Decision, Policy, PolicyAction
+from whiz.modes.pool import ModelPool, Models
+from whiz.modes.router import MODES, Mode, RoutedModel, Router
+
+ROUTING_ITEMS = ("mode_change", "policy_decision")
+
+
+@dataclass
+class SessionOptions:
+    """How to open a session (and how `whiz heal` and `whiz swarm` run): composed of the agent's own
+    settings and the models', plus what only a session has."""
+
+    workspace: Path
+    agent: AgentConfig = field(default_factory=AgentConfig)
+    """How the agent acts; `agent.actions` None: text, or what the resumed session used."""
+    fast: FastSettings = field(default_factory=FastSettings)
+    deep: DeepSettings = field(default_factory=DeepSettings)
+    mode: Mode | None = None
+    """None: the resumed session's mode, else fast."""
+    heal: int | None = None
+    """Candidates of the agent's healing steps (0: off). None: the resumed session's setting, else
+    by the mode (see `heal_candidates`)."""
+    policy: PolicyAction = "refuse"
+    policy_model_check: bool = False
+    """Ask the fast model about requests the rules cannot decide."""
+    resume: str | None = None
+    """A session id to continue, or "last" for the latest session in this workspace."""
+    home: Path | None = None
+    """Where sessions and undo history live (default: the whiz data home)."""
+
+
+class SessionLog:
+    """An `EventSink` that writes routing decisions into the session log (SQLite)."""
+
+    def __init__(self, store: SessionStore, session_id: str):
+        self.store = store
+        self.session_id = session_id
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        item = event.get("item") or {}
+        if event.get("type") == "item.completed" and item.get("type") in ROUTING_ITEMS:
+            self.store.log_event(self.session_id, item["type"], {k: v for k, v in item.items() if k != "id"})
+
+
+HEAL_N_DEFAULT = 5
+"""Candidates of a healing step in auto mode with a test command, unless told otherwise."""
+
+
+def heal_candidates(heal: int | None, mode: Mode, agent: AgentConfig) -> int:
+    """How many candidates the agent's healing steps decode (0: no healing): `heal`, or by
+    default 5 in auto mode with a test command and text actions. ValueError says what is wrong."""
+    check_heal(heal, agent)
+    if heal is None:
+        # actions None is text (or the resumed session's, which `Session.open` looks up first)
+        return HEAL_N_DEFAULT if mode == "auto" and agent.test_cmd and agent.actions != "tools" else 0
+    return heal
+
+
+def check_heal(heal: int | None, agent: AgentConfig) -> None:
+    """ValueError, saying what is wrong, unless `heal` is a usable `--heal` (None: by the mode)."""
+    if heal is None:
+        return
+    if heal < 0 or heal > HealSettings.MAX_N:
+        raise ValueError(f"--heal takes a number of candidates from 0 (off) to {HealSettings.MAX_N}")
+    if heal > 1 and agent.actions == "tools":
+        raise ValueError("--heal needs --actions text (candidates are edit blocks)")
+
+
+async def check_policy(
+    task: str, options: SessionOptions, pool: Models, router: Router, emit: ItemEmitter
+) -> Decision:
+    """Run the policy on `task`; flagged requests are reported, and a reroute pins the turn to deep."""
+    check = None
+    http = None
+    if options.policy_model_check and isinstance(pool, ModelPool):
+        ep = await pool.endpoint("fast")
+        http = HttpClient(ep.base_url, ep.api_key)
+        check = ChatModelCheck(http, ep.model)
+    try:
+        decision = await Policy(options.policy, check).check(task)
+    finally:
+        if http is not None:
+            await http.close()
+    if decision.flagged:
+        emit.single("policy_decision", **decision.item())
+    if decision.action == "reroute:deep":
+        router.pin_deep(f"the safety policy rerouted the request: {decision.verdict.reason}", "policy")
+    return decision
+
+
+def refuse(emit: ItemEmitter, decision: Decision) -> str:
+    """End a refused request's turn; returns the message."""
+    message = f"refused by the safety policy: {decision.verdict.reason}"
+    with turn(emit) as t:
+        t.failed(message)
+    return message
+
+
+class Session:
+    """One agent session: the agent, its stored record and undo history, and the mode and model
+    choice around it. Use `open()`, then `run()`, `close()`.
+
+    The mode, the healing setting and the test command are stored with the session, so a resume
+    comes back as the session was (flags given on the resume win), on the command line and in
+    the UI's `/resume` alike. Healing follows the mode: a switch to auto turns on the healing
+    steps it has when started in auto, a switch away turns them off again.
+    """
+
+    def __init__(
+        self,
+        agent: Agent,
+        store: SessionStore,
+        info: SessionInfo,
+        undo: UndoStore,
+        *,
+        router: Router,
+        routed: RoutedModel,
+        pool: Models,
+        options: SessionOptions,
+        given: SessionOptions,
+        healing: HealingModel | None,
+        chain: Tee,
+    ):
+        self.agent = agent
+        self.store = store
+        self.info = info
+        self.undo_store = undo
+        self.router = router
+        self.routed = routed
+        self.pool = pool
+        self.options = options
+        """As the session runs: the test command, actions and mode resolved against the stored session."""
+        self.given = given
+        """The options as given, before the stored session filled them in: what a `/resume` keeps."""
+        self.healing = healing
+        """The healing step, once there is a test command; `heal_n` says whether it is on."""
+        self.chain = chain
+        """The agent's events go to these sinks (the healing step watches them too)."""
+        self.log = SessionLog(store, info.id)
+        """Routing decisions go to the session log through this sink."""
+
+    @property
+    def id(self) -> str:
+        return self.info.id
+
+    @property
+    def model(self) -> ModelClient:
+        """What the agent asks: the healing step where there is one, else the routed model."""
+        return self.agent.model
+
+    @property
+    def heal_n(self) -> int:
+        """Candidates per healing step now (0: healing is off)."""
+        return self.healing.healer.settings.n if self.healing and self.healing.active else 0
+
+    @classmethod
+    async def open(
+        cls,
+        options: SessionOptions,
+        *,
+        sink: EventSink = lambda event: None,
+        notice: Callable[[str], None] = lambda line: None,
+        pool: Models | None = None,
+        approver: Approver | None = None,
+    ) -> Session:
+        """Connect the current mode's model and open (or resume) the session; raises `SetupError`.
+
+        With a test command, the agent heals as `options.heal` and the mode say (`HealingModel`).
+        A resumed session keeps the mode, healing setting and test command it had, unless
+        `options` gives them; `notice` says which mode is in force."""
+        home = options.home or data_home()
+        store = SessionStore(home / "sessions.db")
+        try:
+            info = find_session(store, options)
+            stored = dict(info.settings) if info else {}
+            given, options = options, _restore(options, stored)  # the mode and actions are set now
+            heal_candidates(options.heal, options.mode or "fast", options.agent)
+        except ValueError as exc:
+            store.close()
+            raise SetupError(str(exc)) from None
+        except BaseException:
+            store.close()
+            raise
+        chain = Tee(sink)
+        emit = ItemEmitter(chain)
+        pool = pool or ModelPool(options.fast, options.deep, notice=notice)
+        router = Router(pool, options.mode or "fast", emit)
+        routed = RoutedModel(router)
+        chain.sinks.append(routed.observe)
+        model: ModelClient = routed
+        healing = None
+        ws = Workspace(options.workspace)
+        if options.agent.test_cmd:
+            model = healing = healing_step(routed, router, ws, options.agent.test_cmd)
+            chain.sinks.append(healing.observe)
+        try:
+            await routed.connect()  # no server: one clear line now, not a failed turn
+        except BaseException:
+            await routed.close()
+            await pool.close()
+            store.close()
+            raise
+        if info is None:
+            settings = {"actions": options.agent.actions, "approval": str(options.agent.approval)}
+            info, items = store.create(options.workspace, settings=settings), []
+        else:
+            items = store.items(info.id)
+        undo = UndoStore(home / "undo" / info.id)
+        approvals = Approvals(options.agent.approval, approver, preapproved=[options.agent.test_cmd or ""])
+        agent = Agent(
+            model, ws, config=options.agent, sink=chain, approvals=approvals, undo=undo, items=items
+        )
+        chain({"type": "thread.started", "thread_id": info.id})
+        opened = cls(
+            agent,
+            store,
+            info,
+            undo,
+            router=router,
+            routed=routed,
+            pool=pool,
+            options=options,
+            given=given,
+            healing=healing,
+            chain=chain,
+        )
+        chain.sinks.append(opened._log)
+        opened._follow_mode()
+        if stored:
+            notice(resumed_notice(opened, stored))
+        return opened
+
+    def _log(self, event: dict[str, Any]) -> None:
+        # Into the session the agent is in now: the UI's /clear and /resume switch it.
+        self.log.session_id = self.info.id
+        self.log(event)
+
+    def _follow_mode(self) -> None:
+        """Healing as the mode says, and the mode and healing setting stored with the session."""
+        if self.healing is not None:
+            n = heal_candidates(self.options.heal, self.router.mode, self.options.agent)
+            # The step stays once made; a session resumed without a test command must not heal.
+            self.healing.healer.settings.n = n if self.options.agent.test_cmd else 0
+        settings = {
+            "mode": self.router.mode,
+            "heal": self.options.heal,
+            "test_cmd": self.options.agent.test_cmd,
+        }
+        self.info.settings = self.store.update_settings(self.id, settings)
+
+    async def run(self, task: str) -> TurnResult:
+        """The policy, then the turn; the conversation and the turn are stored when it ends, however
+        it ends. A refused request ends as a failed turn with the reason."""
+        decision = await check_policy(task, self.options, self.pool, self.router, self.router.emit)
+        if decision.action == "refuse":
+            message = refuse(self.router.emit, decision)
+            record = TurnRecord(new_turn_id(), task, "refused", message, [], time.time())
+            self.store.save(self.id, self.agent.items, record)
+            return TurnResult(record.id, "failed", message, TurnStats())
+        result = await self.agent.run(task)
+        record = TurnRecord(
+            result.turn_id,
+            task,
+            result.status,
+            result.message,
+            result.changed,
+            time.time(),
+            result.stats.usage(),
+        )
+        self.store.save(self.id, self.agent.items, record)
+        return result
+
+    def undo(self) -> list[str] | None:
+        """Restore the files of the latest turn that changed any; None when there is nothing to undo."""
+        undone = self.undo_store.undo(self.agent.ws)
+        if undone is None:
+            return None
+        restored = undone.restored
+        if restored:
+            self.agent.items.append({"type": "message", "role": "user", "content": undo_note(restored)})
+            self.store.save(self.id, self.agent.items)
+        return restored
+
+    def set_mode(self, mode: Mode, reason: str = "the user chose it") -> None:
+        """Switch between fast, deep and auto (announced as a `mode_change` when the model changes),
+        exactly as if the session had started in `mode`: healing follows, and the session keeps it."""
+        self.router.set_mode(mode, reason)
+        self._follow_mode()
+
+    async def switch_mode(self, mode: Mode, reason: str = "the user chose it") -> None:
+        """`set_mode`, once the model the mode starts with answers (the deep one may start in this
+        process first). Raises `SetupError` with the reason, and changes nothing, if it cannot."""
+        await self.routed.client("deep" if mode == "deep" else "fast")
+        self.set_mode(mode, reason)
+
+    async def follow_session(self) -> str:
+        """After the UI switched to another stored session (`/resume`): take up the mode, healing
+        setting, test command and actions stored with it, as a resume on the command line does
+        (what the UI was started with wins). Returns the line that says what is in force."""
+        stored = dict(self.info.settings)
+        options = _restore(self.given, stored)
+        note = ""
+        try:
+            check_heal(options.heal, options.agent)
+        except ValueError as exc:  # --heal N, and a session that acted with tool calls, say
+            options = dataclasses.replace(options, heal=None)
+            note = f"; healing off: {exc}"
+        self._take_up(options.agent)
+        self.options = dataclasses.replace(
+            self.options, mode=options.mode, heal=options.heal, agent=options.agent
+        )
+        wanted, failed = options.mode or "fast", None
+        if wanted != self.router.mode:
+            if stored.get("mode") == wanted:
+                why = f"the resumed session {self.id} was in {wanted} mode"
+            else:
+                why = f"--mode {wanted}" if self.given.mode else "the resumed session had no mode stored"
+            try:
+                await self.switch_mode(wanted, reason=why)
+            except SetupError as exc:
+                failed = f"{wanted} mode did not start ({exc.message}); staying in {self.router.mode} mode"
+        self._follow_mode()
+        if failed:
+            return f"resumed {self.id}, but {failed}" + tests_clause(self) + note
+        return resumed_notice(self, stored) + note
+
+    def _take_up(self, agent: AgentConfig) -> None:
+        """From the next turn on, the agent acts and tests as `agent` says (the healing step is made
+        here when the session had no test command before)."""
+        test_cmd = agent.test_cmd
+        self.agent.reconfigure(agent.actions or "text", test_cmd)
+        if not test_cmd:
+            return
+        if self.healing is None:
+            self.healing = healing_step(self.routed, self.router, self.agent.ws, test_cmd)
+            self.agent.model = self.healing
+            self.chain.sinks.append(self.healing.observe)
+        self.healing.healer.test_cmd = test_cmd
+
+    async def close(self) -> None:
+        self.store.close()
+        await self.routed.close()
+        await self.pool.close()
+
+
+def undo_note(restored: list[str]) -> str:
+    """What the model is told after the user undid its changes."""
+    return f"(The user undid your last changes to {', '.join(restored)}; those files are as before.)"
+
+
+def find_session(store: SessionStore, options: SessionOptions) -> SessionInfo | None:
+    """The stored session `options.resume` names (None when it names none: a new session).
+    Raises `SetupError` when there is no such session."""
+    if options.resume is None:
+        return None
+    if options.resume == "last":
+        info = store.latest(options.workspace)
+        if info is None:
+            raise SetupError(f"no session to resume in {Path(options.workspace).resolve()}")
+    else:
+        info = store.get(options.resume)
+        if info is None:
+            raise SetupError(f"no session {options.resume!r}; `whiz resume` lists them")
+    return info
+
+
+def resumed_settings(options: SessionOptions) -> dict[str, Any]:
+    """The settings stored with the session `options.resume` names ({} for a new session), read
+    before connecting: what the session ran with decides which model to connect. `SetupError`
+    when there is no such session."""
+    if options.resume is None:
+        return {}
+    store = SessionStore((options.home or data_home()) / "sessions.db")
+    try:
+        info = find_session(store, options)
+    finally:
+        store.close()
+    return dict(info.settings) if info else {}
+
+
+def _restore(options: SessionOptions, stored: dict[str, Any]) -> SessionOptions:
+    """The options with what a resumed session stored filling in what was not given; the mode and
+    the actions are always set (given, else stored, else fast and text)."""
+    mode = options.mode or (stored.get("mode") if stored.get("mode") in MODES else None)
+    heal = options.heal if options.heal is not None else stored.get("heal")
+    agent = dataclasses.replace(
+        options.agent,
+        actions=options.agent.actions or stored.get("actions") or "text",
+        test_cmd=options.agent.test_cmd or stored.get("test_cmd"),
+    )
+    return dataclasses.replace(options, mode=mode or "fast", heal=heal, agent=agent)
+
+
+def healing_step(routed: RoutedModel, router: Router, ws: Workspace, test_cmd: str) -> HealingModel:
+    """The healing step between the agent and its routed model, off until `heal_n` says otherwise;
+    its `observe` must see the agent's events."""
+    healer = Healer(ws, test_cmd, HealSettings(n=0), emit=router.emit)
+    return HealingModel(routed, healer, router)
+
+
+def resumed_notice(session: Session, stored: dict[str, Any]) -> str:
+    """The line a resume starts with: the mode in force and where it came from, and the healing."""
+    mode, was = session.router.mode, stored.get("mode")
+    if was is None or was == mode:
+        line = f"resumed {session.id} in {mode} mode"
+        line += " (as it was; --mode overrides)" if was else ""
+    else:
+        line = f"resumed {session.id} in {mode} mode, as --mode says (it was in {was} mode)"
+    return line + tests_clause(session)
+
+
+def tests_clause(session: Session) -> str:
+    """What the notice says about the tests: the healing steps, the test command, or nothing."""
+    test_cmd = session.options.agent.test_cmd
+    if session.heal_n:
+        return f"; healing steps of {session.heal_n} candidates where `{test_cmd}` decides"
+    return f"; tests: `{test_cmd}`" if test_cmd else ""

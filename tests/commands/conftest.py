@@ -1,0 +1,3 @@
+"""The agent's fixtures serve these tests too."""
+
+from tests.agent.conftest import project  # noqa: F401
