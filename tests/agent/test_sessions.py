@@ -12,7 +12,7 @@ from whiz.agent.sessions import MIGRATIONS, SessionStore
 from whiz.commands.sessions import undo_last
 from whiz.modes.endpoints import SetupError
 from whiz.modes.pool import ScriptedPool
-from whiz.modes.session import Session, SessionOptions
+from whiz.modes.session import AgentSession, SessionOptions
 
 
 def test_migrations_run_once_and_record_the_version(tmp_path: Path) -> None:
@@ -38,12 +38,12 @@ def test_items_are_appended_and_sessions_found_per_workspace(tmp_path: Path) -> 
 async def test_resume_continues_the_conversation(project: Path, tmp_path: Path) -> None:
     home = tmp_path / "home"
     first = ScriptedModel(["greet.py says hello."])
-    session = await Session.open(SessionOptions(project, home=home), pool=ScriptedPool.of(first))
+    session = await AgentSession.open(SessionOptions(project, home=home), pool=ScriptedPool.of(first))
     assert (await session.run("What does greet.py do?")).ok
     await session.close()
 
     second = ScriptedModel(["Still hello."])
-    resumed = await Session.open(
+    resumed = await AgentSession.open(
         SessionOptions(project, home=home, resume="last"), pool=ScriptedPool.of(second)
     )
     assert resumed.id == session.id
@@ -57,7 +57,7 @@ async def test_resume_continues_the_conversation(project: Path, tmp_path: Path) 
 
 async def test_resume_without_a_session_is_a_clear_error(project: Path, tmp_path: Path) -> None:
     try:
-        await Session.open(
+        await AgentSession.open(
             SessionOptions(project, home=tmp_path, resume="last"), pool=ScriptedPool.of(ScriptedModel([]))
         )
     except SetupError as exc:
@@ -69,7 +69,7 @@ async def test_resume_without_a_session_is_a_clear_error(project: Path, tmp_path
 async def test_whiz_undo_restores_the_latest_turn(project: Path, tmp_path: Path) -> None:
     home = tmp_path / "home"
     model = ScriptedModel([sr("greet.py", "def say_hello(name):", "def greet(name):")])
-    session = await Session.open(SessionOptions(project, home=home), pool=ScriptedPool.of(model))
+    session = await AgentSession.open(SessionOptions(project, home=home), pool=ScriptedPool.of(model))
     assert (await session.run("rename")).ok
     await session.close()
     assert (project / "greet.py").read_text() != GREET
@@ -84,18 +84,18 @@ async def test_whiz_undo_restores_the_latest_turn(project: Path, tmp_path: Path)
 
 async def test_resume_keeps_the_action_format_unless_told(project: Path, tmp_path: Path) -> None:
     home = tmp_path / "home"
-    first = await Session.open(
+    first = await AgentSession.open(
         SessionOptions(project, home=home, agent=AgentConfig(actions="tools")),
         pool=ScriptedPool.of(ScriptedModel(["hi"])),
     )
     await first.run("hello")
     await first.close()
-    again = await Session.open(
+    again = await AgentSession.open(
         SessionOptions(project, home=home, resume="last"), pool=ScriptedPool.of(ScriptedModel([]))
     )
     assert again.agent.config.actions == "tools"
     await again.close()
-    told = await Session.open(
+    told = await AgentSession.open(
         SessionOptions(project, home=home, resume="last", agent=AgentConfig(actions="text")),
         pool=ScriptedPool.of(ScriptedModel([])),
     )

@@ -25,7 +25,7 @@ from whiz.modes.healing import (
 )
 from whiz.modes.notices import ItemEmitter
 from whiz.modes.pool import ScriptedPool
-from whiz.modes.router import Router
+from whiz.modes.router import ModeRouter
 from whiz.modes.session import SessionOptions
 
 BUGGY = "def average(xs):\n    total = 0\n    for x in xs:\n        total += x\n"
@@ -227,7 +227,7 @@ def test_selection_order_is_pass_then_diff_then_tokens():
 async def test_a_healer_without_edits_anywhere_reports_no_edit(project):
     collector = Collector()
     emit = ItemEmitter(collector)
-    router = Router(
+    router = ModeRouter(
         ScriptedPool(sources={"fast": ScriptedCandidates([["READ calc.py"], ["LIST ."]])}), "fast", emit
     )
     outcome = await Healer(Workspace(project), TEST_CMD, HealSettings(n=2), emit=emit).heal(router, [])

@@ -15,7 +15,7 @@ from whiz.agent.scripted_model import ScriptedModel
 from whiz.modes.candidates import ScriptedCandidates
 from whiz.modes.endpoints import SetupError
 from whiz.modes.pool import ScriptedPool
-from whiz.modes.session import HEAL_N_DEFAULT, Session, SessionOptions
+from whiz.modes.session import HEAL_N_DEFAULT, AgentSession, SessionOptions
 
 RENAME = "greet.py\n<<<<<<< SEARCH\ndef say_hello(name):\n=======\ndef greet(name):\n>>>>>>> REPLACE\n"
 WRONG = RENAME.replace("def greet(name):", "def greet(name, extra):")
@@ -40,10 +40,10 @@ class Opened:
         self.notices: list[str] = []
         self.events = Collector()
 
-    async def open(self, *, resume: str | None = None, test_cmd: str | None = None, **run) -> Session:
+    async def open(self, *, resume: str | None = None, test_cmd: str | None = None, **run) -> AgentSession:
         home = self.project.parent / "home"
         agent = AgentConfig(test_cmd=test_cmd)
-        return await Session.open(
+        return await AgentSession.open(
             SessionOptions(self.project, agent=agent, home=home, resume=resume, **run),
             sink=self.events,
             notice=self.notices.append,

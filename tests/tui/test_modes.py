@@ -21,7 +21,7 @@ from whiz.agent.scripted_model import ScriptedModel
 from whiz.agent.sessions import SessionStore
 from whiz.modes.candidates import ScriptedCandidates
 from whiz.modes.pool import ScriptedPool
-from whiz.modes.session import Session, SessionOptions
+from whiz.modes.session import AgentSession, SessionOptions
 from whiz.tui import sessions
 from whiz.tui.app import CodeApp
 from whiz.tui.approver import PromptApprover
@@ -55,7 +55,7 @@ async def code_app(
     view = TranscriptView(scrollback)
     approver = PromptApprover()
     options = SessionOptions(root, agent=AgentConfig(test_cmd=test_cmd), home=home, **run)
-    session = await Session.open(options, sink=view, pool=pool, approver=approver)
+    session = await AgentSession.open(options, sink=view, pool=pool, approver=approver)
     try:
         with create_pipe_input() as keys, create_app_session(input=keys, output=DummyOutput()):
             app = CodeApp(session, scrollback, view, approver)
@@ -241,7 +241,7 @@ async def stored_session(tmp_path: Path, test_cmd: str, heal: int, actions: str 
     (root / "app.py").write_text("def answer():\n    return 1\n")
     (root / "check.py").write_text("from app import answer\nassert answer() == 2\n")
     home = tmp_path / "home"
-    session = await Session.open(
+    session = await AgentSession.open(
         SessionOptions(root, agent=AgentConfig(test_cmd=test_cmd, actions=actions), home=home, heal=heal),
         sink=Collector(),
         pool=two_models([], []),

@@ -10,7 +10,7 @@ from rich.text import Text
 
 from whiz.agent.scripted_model import ScriptedModel
 from whiz.modes.pool import ScriptedPool
-from whiz.modes.session import Session, SessionOptions
+from whiz.modes.session import AgentSession, SessionOptions
 from whiz.tui.notices import render_notice
 from whiz.tui.scrollback import Scrollback
 from whiz.tui.view import TranscriptView
@@ -78,7 +78,7 @@ async def test_a_reroute_shows_in_the_transcript_with_its_reason(tmp_path: Path)
         clients={"fast": lambda: ScriptedModel(["-"]), "deep": lambda: ScriptedModel(["No."])}
     )
     home = tmp_path / "home"
-    session = await Session.open(
+    session = await AgentSession.open(
         SessionOptions(root, policy="reroute:deep", home=home),
         sink=view,
         pool=pool,

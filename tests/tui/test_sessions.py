@@ -6,7 +6,7 @@ from pathlib import Path
 
 from whiz.agent.scripted_model import ScriptedModel
 from whiz.modes.pool import ScriptedPool
-from whiz.modes.session import Session, SessionOptions
+from whiz.modes.session import AgentSession, SessionOptions
 from whiz.tui import sessions
 
 
@@ -14,9 +14,9 @@ def edit(old: str, new: str) -> str:
     return f"app.py\n<<<<<<< SEARCH\n{old}\n=======\n{new}\n>>>>>>> REPLACE\n"
 
 
-async def open_session(project: Path, home: Path, replies: list[str]) -> Session:
+async def open_session(project: Path, home: Path, replies: list[str]) -> AgentSession:
     options = SessionOptions(project, home=home)
-    return await Session.open(options, pool=ScriptedPool.of(ScriptedModel(replies)))
+    return await AgentSession.open(options, pool=ScriptedPool.of(ScriptedModel(replies)))
 
 
 async def test_net_diff_covers_the_turns_undo_can_still_take_back(project: Path, tmp_path: Path):

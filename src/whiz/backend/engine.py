@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 
+from whiz.backend.turns import DecodedTurn, TurnSpec
 from whiz.backend.types import BackendInfo, TextDelta, TurnRequest, TurnResult
 from whiz.chat.messages import Message, ToolCall
 from whiz.chat.template import ASSISTANT_START, ChatTemplate
 from whiz.errors import ContextOverflow, InvalidRequest
 from whiz.seams import Engine, Stream
-from whiz.server.turns import Turn, TurnSpec
 
 CLOSE_TURN = "<|im_end|>\n"
 
@@ -103,7 +103,7 @@ class EngineTurn:
         self.result: TurnResult | None = None
         self._backend = backend
         self._generate = generate
-        self._live: Turn | None = None
+        self._live: DecodedTurn | None = None
         self._cancelled = False
         self._stream = stream
         """Where a candidate of several gets its engine stream (they start together)."""
@@ -111,7 +111,7 @@ class EngineTurn:
     async def open(self) -> None:
         if self._live is None:
             stream = self._stream() if self._stream is not None else None
-            self._live = Turn(self._backend.engine, self.spec, stream)
+            self._live = DecodedTurn(self._backend.engine, self.spec, stream)
             if self._cancelled:
                 self._live.cancel()
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from whiz.client import HttpClient, ResponsesSocket, Turn, user_message
+from whiz.client import Exchange, HttpClient, ResponsesSocket, user_message
 
 
 class Conversation(Protocol):
@@ -17,7 +17,7 @@ class Conversation(Protocol):
         """Load the instructions and `history` without generating, so the next turn is warm."""
         ...
 
-    async def say(self, text: str, max_output_tokens: int) -> Turn:
+    async def say(self, text: str, max_output_tokens: int) -> Exchange:
         """One user turn at temperature 0; the reply joins the conversation."""
         ...
 
@@ -44,12 +44,12 @@ class SocketConversation:
         turn = await self.send(history or [user_message("Let's begin.")], generate=False)
         self.last_id = turn.id
 
-    async def say(self, text: str, max_output_tokens: int) -> Turn:
+    async def say(self, text: str, max_output_tokens: int) -> Exchange:
         turn = await self.send([user_message(text)], max_output_tokens=max_output_tokens, temperature=0)
         self.last_id = turn.id
         return turn
 
-    async def send(self, items: list[dict[str, Any]], **fields: Any) -> Turn:
+    async def send(self, items: list[dict[str, Any]], **fields: Any) -> Exchange:
         """One `response.create` chained on this conversation; does not move `last_id`."""
         return await self.sock.run(
             model=self.model,
@@ -78,7 +78,7 @@ class ChatConversation:
         # One throwaway reply loads the history into whatever prefix cache the server has.
         await self.http.chat_turn(self._body(1))
 
-    async def say(self, text: str, max_output_tokens: int) -> Turn:
+    async def say(self, text: str, max_output_tokens: int) -> Exchange:
         self.messages.append({"role": "user", "content": text})
         turn = await self.http.chat_turn(self._body(max_output_tokens))
         self.messages.append({"role": "assistant", "content": turn.text})

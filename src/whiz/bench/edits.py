@@ -33,7 +33,7 @@ from whiz.bench.edit_tasks import (
     rename_tasks,
 )
 from whiz.bench.serve import rounded
-from whiz.client import ClientError, ConnectError, HttpClient, Turn, api_base
+from whiz.client import ClientError, ConnectError, Exchange, HttpClient, api_base
 
 SYSTEM = (
     "You are a precise code editor. Apply the instruction to the code and output the complete "
@@ -99,7 +99,7 @@ class Run:
     error: str | None = None
 
     @classmethod
-    def from_turn(cls, task_id: str, mode: str, turn: Turn) -> Run:
+    def from_turn(cls, task_id: str, mode: str, turn: Exchange) -> Run:
         usage = turn.usage
         details = usage.get("completion_tokens_details") or {}
         timings = turn.whiz

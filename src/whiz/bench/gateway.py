@@ -35,7 +35,7 @@ from rich.table import Table
 
 from whiz.bench.corpus import SYSTEM_TEXT, Corpus, nonce
 from whiz.bench.serve import rounded
-from whiz.client import ClientError, ResponseFailed, ResponsesSocket, Turn, user_message
+from whiz.client import ClientError, Exchange, ResponseFailed, ResponsesSocket, user_message
 from whiz.errors import WhizError
 from whiz.gateway.local import LocalCluster, LocalServer, kv_budget_mb
 
@@ -85,7 +85,9 @@ class BenchSession:
         turn = await self.sock.run(model=self.model, instructions=SYSTEM_TEXT, input=history, generate=False)
         self.last_id = turn.id
 
-    async def say(self, text: str, max_tokens: int, on_first_delta: Callable[[], None] | None = None) -> Turn:
+    async def say(
+        self, text: str, max_tokens: int, on_first_delta: Callable[[], None] | None = None
+    ) -> Exchange:
         """One user turn; raises `ResponseFailed` if it failed (the conversation is then unchanged)."""
         input_ = [{"type": "message", "role": "user", "content": text}]
         body = {"model": self.model, "input": input_, "max_output_tokens": max_tokens, "temperature": 0}
@@ -112,7 +114,7 @@ class Phase:
     input_tokens: int = 0
     cached_tokens: int = 0
 
-    def add(self, turn: Turn) -> None:
+    def add(self, turn: Exchange) -> None:
         self.ttft_ms.append(turn.ttft_ms)
         self.input_tokens += turn.input_tokens or 0
         self.cached_tokens += turn.cached_tokens or 0

@@ -44,7 +44,7 @@ from whiz.modes.endpoints import DeepSettings, FastSettings, SetupError
 from whiz.modes.healing import Healer, HealSettings, heal_messages
 from whiz.modes.notices import ItemEmitter
 from whiz.modes.pool import Label, ModelPool
-from whiz.modes.router import Router
+from whiz.modes.router import ModeRouter
 
 VARIANTS = ("fast", "heal", "heal-all", "deep", "decode")
 
@@ -64,7 +64,7 @@ def test_command(task: EditTask) -> str:
 
 
 async def run_variant(
-    router: Router, task: EditTask, variant: str, label: Label, settings: HealSettings
+    router: ModeRouter, task: EditTask, variant: str, label: Label, settings: HealSettings
 ) -> VariantRun:
     """One variant on one task, in a fresh workspace; nothing is applied, the winner is enough."""
     with tempfile.TemporaryDirectory(prefix="whiz-bench-heal-") as tmp:
@@ -85,7 +85,9 @@ async def run_variant(
     )
 
 
-async def time_decoding(router: Router, task: EditTask, n: int, temperature: float, max_tokens: int) -> dict:
+async def time_decoding(
+    router: ModeRouter, task: EditTask, n: int, temperature: float, max_tokens: int
+) -> dict:
     """The same N candidates decoded together and one after another (same seeds): wall times."""
     with tempfile.TemporaryDirectory(prefix="whiz-bench-heal-") as tmp:
         root = Path(tmp)
@@ -130,7 +132,7 @@ async def run_bench(
     say,
 ) -> dict[str, Any]:
     pool = ModelPool(fast, deep, notice=say)
-    router = Router(pool, "fast", ItemEmitter(Collector()))
+    router = ModeRouter(pool, "fast", ItemEmitter(Collector()))
     plans = {
         "fast": ("fast@1", "fast", HealSettings(n=1, temperature=0.0, rounds=1, seed=None)),
         "heal": (f"heal@{n}", "fast", HealSettings(n=n, temperature=temperature, rounds=2)),

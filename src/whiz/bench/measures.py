@@ -17,10 +17,10 @@ from whiz.bench.report import Row
 from whiz.client import (
     ClientError,
     ConnectError,
+    Exchange,
     HttpClient,
     ResponseError,
     ResponsesSocket,
-    Turn,
 )
 
 Progress = Callable[[str], None]
@@ -63,14 +63,14 @@ def ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 3) if a is not None and b else None
 
 
-def tokens_note(turn: Turn) -> str:
+def tokens_note(turn: Exchange) -> str:
     if turn.input_tokens is None:
         return ""
     cached = turn.cached_tokens
     return f"{turn.input_tokens}" + (f" ({cached})" if cached is not None else "")
 
 
-def sources(turns: list[Turn]) -> str:
+def sources(turns: list[Exchange]) -> str:
     return "/".join(sorted({t.ttft_source for t in turns}))
 
 
@@ -163,7 +163,7 @@ class ServeBench:
             )
         )
 
-    async def warm_series(self, transport: str, history_tokens: int) -> list[Turn]:
+    async def warm_series(self, transport: str, history_tokens: int) -> list[Exchange]:
         conv = await self.conversation(transport)
         try:
             await conv.prime(self.corpus.history(history_tokens))
@@ -211,7 +211,7 @@ class ServeBench:
             self.summary["interleaved_ttft_ms"] = None
             return
         convs = [await self.conversation("ws") for _ in range(n)]
-        turns: list[Turn] = []
+        turns: list[Exchange] = []
         try:
             for i, conv in enumerate(convs):
                 self.progress(f"interleaved: priming session {i + 1}/{n}")
@@ -338,7 +338,7 @@ class ServeBench:
         self.summary["roundtrip_ms"] = roundtrip
 
     @staticmethod
-    def overhead_ms(turn: Turn) -> float:
+    def overhead_ms(turn: Exchange) -> float:
         """Client wall time less the server's prefill: what the transport and bookkeeping cost."""
         return turn.total_ms - float(turn.whiz.get("prefill_ms") or 0)
 

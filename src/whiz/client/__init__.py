@@ -18,7 +18,7 @@ from whiz.client.errors import (
 from whiz.client.http import HttpClient
 from whiz.client.items import assistant_message, user_message
 from whiz.client.socket import ResponsesSocket
-from whiz.client.turn import TERMINAL_EVENTS, Turn
+from whiz.client.turn import TERMINAL_EVENTS, Exchange
 from whiz.client.urls import api_base, responses_ws_url
 
 __all__ = [
@@ -33,7 +33,7 @@ __all__ = [
     "ResponseError",
     "ResponseFailed",
     "ResponsesSocket",
-    "Turn",
+    "Exchange",
     "WebSocketUnsupported",
     "api_base",
     "assistant_message",

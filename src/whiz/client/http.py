@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 
 from whiz.client.errors import ConnectError, ProtocolError, ResponseError
-from whiz.client.turn import Turn
+from whiz.client.turn import Exchange
 from whiz.client.urls import api_base
 
 
@@ -66,9 +66,9 @@ class HttpClient:
         except httpx.TransportError as exc:
             raise ConnectError(f"cannot reach {url}: {_reason(exc)}") from None
 
-    async def responses_turn(self, body: dict[str, Any], *, stream: bool = True) -> Turn:
+    async def responses_turn(self, body: dict[str, Any], *, stream: bool = True) -> Exchange:
         """One `POST /v1/responses`; an `error` event in the stream raises `ResponseError`."""
-        turn = Turn()
+        turn = Exchange()
         if not stream:
             turn.response = await self.post("/responses", {**body, "stream": False})
             turn.finished_at = time.perf_counter()
@@ -79,9 +79,9 @@ class HttpClient:
                 raise ResponseError.from_error(event.get("error") or {}, event.get("status"))
         return turn
 
-    async def chat_turn(self, body: dict[str, Any]) -> Turn:
+    async def chat_turn(self, body: dict[str, Any]) -> Exchange:
         """One streamed `POST /v1/chat/completions`, asking for usage in the last chunk."""
-        turn = Turn()
+        turn = Exchange()
         request = {**body, "stream_options": {"include_usage": True}}
         async for chunk in self.stream("/chat/completions", request):
             if "error" in chunk and not chunk.get("choices"):

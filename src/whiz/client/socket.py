@@ -30,7 +30,7 @@ from whiz.client.errors import (
     ResponseFailed,
     WebSocketUnsupported,
 )
-from whiz.client.turn import TERMINAL_EVENTS, Turn
+from whiz.client.turn import TERMINAL_EVENTS, Exchange
 from whiz.client.urls import responses_ws_url
 
 
@@ -39,7 +39,7 @@ class ResponsesSocket:
 
     def __init__(self, ws: ClientConnection, url: str, *, recv_timeout_s: float | None):
         self.url = url
-        self.last: Turn | None = None
+        self.last: Exchange | None = None
         self._ws = ws
         self._recv_timeout_s = recv_timeout_s
         # True when a caller stopped reading a response early; its remaining events must be read
@@ -125,7 +125,7 @@ class ResponsesSocket:
             body["previous_response_id"] = previous_response_id
         if not generate:
             body["generate"] = False
-        self.last = turn = Turn()
+        self.last = turn = Exchange()
         self._unfinished = True
         await self._send(body)
         while self._unfinished:
@@ -137,7 +137,7 @@ class ResponsesSocket:
                 raise ResponseError.from_error(event.get("error") or {}, event.get("status"))
             yield event
 
-    async def run(self, **request: Any) -> Turn:
+    async def run(self, **request: Any) -> Exchange:
         """Send one `response.create` and read it to the end; raises `ResponseFailed` if it failed."""
         async for _ in self.create(**request):
             pass

@@ -14,7 +14,7 @@ TERMINAL_EVENTS = frozenset({"response.completed", "response.failed", "response.
 
 
 @dataclass
-class Turn:
+class Exchange:
     """A request's outcome. `response` is the Responses API object (or the last chat chunk's data)."""
 
     started_at: float = field(default_factory=time.perf_counter)

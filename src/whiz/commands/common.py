@@ -23,9 +23,9 @@ from whiz.agent.workspace import Workspace
 from whiz.errors import WhizError
 from whiz.modes.endpoints import SetupError
 from whiz.modes.notices import ItemEmitter, NoticePrinter, Tee
-from whiz.modes.policy import Decision
+from whiz.modes.policy import PolicyDecision
 from whiz.modes.pool import Label, ModelPool, Models
-from whiz.modes.router import Router
+from whiz.modes.router import ModeRouter
 from whiz.modes.session import SessionLog, SessionOptions, check_policy, refuse
 
 EXIT_DONE, EXIT_FAILED, EXIT_SETUP = 0, 1, 2
@@ -142,10 +142,10 @@ class Frame:
     home: Path
     emit: ItemEmitter
     pool: Models
-    router: Router
+    router: ModeRouter
     store: SessionStore
     thread_id: str
-    policy: Decision
+    policy: PolicyDecision
     """The safety policy's decision on the task."""
 
     def save(
@@ -183,7 +183,7 @@ async def open_frame(
     emit = ItemEmitter(chain)
     pool = pool or ModelPool(options.fast, options.deep, notice=notices_to(err))
     mode = options.mode or "fast"
-    router = Router(pool, mode, emit)
+    router = ModeRouter(pool, mode, emit)
     store = SessionStore(home / "sessions.db")
     try:
         if isinstance(pool, ModelPool):

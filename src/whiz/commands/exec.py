@@ -1,4 +1,4 @@
-"""`whiz exec` and `whiz resume`: one task in a `Session`, with modes, healing steps and the policy."""
+"""`whiz exec` and `whiz resume`: one task in a `AgentSession`, with modes, healing steps and the policy."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import TextIO
 from whiz.agent.events import EventSink
 from whiz.commands.common import notices_to, printer, run_to_exit_code
 from whiz.modes.pool import Models
-from whiz.modes.session import Session, SessionOptions
+from whiz.modes.session import AgentSession, SessionOptions
 
 
 def exec_in_mode(
@@ -37,7 +37,7 @@ async def _exec(
     err: TextIO,
     pool: Models | None,
 ) -> bool:
-    session = await Session.open(options, sink=sink, notice=notices_to(err), pool=pool)
+    session = await AgentSession.open(options, sink=sink, notice=notices_to(err), pool=pool)
     loop = asyncio.get_running_loop()
     with contextlib.suppress(NotImplementedError, RuntimeError):
         loop.add_signal_handler(signal.SIGINT, session.agent.cancel)

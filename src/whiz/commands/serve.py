@@ -14,18 +14,23 @@ from whiz.engine.factory import load_engine
 from whiz.errors import InvalidRequest
 from whiz.seams import Backend, Engine
 from whiz.server.app import create_app
-from whiz.web import browser_app
-from whiz.web.workspace import check_settings
 
 
 def build_app(backend: Engine | Backend, settings: ServeSettings) -> Starlette:
     """The app `whiz serve` runs: the model API, and the browser app unless `--engine-only` (a
-    replica behind a gateway serves the model API only)."""
-    return create_app(backend, settings, routes=[] if settings.engine_only else [browser_app])
+    replica behind a gateway serves the model API only, and loads no module of the agent)."""
+    if settings.engine_only:
+        return create_app(backend, settings)
+    from whiz.web.app import browser_app  # the workspace's edits and heals: the agent's modules
+
+    return create_app(backend, settings, routes=[browser_app])
 
 
 def serve_forever(settings: ServeSettings, console: Console) -> None:
-    check_settings(settings)  # a bad --workspace is reported before the model takes time to load
+    if not settings.engine_only:
+        from whiz.web.workspace import check_settings
+
+        check_settings(settings)  # a bad --workspace is reported before the model takes time to load
     if settings.upstreams:
         if settings.engine_only:
             raise InvalidRequest("--engine-only runs a local model; it does not go with --upstream.")

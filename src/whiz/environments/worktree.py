@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from whiz.agent.errors import WhizAgentError
+from whiz.errors import WhizError
 
 # Never copied: caches and the repository itself.
 SKIP_DIRS = frozenset({".git", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"})
@@ -29,7 +29,7 @@ LINK_DIRS = frozenset({".venv", "venv", "node_modules", ".tox", ".nox"})
 GIT_TIMEOUT_S = 60.0
 
 
-class CopyError(WhizAgentError):
+class CopyError(WhizError):
     """The workspace could not be copied (disk full, unreadable files)."""
 
 

@@ -24,7 +24,7 @@ from whiz.agent.model import (
 )
 from whiz.errors import WhizError
 from whiz.modes.healing import Healer, best_failure
-from whiz.modes.router import Router
+from whiz.modes.router import ModeRouter
 
 
 class HealingModel(WrappedModel):
@@ -38,7 +38,7 @@ class HealingModel(WrappedModel):
     agent's events.
     """
 
-    def __init__(self, inner: ModelClient, healer: Healer, router: Router):
+    def __init__(self, inner: ModelClient, healer: Healer, router: ModeRouter):
         super().__init__(inner)
         self.healer = healer
         self.router = router

@@ -219,7 +219,7 @@ class HealOutcome:
 
 class HealModels(Protocol):
     """What healing needs from the models: where candidates come from, and a say when a stage finds
-    none that passes. A session's `Router` is one; the web app's heal has a one-model stand-in."""
+    none that passes. A session's `ModeRouter` is one; the web app's heal has a one-model stand-in."""
 
     current: Label
     """The model that answers now: the first stage's candidates come from it."""

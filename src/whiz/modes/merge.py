@@ -23,7 +23,7 @@ MERGE_TIMEOUT_S = 30.0
 
 
 @dataclass
-class Conflict:
+class MergeConflict:
     path: str
     reason: str
 
@@ -35,7 +35,7 @@ class MergeResult:
     task_id: str
     status: str
     paths: list[str] = field(default_factory=list)
-    conflicts: list[Conflict] = field(default_factory=list)
+    conflicts: list[MergeConflict] = field(default_factory=list)
     diff: str = ""
     """The task's own changes (base to theirs): what to apply by hand after a conflict."""
 
@@ -109,7 +109,7 @@ class Merger:
             if why is not None:
                 earlier = self.touched_by.get(path)
                 who = f"task {earlier}" if earlier else "the workspace (changed since the swarm started)"
-                conflicts.append(Conflict(path, f"{who} and task {task_id}: {why}"))
+                conflicts.append(MergeConflict(path, f"{who} and task {task_id}: {why}"))
             elif merged != ours:
                 changes.append(FileChange(path, ours, merged))
         diff = "".join(unified_diff(c) for c in own if c.before != c.after)

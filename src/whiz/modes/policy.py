@@ -223,7 +223,7 @@ class ScriptedCheck:
 
 
 @dataclass
-class Decision:
+class PolicyDecision:
     """What happens to a request: `action` is what the policy does with it (allow when not flagged)."""
 
     action: PolicyAction
@@ -252,7 +252,7 @@ class Policy:
         self.action = action
         self.model_check = model_check
 
-    async def check(self, text: str) -> Decision:
+    async def check(self, text: str) -> PolicyDecision:
         verdict = check_rules(text)
         if verdict.ambiguous and self.model_check is not None:
             harmful, why = await self.model_check.classify(text)
@@ -260,4 +260,4 @@ class Policy:
                 what = verdict.category.replace("_", " ")
                 verdict = Verdict(True, verdict.category, f"the model check judged it {what}: {why}",
                                   verdict.rules, checked_by="model")  # fmt: skip
-        return Decision(self.action if verdict.flagged else "allow", verdict)
+        return PolicyDecision(self.action if verdict.flagged else "allow", verdict)

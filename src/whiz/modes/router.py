@@ -5,7 +5,7 @@
     auto   fast first; deep when an edit fails to apply twice in a turn, or when healing finds no
            passing candidate
 
-`Router` says which model answers now and switches between them; every switch is a
+`ModeRouter` says which model answers now and switches between them; every switch is a
 `mode_change` item with its reason. `RoutedModel` is the `ModelClient` the agent talks to:
 it asks whichever model the router points at.
 """
@@ -36,7 +36,7 @@ def parse_mode(value: str) -> Mode:
 
 
 @dataclass
-class Router:
+class ModeRouter:
     """The mode and the model that answers now; every switch is a `mode_change` item.
 
     In auto mode each turn starts fast, unless the policy pinned the turn to deep.
@@ -106,7 +106,7 @@ class RoutedModel:
     edit of a turn that fails to apply moves the rest of the turn to deep.
     """
 
-    def __init__(self, router: Router, *, temperature: float = 0.0):
+    def __init__(self, router: ModeRouter, *, temperature: float = 0.0):
         self.router = router
         self.temperature = temperature
         self._clients: dict[Label, ModelClient] = {}

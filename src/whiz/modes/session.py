@@ -1,7 +1,7 @@
 """An agent session: the agent, its stored record and undo history, and the mode and model choice
-around it. `whiz exec`, `whiz resume` and the interactive UI all drive one `Session`.
+around it. `whiz exec`, `whiz resume` and the interactive UI all drive one `AgentSession`.
 
-`Session.open` builds it: a `Router` over a `ModelPool` (fast and deep), the `RoutedModel` the
+`AgentSession.open` builds it: a `ModeRouter` over a `ModelPool` (fast and deep), the `RoutedModel` the
 agent talks to (auto escalation), with a test command a `HealingModel` on top (best of N where the
 tests decide, on as `--heal` and the mode say), and a sink that records routing decisions in the
 session log. The mode, the healing setting and the test command are stored with the session, so a
@@ -34,9 +34,9 @@ from whiz.modes.endpoints import DeepSettings, FastSettings, SetupError
 from whiz.modes.heal_step import HealingModel
 from whiz.modes.healing import Healer, HealSettings
 from whiz.modes.notices import ItemEmitter, Tee
-from whiz.modes.policy import ChatModelCheck, Decision, Policy, PolicyAction
+from whiz.modes.policy import ChatModelCheck, Policy, PolicyAction, PolicyDecision
 from whiz.modes.pool import ModelPool, Models
-from whiz.modes.router import MODES, Mode, RoutedModel, Router
+from whiz.modes.router import MODES, Mode, ModeRouter, RoutedModel
 
 ROUTING_ITEMS = ("mode_change", "policy_decision")
 
@@ -87,7 +87,7 @@ def heal_candidates(heal: int | None, mode: Mode, agent: AgentConfig) -> int:
     default 5 in auto mode with a test command and text actions. ValueError says what is wrong."""
     check_heal(heal, agent)
     if heal is None:
-        # actions None is text (or the resumed session's, which `Session.open` looks up first)
+        # actions None is text (or the resumed session's, which `AgentSession.open` looks up first)
         return HEAL_N_DEFAULT if mode == "auto" and agent.test_cmd and agent.actions != "tools" else 0
     return heal
 
@@ -103,8 +103,8 @@ def check_heal(heal: int | None, agent: AgentConfig) -> None:
 
 
 async def check_policy(
-    task: str, options: SessionOptions, pool: Models, router: Router, emit: ItemEmitter
-) -> Decision:
+    task: str, options: SessionOptions, pool: Models, router: ModeRouter, emit: ItemEmitter
+) -> PolicyDecision:
     """Run the policy on `task`; flagged requests are reported, and a reroute pins the turn to deep."""
     check = None
     http = None
@@ -124,7 +124,7 @@ async def check_policy(
     return decision
 
 
-def refuse(emit: ItemEmitter, decision: Decision) -> str:
+def refuse(emit: ItemEmitter, decision: PolicyDecision) -> str:
     """End a refused request's turn; returns the message."""
     message = f"refused by the safety policy: {decision.verdict.reason}"
     with turn(emit) as t:
@@ -132,7 +132,7 @@ def refuse(emit: ItemEmitter, decision: Decision) -> str:
     return message
 
 
-class Session:
+class AgentSession:
     """One agent session: the agent, its stored record and undo history, and the mode and model
     choice around it. Use `open()`, then `run()`, `close()`.
 
@@ -149,7 +149,7 @@ class Session:
         info: SessionInfo,
         undo: UndoStore,
         *,
-        router: Router,
+        router: ModeRouter,
         routed: RoutedModel,
         pool: Models,
         options: SessionOptions,
@@ -198,7 +198,7 @@ class Session:
         notice: Callable[[str], None] = lambda line: None,
         pool: Models | None = None,
         approver: Approver | None = None,
-    ) -> Session:
+    ) -> AgentSession:
         """Connect the current mode's model and open (or resume) the session; raises `SetupError`.
 
         With a test command, the agent heals as `options.heal` and the mode say (`HealingModel`).
@@ -220,7 +220,7 @@ class Session:
         chain = Tee(sink)
         emit = ItemEmitter(chain)
         pool = pool or ModelPool(options.fast, options.deep, notice=notice)
-        router = Router(pool, options.mode or "fast", emit)
+        router = ModeRouter(pool, options.mode or "fast", emit)
         routed = RoutedModel(router)
         chain.sinks.append(routed.observe)
         model: ModelClient = routed
@@ -427,14 +427,14 @@ def _restore(options: SessionOptions, stored: dict[str, Any]) -> SessionOptions:
     return dataclasses.replace(options, mode=mode or "fast", heal=heal, agent=agent)
 
 
-def healing_step(routed: RoutedModel, router: Router, ws: Workspace, test_cmd: str) -> HealingModel:
+def healing_step(routed: RoutedModel, router: ModeRouter, ws: Workspace, test_cmd: str) -> HealingModel:
     """The healing step between the agent and its routed model, off until `heal_n` says otherwise;
     its `observe` must see the agent's events."""
     healer = Healer(ws, test_cmd, HealSettings(n=0), emit=router.emit)
     return HealingModel(routed, healer, router)
 
 
-def resumed_notice(session: Session, stored: dict[str, Any]) -> str:
+def resumed_notice(session: AgentSession, stored: dict[str, Any]) -> str:
     """The line a resume starts with: the mode in force and where it came from, and the healing."""
     mode, was = session.router.mode, stored.get("mode")
     if was is None or was == mode:
@@ -445,7 +445,7 @@ def resumed_notice(session: Session, stored: dict[str, Any]) -> str:
     return line + tests_clause(session)
 
 
-def tests_clause(session: Session) -> str:
+def tests_clause(session: AgentSession) -> str:
     """What the notice says about the tests: the healing steps, the test command, or nothing."""
     test_cmd = session.options.agent.test_cmd
     if session.heal_n:

@@ -34,7 +34,7 @@ from whiz.environments.worktree import IsolatedCopy, isolated_copy
 from whiz.errors import WhizError
 from whiz.modes.merge import Merger, MergeResult
 from whiz.modes.notices import ItemEmitter
-from whiz.modes.router import Label, Router
+from whiz.modes.router import Label, ModeRouter
 from whiz.modes.swarm_plan import MicroTask, Plan, PlanError, director_messages, parse_plan
 from whiz.modes.whole_files import WholeFileEdits
 
@@ -106,7 +106,7 @@ class Swarm:
     def __init__(
         self,
         ws: Workspace,
-        router: Router,
+        router: ModeRouter,
         emit: ItemEmitter,
         settings: SwarmSettings | None = None,
         *,

@@ -7,7 +7,7 @@ a status line (what the agent does, TTFT, tokens/s; the model and the mode when 
 input line, which stays usable while the agent works: Enter then steers it instead of starting a
 new task.
 
-Turns go through a `Session`: the safety policy looks at each request first, and the router
+Turns go through an `AgentSession`: the safety policy looks at each request first, and the router
 picks the fast or the deep model (`/mode`); every switch and every flagged request is a notice in
 the transcript (`notices.py`) and an entry in the session log.
 """
@@ -39,7 +39,7 @@ from whiz.agent.whiz_model import WhizModel
 from whiz.client import ClientError, HttpClient
 from whiz.client.urls import api_base
 from whiz.modes.pool import Label
-from whiz.modes.session import Session
+from whiz.modes.session import AgentSession
 from whiz.tui import sessions
 from whiz.tui.approver import PromptApprover
 from whiz.tui.commands import COMMANDS, SlashCommands
@@ -69,7 +69,7 @@ class CodeApp:
 
     def __init__(
         self,
-        session: Session,
+        session: AgentSession,
         scrollback: Scrollback,
         view: TranscriptView,
         approver: PromptApprover,

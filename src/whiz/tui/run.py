@@ -13,7 +13,7 @@ from rich.text import Text
 from whiz.agent.sessions import data_home
 from whiz.modes.endpoints import SetupError
 from whiz.modes.pool import Models
-from whiz.modes.session import Session, SessionOptions
+from whiz.modes.session import AgentSession, SessionOptions
 from whiz.tui.app import CodeApp
 from whiz.tui.approver import PromptApprover
 from whiz.tui.scrollback import Scrollback
@@ -50,7 +50,7 @@ async def _main(options: SessionOptions, scrollback: Scrollback, pool: Models | 
         scrollback.print(Text(line, style="dim"))
 
     try:
-        session = await Session.open(options, sink=view, notice=notice, pool=pool, approver=approver)
+        session = await AgentSession.open(options, sink=view, notice=notice, pool=pool, approver=approver)
     except SetupError as exc:
         scrollback.print(Text(f"error: {exc.message}", style="bold red"))
         return EXIT_SETUP

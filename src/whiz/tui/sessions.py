@@ -10,10 +10,10 @@ from __future__ import annotations
 from whiz.agent.edits import FileChange, unified_diff
 from whiz.agent.sessions import SessionInfo, TurnRecord
 from whiz.agent.undo import UndoStore
-from whiz.modes.session import Session
+from whiz.modes.session import AgentSession
 
 
-def start_new(session: Session) -> SessionInfo:
+def start_new(session: AgentSession) -> SessionInfo:
     """Leave the current conversation (it stays stored) and start an empty one."""
     settings = dict(session.info.settings)
     info = session.store.create(session.agent.ws.root, settings=settings)
@@ -21,7 +21,7 @@ def start_new(session: Session) -> SessionInfo:
     return info
 
 
-def resume(session: Session, wanted: str) -> SessionInfo | None:
+def resume(session: AgentSession, wanted: str) -> SessionInfo | None:
     """Switch to the stored session whose id is (or starts with) `wanted`; None if there is none
     (or more than one matches) in this workspace."""
     matches = [info for info in recent(session) if info.id == wanted or info.id.startswith(wanted)]
@@ -32,16 +32,16 @@ def resume(session: Session, wanted: str) -> SessionInfo | None:
     return info
 
 
-def recent(session: Session, limit: int = 20) -> list[SessionInfo]:
+def recent(session: AgentSession, limit: int = 20) -> list[SessionInfo]:
     """This workspace's sessions, latest first."""
     return session.store.list(session.agent.ws.root, limit=limit)
 
 
-def turns(session: Session, info: SessionInfo) -> list[TurnRecord]:
+def turns(session: AgentSession, info: SessionInfo) -> list[TurnRecord]:
     return session.store.turns(info.id)
 
 
-def _point_at(session: Session, info: SessionInfo, items: list[dict]) -> None:
+def _point_at(session: AgentSession, info: SessionInfo, items: list[dict]) -> None:
     undo = UndoStore(session.undo_store.directory.parent / info.id)
     session.info = info
     session.undo_store = undo
@@ -49,7 +49,7 @@ def _point_at(session: Session, info: SessionInfo, items: list[dict]) -> None:
     session.agent.items = items
 
 
-def net_diff(session: Session) -> str:
+def net_diff(session: AgentSession) -> str:
     """The unified diff from before the agent's (undoable) changes in this session to the files now."""
     ws = session.agent.ws
     diffs = []

@@ -43,7 +43,7 @@ class TurnSpec:
 
 
 @dataclass
-class TurnResult:
+class DecodedResult:
     text: str
     tool_calls: list[ToolCall]
     output_tokens: list[int]
@@ -62,10 +62,10 @@ class TurnResult:
         return assistant_body(self.message())
 
 
-__all__ = ["TextDelta", "Turn", "TurnResult", "TurnSpec"]
+__all__ = ["TextDelta", "DecodedTurn", "DecodedResult", "TurnSpec"]
 
 
-class Turn:
+class DecodedTurn:
     """A running turn on an engine. Iterate `events()`; call `cancel()` from anywhere to stop it.
 
     `stream` is an engine stream already started for this spec (one candidate of several);
@@ -77,7 +77,7 @@ class Turn:
         self._engine = engine
         self._t0 = time.perf_counter()
         self.stream: Stream = stream if stream is not None else engine.generate(spec.request())
-        self.result: TurnResult | None = None
+        self.result: DecodedResult | None = None
 
     def cancel(self) -> None:
         self.stream.cancel()
@@ -122,4 +122,4 @@ class Turn:
             self.stream.cancel()
         stats = self.stream.stats
         reason = "stop" if stopped_by_string else (stats.finish_reason or "stop")
-        self.result = TurnResult("".join(text_parts), calls, tokens, stats, reason, steps)
+        self.result = DecodedResult("".join(text_parts), calls, tokens, stats, reason, steps)

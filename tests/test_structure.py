@@ -1,0 +1,162 @@
+"""The shape of the code: data flows one way, cli -> (server | agent) -> engine -> llama.cpp.
+
+Every import in src/whiz goes from a higher layer to a lower one (or within one), and no modules
+import each other in a loop, except loops that exist only for type hints (`if TYPE_CHECKING:`).
+An import inside a function counts: it still runs.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+LAYERS = {
+    # the seams, the error hierarchy and the settings every part reads
+    "whiz": 0,
+    "whiz.errors": 0,
+    "whiz.seams": 0,
+    "whiz.config": 0,
+    # below the model API: models on disk, the chat format, the engine over llama.cpp
+    "whiz.models": 1,
+    "whiz.chat": 1,
+    "whiz.engine": 1,
+    # message-level backends, the client the agent and the bench share, where commands run
+    "whiz.backend": 2,
+    "whiz.client": 2,
+    "whiz.environments": 2,
+    "whiz.gateway": 3,
+    # the model API
+    "whiz.server": 4,
+    # the agent, then what runs around it
+    "whiz.agent": 5,
+    "whiz.modes": 6,
+    # front-ends
+    "whiz.web": 7,
+    "whiz.tui": 7,
+    "whiz.bench": 7,
+    "whiz.commands": 7,
+    "whiz.cli": 8,
+    "whiz.__main__": 8,
+}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def layer(module: str) -> int:
+    """The layer of a module: that of the longest prefix the table names."""
+    parts = module.split(".")
+    for end in range(len(parts), 0, -1):
+        if ".".join(parts[:end]) in LAYERS:
+            return LAYERS[".".join(parts[:end])]
+    raise AssertionError(f"{module} is in no layer; add its package to LAYERS")
+
+
+def _type_checking_only(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+    while node in parents:
+        node = parents[node]
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            return True
+    return False
+
+
+def imports(modules: dict[str, Path]) -> dict[str, set[str]]:
+    """Each module's imports of other whiz modules, left out those under `if TYPE_CHECKING:`."""
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(), str(path))
+        parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        found: set[str] = set()
+        for node in ast.walk(tree):
+            if _type_checking_only(node, parents):
+                continue
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join(up + ([base] if base else []))
+                # `from whiz.agent import loop` imports the module whiz.agent.loop
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+            else:
+                continue
+            found |= {t for t in targets if t.split(".")[0] == "whiz" and t != name}
+        graph[name] = {t if t in modules else t.rpartition(".")[0] for t in found} - {name}
+    return graph
+
+
+def whiz_modules() -> dict[str, Path]:
+    return {module_name(p): p for p in (SRC / "whiz").rglob("*.py")}
+
+
+def test_no_module_imports_from_a_higher_layer() -> None:
+    modules = whiz_modules()
+    upward = sorted(
+        f"{name} (layer {layer(name)}) imports {target} (layer {layer(target)})"
+        for name, targets in imports(modules).items()
+        for target in targets
+        if layer(target) > layer(name)
+    )
+    assert upward == []
+
+
+def test_no_import_loops() -> None:
+    graph = imports(whiz_modules())
+    loops = []
+    state: dict[str, int] = {}  # 1 on the path, 2 done
+    path: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                loops.append(" -> ".join(path[path.index(nxt) :] + [nxt]))
+            elif nxt not in state:
+                visit(nxt)
+        path.pop()
+        state[node] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module)
+    assert loops == []
+
+
+def loaded_after(statement: str) -> list[str]:
+    code = f"import sys; {statement}; print('\\n'.join(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    return out.split()
+
+
+def test_the_model_server_loads_no_agent_module() -> None:
+    loaded = loaded_after("import whiz.server.app")
+    assert [m for m in loaded if m.split(".")[:2] in (["whiz", "agent"], ["whiz", "modes"])] == []
+
+
+def test_an_engine_only_replica_loads_no_agent_module() -> None:
+    # What `whiz serve --engine-only` runs: the serve command, over the model API alone.
+    loaded = loaded_after(
+        "from whiz.commands.serve import build_app; from whiz.config import ServeSettings; "
+        "from whiz.engine.fake import fake_engine; "
+        "build_app(fake_engine(lambda c: 'x'), ServeSettings(model='fake', engine_only=True))"
+    )
+    assert [
+        m for m in loaded if m.split(".")[:2] in (["whiz", "agent"], ["whiz", "modes"], ["whiz", "tui"])
+    ] == []
+
+
+def test_the_table_can_tell_a_violation() -> None:
+    # The walk sees an upward import (so the first test can fail).
+    assert layer("whiz.server.app") < layer("whiz.agent.loop")
+    assert "whiz.web.app" in imports(whiz_modules())["whiz.commands.serve"]
