@@ -131,6 +131,16 @@ async def test_a_timeout_kills_the_command_and_what_it_started(workspace: Path):
     assert not (workspace / "late").exists()
 
 
+async def test_an_interrupt_kills_the_command_and_what_it_started(workspace: Path):
+    task = asyncio.ensure_future(environment_for(workspace).run("(sleep 1.5; touch late) & sleep 30"))
+    await asyncio.sleep(0.5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await asyncio.sleep(2)
+    assert not (workspace / "late").exists()
+
+
 async def test_read_only_mode_reads_but_writes_only_to_tmpdir(workspace: Path):
     result = await environment_for(workspace, READ_ONLY).run(
         'cat a.py; echo x > b.py; echo x >> a.py; echo t > "$TMPDIR/t" && echo tmp-ok'
