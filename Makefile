@@ -9,7 +9,7 @@ LLAMA_VERSION := 0.3.36
 STAMP := $(VENV)/.whiz-installed
 PYTEST_ARGS ?=
 
-.PHONY: run test setup model browser lint format bench-serve clean
+.PHONY: run test setup model browser sandbox lint format bench-serve clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -24,8 +24,18 @@ setup: $(STAMP)
 model: setup
 	$(WHIZ) models pull qwen2.5-coder-0.5b
 
-run: model
+run: model sandbox
 	$(WHIZ) serve
+
+# Model-written commands run confined by bubblewrap (whiz.environments.sandbox). Installed once,
+# quietly (through sudo when not root). Where that fails (no apt-get, no sudo) it says so and goes
+# on: the confined modes then refuse to run with the same advice, danger-full-access still works.
+sandbox:
+	@command -v bwrap >/dev/null || { echo "installing bubblewrap for the command sandbox"; \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  { DEBIAN_FRONTEND=noninteractive $$SUDO apt-get update -qq >/dev/null && \
+	    DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends bubblewrap >/dev/null; } \
+	  || echo "could not install bubblewrap: install it yourself to run commands confined"; }
 
 # The web app's end-to-end tests drive Debian's chromium through Playwright (Playwright's own
 # browser download fails here). Installed once, quietly; needs root, as on CI.
@@ -35,7 +45,7 @@ browser:
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
 
 # --durations: CI's log names the slowest tests, where the suite's time goes.
-test: model browser
+test: model browser sandbox
 	$(PY) -m pytest --durations=25 $(PYTEST_ARGS)
 
 lint: setup

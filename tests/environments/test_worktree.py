@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from whiz.environments.sandbox import environment_for
 from whiz.environments.worktree import CopyError, isolated_copy
 
 
@@ -85,3 +86,43 @@ def test_a_repo_without_commits_falls_back_to_a_copy(tmp_path: Path):
 def test_a_missing_folder_is_a_clear_error(tmp_path: Path):
     with pytest.raises(CopyError, match="not a folder"):
         isolated_copy(tmp_path / "nope")
+
+
+def test_a_git_copy_has_staged_changes_too(repo: Path):
+    (repo / "staged_new.py").write_text("s = 1\n")
+    (repo / "a.py").write_text("a = 2\n")
+    git(repo, "add", "staged_new.py", "a.py")  # staged, not changed since
+    git(repo, "rm", "-q", "gone.py")  # a staged deletion
+    (repo / "b.py").write_text("b = 1\n")
+    git(repo, "add", "b.py")
+    (repo / "b.py").write_text("b = 2\n")  # staged, then changed again: the working tree wins
+    with isolated_copy(repo) as copy:
+        assert copy.kind == "git-worktree"
+        assert copy.read_text("staged_new.py") == "s = 1\n"
+        assert copy.read_text("a.py") == "a = 2\n"
+        assert copy.read_text("gone.py") is None
+        assert copy.read_text("b.py") == "b = 2\n"
+    assert git(repo, "diff", "--cached", "--name-only").split() == [
+        "a.py",
+        "b.py",
+        "gone.py",
+        "staged_new.py",
+    ]
+
+
+@pytest.mark.parametrize("use_git", [True, False])
+async def test_a_copys_linked_dependencies_are_read_only_in_the_sandbox(repo: Path, use_git: bool):
+    (repo / ".gitignore").write_text("build/\n.venv/\n")
+    (repo / ".venv" / "lib").mkdir(parents=True)
+    (repo / ".venv" / "lib" / "pkg.py").write_text("VERSION = 1\n")
+    with isolated_copy(repo, use_git=use_git) as copy:
+        env = environment_for(copy.path)
+        result = await env.run(
+            "cat .venv/lib/pkg.py; echo VERSION = 2 > .venv/lib/pkg.py; touch .venv/lib/installed.py;"
+            " echo a = 9 > a.py"
+        )
+        assert "VERSION = 1" in result.output  # the tests can import from it
+        assert copy.read_text("a.py") == "a = 9\n"  # the candidate's own files are writable
+    assert (repo / ".venv" / "lib" / "pkg.py").read_text() == "VERSION = 1\n"
+    assert not (repo / ".venv" / "lib" / "installed.py").exists()
+    assert (repo / "a.py").read_text() == "a = 1\n"

@@ -12,6 +12,7 @@ import contextlib
 import os
 import signal
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -44,21 +45,42 @@ class Environment(Protocol):
     async def run(self, command: str, *, timeout_s: float | None = None) -> CommandResult: ...
 
 
-class LocalEnvironment:
-    """Runs commands with `sh -c` in `cwd`, stdin closed, stdout and stderr merged."""
+# Turns a shell command into the argv that runs it (a sandbox puts its launcher in front).
+Wrap = Callable[[str], Sequence[str]]
 
-    def __init__(self, cwd: Path, *, timeout_s: float = 120.0, env: dict[str, str] | None = None):
+
+class LocalEnvironment:
+    """Runs commands with `sh -c` in `cwd`, stdin closed, stdout and stderr merged.
+
+    `timeout_s`: the default limit per command (None: no limit). `env`: the command's environment
+    (None: this process's). `wrap`: builds the argv instead of `sh -c command`, so a sandbox
+    (`whiz.environments.sandbox`) reuses the group kill, timeout and capture here. `echo`: called
+    with each chunk of output as it arrives, for a caller that shows it live.
+    """
+
+    def __init__(
+        self,
+        cwd: Path,
+        *,
+        timeout_s: float | None = 120.0,
+        env: dict[str, str] | None = None,
+        wrap: Wrap | None = None,
+        echo: Callable[[bytes], None] | None = None,
+    ):
         self.cwd = Path(cwd)
         self.timeout_s = timeout_s
         self.env = env
+        self.wrap = wrap
+        self.echo = echo
 
     async def run(self, command: str, *, timeout_s: float | None = None) -> CommandResult:
         """Run `command`; on timeout or cancellation the process group is killed first."""
         limit = self.timeout_s if timeout_s is None else timeout_s
         started = time.perf_counter()
+        argv = ["/bin/sh", "-c", command] if self.wrap is None else list(self.wrap(command))
         creating = asyncio.ensure_future(
-            asyncio.create_subprocess_shell(
-                command,
+            asyncio.create_subprocess_exec(
+                *argv,
                 cwd=self.cwd,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
@@ -82,6 +104,8 @@ class LocalEnvironment:
             kept = 0
             assert proc.stdout is not None
             while chunk := await proc.stdout.read(65536):
+                if self.echo is not None:
+                    self.echo(chunk)
                 if kept < MAX_CAPTURE_BYTES:
                     chunks.append(chunk[: MAX_CAPTURE_BYTES - kept])
                     dropped += max(0, len(chunk) - (MAX_CAPTURE_BYTES - kept))

@@ -2,11 +2,14 @@
 and run the tests without touching the user's folder.
 
 In a git repository the copy is a detached `git worktree` of HEAD, brought up to the working
-tree's state (modified and untracked files copied over, deleted ones removed): cheap for big
-repositories, and it leaves out what git ignores. Elsewhere it is a plain copy. Either way, big
-dependency folders (.venv, node_modules) are symlinked rather than copied, so the tests find
-their packages. Nothing here touches the user's branches, index or history; a worktree is
-registered under .git/worktrees only while the copy exists.
+tree's state (every change against HEAD, staged or not, and untracked files copied over; deleted
+ones removed): cheap for big repositories, and it leaves out what git ignores. Elsewhere it is a
+plain copy. Either way, big dependency folders (`dependencies.DEPENDENCY_DIRS`: .venv,
+node_modules) are symlinked rather than copied, so the tests find their packages. The link leads
+to the user's real environment: run candidates through the sandbox (`sandbox.environment_for`),
+which mounts the link's target read-only, so their tests cannot install into it or change it.
+Nothing here touches the user's branches, index or history; a worktree is registered under
+.git/worktrees only while the copy exists.
 """
 
 from __future__ import annotations
@@ -20,12 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from whiz.environments.dependencies import DEPENDENCY_DIRS
 from whiz.errors import WhizError
 
 # Never copied: caches and the repository itself.
 SKIP_DIRS = frozenset({".git", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"})
-# Linked instead of copied: large, only read by the tests.
-LINK_DIRS = frozenset({".venv", "venv", "node_modules", ".tox", ".nox"})
 GIT_TIMEOUT_S = 60.0
 
 
@@ -101,14 +103,14 @@ def _ignore(root: Path):
     def ignore(folder: str, names: list[str]) -> set[str]:
         skipped = {n for n in names if n in SKIP_DIRS}
         if Path(folder) == root:
-            skipped |= {n for n in names if n in LINK_DIRS}
+            skipped |= {n for n in names if n in DEPENDENCY_DIRS}
         return skipped
 
     return ignore
 
 
 def _link_dependencies(source: Path, copy: Path) -> None:
-    for name in LINK_DIRS:
+    for name in DEPENDENCY_DIRS:
         original = source / name
         if original.is_dir() and not (copy / name).exists():
             (copy / name).symlink_to(original, target_is_directory=True)
@@ -155,11 +157,17 @@ def _worktree_add(top: Path, dest: Path) -> bool:
 
 
 def _sync_dirty(top: Path, tree: Path) -> None:
-    """Make the worktree match the working tree: modified and untracked files over, deleted ones out."""
-    done = _git(top, "ls-files", "-z", "--modified", "--others", "--exclude-standard")
-    if done is None:
-        raise OSError("git ls-files failed")
-    for name in filter(None, done.stdout.decode("utf-8", errors="surrogateescape").split("\0")):
+    """Make the worktree match the working tree: changed and untracked files over, deleted ones out.
+
+    Changed means against HEAD, not the index: a file that is staged (added, modified, removed)
+    and not changed since is as much part of the working tree as an unstaged edit.
+    """
+    changed = _git(top, "diff", "--name-only", "--no-renames", "-z", "HEAD", "--")
+    untracked = _git(top, "ls-files", "-z", "--others", "--exclude-standard")
+    if changed is None or untracked is None:
+        raise OSError("git diff or git ls-files failed")
+    names = (changed.stdout + untracked.stdout).decode("utf-8", errors="surrogateescape").split("\0")
+    for name in filter(None, names):
         src, dst = top / name, tree / name
         if src.is_symlink() or src.is_file():
             dst.parent.mkdir(parents=True, exist_ok=True)
