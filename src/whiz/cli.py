@@ -324,6 +324,15 @@ PolicyOpt = Annotated[
         "theft, attacks on systems you don't own): refuse, reroute:deep, or allow. Shown either way.",
     ),
 ]
+SANDBOX_HELP = (
+    "Where commands the agent runs (RUN, the test command, heal and swarm checks) may write and "
+    "reach: workspace-write (only this folder and a private /tmp; .git read-only; no network; no "
+    "keys or tokens in the environment), read-only (nothing written but /tmp), or "
+    "danger-full-access (no confinement: your rights, network and environment). The confined "
+    "modes use bubblewrap; without it they refuse to run. `whiz sandbox -- CMD` shows what a "
+    "command can do."
+)
+SandboxOpt = Annotated[str, typer.Option("--sandbox", help=SANDBOX_HELP)]
 PolicyCheckOpt = Annotated[
     bool,
     typer.Option(
@@ -349,6 +358,7 @@ class ModelFlags:
     deep_api_key: DeepKeyOpt = None
     policy: PolicyOpt = "refuse"
     policy_model_check: PolicyCheckOpt = False
+    sandbox: SandboxOpt = "workspace-write"
 
     def session_options(self, agent=None, *, resume: str | None = None, heal: int | None = None):
         """The flags as `SessionOptions` for the current directory, with the agent's settings
@@ -373,6 +383,7 @@ class ModelFlags:
             )
             if agent is not None:
                 options.agent = agent
+            options.agent.sandbox = sandbox_options(self.sandbox)
             check_heal(heal, options.agent)
         except ValueError as exc:
             raise fail(str(exc)) from None
@@ -420,6 +431,17 @@ def _read_task(task: str) -> str:
     if not task.strip():
         raise fail("the task is empty")
     return task
+
+
+def sandbox_options(mode: str):  # -> SandboxOptions
+    """`--sandbox MODE` as options; ValueError naming the modes for a bad one."""
+    from whiz.environments import SandboxMode, SandboxOptions
+
+    try:
+        return SandboxOptions(SandboxMode(mode))
+    except ValueError:
+        choices = ", ".join(m.value for m in SandboxMode)
+        raise ValueError(f"--sandbox must be one of {choices}, not {mode!r}") from None
 
 
 def _agent_config(approval: str, actions: str | None, test_cmd: str | None):  # -> AgentConfig
@@ -475,6 +497,7 @@ def resume(
     model: ModelOpt = None,
     test_cmd: TestCmdOpt = None,
     mode: ResumedModeOpt = None,
+    sandbox: SandboxOpt = "workspace-write",
 ) -> None:
     """Continue a stored session with a new task; without one, list this directory's sessions.
 
@@ -493,9 +516,41 @@ def resume(
         return
     from whiz.commands.exec import exec_in_mode
 
-    flags = ModelFlags(mode=mode, base_url=base_url, api_key=api_key, model=model)
+    flags = ModelFlags(mode=mode, base_url=base_url, api_key=api_key, model=model, sandbox=sandbox)
     options = flags.session_options(_agent_config(approval, actions, test_cmd), resume=session or "last")
     raise typer.Exit(exec_in_mode(task, options, json_mode=json_))
+
+
+@app.command(context_settings={"allow_interspersed_args": False})
+def sandbox(
+    command: Annotated[list[str], typer.Argument(help="The command and its arguments (after --).")],
+    mode: Annotated[
+        str, typer.Option("--mode", help="read-only, workspace-write or danger-full-access.")
+    ] = "workspace-write",
+    timeout: Annotated[
+        float | None, typer.Option(help="Seconds before it is stopped (default: none).")
+    ] = None,
+) -> None:
+    """Run one command in this directory the way the agent would: `whiz sandbox -- pytest -q`.
+
+    In workspace-write only this folder and a private /tmp can be written, `.git` is read-only,
+    there is no network, keys and tokens are left out of the environment, and every process the
+    command started is gone when it ends. Try your test command here to see what it needs. The
+    exit code is the command's (124 when the timeout stopped it).
+    """
+    import asyncio
+
+    from whiz.environments import SandboxUnavailable, run_sandboxed
+
+    try:
+        options = sandbox_options(mode)
+    except ValueError as exc:
+        raise fail(str(exc).replace("--sandbox", "--mode")) from None
+    try:
+        code = asyncio.run(run_sandboxed(Path.cwd(), command, options, timeout_s=timeout))
+    except SandboxUnavailable as exc:
+        raise fail(exc.message) from None
+    raise typer.Exit(code)
 
 
 @app.command()
@@ -584,6 +639,7 @@ def heal(
     except ValueError as exc:
         raise fail(str(exc)) from None
     run = flags.session_options()
+    settings.sandbox = run.agent.sandbox
     raise typer.Exit(heal_task(task, test_cmd, run, settings, json_mode=json_))
 
 
@@ -624,7 +680,11 @@ def swarm(
         raise fail("--retries cannot be negative and --check-timeout must be positive")
     run = flags.session_options()
     settings = SwarmSettings(
-        workers=workers, retries=retries, check_timeout_s=check_timeout, test_cmd=test_cmd
+        workers=workers,
+        retries=retries,
+        check_timeout_s=check_timeout,
+        test_cmd=test_cmd,
+        sandbox=run.agent.sandbox,
     )
     raise typer.Exit(swarm_task(task, run, settings, plan_file=plan, json_mode=json_))
 

@@ -38,7 +38,7 @@ from whiz.agent.workspace import Workspace
 from whiz.bench.edit_tasks import EditTask, default_editeval_path, load_editeval
 from whiz.bench.tasks import workspace_for
 from whiz.client import ClientError
-from whiz.environments.local import LocalEnvironment
+from whiz.environments import environment_for
 from whiz.modes.candidates import generate
 from whiz.modes.endpoints import DeepSettings, FastSettings, SetupError
 from whiz.modes.healing import Healer, HealSettings, heal_messages
@@ -74,7 +74,9 @@ async def run_variant(
         command = test_command(task)
         router.current = label
         started = time.perf_counter()
-        baseline = await LocalEnvironment(root, timeout_s=settings.test_timeout_s).run(command)
+        baseline = await environment_for(root, settings.sandbox, timeout_s=settings.test_timeout_s).run(
+            command
+        )
         messages = heal_messages(ws, f"In {task.filename}: {task.instruction}", command, baseline)
         healer = Healer(ws, command, settings, emit=ItemEmitter(Collector()))
         outcome = await healer.heal(router, messages)
@@ -93,7 +95,7 @@ async def time_decoding(
         root = Path(tmp)
         workspace_for(task, root)
         command = test_command(task)
-        baseline = await LocalEnvironment(root, timeout_s=30).run(command)
+        baseline = await environment_for(root, timeout_s=30).run(command)
         messages = heal_messages(
             Workspace(root), f"In {task.filename}: {task.instruction}", command, baseline
         )

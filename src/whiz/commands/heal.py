@@ -88,7 +88,8 @@ async def _heal_turn(
 ) -> HealResult:
     with turn(emit) as t:
         started = time.perf_counter()
-        baseline = await run_reported(emit, ws.root, test_cmd, settings.test_timeout_s)  # what fails now
+        # what fails now
+        baseline = await run_reported(emit, ws.root, test_cmd, settings.test_timeout_s, settings.sandbox)
         healer = Healer(ws, test_cmd, settings, emit=emit)
         outcome = await healer.heal(models, heal_messages(ws, task, test_cmd, baseline))
         usage = {"output_tokens": sum(sum(r.generation.output_tokens) for r in outcome.rounds)}

@@ -30,6 +30,7 @@ from whiz.agent.turns import new_turn_id, turn
 from whiz.agent.undo import UndoStore
 from whiz.agent.workspace import Workspace
 from whiz.client import HttpClient
+from whiz.environments import SandboxOptions, SandboxUnavailable, environment_for
 from whiz.modes.endpoints import DeepSettings, FastSettings, SetupError
 from whiz.modes.heal_step import HealingModel
 from whiz.modes.healing import Healer, HealSettings
@@ -204,6 +205,7 @@ class AgentSession:
         With a test command, the agent heals as `options.heal` and the mode say (`HealingModel`).
         A resumed session keeps the mode, healing setting and test command it had, unless
         `options` gives them; `notice` says which mode is in force."""
+        check_sandbox(options.workspace, options.agent.sandbox)
         home = options.home or data_home()
         store = SessionStore(home / "sessions.db")
         try:
@@ -227,7 +229,7 @@ class AgentSession:
         healing = None
         ws = Workspace(options.workspace)
         if options.agent.test_cmd:
-            model = healing = healing_step(routed, router, ws, options.agent.test_cmd)
+            model = healing = healing_step(routed, router, ws, options.agent)
             chain.sinks.append(healing.observe)
         try:
             await routed.connect()  # no server: one clear line now, not a failed turn
@@ -368,7 +370,7 @@ class AgentSession:
         if not test_cmd:
             return
         if self.healing is None:
-            self.healing = healing_step(self.routed, self.router, self.agent.ws, test_cmd)
+            self.healing = healing_step(self.routed, self.router, self.agent.ws, agent)
             self.agent.model = self.healing
             self.chain.sinks.append(self.healing.observe)
         self.healing.healer.test_cmd = test_cmd
@@ -377,6 +379,15 @@ class AgentSession:
         self.store.close()
         await self.routed.close()
         await self.pool.close()
+
+
+def check_sandbox(workspace: Path, sandbox: SandboxOptions) -> None:
+    """`SetupError` with the one-line reason when commands cannot be confined as `sandbox` says: a
+    session refuses to start rather than run model-written code unconfined."""
+    try:
+        environment_for(workspace, sandbox)
+    except SandboxUnavailable as exc:
+        raise SetupError(exc.message) from None
 
 
 def undo_note(restored: list[str]) -> str:
@@ -427,10 +438,11 @@ def _restore(options: SessionOptions, stored: dict[str, Any]) -> SessionOptions:
     return dataclasses.replace(options, mode=mode or "fast", heal=heal, agent=agent)
 
 
-def healing_step(routed: RoutedModel, router: ModeRouter, ws: Workspace, test_cmd: str) -> HealingModel:
+def healing_step(routed: RoutedModel, router: ModeRouter, ws: Workspace, agent: AgentConfig) -> HealingModel:
     """The healing step between the agent and its routed model, off until `heal_n` says otherwise;
-    its `observe` must see the agent's events."""
-    healer = Healer(ws, test_cmd, HealSettings(n=0), emit=router.emit)
+    its `observe` must see the agent's events. Candidates' tests are confined as the agent's are."""
+    assert agent.test_cmd
+    healer = Healer(ws, agent.test_cmd, HealSettings(n=0, sandbox=agent.sandbox), emit=router.emit)
     return HealingModel(routed, healer, router)
 
 

@@ -43,7 +43,8 @@ from whiz.agent.edits import EditError, FileChange, apply_changes, plan_edits, u
 from whiz.agent.undo import UndoStore
 from whiz.agent.workspace import Workspace
 from whiz.config import ServeSettings
-from whiz.environments.local import CommandResult, LocalEnvironment
+from whiz.environments import SandboxOptions, environment_for
+from whiz.environments.local import CommandResult
 from whiz.errors import Conflict, InvalidRequest, NotFound, PayloadTooLarge, WhizError
 from whiz.server.auth import bearer
 from whiz.server.protocol import decode_json, parse
@@ -135,7 +136,8 @@ class WorkspaceService:
         self.undo_store = undo
         self.proposer = proposer
         self.test_cmd = test_cmd
-        self.environment = LocalEnvironment(workspace.root, timeout_s=test_timeout_s)
+        # The page's test command runs confined like the agent's: the workspace only, no network.
+        self.environment = environment_for(workspace.root, SandboxOptions(), timeout_s=test_timeout_s)
         self.pending: dict[str, PendingEdit] = {}
         self.offered: dict[str, PendingEdit] = {}
         """Healing candidates, acceptable like pending edits; they stay listed once decided."""
