@@ -108,7 +108,7 @@ class Workspace:
         kept = []
         for path in sorted(found):
             rel = self.relative(path)
-            if SKIP_DIRS.isdisjoint(PurePosixPath(rel).parts[:-1]) and self._readable(path) and path.is_file():
+            if SKIP_DIRS.isdisjoint(PurePosixPath(rel).parts[:-1]) and self._allowed(path) and path.is_file():
                 kept.append(rel)
         return kept[:limit]
 
@@ -137,7 +137,7 @@ class Workspace:
                         return hits
         return hits
 
-    def _readable(self, path: Path) -> bool:
+    def _allowed(self, path: Path) -> bool:
         real = path.resolve()
         return real.is_relative_to(self.root) and not self._in_git_dir(real)
 
