@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -149,6 +150,8 @@ def test_a_partial_new_text_makes_recover_take_back_files_already_placed(
     # One new text still waiting is damaged (a disk error, or someone truncated it): it cannot be finished.
     waiting = next(path for path in root.rglob("*") if LEFTOVER.match(path.name))
     waiting.write_bytes(waiting.read_bytes()[:3])
+    other = _fresh(tmp_path / "other")
+    assert recover(other, journal_dir) == []  # another project's journal is not its business
     report = recover(root, journal_dir)
     assert tree(root) == old
     assert any("Took back" in line for line in report)
@@ -177,6 +180,28 @@ def test_recover_sweeps_leftovers_and_puts_back_an_original_set_aside(tmp_path: 
     assert (root / "a.txt").read_bytes() == OLD["a.txt"][0]
     assert sorted(p.name for p in root.rglob(".*")) == [".notes.whiz-tmp-draft"]
     assert len(report) == 3 and any("Put back gone.py" in line for line in report)
+
+
+def test_recover_waits_for_a_write_still_running_in_another_whiz(
+    tmp_path: Path, expected: tuple[dict, dict]
+) -> None:
+    _, new = expected
+    root, journal_dir = _fresh(tmp_path / "proj"), tmp_path / "journal"
+    started: list[threading.Thread] = []
+    reports: list[list[str]] = []
+
+    def step(name: str) -> None:
+        if name == "placed a.txt":  # midway: one file new, the others not yet
+            started.append(threading.Thread(target=lambda: reports.append(recover(root, journal_dir))))
+            started[0].start()
+            started[0].join(timeout=0.3)
+            assert started[0].is_alive()  # held back by the write's lock, not resolving it
+
+    ws = Workspace(root)
+    _apply_changes(ws, plan_edits(ws, EDITS), journal_dir, step)
+    started[0].join(timeout=10)
+    assert reports == [[]]
+    assert tree(root) == new
 
 
 def _fresh(root: Path) -> Path:

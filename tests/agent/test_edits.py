@@ -14,6 +14,7 @@ from whiz.agent.edits import (
     PatchHunk,
     SearchReplace,
     WholeFile,
+    _apply_changes,
     apply_changes,
     plan_edits,
     unified_diff,
@@ -375,3 +376,17 @@ def test_without_a_journal_nothing_is_written(ws: Workspace, tmp_path: Path) -> 
 def test_a_change_may_set_the_mode_of_the_file_it_writes(ws: Workspace) -> None:
     apply_changes(ws, [FileChange("tool.sh", None, "#!/bin/sh\n", mode=0o750)])
     assert (ws.root / "tool.sh").stat().st_mode & 0o777 == 0o750
+
+
+def test_an_interrupt_midway_puts_every_file_back(ws: Workspace, whiz_home: Path) -> None:
+    changes = plan_edits(ws, [WholeFile("app.py", "x\n"), WholeFile("b.txt", "b\n")])
+
+    def ctrl_c(step: str) -> None:
+        if step == "placed app.py":
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        _apply_changes(ws, changes, whiz_home / "journal", ctrl_c)
+    assert sorted(p.name for p in ws.root.iterdir()) == ["app.py"]
+    assert (ws.root / "app.py").read_text() == APP
+    assert list((whiz_home / "journal").iterdir()) == []

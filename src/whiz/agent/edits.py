@@ -1,6 +1,7 @@
 """Edits the model asks for, turned into new file contents (pure), then written all at once or not at all.
 
-`plan_edits` computes every file's new text and writes nothing; `apply_changes` writes them atomically.
+`plan_edits` computes every file's new text and writes nothing; `apply_changes` writes them all or none,
+even across a crash (see whiz.agent.journal).
 Line endings are kept: a CRLF file stays CRLF, and a file keeps (or keeps lacking) its final newline.
 """
 
@@ -350,10 +351,12 @@ def _apply_changes(ws: Workspace, changes: list[FileChange], journal_dir: Path, 
                     write_temp(journal.target(entry), change.after.encode("utf-8"), mode, journal.temp(entry))
                     step(f"wrote {entry.path}")
             journal.roll_forward(step)
-        except OSError as exc:
+        except BaseException as exc:  # a Ctrl-C midway is taken back too, then goes on up
             stuck = journal.roll_back()
             if not stuck:
                 journal.remove()
+            if not isinstance(exc, OSError):
+                raise
             outcome = (
                 f"These files could not be put back: {', '.join(stuck)}; whiz retries when it next starts."
                 if stuck

@@ -194,7 +194,10 @@ def recover(workspace_root: Path, journal_dir: Path | None = None) -> list[str]:
     with workspace_lock(ws.root, exclusive=True):
         if journal_dir.is_dir():
             for file in sorted(journal_dir.glob(f"{_root_key(ws.root)}-*")):
-                done += _resolve_journal(ws, file)
+                try:
+                    done += _resolve_journal(ws, file)
+                except OSError as exc:  # whiz must still start: the journal stays for the next time
+                    done.append(f"Could not resolve the interrupted edit in {file}: {exc}; will retry.")
         done += _sweep(ws)
     return done
 
