@@ -152,6 +152,7 @@ def test_a_partial_new_text_makes_recover_take_back_files_already_placed(
     waiting.write_bytes(waiting.read_bytes()[:3])
     other = _fresh(tmp_path / "other")
     assert recover(other, journal_dir) == []  # another project's journal is not its business
+    assert len(list(journal_dir.iterdir())) == 1
     report = recover(root, journal_dir)
     assert tree(root) == old
     assert any("Took back" in line for line in report)
@@ -202,6 +203,16 @@ def test_recover_waits_for_a_write_still_running_in_another_whiz(
     started[0].join(timeout=10)
     assert reports == [[]]
     assert tree(root) == new
+
+
+def test_journals_of_projects_gone_since_are_dropped(tmp_path: Path) -> None:
+    journal_dir = tmp_path / "journal"
+    copy = _fresh(tmp_path / "heal-copy")
+    assert run_child(copy, journal_dir, _step_index(tmp_path, journal_dir, "placed a.txt")).returncode
+    shutil.rmtree(copy)
+    assert len(list(journal_dir.iterdir())) == 1
+    recover(_fresh(tmp_path / "proj"), journal_dir)
+    assert list(journal_dir.iterdir()) == []
 
 
 def _fresh(root: Path) -> Path:

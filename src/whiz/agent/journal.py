@@ -187,6 +187,7 @@ def recover(workspace_root: Path, journal_dir: Path | None = None) -> list[str]:
     kept before it began (so `/undo` can still take it back), and no work is lost either way. Without a
     whole new text for some file, the old texts, kept in the journal, are the only complete state.
     A file that matches neither its old nor its new text was changed by someone since: it is left alone.
+    Journals of projects that no longer exist (a heal's throwaway copies) are dropped on the way.
     """
     ws = Workspace(workspace_root)
     journal_dir = Path(journal_dir) if journal_dir is not None else default_journal_dir()
@@ -198,8 +199,16 @@ def recover(workspace_root: Path, journal_dir: Path | None = None) -> list[str]:
                     done += _resolve_journal(ws, file)
                 except OSError as exc:  # whiz must still start: the journal stays for the next time
                     done.append(f"Could not resolve the interrupted edit in {file}: {exc}; will retry.")
+            _drop_orphans(journal_dir)
         done += _sweep(ws)
     return done
+
+
+def _drop_orphans(journal_dir: Path) -> None:
+    for file in journal_dir.glob("*.json"):
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            if not Path(json.loads(file.read_text(encoding="utf-8"))["root"]).exists():
+                file.unlink()
 
 
 def _resolve_journal(ws: Workspace, file: Path) -> list[str]:
