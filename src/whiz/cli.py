@@ -555,10 +555,18 @@ def sandbox(
 
 @app.command()
 def undo() -> None:
-    """Restore the files the agent's latest turn in this directory changed, exactly as before."""
-    from whiz.commands.sessions import undo_last
+    """Restore the files the agent's latest turn in this directory changed, as they were before it.
 
-    done = undo_last(Path.cwd())
+    A file you edited since keeps your edits (the turn's change is merged out of it); where that
+    cannot be done cleanly, nothing is changed and the message names the file."""
+    from whiz.commands.sessions import undo_last
+    from whiz.errors import WhizError
+
+    try:
+        done = undo_last(Path.cwd())
+    except WhizError as exc:
+        err.print(f"[red]error:[/red] {exc.message}")
+        raise typer.Exit(1) from None
     if done is None:
         err.print("nothing to undo in this directory.")
         raise typer.Exit(1)

@@ -221,7 +221,7 @@ class Toolbox:
         if self.undo is None:
             return
         try:
-            self.undo.record(self._turn_id, changes)
+            self.undo.record(self._turn_id, changes, self.ws)
         except OSError as exc:
             raise WriteFailed(
                 f"could not save the undo snapshot ({exc.strerror or exc}); nothing was changed"

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from whiz.agent.events import Event, EventSink, JsonLinesPrinter
+from whiz.agent.journal import recover
 from whiz.agent.sessions import SessionStore, TurnRecord, data_home
 from whiz.agent.turns import new_turn_id
 from whiz.agent.workspace import Workspace
@@ -179,6 +180,8 @@ async def open_frame(
     store are closed on the way out.
     """
     check_sandbox(ws.root, options.agent.sandbox)
+    for line in recover(ws.root):  # an apply a crash cut short: finished or taken back
+        notices_to(err)(line)
     home = options.home or data_home()
     chain = Tee(sink)
     emit = ItemEmitter(chain)

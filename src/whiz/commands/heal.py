@@ -104,7 +104,7 @@ async def _heal_turn(
         summary = [{"path": c.path, "kind": "add" if c.before is None else "update"} for c in best.changes]
         diff = "".join(unified_diff(c) for c in best.changes)
         try:
-            undo.record(t.id, best.changes)
+            undo.record(t.id, best.changes, ws)
             apply_changes(ws, best.changes)
         except (EditError, OSError) as exc:
             emit.single("file_change", changes=summary, diff=diff, status="failed")

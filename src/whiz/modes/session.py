@@ -22,6 +22,7 @@ from typing import Any
 from whiz.agent.approvals import Approvals, Approver
 from whiz.agent.config import AgentConfig
 from whiz.agent.events import EventSink
+from whiz.agent.journal import recover
 from whiz.agent.loop import Agent
 from whiz.agent.model import ModelClient
 from whiz.agent.sessions import SessionInfo, SessionStore, TurnRecord, data_home
@@ -206,6 +207,8 @@ class AgentSession:
         A resumed session keeps the mode, healing setting and test command it had, unless
         `options` gives them; `notice` says which mode is in force."""
         check_sandbox(options.workspace, options.agent.sandbox)
+        for line in recover(options.workspace):  # an apply a crash cut short: finished or taken back
+            notice(line)
         home = options.home or data_home()
         store = SessionStore(home / "sessions.db")
         try:
@@ -315,7 +318,8 @@ class AgentSession:
             return None
         restored = undone.restored
         if restored:
-            self.agent.items.append({"type": "message", "role": "user", "content": undo_note(restored)})
+            note = undo_note(restored, undone.merged)
+            self.agent.items.append({"type": "message", "role": "user", "content": note})
             self.store.save(self.id, self.agent.items)
         return restored
 
@@ -390,9 +394,15 @@ def check_sandbox(workspace: Path, sandbox: SandboxOptions) -> None:
         raise SetupError(exc.message) from None
 
 
-def undo_note(restored: list[str]) -> str:
-    """What the model is told after the user undid its changes."""
-    return f"(The user undid your last changes to {', '.join(restored)}; those files are as before.)"
+def undo_note(restored: list[str], merged: list[str] = ()) -> str:
+    """What the model is told after the user undid its changes (`merged`: files the user had edited
+    since, whose later edits were kept)."""
+    if not merged:
+        return f"(The user undid your last changes to {', '.join(restored)}; those files are as before.)"
+    return (
+        f"(The user undid your last changes to {', '.join(restored)}; the user's own later edits to "
+        f"{', '.join(merged)} were kept.)"
+    )
 
 
 def find_session(store: SessionStore, options: SessionOptions) -> SessionInfo | None:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -40,6 +41,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from whiz.agent.edits import EditError, FileChange, apply_changes, plan_edits, unified_diff
+from whiz.agent.journal import recover
 from whiz.agent.undo import UndoStore
 from whiz.agent.workspace import Workspace
 from whiz.config import ServeSettings
@@ -52,6 +54,8 @@ from whiz.web.proposal import EditProposer, ModelEditProposer
 
 if TYPE_CHECKING:
     from whiz.server.state import ServerState
+
+log = logging.getLogger("whiz.server")
 
 MAX_FILE_BYTES = 1_000_000
 """Largest file the page may open (and so ask an edit for)."""
@@ -218,7 +222,7 @@ class WorkspaceService:
                     f"{change.path} changed on disk since this edit was proposed; reject it and ask again.",
                     param="id",
                 )
-        self.undo_store.record(edit.id, edit.changes)
+        self.undo_store.record(edit.id, edit.changes, self.workspace)
         apply_changes(self.workspace, edit.changes)
         self._decide(edit, "accepted")
         return [c.path for c in edit.changes]
@@ -378,6 +382,8 @@ def check_settings(settings: ServeSettings) -> None:
 def build_workspace(state: ServerState, root: Path, undo_dir: Path) -> WorkspaceService:
     """The service for `--workspace root`, proposing edits with this server's own engine."""
     check_settings(state.settings)
+    for line in recover(root):  # an apply a crash cut short: finished or taken back
+        log.warning("%s", line)
     return WorkspaceService(
         Workspace(root),
         UndoStore(undo_dir),
