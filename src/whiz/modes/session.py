@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from whiz.agent.approvals import Approvals, Approver
+from whiz.agent.approvals import ApprovalMode, Approvals, Approver
 from whiz.agent.config import AgentConfig
 from whiz.agent.events import EventSink
 from whiz.agent.journal import recover
@@ -86,8 +86,11 @@ HEAL_N_DEFAULT = 5
 
 def heal_candidates(heal: int | None, mode: Mode, agent: AgentConfig) -> int:
     """How many candidates the agent's healing steps decode (0: no healing): `heal`, or by
-    default 5 in auto mode with a test command and text actions. ValueError says what is wrong."""
+    default 5 in auto mode with a test command and text actions. Never in a read-only session:
+    healing runs the test command on the candidates. ValueError says what is wrong."""
     check_heal(heal, agent)
+    if agent.approval is ApprovalMode.READ_ONLY:
+        return 0
     if heal is None:
         # actions None is text (or the resumed session's, which `AgentSession.open` looks up first)
         return HEAL_N_DEFAULT if mode == "auto" and agent.test_cmd and agent.actions != "tools" else 0
@@ -102,6 +105,10 @@ def check_heal(heal: int | None, agent: AgentConfig) -> None:
         raise ValueError(f"--heal takes a number of candidates from 0 (off) to {HealSettings.MAX_N}")
     if heal > 1 and agent.actions == "tools":
         raise ValueError("--heal needs --actions text (candidates are edit blocks)")
+    if heal > 1 and agent.approval is ApprovalMode.READ_ONLY:
+        raise ValueError(
+            "--heal runs the test command on candidates; it does not go with --approval read-only"
+        )
 
 
 async def check_policy(
