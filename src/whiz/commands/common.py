@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from whiz.agent.events import Event, EventSink, JsonLinesPrinter
-from whiz.agent.journal import recover
 from whiz.agent.sessions import SessionStore, TurnRecord, data_home
 from whiz.agent.turns import new_turn_id
 from whiz.agent.workspace import Workspace
@@ -27,7 +26,7 @@ from whiz.modes.notices import ItemEmitter, NoticePrinter, Tee
 from whiz.modes.policy import PolicyDecision
 from whiz.modes.pool import Label, ModelPool, Models
 from whiz.modes.router import ModeRouter
-from whiz.modes.session import SessionLog, SessionOptions, check_policy, check_sandbox, refuse
+from whiz.modes.session import SessionLog, SessionOptions, check_policy, check_sandbox, refuse, tidy_workspace
 
 EXIT_DONE, EXIT_FAILED, EXIT_SETUP = 0, 1, 2
 
@@ -180,8 +179,7 @@ async def open_frame(
     store are closed on the way out.
     """
     check_sandbox(ws.root, options.agent.sandbox)
-    for line in recover(ws.root):  # an apply a crash cut short: finished or taken back
-        notices_to(err)(line)
+    tidy_workspace(ws.root, notices_to(err))
     home = options.home or data_home()
     chain = Tee(sink)
     emit = ItemEmitter(chain)

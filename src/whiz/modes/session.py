@@ -32,6 +32,7 @@ from whiz.agent.undo import UndoStore
 from whiz.agent.workspace import Workspace
 from whiz.client import HttpClient
 from whiz.environments import SandboxOptions, SandboxUnavailable, environment_for
+from whiz.environments.worktree import sweep_stale_copies
 from whiz.modes.endpoints import DeepSettings, FastSettings, SetupError
 from whiz.modes.heal_step import HealingModel
 from whiz.modes.healing import Healer, HealSettings
@@ -214,8 +215,7 @@ class AgentSession:
         A resumed session keeps the mode, healing setting and test command it had, unless
         `options` gives them; `notice` says which mode is in force."""
         check_sandbox(options.workspace, options.agent.sandbox)
-        for line in recover(options.workspace):  # an apply a crash cut short: finished or taken back
-            notice(line)
+        tidy_workspace(options.workspace, notice)
         home = options.home or data_home()
         store = SessionStore(home / "sessions.db")
         try:
@@ -390,6 +390,15 @@ class AgentSession:
         self.store.close()
         await self.routed.close()
         await self.pool.close()
+
+
+def tidy_workspace(root: Path, say: Callable[[str], None]) -> None:
+    """What a whiz that was killed left behind, put right at the next start in `root`: an apply cut
+    short is finished or taken back (`recover`), and heal and swarm copies are removed."""
+    for line in recover(root):
+        say(line)
+    if stale := sweep_stale_copies(root):
+        say(f"removed {len(stale)} copies of the workspace that a stopped whiz left behind")
 
 
 def check_sandbox(workspace: Path, sandbox: SandboxOptions) -> None:

@@ -41,13 +41,13 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from whiz.agent.edits import EditError, FileChange, apply_changes, plan_edits, unified_diff
-from whiz.agent.journal import recover
 from whiz.agent.undo import UndoStore
 from whiz.agent.workspace import Workspace
 from whiz.config import ServeSettings
 from whiz.environments import SandboxOptions, environment_for
 from whiz.environments.local import CommandResult
 from whiz.errors import Conflict, InvalidRequest, NotFound, PayloadTooLarge, WhizError
+from whiz.modes.session import tidy_workspace
 from whiz.server.auth import bearer
 from whiz.server.protocol import decode_json, parse
 from whiz.web.proposal import EditProposer, ModelEditProposer
@@ -382,8 +382,7 @@ def check_settings(settings: ServeSettings) -> None:
 def build_workspace(state: ServerState, root: Path, undo_dir: Path) -> WorkspaceService:
     """The service for `--workspace root`, proposing edits with this server's own engine."""
     check_settings(state.settings)
-    for line in recover(root):  # an apply a crash cut short: finished or taken back
-        log.warning("%s", line)
+    tidy_workspace(root, lambda line: log.warning("%s", line))
     return WorkspaceService(
         Workspace(root),
         UndoStore(undo_dir),
