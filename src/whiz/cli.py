@@ -36,6 +36,14 @@ def fail(message: str) -> typer.Exit:
 
 @app.command()
 def serve(
+    action: Annotated[
+        str | None,
+        typer.Argument(
+            help="Leave out to serve. `status`: list the background servers whiz commands started; "
+            "`stop`: end them.",
+            show_default=False,
+        ),
+    ] = None,
     model: Annotated[
         str | None, typer.Option(help="Registry name, path to a .gguf, hf:owner/repo/file, or 'fake'.")
     ] = None,
@@ -110,14 +118,27 @@ def serve(
             help="Run a replica for a gateway: the model API only (no web app, no agent endpoints).",
         ),
     ] = None,
+    idle_exit: Annotated[
+        float | None,
+        typer.Option(help="Exit after this many seconds without a request (default: never)."),
+    ] = None,
 ) -> None:
     """Serve the OpenAI-compatible APIs (Chat Completions, Responses, its WebSocket mode) and the web app.
 
     With --upstream, whiz serves the same APIs on top of other servers.
+
+    `whiz exec`, `code`, `heal` and `swarm` start one in the background when none answers (the
+    model stays loaded for the next command; it exits after 15 idle minutes): `whiz serve status`
+    lists those, `whiz serve stop` ends them.
     """
-    from whiz.commands.serve import serve_forever
+    from whiz.commands.serve import background_status, serve_forever, stop_background
     from whiz.config import load_settings
     from whiz.errors import WhizError
+
+    if action is not None:
+        if action not in ("status", "stop"):
+            raise fail(f"`whiz serve {action}`: the action must be status or stop (or none, to serve)")
+        raise typer.Exit(background_status() if action == "status" else stop_background())
 
     try:
         settings = load_settings(
@@ -141,6 +162,7 @@ def serve(
             upstream_model=upstream_model,
             routing=routing,
             engine_only=engine_only,
+            idle_exit_s=idle_exit,
         )
         serve_forever(settings, err)
     except WhizError as exc:
@@ -259,7 +281,17 @@ BaseUrlOpt = Annotated[
     str | None,
     typer.Option(
         "--base-url",
-        help="A whiz server (default http://127.0.0.1:8321, or one started in-process if none runs).",
+        help="A whiz server (default http://127.0.0.1:8321; if none answers there, the background "
+        "server whiz keeps warm for its commands, started if need be).",
+    ),
+]
+InProcessOpt = Annotated[
+    bool,
+    typer.Option(
+        "--in-process",
+        envvar="WHIZ_IN_PROCESS",
+        help="With no server at the default URL, load the model in this process for this command "
+        "instead of using (or starting) the background server.",
     ),
 ]
 ApiKeyOpt = Annotated[
@@ -353,6 +385,7 @@ class ModelFlags:
     base_url: BaseUrlOpt = None
     api_key: ApiKeyOpt = None
     model: ModelOpt = None
+    in_process: InProcessOpt = False
     deep_base_url: DeepUrlOpt = None
     deep_model: DeepModelOpt = None
     deep_api_key: DeepKeyOpt = None
@@ -372,7 +405,9 @@ class ModelFlags:
             options = SessionOptions(
                 Path.cwd(),
                 mode=None if self.mode is None else parse_mode(self.mode),
-                fast=FastSettings(base_url=self.base_url, api_key=self.api_key, model=self.model),
+                fast=FastSettings(
+                    base_url=self.base_url, api_key=self.api_key, model=self.model, in_process=self.in_process
+                ),
                 deep=DeepSettings(
                     base_url=self.deep_base_url, model=self.deep_model, api_key=self.deep_api_key
                 ),
@@ -498,6 +533,7 @@ def resume(
     test_cmd: TestCmdOpt = None,
     mode: ResumedModeOpt = None,
     sandbox: SandboxOpt = "workspace-write",
+    in_process: InProcessOpt = False,
 ) -> None:
     """Continue a stored session with a new task; without one, list this directory's sessions.
 
@@ -516,7 +552,9 @@ def resume(
         return
     from whiz.commands.exec import exec_in_mode
 
-    flags = ModelFlags(mode=mode, base_url=base_url, api_key=api_key, model=model, sandbox=sandbox)
+    flags = ModelFlags(
+        mode=mode, base_url=base_url, api_key=api_key, model=model, sandbox=sandbox, in_process=in_process
+    )
     options = flags.session_options(_agent_config(approval, actions, test_cmd), resume=session or "last")
     raise typer.Exit(exec_in_mode(task, options, json_mode=json_))
 
