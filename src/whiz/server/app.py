@@ -27,6 +27,7 @@ from whiz.errors import Forbidden, InvalidRequest, NotFound, PayloadTooLarge, Wh
 from whiz.seams import Backend, Engine
 from whiz.server.auth import bearer
 from whiz.server.browser import FORBIDDEN_CLOSE_CODE, SUBPROTOCOL, key_from_subprotocols
+from whiz.server.messages import messages_routes
 from whiz.server.protocol import ChatRequest, ResponsesRequest, decode_json, parse
 from whiz.server.state import ServerState
 from whiz.server.websocket import Session
@@ -197,6 +198,7 @@ def create_app(
         Route("/health", health, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
     ]
+    api += messages_routes(state)
     for source in routes:
         api += source(state)
 
