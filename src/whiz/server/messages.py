@@ -52,7 +52,8 @@ class _Wire(BaseModel):
 
 
 class MessageParam(_Wire):
-    role: Literal["user", "assistant"]
+    # Claude Code also sends system messages among the others (reminders about its environment).
+    role: Literal["user", "assistant", "system"]
     content: str | list[dict[str, Any]]
 
 
@@ -137,7 +138,7 @@ def conversation(messages: list[MessageParam]) -> list[Message]:
                 )
             else:
                 raise InvalidRequest(f"Unsupported content block type {kind!r}.", param=where)
-        if texts or calls or message.role == "assistant":
+        if texts or calls or message.role == "assistant":  # a system message keeps its place
             out.append(Message(message.role, "\n\n".join(texts), tuple(calls)))
     return out
 
