@@ -22,7 +22,7 @@ from whiz.agent.approvals import ApprovalMode, Approvals
 from whiz.agent.config import AgentConfig
 from whiz.agent.events import Emitter, EventSink
 from whiz.agent.formats import TOOLS, ActionFormat, text_actions, tool_action
-from whiz.agent.model import Finished, ModelClient, ModelRequest, TextDelta, ToolCall
+from whiz.agent.model import Finished, ModelClient, ModelRequest, ModelText, ModelToolCall
 from whiz.agent.prompt import system_prompt, task_message
 from whiz.agent.stats import TurnResult, TurnStats
 from whiz.agent.tools import ApplyEdits, RunCommand, Toolbox, WriteFailed
@@ -60,7 +60,7 @@ class FormatError(AgentSignal):
 @dataclass
 class Reply:
     text: str
-    calls: list[ToolCall]
+    calls: list[ModelToolCall]
 
 
 class Agent:
@@ -244,13 +244,13 @@ class Agent:
         self._in_model = True
         try:
             async for event in self.model.respond(request):
-                if isinstance(event, TextDelta) and event.text:
+                if isinstance(event, ModelText) and event.text:
                     if item is None:
                         item = self.emit.start("agent_message", text="")
                     text += event.text
                     item["text"] = text
                     self.emit.emit("item.updated", item=dict(item), delta=event.text)
-                elif isinstance(event, ToolCall):
+                elif isinstance(event, ModelToolCall):
                     calls.append(event)
                 elif isinstance(event, Finished):
                     finished = event
