@@ -14,6 +14,7 @@ from whiz.engine.factory import load_engine
 from whiz.errors import InvalidRequest
 from whiz.seams import Backend, Engine
 from whiz.server.app import create_app
+from whiz.server.browser import is_loopback
 
 
 def build_app(backend: Engine | Backend, settings: ServeSettings) -> Starlette:
@@ -26,7 +27,52 @@ def build_app(backend: Engine | Backend, settings: ServeSettings) -> Starlette:
     return create_app(backend, settings, routes=[browser_app])
 
 
+def check_bind(settings: ServeSettings) -> None:
+    """Refuse to serve a non-loopback address without a key, unless told to on purpose."""
+    if is_loopback(settings.host) or settings.api_keys or settings.insecure_no_auth:
+        return
+    raise InvalidRequest(
+        f"--host {settings.host} makes the server reachable from other machines, and without --api-key "
+        "anyone who reaches it may use it. Add --api-key KEY (or WHIZ_API_KEYS), or pass "
+        "--insecure-no-auth if this network is trusted.",
+        param="host",
+    )
+
+
+class DrainingServer(uvicorn.Server):
+    """uvicorn that, on SIGTERM or Ctrl-C, first marks the app as draining (new requests get a 503),
+    then stops as uvicorn does: running requests get `timeout_graceful_shutdown` seconds, then are
+    cancelled, which cancels their turns in the engine."""
+
+    def __init__(self, config: uvicorn.Config, app: Starlette):
+        super().__init__(config)
+        self.whiz_app = app
+
+    def handle_exit(self, sig: int, frame) -> None:  # noqa: ANN001 (signal handler signature)
+        state = getattr(self.whiz_app.state, "whiz", None)
+        if state is not None:
+            state.draining = True
+        super().handle_exit(sig, frame)
+
+
+def run_server(app: Starlette, settings: ServeSettings) -> None:
+    """Serve `app` until SIGTERM/SIGINT, then drain within `shutdown_grace_s` and return."""
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level="warning",
+        ws="websockets-sansio",
+        timeout_graceful_shutdown=settings.shutdown_grace_s,
+        limit_concurrency=settings.max_connections,
+        # A WebSocket message larger than a request body would be refused anyway: stop it at the door.
+        ws_max_size=int(settings.max_body_mb * 1024 * 1024) + 1024,
+    )
+    DrainingServer(config, app).run()
+
+
 def serve_forever(settings: ServeSettings, console: Console) -> None:
+    check_bind(settings)  # before the model takes time to load
     if not settings.engine_only:
         from whiz.web.workspace import check_settings
 
@@ -59,7 +105,7 @@ def serve_forever(settings: ServeSettings, console: Console) -> None:
     _print_urls(settings, console)
     app = build_app(engine, settings)
     try:
-        uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning", ws="websockets-sansio")
+        run_server(app, settings)
     finally:
         engine.close()
 
@@ -98,7 +144,7 @@ def serve_gateway(settings: ServeSettings, console: Console) -> None:
         )
     _print_urls(settings, console)
     app = build_app(gateway, settings)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning", ws="websockets-sansio")
+    run_server(app, settings)
 
 
 def _print_urls(settings: ServeSettings, console: Console) -> None:
@@ -109,7 +155,8 @@ def _print_urls(settings: ServeSettings, console: Console) -> None:
     )
     where = f", workspace {settings.workspace}" if settings.workspace else ""
     console.print(f"web app: [bold]{base}/[/bold]{where}", soft_wrap=True)
-    key = f" -H 'Authorization: Bearer {settings.api_keys[0]}'" if settings.api_keys else ""
+    # Never the key itself: banners end up in logs, screenshots and shared terminals.
+    key = ' -H "Authorization: Bearer $WHIZ_KEY"' if settings.api_keys else ""
     console.print(
         f"try: curl {base}/v1/chat/completions{key} -H 'Content-Type: application/json' "
         '-d \'{"messages":[{"role":"user","content":"Write hello world in Python"}]}\'',
