@@ -110,10 +110,41 @@ def serve(
             help="Run a replica for a gateway: the model API only (no web app, no agent endpoints).",
         ),
     ] = None,
+    # -- safety and limits (issue 16); the rest are WHIZ_<NAME> or [serve] settings --
+    insecure_no_auth: Annotated[
+        bool | None,
+        typer.Option(
+            "--insecure-no-auth",
+            help="Serve a non-loopback --host without --api-key (refused otherwise): anyone who reaches "
+            "the port may use it.",
+        ),
+    ] = None,
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allowed-host", help="Also answer under this Host name (repeatable; '*' for any name)."
+        ),
+    ] = None,
+    allowed_origin: Annotated[
+        list[str] | None,
+        typer.Option("--allowed-origin", help="Also accept browser requests from this origin (repeatable)."),
+    ] = None,
+    max_output_tokens_default: Annotated[
+        int | None, typer.Option(help="Output cap of a request that sets none (default 4096).")
+    ] = None,
+    max_n: Annotated[int | None, typer.Option(help="Most candidates (n) per request (default 8).")] = None,
+    shutdown_grace_s: Annotated[
+        float | None,
+        typer.Option(help="On SIGTERM, seconds running requests get before they are cancelled (default 3)."),
+    ] = None,
+    max_connections: Annotated[
+        int | None, typer.Option(help="Open connections at once; more get a 503 (default 512).")
+    ] = None,
 ) -> None:
     """Serve the OpenAI-compatible APIs (Chat Completions, Responses, its WebSocket mode) and the web app.
 
-    With --upstream, whiz serves the same APIs on top of other servers.
+    With --upstream, whiz serves the same APIs on top of other servers. More limits (WebSocket
+    sessions and queues, stored responses) are settings: WHIZ_<NAME> or the [serve] table of --config.
     """
     from whiz.commands.serve import serve_forever
     from whiz.config import load_settings
@@ -141,6 +172,13 @@ def serve(
             upstream_model=upstream_model,
             routing=routing,
             engine_only=engine_only,
+            insecure_no_auth=insecure_no_auth,
+            allowed_hosts=allowed_host,
+            allowed_origins=allowed_origin,
+            max_output_tokens_default=max_output_tokens_default,
+            max_n=max_n,
+            shutdown_grace_s=shutdown_grace_s,
+            max_connections=max_connections,
         )
         serve_forever(settings, err)
     except WhizError as exc:
