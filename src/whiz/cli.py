@@ -258,6 +258,25 @@ def bench_serve(
     )
 
 
+@bench_app.command("soak")
+def bench_soak(
+    target: Annotated[
+        str, typer.Option(help="Base URL of a server on this machine.")
+    ] = "http://127.0.0.1:8321",
+    seconds: Annotated[float, typer.Option(help="How long to run.")] = 30.0,
+    ws_sessions: Annotated[int, typer.Option(help="Concurrent WebSocket clients.")] = 4,
+    http_clients: Annotated[int, typer.Option(help="Concurrent HTTP clients.")] = 4,
+    max_tokens: Annotated[int, typer.Option(help="Output tokens of a well-behaved turn.")] = 48,
+    model: Annotated[str | None, typer.Option(help="Model id to request.")] = None,
+    api_key: Annotated[str | None, typer.Option(help="Bearer key for the target.")] = None,
+) -> None:
+    """Load and faults on a loopback server: clients vanishing mid-prefill/decode, hostile input mixed in."""
+    from whiz.bench.soak import SoakPlan, main
+
+    plan = SoakPlan(target, seconds, ws_sessions, http_clients, max_tokens, api_key=api_key, model=model)
+    raise typer.Exit(main(plan))
+
+
 @bench_app.command("edits")
 def bench_edits(
     target: Annotated[str, typer.Option(help="Base URL of the server to measure.")] = "http://127.0.0.1:8321",
