@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import io
+import socket
 
 import httpx
 import pytest
 from rich.console import Console
 
+from whiz.backend.engine import EngineBackend
 from whiz.commands.serve import _print_urls, check_bind
 from whiz.config import ServeSettings
-from whiz.errors import InvalidRequest
+from whiz.engine.fake import fake_engine
+from whiz.errors import Forbidden, InvalidRequest
 from whiz.server.auth import KeyCheck, RateLimiter
+from whiz.server.state import ServerState
 
 from .test_errors import GOOD_CHAT, assert_error, assert_still_serves
 
@@ -42,6 +46,19 @@ def test_other_hosts_are_refused_on_every_route(serve_fake):
     assert_error(r, 403, "host_not_allowed")
     assert httpx.get(f"{served.base_url}/models", headers={"Host": "box.lan:8321"}).status_code == 200
     assert httpx.get(f"{served.base_url}/models", headers={"Host": "localhost"}).status_code == 200
+
+
+def test_a_network_bind_answers_at_its_addresses_and_its_name_only():
+    engine = fake_engine()
+    try:
+        settings = ServeSettings(host="0.0.0.0", api_keys=["k"])
+        guard = ServerState(EngineBackend(engine), settings).browser
+        for host in ("10.1.2.3:8321", "[fe80::1]:8321", f"{socket.gethostname()}:8321", "localhost"):
+            guard.check({"host": host})
+        with pytest.raises(Forbidden):
+            guard.check({"host": "attacker.example:8321"})  # a rebound name
+    finally:
+        engine.close()
 
 
 def test_a_web_page_of_another_origin_cannot_spend_compute(serve_fake):

@@ -41,6 +41,14 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
 def _host_port(netloc: str, scheme: str) -> tuple[str, int | None]:
     parts = urlsplit(f"{scheme}://{netloc}")
     try:
@@ -68,7 +76,9 @@ class BrowserGuard:
             return True
         if self.loopback_only:
             return self.hosts is not None and host in self.hosts
-        return self.hosts is None or "*" in self.hosts or host in self.hosts
+        # An address literal cannot be rebound (rebinding needs a name the attacker controls), so a
+        # server reachable from the network answers at any of its addresses without a list of them.
+        return self.hosts is None or "*" in self.hosts or host in self.hosts or _is_address(host)
 
     def check(self, headers: Mapping[str, str], scheme: str = "http", *, browsers_only: bool = False) -> None:
         """Raise `Forbidden` unless the request may come from here (see the module's docstring).

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import socket
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -22,18 +21,15 @@ WILDCARD_HOSTS = ("0.0.0.0", "::", "")
 
 
 def allowed_hosts(settings: ServeSettings) -> set[str]:
-    """Host names the server answers under (loopback names always pass, see `BrowserGuard`).
+    """Host names the server answers under (loopback names, and address literals on a non-loopback
+    bind, always pass: see `BrowserGuard`).
 
-    A wildcard bind is reached by this machine's names and addresses, so those are in too; any
-    other name (a rebinding attacker's) is refused unless `allowed_hosts` names it.
+    A wildcard bind is reached by this machine's own name too; any other name (a rebinding
+    attacker's) is refused unless `allowed_hosts` names it.
     """
     hosts = {settings.host, *settings.allowed_hosts}
     if settings.host in WILDCARD_HOSTS:
-        name = socket.gethostname()
-        hosts |= {name, socket.getfqdn()}
-        # A machine whose own name does not resolve: its addresses must be configured.
-        with contextlib.suppress(OSError):
-            hosts |= set(socket.gethostbyname_ex(name)[2])
+        hosts.add(socket.gethostname())
     return {h.lower() for h in hosts if h}
 
 

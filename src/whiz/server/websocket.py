@@ -107,6 +107,7 @@ class Session:
                 raise InvalidRequest("Each event must be a JSON object with a string 'type'.", param="type")
             kind = data["type"]
             if kind == "response.create":
+                self.app.check_open()  # draining: no new turns; running ones finish or are cancelled
                 self.app.check_rate(self.key, self.client_host)
                 body = {k: v for k, v in data.items() if k not in ("type", "event_id")}
                 # Some clients nest the body under "response", as in the Realtime API.
