@@ -19,6 +19,8 @@ from whiz.engine.fake import echo_script, fake_engine
 from whiz.engine.scheduler import Scheduler
 from whiz.errors import WhizError
 from whiz.gateway.local import LocalServer, free_port
+from whiz.models.store import default_home
+from whiz.server.background import BackgroundServers
 from whiz.server.state import ServerState
 
 
@@ -60,6 +62,14 @@ class ServerThread:
     def stop(self) -> None:
         self.server.should_exit = True
         self.thread.join(timeout=10)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_background_servers_left() -> Iterator[None]:
+    """A test that runs `whiz exec` with no server starts the warm background server (as a user's
+    would): stop it when the suite ends, so no server outlives the test run."""
+    yield
+    BackgroundServers(default_home()).stop()
 
 
 @pytest.fixture

@@ -36,6 +36,14 @@ def fail(message: str) -> typer.Exit:
 
 @app.command()
 def serve(
+    action: Annotated[
+        str | None,
+        typer.Argument(
+            help="Leave out to serve. `status`: list the background servers whiz commands started; "
+            "`stop`: end them.",
+            show_default=False,
+        ),
+    ] = None,
     model: Annotated[
         str | None, typer.Option(help="Registry name, path to a .gguf, hf:owner/repo/file, or 'fake'.")
     ] = None,
@@ -140,15 +148,30 @@ def serve(
     max_connections: Annotated[
         int | None, typer.Option(help="Open connections at once; more get a 503 (default 512).")
     ] = None,
+    idle_exit: Annotated[
+        float | None,
+        typer.Option(help="Exit after this many seconds without a request (default: never)."),
+    ] = None,
 ) -> None:
     """Serve the OpenAI-compatible APIs (Chat Completions, Responses, its WebSocket mode) and the web app.
 
-    With --upstream, whiz serves the same APIs on top of other servers. More limits (WebSocket
-    sessions and queues, stored responses) are settings: WHIZ_<NAME> or the [serve] table of --config.
+    With --upstream, whiz serves the same APIs on top of other servers.
+
+    `whiz exec`, `code`, `heal` and `swarm` start one in the background when none answers (the
+    model stays loaded for the next command; it exits after 15 idle minutes): `whiz serve status`
+    lists those, `whiz serve stop` ends them.
+
+    More limits (WebSocket sessions and queues, stored responses) are settings: WHIZ_<NAME> or
+    the [serve] table of --config.
     """
-    from whiz.commands.serve import serve_forever
+    from whiz.commands.serve import background_status, serve_forever, stop_background
     from whiz.config import load_settings
     from whiz.errors import WhizError
+
+    if action is not None:
+        if action not in ("status", "stop"):
+            raise fail(f"`whiz serve {action}`: the action must be status or stop (or none, to serve)")
+        raise typer.Exit(background_status() if action == "status" else stop_background())
 
     try:
         settings = load_settings(
@@ -179,6 +202,7 @@ def serve(
             max_n=max_n,
             shutdown_grace_s=shutdown_grace_s,
             max_connections=max_connections,
+            idle_exit_s=idle_exit,
         )
         serve_forever(settings, err)
     except WhizError as exc:
@@ -316,7 +340,17 @@ BaseUrlOpt = Annotated[
     str | None,
     typer.Option(
         "--base-url",
-        help="A whiz server (default http://127.0.0.1:8321, or one started in-process if none runs).",
+        help="A whiz server (default http://127.0.0.1:8321; if none answers there, the background "
+        "server whiz keeps warm for its commands, started if need be).",
+    ),
+]
+InProcessOpt = Annotated[
+    bool,
+    typer.Option(
+        "--in-process",
+        envvar="WHIZ_IN_PROCESS",
+        help="With no server at the default URL, load the model in this process for this command "
+        "instead of using (or starting) the background server.",
     ),
 ]
 ApiKeyOpt = Annotated[
@@ -381,6 +415,15 @@ PolicyOpt = Annotated[
         "theft, attacks on systems you don't own): refuse, reroute:deep, or allow. Shown either way.",
     ),
 ]
+SANDBOX_HELP = (
+    "Where commands the agent runs (RUN, the test command, heal and swarm checks) may write and "
+    "reach: workspace-write (only this folder and a private /tmp; .git read-only; no network; no "
+    "keys or tokens in the environment), read-only (nothing written but /tmp), or "
+    "danger-full-access (no confinement: your rights, network and environment). The confined "
+    "modes use bubblewrap; without it they refuse to run. `whiz sandbox -- CMD` shows what a "
+    "command can do."
+)
+SandboxOpt = Annotated[str, typer.Option("--sandbox", help=SANDBOX_HELP)]
 PolicyCheckOpt = Annotated[
     bool,
     typer.Option(
@@ -401,11 +444,13 @@ class ModelFlags:
     base_url: BaseUrlOpt = None
     api_key: ApiKeyOpt = None
     model: ModelOpt = None
+    in_process: InProcessOpt = False
     deep_base_url: DeepUrlOpt = None
     deep_model: DeepModelOpt = None
     deep_api_key: DeepKeyOpt = None
     policy: PolicyOpt = "refuse"
     policy_model_check: PolicyCheckOpt = False
+    sandbox: SandboxOpt = "workspace-write"
 
     def session_options(self, agent=None, *, resume: str | None = None, heal: int | None = None):
         """The flags as `SessionOptions` for the current directory, with the agent's settings
@@ -419,7 +464,9 @@ class ModelFlags:
             options = SessionOptions(
                 Path.cwd(),
                 mode=None if self.mode is None else parse_mode(self.mode),
-                fast=FastSettings(base_url=self.base_url, api_key=self.api_key, model=self.model),
+                fast=FastSettings(
+                    base_url=self.base_url, api_key=self.api_key, model=self.model, in_process=self.in_process
+                ),
                 deep=DeepSettings(
                     base_url=self.deep_base_url, model=self.deep_model, api_key=self.deep_api_key
                 ),
@@ -430,6 +477,7 @@ class ModelFlags:
             )
             if agent is not None:
                 options.agent = agent
+            options.agent.sandbox = sandbox_options(self.sandbox)
             check_heal(heal, options.agent)
         except ValueError as exc:
             raise fail(str(exc)) from None
@@ -477,6 +525,17 @@ def _read_task(task: str) -> str:
     if not task.strip():
         raise fail("the task is empty")
     return task
+
+
+def sandbox_options(mode: str):  # -> SandboxOptions
+    """`--sandbox MODE` as options; ValueError naming the modes for a bad one."""
+    from whiz.environments import SandboxMode, SandboxOptions
+
+    try:
+        return SandboxOptions(SandboxMode(mode))
+    except ValueError:
+        choices = ", ".join(m.value for m in SandboxMode)
+        raise ValueError(f"--sandbox must be one of {choices}, not {mode!r}") from None
 
 
 def _agent_config(approval: str, actions: str | None, test_cmd: str | None):  # -> AgentConfig
@@ -532,6 +591,8 @@ def resume(
     model: ModelOpt = None,
     test_cmd: TestCmdOpt = None,
     mode: ResumedModeOpt = None,
+    sandbox: SandboxOpt = "workspace-write",
+    in_process: InProcessOpt = False,
 ) -> None:
     """Continue a stored session with a new task; without one, list this directory's sessions.
 
@@ -550,17 +611,59 @@ def resume(
         return
     from whiz.commands.exec import exec_in_mode
 
-    flags = ModelFlags(mode=mode, base_url=base_url, api_key=api_key, model=model)
+    flags = ModelFlags(
+        mode=mode, base_url=base_url, api_key=api_key, model=model, sandbox=sandbox, in_process=in_process
+    )
     options = flags.session_options(_agent_config(approval, actions, test_cmd), resume=session or "last")
     raise typer.Exit(exec_in_mode(task, options, json_mode=json_))
 
 
+@app.command(context_settings={"allow_interspersed_args": False})
+def sandbox(
+    command: Annotated[list[str], typer.Argument(help="The command and its arguments (after --).")],
+    mode: Annotated[
+        str, typer.Option("--mode", help="read-only, workspace-write or danger-full-access.")
+    ] = "workspace-write",
+    timeout: Annotated[
+        float | None, typer.Option(help="Seconds before it is stopped (default: none).")
+    ] = None,
+) -> None:
+    """Run one command in this directory the way the agent would: `whiz sandbox -- pytest -q`.
+
+    In workspace-write only this folder and a private /tmp can be written, `.git` is read-only,
+    there is no network, keys and tokens are left out of the environment, and every process the
+    command started is gone when it ends. Try your test command here to see what it needs. The
+    exit code is the command's (124 when the timeout stopped it).
+    """
+    import asyncio
+
+    from whiz.environments import SandboxUnavailable, run_sandboxed
+
+    try:
+        options = sandbox_options(mode)
+    except ValueError as exc:
+        raise fail(str(exc).replace("--sandbox", "--mode")) from None
+    try:
+        code = asyncio.run(run_sandboxed(Path.cwd(), command, options, timeout_s=timeout))
+    except SandboxUnavailable as exc:
+        raise fail(exc.message) from None
+    raise typer.Exit(code)
+
+
 @app.command()
 def undo() -> None:
-    """Restore the files the agent's latest turn in this directory changed, exactly as before."""
-    from whiz.commands.sessions import undo_last
+    """Restore the files the agent's latest turn in this directory changed, as they were before it.
 
-    done = undo_last(Path.cwd())
+    A file you edited since keeps your edits (the turn's change is merged out of it); where that
+    cannot be done cleanly, nothing is changed and the message names the file."""
+    from whiz.commands.sessions import undo_last
+    from whiz.errors import WhizError
+
+    try:
+        done = undo_last(Path.cwd())
+    except WhizError as exc:
+        err.print(f"[red]error:[/red] {exc.message}")
+        raise typer.Exit(1) from None
     if done is None:
         err.print("nothing to undo in this directory.")
         raise typer.Exit(1)
@@ -641,6 +744,7 @@ def heal(
     except ValueError as exc:
         raise fail(str(exc)) from None
     run = flags.session_options()
+    settings.sandbox = run.agent.sandbox
     raise typer.Exit(heal_task(task, test_cmd, run, settings, json_mode=json_))
 
 
@@ -681,7 +785,11 @@ def swarm(
         raise fail("--retries cannot be negative and --check-timeout must be positive")
     run = flags.session_options()
     settings = SwarmSettings(
-        workers=workers, retries=retries, check_timeout_s=check_timeout, test_cmd=test_cmd
+        workers=workers,
+        retries=retries,
+        check_timeout_s=check_timeout,
+        test_cmd=test_cmd,
+        sandbox=run.agent.sandbox,
     )
     raise typer.Exit(swarm_task(task, run, settings, plan_file=plan, json_mode=json_))
 

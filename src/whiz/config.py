@@ -48,6 +48,10 @@ class ServeSettings(BaseModel):
     max_draft: int = Field(32, description="Longest draft verified in one batch.")
     api_keys: list[str] = Field(default_factory=list, description="Accepted bearer keys; none means no auth.")
     rate_limit_rpm: int = Field(0, description="Requests per minute per key (0: unlimited).")
+    idle_exit_s: float = Field(
+        0,
+        description="Exit after this many seconds without a request (0: never); background servers use 900.",
+    )
     temperature: float = Field(0.7, description="Sampling temperature when a request sets none.")
     top_p: float = Field(0.8, description="Nucleus sampling when a request sets none.")
     top_k: int = Field(20, description="Top-k sampling (not part of OpenAI's API).")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from whiz.agent.errors import WhizAgentError
-from whiz.agent.workspace import PathEscape, Workspace
+from whiz.agent.workspace import GitDirRefused, PathEscape, Workspace
 
 
 @pytest.fixture
@@ -122,3 +122,44 @@ def test_search_finds_lines_regex_or_plain(ws: Workspace) -> None:
 def test_search_stops_at_limit(ws: Workspace) -> None:
     (ws.root / "many.txt").write_text("hit\n" * 50)
     assert len(ws.search("hit", limit=7)) == 7
+
+
+@needs_git
+def test_git_folder_is_neither_read_nor_listed_but_gitignore_is(ws: Workspace) -> None:
+    git(ws.root, "init", "-q")
+    git(ws.root, "config", "remote.origin.url", "https://user:secret-token@example.com/repo.git")
+    (ws.root / ".gitignore").write_text("*.log\n")
+    for rel in [".git/config", "./.git/config", ".GIT/config", ".git./config", ".git", "src/../.git/HEAD"]:
+        with pytest.raises(PathEscape):
+            ws.read_text(rel)
+    with pytest.raises(GitDirRefused, match=r"git's own folder \(\.git\)") as refused:
+        ws.read_text(".git/config")
+    assert refused.value.code == "git_dir_refused" and refused.value.status == 403
+    assert ws.read_text(".gitignore") == "*.log\n"
+    assert ws.resolve(".github/workflows/ci.yml") == ws.root / ".github" / "workflows" / "ci.yml"
+    assert not any(".git/" in rel for rel in ws.list_files())
+    assert ws.search("secret-token") == []
+
+
+def test_a_symlink_into_the_git_folder_is_refused(ws: Workspace) -> None:
+    (ws.root / ".git" / "hooks").mkdir(parents=True)
+    (ws.root / ".git" / "config").write_text("[core]\n")
+    (ws.root / "cfg").symlink_to(ws.root / ".git" / "config")
+    (ws.root / "hooks").symlink_to(ws.root / ".git" / "hooks")
+    with pytest.raises(GitDirRefused, match="symlink"):
+        ws.read_text("cfg")
+    with pytest.raises(GitDirRefused, match="symlink"):
+        ws.resolve("hooks/pre-commit")
+    assert "cfg" not in ws.list_files()
+
+
+def test_a_git_folder_named_by_a_gitdir_file_is_refused(tmp_path: Path) -> None:
+    # A worktree or submodule: `.git` is a file that names the real git folder.
+    root = tmp_path / "proj"
+    (root / "meta" / "hooks").mkdir(parents=True)
+    (root / ".git").write_text("gitdir: meta\n")
+    ws = Workspace(root)
+    with pytest.raises(GitDirRefused):
+        ws.resolve("meta/hooks/pre-commit")
+    with pytest.raises(GitDirRefused):
+        ws.resolve(".git")

@@ -117,13 +117,13 @@ def test_without_a_server_one_starts_in_process(project: Path, tmp_path: Path) -
     env_url = f"http://127.0.0.1:{free_port()}"
     env = {**os.environ, "WHIZ_HOME": str(tmp_path / "home"), "WHIZ_BASE_URL": env_url}
     done = subprocess.run(
-        [sys.executable, "-m", "whiz", "exec", "--json", "--model", "fake", "What is in greet.py?"],
+        [sys.executable, "-m", "whiz", "exec", "--json", "--in-process", "--model", "fake", "What is here?"],
         cwd=project, env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stderr.splitlines() == [f"whiz: no whiz server at {env_url}; starting fake in this process"]
     messages = [e["item"]["text"] for e in events(done.stdout) if e["type"] == "item.completed"]
-    assert messages and messages[0].startswith("echo: What is in greet.py?")  # the fake engine's answer
+    assert messages and messages[0].startswith("echo: What is here?")  # the fake engine's answer
 
 
 def test_a_full_disk_fails_cleanly_and_writes_nothing(serve_fake, project: Path, tmp_path: Path) -> None:
@@ -147,3 +147,33 @@ def test_a_full_disk_fails_cleanly_and_writes_nothing(serve_fake, project: Path,
     assert len(errors) == 1 and "File too large" in errors[0] and "nothing was changed" in errors[0].lower()
     assert (project / "big.txt").read_text() == big
     assert sorted(p.name for p in project.iterdir()) == ["README.md", "big.txt", "greet.py"]  # no temp files
+
+
+def test_without_a_server_one_starts_in_the_background_and_serves_the_next_command(
+    project: Path, tmp_path: Path
+) -> None:
+    env_url = f"http://127.0.0.1:{free_port()}"
+    env = {**os.environ, "WHIZ_HOME": str(tmp_path / "home"), "WHIZ_BASE_URL": env_url}
+    env.pop("WHIZ_IN_PROCESS", None)
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "whiz", *args]
+        return subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=120)
+
+    try:
+        first = run("exec", "--json", "--model", "fake", "What is in greet.py?")
+        assert first.returncode == 0, first.stderr
+        assert "starting fake in the background" in first.stderr
+        second = run("exec", "--json", "--model", "fake", "And now?")
+        assert second.returncode == 0 and second.stderr == ""  # the warm one answered: nothing started
+        messages = [e["item"]["text"] for e in events(second.stdout) if e["type"] == "item.completed"]
+        assert messages and messages[0].startswith("echo:")
+        status = run("serve", "status")
+        assert status.returncode == 0 and status.stdout.startswith("fake  http://127.0.0.1:")
+        pid = int(status.stdout.split("pid ")[1].split()[0])
+    finally:
+        stopped = run("serve", "stop")
+    assert stopped.returncode == 0 and f"pid {pid}" in stopped.stdout
+    assert run("serve", "status").returncode == 1  # none left
+    stat = Path(f"/proc/{pid}/stat")
+    assert not stat.exists() or stat.read_text().split(") ", 1)[1].startswith("Z")  # gone (or unreaped)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from whiz.environments.sandbox import environment_for
-from whiz.environments.worktree import CopyError, isolated_copy
+from whiz.environments.worktree import CopyError, isolated_copy, sweep_stale_copies
 
 
 def git(cwd: Path, *args: str) -> str:
@@ -126,3 +128,28 @@ async def test_a_copys_linked_dependencies_are_read_only_in_the_sandbox(repo: Pa
     assert (repo / ".venv" / "lib" / "pkg.py").read_text() == "VERSION = 1\n"
     assert not (repo / ".venv" / "lib" / "installed.py").exists()
     assert (repo / "a.py").read_text() == "a = 1\n"
+
+
+def test_copies_a_killed_whiz_left_are_swept_and_their_worktrees_pruned(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    # A whiz that makes a copy, then dies before it can remove it.
+    script = (
+        "import os, signal, tempfile, sys\n"
+        f"tempfile.tempdir = {str(temp)!r}\n"
+        "from whiz.environments.worktree import isolated_copy\n"
+        f"isolated_copy(__import__('pathlib').Path({str(repo)!r}), prefix='whiz-heal-')\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    subprocess.run([sys.executable, "-c", script], check=False)
+    left = list(temp.glob("whiz-heal-*"))
+    assert len(left) == 1 and str(left[0]) in git(repo, "worktree", "list")
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    with isolated_copy(repo, prefix="whiz-heal-") as mine:  # a live copy, this process's: kept
+        assert sweep_stale_copies(repo, temp_dir=temp) == left
+        assert not left[0].exists() and str(left[0]) not in git(repo, "worktree", "list")
+        assert mine.path.exists() and str(mine.path.parent) in git(repo, "worktree", "list")
+    (temp / "whiz-not-a-copy").mkdir()  # no owner file: not whiz's to judge
+    assert sweep_stale_copies(repo, temp_dir=temp) == [] and (temp / "whiz-not-a-copy").exists()

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.agent.conftest import GREET, sr
+from whiz.agent.approvals import ApprovalMode
 from whiz.agent.config import AgentConfig
 from whiz.agent.events import Collector
 from whiz.agent.scripted_model import ScriptedModel
@@ -40,9 +42,16 @@ class Opened:
         self.notices: list[str] = []
         self.events = Collector()
 
-    async def open(self, *, resume: str | None = None, test_cmd: str | None = None, **run) -> AgentSession:
+    async def open(
+        self,
+        *,
+        resume: str | None = None,
+        test_cmd: str | None = None,
+        approval=ApprovalMode.AUTO_EDIT,
+        **run,
+    ) -> AgentSession:
         home = self.project.parent / "home"
-        agent = AgentConfig(test_cmd=test_cmd)
+        agent = AgentConfig(test_cmd=test_cmd, approval=approval)
         return await AgentSession.open(
             SessionOptions(self.project, agent=agent, home=home, resume=resume, **run),
             sink=self.events,
@@ -149,3 +158,20 @@ async def test_switching_to_auto_heals_as_starting_in_auto_does_and_switching_aw
 async def test_a_resume_of_a_session_that_is_not_there_is_one_clear_error(project):
     with pytest.raises(SetupError, match="no session 'sess_nope'"):
         await Opened(project, two_models([], [])).open(resume="sess_nope")
+
+
+async def test_a_read_only_session_never_heals_so_no_candidate_runs_the_tests(project):
+    candidates = ScriptedCandidates([[sr("greet.py", "def say_hello(name):", "def greet(name):")] * 5])
+    pool = ScriptedPool(
+        clients={"fast": lambda: ScriptedModel(["It says hello."])}, sources={"fast": candidates}
+    )
+    opened = Opened(project, pool)
+    session = await opened.open(test_cmd=TEST_CMD, mode="auto", approval=ApprovalMode.READ_ONLY)
+    try:
+        assert session.heal_n == 0  # auto mode with a test command heals, but not read-only
+        assert (await session.run("What does greet.py do?")).ok
+    finally:
+        await session.close()
+    assert candidates.calls == [] and (project / "greet.py").read_text() == GREET
+    with pytest.raises(SetupError, match="read-only"):
+        await opened.open(test_cmd=TEST_CMD, heal=3, approval=ApprovalMode.READ_ONLY)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from whiz.agent.approvals import ApprovalMode
 from whiz.agent.formats import ActionFormat
+from whiz.environments.sandbox import SandboxOptions
 
 
 @dataclass
@@ -26,3 +27,6 @@ class AgentConfig:
     map_tokens: int = 1024
     cancel_grace_s: float = 2.0
     """How long a cancelled model call may take to end on its own before it is cut off."""
+    sandbox: SandboxOptions = field(default_factory=SandboxOptions)
+    """Where the commands it runs (`RUN`, the test command) may write and reach: by default the
+    workspace only, `.git` read-only, no network, no secrets in the environment."""

@@ -1,20 +1,20 @@
 """Edits the model asks for, turned into new file contents (pure), then written all at once or not at all.
 
-`plan_edits` computes every file's new text and writes nothing; `apply_changes` writes them atomically.
+`plan_edits` computes every file's new text and writes nothing; `apply_changes` writes them all or none,
+even across a crash (see whiz.agent.journal).
 Line endings are kept: a CRLF file stays CRLF, and a file keeps (or keeps lacking) its final newline.
 """
 
 from __future__ import annotations
 
-import contextlib
 import difflib
-import os
-import secrets
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from whiz.agent.durable import sha256, temp_beside, write_temp
 from whiz.agent.errors import WhizAgentError
+from whiz.agent.journal import Entry, Journal, Step, default_journal_dir, workspace_lock
 from whiz.agent.matching import (
     REINDENT_FROM_LEVEL,
     Ambiguous,
@@ -80,6 +80,8 @@ class FileChange:
     path: str
     before: str | None
     after: str | None
+    mode: int | None = None
+    """Permission bits for the written file; None keeps the file's own (a new file gets the umask's)."""
 
 
 # --- text as lines, with its line-ending conventions remembered -------------------------------------
@@ -303,12 +305,22 @@ def unified_diff(change: FileChange) -> str:
     return "".join(out)
 
 
-# --- writing: all files or none ------------------------------------------------------------------
+# --- writing: all files or none, even across a crash ----------------------------------------------
 
 
-def apply_changes(ws: Workspace, changes: list[FileChange]) -> None:
-    """Write every change, or none: new texts go to temp files first, originals are set aside, and any
-    failure puts everything back. Raises EditError if a file changed on disk since it was planned."""
+def apply_changes(ws: Workspace, changes: list[FileChange], *, journal_dir: Path | None = None) -> None:
+    """Write every change, or none, even if whiz is killed midway.
+
+    Each new text is written and fsynced beside its file, then renamed over it, so no file is ever
+    missing or half-written. A journal written first (in `journal_dir`; WHIZ_HOME/journal by default)
+    lets `whiz.agent.journal.recover` finish or take back a write a crash cut short, and a failure
+    while running puts every file back. Raises EditError if a file changed on disk since it was planned.
+    """
+    _apply_changes(ws, changes, journal_dir or default_journal_dir(), lambda _: None)
+
+
+def _apply_changes(ws: Workspace, changes: list[FileChange], journal_dir: Path, step: Step) -> None:
+    """apply_changes, calling `step` after each thing it makes durable (the crash tests stop it there)."""
     targets = [ws.resolve(change.path) for change in changes]
     for change, target in zip(changes, targets, strict=True):
         current = ws.read_text(change.path) if target.is_file() else None
@@ -316,94 +328,70 @@ def apply_changes(ws: Workspace, changes: list[FileChange]) -> None:
             raise EditError(
                 f"{change.path} changed on disk since the edit was planned; read it again and redo it."
             )
-    made_dirs: list[Path] = []
-    temps: dict[Path, Path] = {}
-    steps: list[_Step] = []
-    at = ""
-    try:
-        for change, target in zip(changes, targets, strict=True):
-            at = change.path
-            if change.after is not None:
-                made_dirs += _make_parents(target.parent)
-                temps[target] = _write_temp(target, change.after)
-        for change, target in zip(changes, targets, strict=True):
-            at = change.path
-            step = _Step(target)
-            steps.append(step)
-            if change.before is not None:
-                step.backup = _sibling(target, "bak")
-                os.replace(target, step.backup)
-            if change.after is not None:
-                os.replace(temps[target], target)
-                del temps[target]
-                step.placed = True
-    except OSError as exc:
-        stuck = _roll_back(steps, temps, made_dirs)
-        outcome = (
-            f"These files could not be put back: {', '.join(stuck)}." if stuck else "No file was changed."
-        )
-        raise EditError(f"Could not write {at}: {exc.strerror or exc}. {outcome}") from exc
-    for step in steps:
-        if step.backup is not None:
-            with contextlib.suppress(OSError):
-                step.backup.unlink()
-
-
-@dataclass
-class _Step:
-    """How far one file got while committing: its original set aside as `backup`, its new text `placed`."""
-
-    target: Path
-    backup: Path | None = None
-    placed: bool = False
-
-
-def _roll_back(steps: list[_Step], temps: dict[Path, Path], made_dirs: list[Path]) -> list[str]:
-    """Undo the steps taken so far; returns the files it could not put back (normally none)."""
-    stuck = []
-    for step in reversed(steps):
+    if not changes:
+        return
+    with workspace_lock(ws.root):
+        journal = _journal_for(ws, changes, targets)
         try:
-            if step.placed:
-                step.target.unlink()
-            if step.backup is not None:
-                os.replace(step.backup, step.target)
-        except OSError:
-            stuck.append(str(step.target))
-    for temp in temps.values():
-        with contextlib.suppress(OSError):
-            temp.unlink()
-    for folder in reversed(made_dirs):
-        with contextlib.suppress(OSError):
-            folder.rmdir()
-    return stuck
+            journal.write(journal_dir, step)
+        except OSError as exc:
+            raise EditError(
+                f"Could not write the edit journal in {journal_dir}: {exc.strerror or exc}. "
+                "No file was changed."
+            ) from exc
+        step("journal placed")
+        try:
+            for rel in journal.made_dirs:
+                (ws.root / rel).mkdir()
+                step(f"made {rel}")
+            for entry, change in zip(journal.entries, changes, strict=True):
+                journal.at = entry.path
+                if change.after is not None:
+                    mode = change.mode if change.mode is not None else entry.mode
+                    write_temp(journal.target(entry), change.after.encode("utf-8"), mode, journal.temp(entry))
+                    step(f"wrote {entry.path}")
+            journal.roll_forward(step)
+        except BaseException as exc:  # a Ctrl-C midway is taken back too, then goes on up
+            stuck = journal.roll_back()
+            if not stuck:
+                journal.remove()
+            if not isinstance(exc, OSError):
+                raise
+            outcome = (
+                f"These files could not be put back: {', '.join(stuck)}; whiz retries when it next starts."
+                if stuck
+                else "No file was changed."
+            )
+            raise EditError(f"Could not write {journal.at}: {exc.strerror or exc}. {outcome}") from exc
+        journal.remove()
+        step("journal removed")
 
 
-def _make_parents(folder: Path) -> list[Path]:
-    """Create `folder` and its missing parents; returns those created, outermost first."""
+def _journal_for(ws: Workspace, changes: list[FileChange], targets: list[Path]) -> Journal:
+    """The journal of a write: each target's old and new text (as hashes, and the old text itself)."""
+    entries, made_dirs = [], []
+    for change, target in zip(changes, targets, strict=True):
+        before = None if change.before is None else change.before.encode("utf-8")
+        after = None if change.after is None else change.after.encode("utf-8")
+        entries.append(
+            Entry(
+                path=ws.relative(target),
+                temp=temp_beside(target).name if after is not None else None,
+                before=change.before,
+                before_sha256=sha256(before),
+                after_sha256=sha256(after),
+                mode=stat.S_IMODE(target.stat().st_mode) if before is not None else None,
+            )
+        )
+        if after is not None:
+            made_dirs += [ws.relative(folder) for folder in _missing_parents(target.parent)]
+    return Journal(ws.root, entries, list(dict.fromkeys(made_dirs)))
+
+
+def _missing_parents(folder: Path) -> list[Path]:
+    """`folder` and its parents that do not exist yet, outermost first."""
     missing = []
     while not folder.exists():
         missing.append(folder)
         folder = folder.parent
-    for path in reversed(missing):
-        path.mkdir()
     return list(reversed(missing))
-
-
-def _sibling(target: Path, kind: str) -> Path:
-    return target.with_name(f".{target.name}.whiz-{kind}-{secrets.token_hex(4)}")
-
-
-def _write_temp(target: Path, text: str) -> Path:
-    temp = _sibling(target, "tmp")
-    # O_EXCL with mode 0o666 lets the umask decide a new file's mode, as for any other editor.
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(text.encode("utf-8"))
-        if target.exists():
-            os.chmod(temp, stat.S_IMODE(target.stat().st_mode))
-    except OSError:
-        with contextlib.suppress(OSError):
-            temp.unlink()
-        raise
-    return temp

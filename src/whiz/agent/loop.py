@@ -30,7 +30,7 @@ from whiz.agent.turns import Turn, turn
 from whiz.agent.undo import UndoStore
 from whiz.agent.workspace import Workspace
 from whiz.client import ClientError
-from whiz.environments.local import Environment, LocalEnvironment
+from whiz.environments import Environment, environment_for
 
 
 class AgentSignal(Exception):
@@ -88,7 +88,9 @@ class Agent:
         self.approvals = approvals or Approvals(
             self.config.approval, preapproved=[self.config.test_cmd or ""]
         )
-        self.env = environment or LocalEnvironment(workspace.root, timeout_s=self.config.command_timeout_s)
+        self.env = environment or environment_for(
+            workspace.root, self.config.sandbox, timeout_s=self.config.command_timeout_s
+        )
         self.tools = Toolbox(
             workspace,
             self.env,

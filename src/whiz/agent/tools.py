@@ -17,7 +17,8 @@ from whiz.agent.errors import WhizAgentError
 from whiz.agent.events import Emitter
 from whiz.agent.undo import UndoStore
 from whiz.agent.workspace import Workspace
-from whiz.environments.local import CommandResult, Environment, LocalEnvironment, truncate
+from whiz.environments import SandboxOptions, environment_for
+from whiz.environments.local import CommandResult, Environment, truncate
 
 MAX_READ_LINES = 400
 MAX_OUTPUT_CHARS = 8000
@@ -220,7 +221,7 @@ class Toolbox:
         if self.undo is None:
             return
         try:
-            self.undo.record(self._turn_id, changes)
+            self.undo.record(self._turn_id, changes, self.ws)
         except OSError as exc:
             raise WriteFailed(
                 f"could not save the undo snapshot ({exc.strerror or exc}); nothing was changed"
@@ -251,12 +252,15 @@ class Toolbox:
         return Outcome(f"$ {command}\n{output}\n{note}", ok=result.ok)
 
 
-async def run_reported(emit: Emitter, cwd: Path, command: str, timeout_s: float) -> CommandResult:
+async def run_reported(
+    emit: Emitter, cwd: Path, command: str, timeout_s: float, sandbox: SandboxOptions | None = None
+) -> CommandResult:
     """Run a command the user gave (no approval asked: a heal's baseline tests, a swarm's final
-    ones) in `cwd`, reported as a `command_execution` item with the head and tail of its output."""
+    ones) in `cwd`, confined as `sandbox` says (default: the workspace only), reported as a
+    `command_execution` item with the head and tail of its output."""
     item = emit.start("command_execution", command=command, aggregated_output="", exit_code=None,
                       status="in_progress")  # fmt: skip
-    result = await LocalEnvironment(cwd, timeout_s=timeout_s).run(command)
+    result = await environment_for(cwd, sandbox, timeout_s=timeout_s).run(command)
     emit.complete(
         item,
         aggregated_output=truncate(result.output, REPORTED_OUTPUT_CHARS),

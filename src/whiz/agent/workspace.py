@@ -23,11 +23,29 @@ class PathEscape(WhizAgentError):
     code = "path_escape"
 
 
+class GitDirRefused(PathEscape):
+    """A path into the repository's git folder. Git runs what is there (hooks, `core.fsmonitor` in its
+    config) on the user's next git command, past every approval, and the config can hold tokens: so it
+    is neither written nor read through the workspace. `.gitignore` and the like are ordinary files."""
+
+    status = 403
+    code = "git_dir_refused"
+
+
+def is_git_name(name: str) -> bool:
+    """Whether a path component names a git folder: `.git` in any case (case-insensitive file systems
+    open `.GIT/config` as `.git/config`), with the trailing dots and spaces Windows drops, or its 8.3
+    short name, the same spellings git itself refuses to check out."""
+    bare = name.rstrip(". ").lower()
+    return bare == ".git" or name.lower() == "git~1"
+
+
 class Workspace:
     """A folder the agent may read and edit; `resolve` is the one gate every path goes through."""
 
     def __init__(self, root: Path):
         self.root = Path(root).resolve()
+        self._git_dirs = _linked_git_dirs(self.root)
 
     def resolve(self, rel: str) -> Path:
         """The real path of `rel` in the workspace (symlinks followed); PathEscape if it leads out."""
@@ -40,9 +58,16 @@ class Workspace:
             )
         if ".." in pure.parts:
             raise PathEscape(f"Path {rel!r} contains '..'; paths must stay inside the project folder.")
+        if any(is_git_name(part) for part in pure.parts):
+            raise GitDirRefused(
+                f"Path {rel!r} is inside git's own folder (.git), which whiz never reads or changes; "
+                "use git commands to look at the repository."
+            )
         real = (self.root / pure).resolve()
         if not real.is_relative_to(self.root):
             raise PathEscape(f"Path {rel!r} is a symlink that leads outside the project folder; refused.")
+        if self._in_git_dir(real):
+            raise GitDirRefused(f"Path {rel!r} is a symlink into git's own folder (.git); refused.")
         return real
 
     def relative(self, path: Path) -> str:
@@ -83,7 +108,7 @@ class Workspace:
         kept = []
         for path in sorted(found):
             rel = self.relative(path)
-            if SKIP_DIRS.isdisjoint(PurePosixPath(rel).parts[:-1]) and self._inside(path) and path.is_file():
+            if SKIP_DIRS.isdisjoint(PurePosixPath(rel).parts[:-1]) and self._allowed(path) and path.is_file():
                 kept.append(rel)
         return kept[:limit]
 
@@ -112,8 +137,15 @@ class Workspace:
                         return hits
         return hits
 
-    def _inside(self, path: Path) -> bool:
-        return path.resolve().is_relative_to(self.root)
+    def _allowed(self, path: Path) -> bool:
+        real = path.resolve()
+        return real.is_relative_to(self.root) and not self._in_git_dir(real)
+
+    def _in_git_dir(self, real: Path) -> bool:
+        """Whether a real (symlinks followed) path inside the root lies in a git folder."""
+        if any(is_git_name(part) for part in real.relative_to(self.root).parts):
+            return True
+        return any(real.is_relative_to(git_dir) for git_dir in self._git_dirs)
 
     def _git_files(self, base: Path) -> list[Path] | None:
         """Tracked and untracked-but-not-ignored files from git, or None where git is absent or says no."""
@@ -138,3 +170,17 @@ class Workspace:
             dirs[:] = [d for d in dirs if d not in SKIP_DIRS]
             found.extend(Path(folder) / name for name in files)
         return found
+
+
+def _linked_git_dirs(root: Path) -> list[Path]:
+    """The git folder a `.git` *file* at the root points to (`gitdir: ...`, as in a worktree or a
+    submodule), where it lies inside the root under another name; a `.git` folder needs no entry,
+    since every path through it has a `.git` component."""
+    try:
+        text = (root / ".git").read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return []
+    if not text.startswith("gitdir:"):
+        return []
+    target = (root / text.removeprefix("gitdir:").strip()).resolve()
+    return [target] if target.is_relative_to(root) else []

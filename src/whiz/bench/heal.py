@@ -21,11 +21,13 @@ same work is timed both ways. The report is a table, then one JSON line.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,7 +40,7 @@ from whiz.agent.workspace import Workspace
 from whiz.bench.edit_tasks import EditTask, default_editeval_path, load_editeval
 from whiz.bench.tasks import workspace_for
 from whiz.client import ClientError
-from whiz.environments.local import LocalEnvironment
+from whiz.environments import SandboxOptions, environment_for
 from whiz.modes.candidates import generate
 from whiz.modes.endpoints import DeepSettings, FastSettings, SetupError
 from whiz.modes.healing import Healer, HealSettings, heal_messages
@@ -63,19 +65,28 @@ def test_command(task: EditTask) -> str:
     return f"{sys.executable} test_{task.filename}"
 
 
-async def run_variant(
-    router: ModeRouter, task: EditTask, variant: str, label: Label, settings: HealSettings
-) -> VariantRun:
-    """One variant on one task, in a fresh workspace; nothing is applied, the winner is enough."""
+@contextlib.asynccontextmanager
+async def task_workspace(
+    task: EditTask, timeout_s: float, sandbox: SandboxOptions | None = None
+) -> AsyncIterator[tuple[Workspace, str, list[dict]]]:
+    """A fresh workspace for `task`: (workspace, its test command, the heal's first messages, with
+    what the tests say now). The folder is removed on the way out."""
     with tempfile.TemporaryDirectory(prefix="whiz-bench-heal-") as tmp:
         root = Path(tmp)
         workspace_for(task, root)
         ws = Workspace(root)
         command = test_command(task)
-        router.current = label
-        started = time.perf_counter()
-        baseline = await LocalEnvironment(root, timeout_s=settings.test_timeout_s).run(command)
-        messages = heal_messages(ws, f"In {task.filename}: {task.instruction}", command, baseline)
+        baseline = await environment_for(root, sandbox, timeout_s=timeout_s).run(command)
+        yield ws, command, heal_messages(ws, f"In {task.filename}: {task.instruction}", command, baseline)
+
+
+async def run_variant(
+    router: ModeRouter, task: EditTask, variant: str, label: Label, settings: HealSettings
+) -> VariantRun:
+    """One variant on one task, in a fresh workspace; nothing is applied, the winner is enough."""
+    router.current = label
+    started = time.perf_counter()
+    async with task_workspace(task, settings.test_timeout_s, settings.sandbox) as (ws, command, messages):
         healer = Healer(ws, command, settings, emit=ItemEmitter(Collector()))
         outcome = await healer.heal(router, messages)
         seconds = time.perf_counter() - started
@@ -89,14 +100,8 @@ async def time_decoding(
     router: ModeRouter, task: EditTask, n: int, temperature: float, max_tokens: int
 ) -> dict:
     """The same N candidates decoded together and one after another (same seeds): wall times."""
-    with tempfile.TemporaryDirectory(prefix="whiz-bench-heal-") as tmp:
-        root = Path(tmp)
-        workspace_for(task, root)
-        command = test_command(task)
-        baseline = await LocalEnvironment(root, timeout_s=30).run(command)
-        messages = heal_messages(
-            Workspace(root), f"In {task.filename}: {task.instruction}", command, baseline
-        )
+    async with task_workspace(task, 30) as (_ws, _command, messages):
+        pass
     source = await router.candidates("fast")
     kw = {"temperature": temperature, "max_tokens": max_tokens, "seed": 7}
     parallel = await generate(source, messages, n, parallel=True, **kw)

@@ -102,13 +102,16 @@ def summarize(runs: list[TaskRun]) -> dict[str, Any]:
 async def run_bench(
     target: str | None, tasks: list[EditTask], formats: list[str], api_key: str | None, model: str | None, say
 ) -> dict[str, Any]:
-    url, server = await ensure_server(FastSettings(base_url=target, api_key=api_key, model=model), say)
+    # In this process when nothing answers: a benchmark measures a server of its own.
+    fast = FastSettings(base_url=target, api_key=api_key, model=model, in_process=True)
+    reached = await ensure_server(fast, say)
+    url, server = reached.url, reached.server
     try:
         results: dict[str, Any] = {}
         for actions in formats:
             runs = []
             for i, task in enumerate(tasks):
-                run = await run_task(url, task, actions, api_key, None if server else model)
+                run = await run_task(url, task, actions, api_key, reached.model)
                 runs.append(run)
                 verdict = "pass" if run.passed else f"fail ({run.status}: {run.message[:60]})"
                 say(f"[{actions} {i + 1}/{len(tasks)}] {task.task_id}: {verdict}, {run.seconds:.1f} s")

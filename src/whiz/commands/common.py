@@ -26,7 +26,7 @@ from whiz.modes.notices import ItemEmitter, NoticePrinter, Tee
 from whiz.modes.policy import PolicyDecision
 from whiz.modes.pool import Label, ModelPool, Models
 from whiz.modes.router import ModeRouter
-from whiz.modes.session import SessionLog, SessionOptions, check_policy, refuse
+from whiz.modes.session import SessionLog, SessionOptions, check_policy, check_sandbox, refuse, tidy_workspace
 
 EXIT_DONE, EXIT_FAILED, EXIT_SETUP = 0, 1, 2
 
@@ -178,6 +178,8 @@ async def open_frame(
     Routing decisions go to the session log as well as to `sink`. The pool and the session
     store are closed on the way out.
     """
+    check_sandbox(ws.root, options.agent.sandbox)
+    tidy_workspace(ws.root, notices_to(err))
     home = options.home or data_home()
     chain = Tee(sink)
     emit = ItemEmitter(chain)

@@ -88,7 +88,8 @@ async def _heal_turn(
 ) -> HealResult:
     with turn(emit) as t:
         started = time.perf_counter()
-        baseline = await run_reported(emit, ws.root, test_cmd, settings.test_timeout_s)  # what fails now
+        # what fails now
+        baseline = await run_reported(emit, ws.root, test_cmd, settings.test_timeout_s, settings.sandbox)
         healer = Healer(ws, test_cmd, settings, emit=emit)
         outcome = await healer.heal(models, heal_messages(ws, task, test_cmd, baseline))
         usage = {"output_tokens": sum(sum(r.generation.output_tokens) for r in outcome.rounds)}
@@ -103,7 +104,7 @@ async def _heal_turn(
         summary = [{"path": c.path, "kind": "add" if c.before is None else "update"} for c in best.changes]
         diff = "".join(unified_diff(c) for c in best.changes)
         try:
-            undo.record(t.id, best.changes)
+            undo.record(t.id, best.changes, ws)
             apply_changes(ws, best.changes)
         except (EditError, OSError) as exc:
             emit.single("file_change", changes=summary, diff=diff, status="failed")

@@ -12,9 +12,12 @@ from starlette.applications import Starlette
 from whiz.config import ServeSettings
 from whiz.engine.factory import load_engine
 from whiz.errors import InvalidRequest
+from whiz.models.store import default_home
 from whiz.seams import Backend, Engine
 from whiz.server.app import create_app
+from whiz.server.background import BackgroundServers
 from whiz.server.browser import is_loopback
+from whiz.server.idle import IdleWatch
 
 
 def build_app(backend: Engine | Backend, settings: ServeSettings) -> Starlette:
@@ -55,22 +58,6 @@ class DrainingServer(uvicorn.Server):
         super().handle_exit(sig, frame)
 
 
-def run_server(app: Starlette, settings: ServeSettings) -> None:
-    """Serve `app` until SIGTERM/SIGINT, then drain within `shutdown_grace_s` and return."""
-    config = uvicorn.Config(
-        app,
-        host=settings.host,
-        port=settings.port,
-        log_level="warning",
-        ws="websockets-sansio",
-        timeout_graceful_shutdown=settings.shutdown_grace_s,
-        limit_concurrency=settings.max_connections,
-        # A WebSocket message larger than a request body would be refused anyway: stop it at the door.
-        ws_max_size=int(settings.max_body_mb * 1024 * 1024) + 1024,
-    )
-    DrainingServer(config, app).run()
-
-
 def serve_forever(settings: ServeSettings, console: Console) -> None:
     check_bind(settings)  # before the model takes time to load
     if not settings.engine_only:
@@ -105,7 +92,7 @@ def serve_forever(settings: ServeSettings, console: Console) -> None:
     _print_urls(settings, console)
     app = build_app(engine, settings)
     try:
-        run_server(app, settings)
+        run_uvicorn(app, settings, console)
     finally:
         engine.close()
 
@@ -144,7 +131,7 @@ def serve_gateway(settings: ServeSettings, console: Console) -> None:
         )
     _print_urls(settings, console)
     app = build_app(gateway, settings)
-    run_server(app, settings)
+    run_uvicorn(app, settings, console)
 
 
 def _print_urls(settings: ServeSettings, console: Console) -> None:
@@ -162,3 +149,64 @@ def _print_urls(settings: ServeSettings, console: Console) -> None:
         '-d \'{"messages":[{"role":"user","content":"Write hello world in Python"}]}\'',
         soft_wrap=True,  # a wrapped command can't be pasted
     )
+
+
+def run_uvicorn(app: Starlette, settings: ServeSettings, console: Console) -> None:
+    """Serve `app` until SIGTERM/SIGINT (then drain within `shutdown_grace_s` and return) or, with
+    `--idle-exit`, until no request came for that long."""
+    watch = IdleWatch(app) if settings.idle_exit_s else None
+    config = uvicorn.Config(
+        watch or app,
+        host=settings.host,
+        port=settings.port,
+        log_level="warning",
+        ws="websockets-sansio",
+        timeout_graceful_shutdown=settings.shutdown_grace_s,
+        limit_concurrency=settings.max_connections,
+        # A WebSocket message larger than a request body would be refused anyway: stop it at the door.
+        ws_max_size=int(settings.max_body_mb * 1024 * 1024) + 1024,
+    )
+    server = DrainingServer(config, app)
+    if watch is None:
+        server.run()
+        return
+
+    async def until_idle() -> None:
+        while not server.should_exit:
+            await asyncio.sleep(min(5.0, settings.idle_exit_s / 4))
+            if watch.idle_s() >= settings.idle_exit_s:
+                console.print(f"idle for {settings.idle_exit_s:g} s: exiting", soft_wrap=True)
+                server.should_exit = True
+
+    async def main() -> None:
+        watcher = asyncio.ensure_future(until_idle())
+        try:
+            await server.serve()
+        finally:
+            watcher.cancel()
+
+    asyncio.run(main())
+
+
+def background_status() -> int:
+    """`whiz serve status`: the background servers, one line each; 0 when one runs, 1 when none."""
+    running = BackgroundServers(default_home()).all()
+    if not running:
+        print("no background server is running")
+        return 1
+    for r in running:
+        age = time.time() - r.started_at
+        idle = f"exits after {r.idle_exit_s / 60:g} idle min"
+        print(f"{r.model}  {r.url}  pid {r.pid}  up {age / 60:.0f} min  {idle}")
+        print(f"  log: {r.log}")
+    return 0
+
+
+def stop_background() -> int:
+    """`whiz serve stop`: end every background server; 0, or 1 when none was running."""
+    stopped = BackgroundServers(default_home()).stop()
+    for r in stopped:
+        print(f"stopped {r.model} at {r.url} (pid {r.pid})")
+    if not stopped:
+        print("no background server is running")
+    return 0 if stopped else 1

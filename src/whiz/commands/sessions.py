@@ -21,7 +21,7 @@ def undo_last(workspace: Path, *, home: Path | None = None) -> tuple[str, list[s
                 continue
             restored = undone.restored
             if restored:
-                note = {"type": "message", "role": "user", "content": undo_note(restored)}
+                note = {"type": "message", "role": "user", "content": undo_note(restored, undone.merged)}
                 store.save(info.id, store.items(info.id) + [note])
                 return info.id, restored
         return None

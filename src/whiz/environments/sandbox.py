@@ -89,7 +89,12 @@ class Bubblewrap:
             args += ["--ro-bind", ws, ws]
         for target in shared_dependencies(self.workspace):
             args += ["--ro-bind", str(target), str(target)]
-        args += ["--unshare-pid", "--die-with-parent", "--new-session"]
+        # No --new-session: the runner already starts bwrap in a session of its own, without a
+        # terminal, and the process inside that is init of the new pid namespace must stay in the
+        # runner's process group, so that killing the group ends the namespace and everything in
+        # it. (--die-with-parent alone is not enough: the kernel drops a parent-death signal when
+        # bwrap changes its credentials, and a killed command's processes were seen to survive.)
+        args += ["--unshare-pid", "--die-with-parent"]
         if not self.options.network:
             args.append("--unshare-net")
         args += ["--setenv", "TMPDIR", "/tmp", "--chdir", ws, "--", "/bin/sh", "-c", command]

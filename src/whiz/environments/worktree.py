@@ -68,6 +68,41 @@ class IsolatedCopy:
         self.close()
 
 
+OWNER_FILE = "whiz-owner.pid"
+"""In each copy's temporary folder: the id of the process that made it, so a later whiz can tell a
+copy that a killed process left behind from one still in use."""
+
+
+def sweep_stale_copies(source: Path | None = None, temp_dir: Path | None = None) -> list[Path]:
+    """Remove the copies whose process is gone (a whiz killed mid-heal leaves its copies in the
+    temporary folder, and their registrations in the repository's `.git/worktrees`); returns the
+    folders removed. Copies of a live process, and folders that are not whiz's, are left alone."""
+    removed = []
+    for holder in Path(temp_dir or tempfile.gettempdir()).glob("whiz-*"):
+        try:
+            owner = int((holder / OWNER_FILE).read_text())
+        except (OSError, ValueError):
+            continue  # not a copy (or one from before owners were written): not ours to judge
+        if _alive(owner):
+            continue
+        shutil.rmtree(holder, ignore_errors=True)
+        removed.append(holder)
+    top = _git_toplevel(Path(source).resolve()) if source is not None else None
+    if removed and top is not None:
+        _git(top, "worktree", "prune", check=False)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process: alive
+    return True
+
+
 def isolated_copy(source: Path, *, use_git: bool = True, prefix: str = "whiz-copy-") -> IsolatedCopy:
     """Copy `source` (its current state, uncommitted changes included) into a new temporary folder.
 
@@ -79,6 +114,7 @@ def isolated_copy(source: Path, *, use_git: bool = True, prefix: str = "whiz-cop
         raise CopyError(f"{source} is not a folder")
     holder = Path(tempfile.mkdtemp(prefix=prefix))
     try:
+        (holder / OWNER_FILE).write_text(str(os.getpid()))
         top = _git_toplevel(source) if use_git else None
         if top is not None and _worktree_add(top, holder / "tree"):
             copy = IsolatedCopy(

@@ -8,9 +8,15 @@ import asyncio
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from whiz.client import ConnectError, HttpClient, ResponseError
 from whiz.errors import WhizError
+from whiz.models.store import default_home
+from whiz.server.background import IDLE_EXIT_S, BackgroundServers
+
+if TYPE_CHECKING:
+    from whiz.server.inprocess import InProcessServer
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8321"
 DEFAULT_MODEL = "qwen2.5-coder-0.5b"
@@ -42,7 +48,11 @@ class ModelSettings:
 
 @dataclass
 class FastSettings(ModelSettings):
-    """Where the fast model is: as `whiz exec` finds it (a server at base_url, or in-process)."""
+    """Where the fast model is: as `whiz exec` finds it (a server at base_url, or whiz's own)."""
+
+    in_process: bool = False
+    """With no server at the default URL, load the model in this process (for this command only)
+    instead of using, or starting, the warm background server."""
 
 
 @dataclass
@@ -57,24 +67,52 @@ class DeepSettings(ModelSettings):
     slots: int = 8
 
 
-async def ensure_server(fast: ModelSettings, notice: Callable[[str], None]):
-    """(base URL, in-process server or None): the configured server if it answers, else one
-    started here when the URL was the default. Raises `SetupError` with a one-line reason."""
+@dataclass
+class Reached:
+    """A server that answers for a model, as `ensure_server` found or started it."""
+
+    url: str
+    model: str | None
+    """The model id to ask for; None: the server's own (one whiz started serves only that)."""
+    where: str
+    """Where it is, for people: the URL, "in the background", or "in this process"."""
+    server: InProcessServer | None = None
+    """A server started in this process, to stop when done."""
+
+
+async def ensure_server(fast: FastSettings, notice: Callable[[str], None]) -> Reached:
+    """The configured server if it answers; else, when the URL was the default, the background
+    server for the model (started now if none runs: it outlives this command and serves the next
+    one warm), or with `in_process` one started in this process. Raises `SetupError` with a
+    one-line reason."""
     url = fast.base_url or default_base_url()
     try:
         await probe(url, fast.api_key)
-        return url, None
+        return Reached(url, fast.model, url)
     except ConnectError as exc:
         if fast.base_url is not None:
             raise SetupError(f"no whiz server answers at {url} ({_reason(exc)})") from None
+    name = fast.model or DEFAULT_MODEL
+    if not fast.in_process:
+        servers = BackgroundServers(default_home())
+        running = await asyncio.to_thread(servers.find, name)
+        if running is None:
+            notice(
+                f"no whiz server at {url}; starting {name} in the background (it stays warm for the next "
+                f"command and exits after {IDLE_EXIT_S // 60} idle minutes; `whiz serve stop` ends it)"
+            )
+            try:
+                running = await asyncio.to_thread(servers.start, name)
+            except WhizError as exc:
+                raise SetupError(f"could not start a background server with {name}: {exc.message}") from None
+        return Reached(running.url, None, f"in the background at {running.url}")
     from whiz.config import ServeSettings
     from whiz.server.inprocess import InProcessServer
 
-    name = fast.model or DEFAULT_MODEL
     notice(f"no whiz server at {url}; starting {name} in this process")
     server = InProcessServer(ServeSettings(model=name, temperature=0))
     try:
-        return await asyncio.to_thread(server.start), server
+        return Reached(await asyncio.to_thread(server.start), None, "in this process", server)
     except WhizError as exc:
         raise SetupError(f"could not start a server with {name}: {exc.message}") from None
 

@@ -30,7 +30,8 @@ from whiz.agent.errors import WhizAgentError
 from whiz.agent.events import Emitter
 from whiz.agent.prompt import mentioned_files, system_prompt, task_message
 from whiz.agent.workspace import Workspace
-from whiz.environments.local import CommandResult, LocalEnvironment, truncate
+from whiz.environments import SandboxOptions, environment_for
+from whiz.environments.local import CommandResult, truncate
 from whiz.environments.worktree import CopyError, isolated_copy
 from whiz.errors import WhizError
 from whiz.modes.candidates import Candidate, CandidateSource, CandidateStream, Generation
@@ -61,6 +62,9 @@ class HealSettings:
     first_pass: bool = True
     """The first candidate to pass its tests ends the round, and the candidates still being
     written are cancelled; False: every candidate finishes and the smallest passing diff wins."""
+
+    sandbox: SandboxOptions = field(default_factory=SandboxOptions)
+    """Where a candidate's tests may write and reach: its own copy only, by default."""
 
     MAX_N: ClassVar[int] = 16
     """The most candidates a round decodes: the one bound for `whiz heal -n`, `--heal` and the web
@@ -371,7 +375,7 @@ class Healer:
             return
         try:
             apply_changes(Workspace(copy.path), result.changes)
-            env = LocalEnvironment(copy.path, timeout_s=self.settings.test_timeout_s)
+            env = environment_for(copy.path, self.settings.sandbox, timeout_s=self.settings.test_timeout_s)
             done = await env.run(self.test_cmd)
         except (EditError, WhizAgentError, OSError) as exc:
             result.error = f"could not apply the edit in a copy: {getattr(exc, 'message', exc)}"

@@ -118,7 +118,7 @@ class Merger:
         if not changes:
             return MergeResult(task_id, "unchanged", [], [], diff)
         if self.undo is not None:
-            self.undo.record(self.turn_id, changes)
+            self.undo.record(self.turn_id, changes, self.ws)
         apply_changes(self.ws, changes)
         for c in changes:
             self.touched_by[c.path] = task_id

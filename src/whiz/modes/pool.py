@@ -95,12 +95,12 @@ class ModelPool:
 
     async def _fast(self) -> Endpoint:
         s = self.fast_settings
-        url, server = await ensure_server(s, self.notice)
-        if server is not None:
-            self._servers.append(server)
+        reached = await ensure_server(s, self.notice)
+        if reached.server is not None:
+            self._servers.append(reached.server)
         name = s.model or "the server's model"
-        where = "in this process" if server else url
-        return Endpoint("fast", url, None if server else s.model, s.api_key, "responses", f"{name}, {where}")
+        description = f"{name}, {reached.where}"
+        return Endpoint("fast", reached.url, reached.model, s.api_key, "responses", description)
 
     async def _deep(self) -> Endpoint:
         s = self.deep_settings

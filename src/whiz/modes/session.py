@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from whiz.agent.approvals import Approvals, Approver
+from whiz.agent.approvals import ApprovalMode, Approvals, Approver
 from whiz.agent.config import AgentConfig
 from whiz.agent.events import EventSink
+from whiz.agent.journal import recover
 from whiz.agent.loop import Agent
 from whiz.agent.model import ModelClient
 from whiz.agent.sessions import SessionInfo, SessionStore, TurnRecord, data_home
@@ -30,6 +31,8 @@ from whiz.agent.turns import new_turn_id, turn
 from whiz.agent.undo import UndoStore
 from whiz.agent.workspace import Workspace
 from whiz.client import HttpClient
+from whiz.environments import SandboxOptions, SandboxUnavailable, environment_for
+from whiz.environments.worktree import sweep_stale_copies
 from whiz.modes.endpoints import DeepSettings, FastSettings, SetupError
 from whiz.modes.heal_step import HealingModel
 from whiz.modes.healing import Healer, HealSettings
@@ -84,8 +87,11 @@ HEAL_N_DEFAULT = 5
 
 def heal_candidates(heal: int | None, mode: Mode, agent: AgentConfig) -> int:
     """How many candidates the agent's healing steps decode (0: no healing): `heal`, or by
-    default 5 in auto mode with a test command and text actions. ValueError says what is wrong."""
+    default 5 in auto mode with a test command and text actions. Never in a read-only session:
+    healing runs the test command on the candidates. ValueError says what is wrong."""
     check_heal(heal, agent)
+    if agent.approval is ApprovalMode.READ_ONLY:
+        return 0
     if heal is None:
         # actions None is text (or the resumed session's, which `AgentSession.open` looks up first)
         return HEAL_N_DEFAULT if mode == "auto" and agent.test_cmd and agent.actions != "tools" else 0
@@ -100,6 +106,10 @@ def check_heal(heal: int | None, agent: AgentConfig) -> None:
         raise ValueError(f"--heal takes a number of candidates from 0 (off) to {HealSettings.MAX_N}")
     if heal > 1 and agent.actions == "tools":
         raise ValueError("--heal needs --actions text (candidates are edit blocks)")
+    if heal > 1 and agent.approval is ApprovalMode.READ_ONLY:
+        raise ValueError(
+            "--heal runs the test command on candidates; it does not go with --approval read-only"
+        )
 
 
 async def check_policy(
@@ -204,6 +214,8 @@ class AgentSession:
         With a test command, the agent heals as `options.heal` and the mode say (`HealingModel`).
         A resumed session keeps the mode, healing setting and test command it had, unless
         `options` gives them; `notice` says which mode is in force."""
+        check_sandbox(options.workspace, options.agent.sandbox)
+        tidy_workspace(options.workspace, notice)
         home = options.home or data_home()
         store = SessionStore(home / "sessions.db")
         try:
@@ -227,7 +239,7 @@ class AgentSession:
         healing = None
         ws = Workspace(options.workspace)
         if options.agent.test_cmd:
-            model = healing = healing_step(routed, router, ws, options.agent.test_cmd)
+            model = healing = healing_step(routed, router, ws, options.agent)
             chain.sinks.append(healing.observe)
         try:
             await routed.connect()  # no server: one clear line now, not a failed turn
@@ -313,7 +325,8 @@ class AgentSession:
             return None
         restored = undone.restored
         if restored:
-            self.agent.items.append({"type": "message", "role": "user", "content": undo_note(restored)})
+            note = undo_note(restored, undone.merged)
+            self.agent.items.append({"type": "message", "role": "user", "content": note})
             self.store.save(self.id, self.agent.items)
         return restored
 
@@ -368,7 +381,7 @@ class AgentSession:
         if not test_cmd:
             return
         if self.healing is None:
-            self.healing = healing_step(self.routed, self.router, self.agent.ws, test_cmd)
+            self.healing = healing_step(self.routed, self.router, self.agent.ws, agent)
             self.agent.model = self.healing
             self.chain.sinks.append(self.healing.observe)
         self.healing.healer.test_cmd = test_cmd
@@ -379,9 +392,33 @@ class AgentSession:
         await self.pool.close()
 
 
-def undo_note(restored: list[str]) -> str:
-    """What the model is told after the user undid its changes."""
-    return f"(The user undid your last changes to {', '.join(restored)}; those files are as before.)"
+def tidy_workspace(root: Path, say: Callable[[str], None]) -> None:
+    """What a whiz that was killed left behind, put right at the next start in `root`: an apply cut
+    short is finished or taken back (`recover`), and heal and swarm copies are removed."""
+    for line in recover(root):
+        say(line)
+    if stale := sweep_stale_copies(root):
+        say(f"removed {len(stale)} copies of the workspace that a stopped whiz left behind")
+
+
+def check_sandbox(workspace: Path, sandbox: SandboxOptions) -> None:
+    """`SetupError` with the one-line reason when commands cannot be confined as `sandbox` says: a
+    session refuses to start rather than run model-written code unconfined."""
+    try:
+        environment_for(workspace, sandbox)
+    except SandboxUnavailable as exc:
+        raise SetupError(exc.message) from None
+
+
+def undo_note(restored: list[str], merged: list[str] = ()) -> str:
+    """What the model is told after the user undid its changes (`merged`: files the user had edited
+    since, whose later edits were kept)."""
+    if not merged:
+        return f"(The user undid your last changes to {', '.join(restored)}; those files are as before.)"
+    return (
+        f"(The user undid your last changes to {', '.join(restored)}; the user's own later edits to "
+        f"{', '.join(merged)} were kept.)"
+    )
 
 
 def find_session(store: SessionStore, options: SessionOptions) -> SessionInfo | None:
@@ -427,10 +464,11 @@ def _restore(options: SessionOptions, stored: dict[str, Any]) -> SessionOptions:
     return dataclasses.replace(options, mode=mode or "fast", heal=heal, agent=agent)
 
 
-def healing_step(routed: RoutedModel, router: ModeRouter, ws: Workspace, test_cmd: str) -> HealingModel:
+def healing_step(routed: RoutedModel, router: ModeRouter, ws: Workspace, agent: AgentConfig) -> HealingModel:
     """The healing step between the agent and its routed model, off until `heal_n` says otherwise;
-    its `observe` must see the agent's events."""
-    healer = Healer(ws, test_cmd, HealSettings(n=0), emit=router.emit)
+    its `observe` must see the agent's events. Candidates' tests are confined as the agent's are."""
+    assert agent.test_cmd
+    healer = Healer(ws, agent.test_cmd, HealSettings(n=0, sandbox=agent.sandbox), emit=router.emit)
     return HealingModel(routed, healer, router)
 
 

@@ -29,7 +29,8 @@ from whiz.agent.model import Finished, ModelRequest, TextDelta
 from whiz.agent.tools import run_reported
 from whiz.agent.undo import UndoStore
 from whiz.agent.workspace import Workspace
-from whiz.environments.local import CommandResult, LocalEnvironment, truncate
+from whiz.environments import SandboxOptions, environment_for
+from whiz.environments.local import CommandResult, truncate
 from whiz.environments.worktree import IsolatedCopy, isolated_copy
 from whiz.errors import WhizError
 from whiz.modes.merge import Merger, MergeResult
@@ -56,6 +57,8 @@ class SwarmSettings:
     """Run in the workspace at the end; the swarm is done when it passes."""
     director_retries: int = 2
     director_max_tokens: int = 1536
+    sandbox: SandboxOptions = field(default_factory=SandboxOptions)
+    """Where the workers' commands, the checks and the final tests may write and reach."""
 
 
 @dataclass
@@ -252,6 +255,7 @@ class Swarm:
                 test_cmd=micro.check,
                 max_steps=s.max_steps,
                 command_timeout_s=s.check_timeout_s,
+                sandbox=s.sandbox,
             )
             events = Collector()
             agent = Agent(client, Workspace(copy.path), config=config, sink=events)
@@ -259,7 +263,7 @@ class Swarm:
                 result = await agent.run(worker_prompt(micro, previous))
             finally:
                 await client.close()
-            check = await LocalEnvironment(copy.path, timeout_s=s.check_timeout_s).run(micro.check)
+            check = await environment_for(copy.path, s.sandbox, timeout_s=s.check_timeout_s).run(micro.check)
             # From the edits' own events: a turn's result can miss the step that finished it.
             paths = [
                 c["path"]
@@ -281,7 +285,9 @@ class Swarm:
 
     async def _final_tests(self) -> CommandResult:
         command = self.settings.test_cmd or ""
-        return await run_reported(self.emit, self.ws.root, command, self.settings.check_timeout_s)
+        return await run_reported(
+            self.emit, self.ws.root, command, self.settings.check_timeout_s, self.settings.sandbox
+        )
 
 
 def worker_prompt(micro: MicroTask, previous: TaskRun | None) -> str:

@@ -32,6 +32,7 @@ from whiz.server.auth import bearer
 from whiz.server.browser import FORBIDDEN_CLOSE_CODE, SUBPROTOCOL, BrowserGuard, key_from_subprotocols
 from whiz.server.http import ClientGone, until_disconnected
 from whiz.server.http import read_body as read_bounded
+from whiz.server.messages import messages_routes
 from whiz.server.protocol import ChatRequest, ResponsesRequest, decode_json, parse
 from whiz.server.state import ServerState
 from whiz.server.websocket import Session
@@ -246,6 +247,7 @@ def create_app(
         Route("/health", health, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
     ]
+    api += messages_routes(state)
     for source in routes:
         api += source(state)
 

@@ -20,6 +20,7 @@ from whiz.agent.loop import Agent
 from whiz.agent.whiz_model import WhizModel
 from whiz.client import ClientError, HttpClient
 from whiz.client.urls import api_base
+from whiz.errors import WhizError
 from whiz.modes.endpoints import DeepSettings, SetupError
 from whiz.modes.router import MODES, parse_mode
 from whiz.tui import sessions
@@ -111,7 +112,11 @@ class SlashCommands:
         self.app.scrollback.print(table)
 
     async def undo(self, args: str) -> None:
-        restored = self.app.session.undo()
+        try:
+            restored = self.app.session.undo()
+        except WhizError as exc:  # a file changed since that turn in a way undo cannot merge
+            self.say(exc.message, "red")
+            return
         if restored is None:
             self.say("nothing to undo in this session", "yellow")
         elif not restored:

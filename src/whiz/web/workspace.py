@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -43,14 +44,18 @@ from whiz.agent.edits import EditError, FileChange, apply_changes, plan_edits, u
 from whiz.agent.undo import UndoStore
 from whiz.agent.workspace import Workspace
 from whiz.config import ServeSettings
-from whiz.environments.local import CommandResult, LocalEnvironment
+from whiz.environments import SandboxOptions, environment_for
+from whiz.environments.local import CommandResult
 from whiz.errors import Conflict, InvalidRequest, NotFound, PayloadTooLarge, WhizError
+from whiz.modes.session import tidy_workspace
 from whiz.server.auth import bearer
 from whiz.server.protocol import decode_json, parse
 from whiz.web.proposal import EditProposer, ModelEditProposer
 
 if TYPE_CHECKING:
     from whiz.server.state import ServerState
+
+log = logging.getLogger("whiz.server")
 
 MAX_FILE_BYTES = 1_000_000
 """Largest file the page may open (and so ask an edit for)."""
@@ -135,7 +140,8 @@ class WorkspaceService:
         self.undo_store = undo
         self.proposer = proposer
         self.test_cmd = test_cmd
-        self.environment = LocalEnvironment(workspace.root, timeout_s=test_timeout_s)
+        # The page's test command runs confined like the agent's: the workspace only, no network.
+        self.environment = environment_for(workspace.root, SandboxOptions(), timeout_s=test_timeout_s)
         self.pending: dict[str, PendingEdit] = {}
         self.offered: dict[str, PendingEdit] = {}
         """Healing candidates, acceptable like pending edits; they stay listed once decided."""
@@ -216,7 +222,7 @@ class WorkspaceService:
                     f"{change.path} changed on disk since this edit was proposed; reject it and ask again.",
                     param="id",
                 )
-        self.undo_store.record(edit.id, edit.changes)
+        self.undo_store.record(edit.id, edit.changes, self.workspace)
         apply_changes(self.workspace, edit.changes)
         self._decide(edit, "accepted")
         return [c.path for c in edit.changes]
@@ -376,6 +382,7 @@ def check_settings(settings: ServeSettings) -> None:
 def build_workspace(state: ServerState, root: Path, undo_dir: Path) -> WorkspaceService:
     """The service for `--workspace root`, proposing edits with this server's own engine."""
     check_settings(state.settings)
+    tidy_workspace(root, lambda line: log.warning("%s", line))
     return WorkspaceService(
         Workspace(root),
         UndoStore(undo_dir),
