@@ -3,6 +3,7 @@ default cap, stop strings and `n` are bounded, and SIGTERM ends the server withi
 
 from __future__ import annotations
 
+import random
 import signal
 import threading
 import time
@@ -46,6 +47,25 @@ def test_a_client_that_leaves_a_non_streaming_request_stops_the_engine(serve_fak
     # The client hung up; the engine must not go on generating ~4000 tokens for no one.
     assert wait_for(lambda: active(served) == 0, timeout_s=2.0), served.engine.status()
     assert_still_serves_long(served)
+
+
+def test_a_client_that_leaves_a_messages_request_stops_the_engine(serve_fake):
+    # No way to turn drafting off here: a reply without repeats keeps it from speeding things up.
+    rng = random.Random(0)
+    reply = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz ") for _ in range(6000))
+    served = serve_fake(lambda c: reply, engine_kw={"step_s": 0.01})
+    body = {"model": "fake", "max_tokens": 6000, "messages": [{"role": "user", "content": "go"}]}
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(f"{served.base_url}/messages", json=body, timeout=0.5)
+    assert wait_for(lambda: active(served) == 0, timeout_s=2.0), served.engine.status()
+
+
+def test_messages_stop_sequences_are_bounded(serve_fake):
+    served = serve_fake()
+    body = {"model": "fake", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}
+    r = httpx.post(f"{served.base_url}/messages", json={**body, "stop_sequences": ["s" * 65]})
+    assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error"
+    assert httpx.post(f"{served.base_url}/messages", json=body).status_code == 200
 
 
 def assert_still_serves_long(served) -> None:
