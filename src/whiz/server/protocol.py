@@ -289,24 +289,37 @@ class ResponsesRequest(SamplingFields):
         return metadata
 
     def tool_list(self) -> list[Tool]:
-        """Function tools; other kinds (web_search, custom, namespace, ...) have no local meaning."""
+        """The tools as the model sees them: function tools; custom (free-form) tools as a function
+        of one string, `input` (the Codex CLI's `apply_patch`); the function tools inside a
+        `namespace` (MCP servers' tools). Kinds with no local meaning (`web_search`,
+        `image_generation`, ...) are left out: `ignored_tools` names them."""
         if self.tool_choice == "none":
             return []
         tools = []
         for i, t in enumerate(self.tools or []):
-            if not isinstance(t, dict) or not isinstance(t.get("type"), str):
-                raise InvalidRequest("Each tool must be an object with a type.", param=f"tools.{i}")
-            if t["type"] != "function":
-                continue
-            if not isinstance(t.get("name"), str) or not t["name"]:
-                raise InvalidRequest("A function tool needs a name.", param=f"tools.{i}.name")
-            params = t.get("parameters") or {}
-            if not isinstance(params, dict):
-                raise InvalidRequest(
-                    "Tool parameters must be a JSON schema object.", param=f"tools.{i}.parameters"
-                )
-            tools.append(Tool(t["name"], t.get("description") or "", params))
+            kind = _tool_kind(t, f"tools.{i}")
+            if kind == "function":
+                tools.append(_function_tool(t, f"tools.{i}"))
+            elif kind == "custom":
+                tools.append(_custom_tool(t, f"tools.{i}"))
+            elif kind == "namespace":
+                for j, inner in enumerate(t.get("tools") or []):
+                    if _tool_kind(inner, f"tools.{i}.tools.{j}") == "function":
+                        tools.append(_function_tool(inner, f"tools.{i}.tools.{j}"))
         return tools
+
+    def custom_tool_names(self) -> frozenset[str]:
+        """The custom tools: a call to one is a `custom_tool_call` item, its input free text."""
+        return frozenset(
+            t["name"] for t in self.tools or [] if isinstance(t, dict) and t.get("type") == "custom"
+        )
+
+    def ignored_tools(self) -> list[str]:
+        """The kinds of tool left out of the prompt (only a hosted service runs them)."""
+        kept = ("function", "custom", "namespace")
+        return sorted(
+            {t["type"] for t in self.tools or [] if isinstance(t, dict) and t.get("type") not in kept}
+        )
 
     def input_messages(self) -> list[Message]:
         """The input items as messages (function calls and their outputs included)."""
@@ -316,6 +329,51 @@ class ResponsesRequest(SamplingFields):
         for i, item in enumerate(self.input):
             out.extend(_item_messages(item, f"input.{i}"))
         return _merge_calls(out)
+
+
+def _tool_kind(tool: Any, param: str) -> str:
+    if not isinstance(tool, dict) or not isinstance(tool.get("type"), str):
+        raise InvalidRequest("Each tool must be an object with a type.", param=param)
+    return tool["type"]
+
+
+def _function_tool(tool: dict, param: str) -> Tool:
+    if not isinstance(tool.get("name"), str) or not tool["name"]:
+        raise InvalidRequest("A function tool needs a name.", param=f"{param}.name")
+    params = tool.get("parameters") or {}
+    if not isinstance(params, dict):
+        raise InvalidRequest("Tool parameters must be a JSON schema object.", param=f"{param}.parameters")
+    return Tool(tool["name"], tool.get("description") or "", params)
+
+
+CUSTOM_INPUT = "input"
+"""The one argument a custom tool is called with, as the model sees it: its free-text input."""
+
+
+def _custom_tool(tool: dict, param: str) -> Tool:
+    """A free-form tool as a function of one string; its grammar, where it has one, is shown in the
+    description, so the model knows the shape of the text."""
+    if not isinstance(tool.get("name"), str) or not tool["name"]:
+        raise InvalidRequest("A custom tool needs a name.", param=f"{param}.name")
+    description = str(tool.get("description") or "")
+    fmt = tool.get("format") if isinstance(tool.get("format"), dict) else {}
+    if fmt.get("type") == "grammar" and isinstance(fmt.get("definition"), str):
+        description += f"\nThe input follows this {fmt.get('syntax', '')} grammar:\n{fmt['definition']}"
+    schema = {
+        "type": "object",
+        "properties": {CUSTOM_INPUT: {"type": "string", "description": "The tool's input, as plain text."}},
+        "required": [CUSTOM_INPUT],
+    }
+    return Tool(tool["name"], description.strip(), schema)
+
+
+def custom_input(call: ToolCall) -> str:
+    """The free-text input of a call to a custom tool (the model may also give the text alone)."""
+    args = call.arguments_object()
+    if isinstance(args, dict):
+        value = args.get(CUSTOM_INPUT, next(iter(args.values()), "") if len(args) == 1 else "")
+        return value if isinstance(value, str) else json.dumps(value)
+    return args if isinstance(args, str) else call.arguments
 
 
 def _item_messages(item: Any, param: str) -> list[Message]:
@@ -344,7 +402,22 @@ def _item_messages(item: Any, param: str) -> list[Message]:
         output = item.get("output", "")
         text = output if isinstance(output, str) else _text(output, f"{param}.output")
         return [Message("tool", text, tool_call_id=item["call_id"])]
-    if kind in ("reasoning", "item_reference"):
+    if kind == "custom_tool_call":
+        for key in ("call_id", "name"):
+            if not isinstance(item.get(key), str):
+                raise InvalidRequest(f"A custom_tool_call item needs a string {key}.", param=f"{param}.{key}")
+        text = item.get("input") if isinstance(item.get("input"), str) else ""
+        call = ToolCall(item["call_id"], item["name"], json.dumps({CUSTOM_INPUT: text}, ensure_ascii=False))
+        return [Message("assistant", "", (call,))]
+    if kind == "custom_tool_call_output":
+        if not isinstance(item.get("call_id"), str):
+            raise InvalidRequest(
+                "A custom_tool_call_output item needs a string call_id.", param=f"{param}.call_id"
+            )
+        output = item.get("output", "")
+        text = output if isinstance(output, str) else _text(output, f"{param}.output")
+        return [Message("tool", text, tool_call_id=item["call_id"])]
+    if kind in ("reasoning", "item_reference", "web_search_call", "image_generation_call"):
         return []  # nothing a local model can use
     raise InvalidRequest(f"Input items of type '{kind}' are not supported.", param=f"{param}.type")
 

@@ -23,7 +23,7 @@ from whiz.chat.messages import Message, Tool, ToolCall
 from whiz.engine.types import GenerationStats, SamplingParams
 from whiz.errors import InvalidRequest, WhizError
 from whiz.seams import Backend, BackendTurn
-from whiz.server.protocol import OFF_LOOP_CHARS, ResponsesRequest, input_chars
+from whiz.server.protocol import OFF_LOOP_CHARS, ResponsesRequest, custom_input, input_chars
 
 
 def new_id(prefix: str) -> str:
@@ -167,8 +167,10 @@ class PreparedTurn:
 class ResponseEvents:
     """Builds the standard Responses streaming events for one response, in order."""
 
-    def __init__(self, response: dict):
+    def __init__(self, response: dict, custom: frozenset[str] = frozenset()):
         self.response = response
+        self.custom = custom
+        """Custom tools: a call to one is a `custom_tool_call` with free-text input."""
         self._message: dict | None = None
         self._text = ""
         self._seq = 0
@@ -221,6 +223,8 @@ class ResponseEvents:
         return events
 
     def tool_call(self, call: ToolCall) -> list[dict]:
+        if call.name in self.custom:
+            return self._custom_call(call)
         events = self._close_message()
         item = {
             "id": new_id("fc"),
@@ -251,6 +255,35 @@ class ResponseEvents:
             )
         )
         item.update(arguments=call.arguments, status="completed")
+        events.append(self._event("response.output_item.done", output_index=index, item=dict(item)))
+        return events
+
+    def _custom_call(self, call: ToolCall) -> list[dict]:
+        """A call to a custom tool: its input is the text the tool takes, not JSON arguments."""
+        events = self._close_message()
+        text = custom_input(call)
+        item = {
+            "id": new_id("ctc"),
+            "type": "custom_tool_call",
+            "status": "in_progress",
+            "call_id": call.id,
+            "name": call.name,
+            "input": "",
+        }
+        self.response["output"].append(item)
+        index = self._index(item)
+        events.append(self._added(item))
+        events.append(
+            self._event(
+                "response.custom_tool_call_input.delta", item_id=item["id"], output_index=index, delta=text
+            )
+        )
+        events.append(
+            self._event(
+                "response.custom_tool_call_input.done", item_id=item["id"], output_index=index, input=text
+            )
+        )
+        item.update(input=text, status="completed")
         events.append(self._event("response.output_item.done", output_index=index, item=dict(item)))
         return events
 
@@ -417,7 +450,7 @@ class ResponsesService:
 
         The conversation it leaves is known without running it: exactly the prompt.
         """
-        events = ResponseEvents(self.skeleton(turn))
+        events = ResponseEvents(self.skeleton(turn), turn.request.custom_tool_names())
         stats = GenerationStats(prompt_tokens=turn.live.prompt_tokens)
         out = events.start() + events.finish("completed", usage=usage(stats, 0), whiz=timings(stats))
         return out, Conversation(turn.live.basis, turn.messages, turn.system, turn.tools, turn.chain)
@@ -440,7 +473,7 @@ class ResponseRun:
     async def events(self) -> AsyncIterator[dict]:
         """The response's events; the last one is terminal (completed, incomplete or failed)."""
         service, turn = self.service, self.turn
-        events = ResponseEvents(service.skeleton(turn))
+        events = ResponseEvents(service.skeleton(turn), turn.request.custom_tool_names())
         self.response = events.response
         for ev in events.start():
             yield ev
@@ -460,6 +493,8 @@ class ResponseRun:
         messages = turn.messages + [result.message()] if turn.request.generate else turn.messages
         self.conversation = Conversation(result.state, messages, turn.system, turn.tools, turn.chain)
         extra: dict[str, Any] = {"usage": usage(stats, result.output_tokens), "whiz": timings(stats)}
+        if ignored := turn.request.ignored_tools():
+            extra["whiz"]["ignored_tools"] = ignored  # tools only a hosted service runs
         if turn.request.wants_timeline():
             extra["whiz"]["timeline"] = timeline(result.steps)
         if result.finish_reason == "error":
