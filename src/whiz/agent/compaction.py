@@ -5,7 +5,8 @@ reply, still fits the window. When it does not, the conversation is compacted in
 only if the one before was not enough:
 
 1. long tool and command outputs, file contents and edit replies of earlier turns are cut to
-   their head and tail, saying how much was cut;
+   their head and tail, saying how much was cut (down to `TARGET_SHARE` of the room, so the
+   next steps fit too);
 2. the earlier turns are summarised by the model itself (one request), into one message that
    also keeps, written out by whiz rather than the model, the tasks so far, the files changed
    and the last test run;
@@ -15,12 +16,14 @@ only if the one before was not enough:
 
 The recent part (the running turn, or for `/compact` between turns the latest turns that fit a
 third of the window) always stays item for item. Token counts are estimates: exact for what the
-server last counted (its usage), and `CHARS_PER_TOKEN` for what was added since.
+server last counted (its usage), and for what was added since, characters at the rate the server's
+counts showed (`CHARS_PER_TOKEN` until it has counted).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,13 +33,18 @@ from whiz.agent.model import Finished, ModelClient, ModelRequest, TextDelta
 from whiz.errors import WhizError
 
 CHARS_PER_TOKEN = 3.5
-"""Characters of JSON-encoded items per token, where the server has not counted them: code and
-prose run 3.5 to 4.5, so this errs on the side of compacting early."""
+"""Characters of JSON-encoded items per token until the server has counted some: code and prose
+run 3.5 to 4.5 with JSON's quoting, so this errs on the side of compacting early."""
+RATE_SAFETY = 0.9
+"""A learnt rate is used a little lower than measured: text to come may pack less well."""
 LONG_CHARS = 1500
 """Contents longer than this are cut to their head and tail in stage 1 and 3."""
 HEAD_CHARS, TAIL_CHARS = 600, 400
 SUMMARY_TOKENS = 512
 """The most the model may write in a summary."""
+TARGET_SHARE = 0.6
+"""Compaction of earlier turns aims at this share of the input budget (or, for /compact, of what
+the conversation took), leaving room for the steps to come."""
 RECENT_SHARE = 3
 """Between turns, the latest turns kept verbatim take at most 1/RECENT_SHARE of the input budget."""
 
@@ -98,6 +106,8 @@ class Context:
     tasks: list[str] = field(default_factory=list)
     changed: list[str] = field(default_factory=list)
     test_cmd: str | None = None
+    chars_per_token: float = CHARS_PER_TOKEN
+    """The rate estimates use: learnt from the server's counts."""
     _counted: list[dict[str, Any]] = field(default_factory=list)
     _counted_tokens: int = 0
     _counted_instructions: str | None = None
@@ -113,6 +123,7 @@ class Context:
         input_tokens = finished.usage.get("input_tokens")
         if not input_tokens:
             return
+        self.learn_rate(request.instructions, request.items, input_tokens)
         self._counted = list(request.items) + list(finished.output_items)
         self._counted_tokens = input_tokens + (finished.usage.get("output_tokens") or 0)
         self._counted_instructions = request.instructions
@@ -126,12 +137,28 @@ class Context:
             and len(items) >= n
             and all(a is b for a, b in zip(items, self._counted, strict=False))
         ):
-            return self._counted_tokens + estimate_items(items[n:])
-        return estimate_text(instructions) + estimate_items(items)
+            return self._counted_tokens + self._items(items[n:])
+        return self._text(instructions) + self._items(items)
 
-    def forget_count(self) -> None:
-        """The server disagreed with the count (it refused a request as too long): estimate afresh."""
+    def learn_rate(self, instructions: str, items: list[dict[str, Any]], tokens: int) -> None:
+        """Learn how many characters a token is from the server's count of a whole request."""
+        chars = len(instructions) + sum(len(json.dumps(item, ensure_ascii=False)) for item in items)
+        self.chars_per_token = min(CHARS_PER_TOKEN * 2, max(0.5, chars / tokens * RATE_SAFETY))
+
+    def overflowed(self, instructions: str, items: list[dict[str, Any]], error: str) -> None:
+        """The server refused a request as too long for its window: learn from the count in its
+        error message (`needs N tokens`), and estimate afresh from now on."""
         self._counted, self._counted_tokens = [], 0
+        if found := re.search(r"needs (\d+) tokens", error):
+            self.learn_rate(instructions, items, int(found.group(1)))
+        else:
+            self.chars_per_token = min(self.chars_per_token, CHARS_PER_TOKEN) / 2
+
+    def _text(self, text: str) -> int:
+        return int(len(text) / self.chars_per_token) + 1
+
+    def _items(self, items: list[dict[str, Any]]) -> int:
+        return sum(self._text(json.dumps(item, ensure_ascii=False)) for item in items)
 
     async def fit(
         self,
@@ -152,11 +179,17 @@ class Context:
         before = self.estimate(instructions, items)
         if before <= budget and not force:
             return None
-        fixed = estimate_text(instructions)
+        fixed = self._text(instructions)
+        # Earlier turns are compacted well below the limit, so the steps that follow fit without
+        # another compaction (each one costs the server its cached prefix).
+        target = int(budget * TARGET_SHARE)
         if force:
-            budget = min(budget, max(before * 2 // 3, fixed + 1))  # /compact: make real room
+            target = min(target, int(before * TARGET_SHARE))
+        target = max(fixed + 1, target)
         keep_from = (
-            turn_start if turn_start is not None else recent_start(items, (budget - fixed) // RECENT_SHARE)
+            turn_start
+            if turn_start is not None
+            else recent_start(items, (budget - fixed) // RECENT_SHARE, self._items)
         )
         old, recent = [dict(i) for i in items[:keep_from]], [dict(i) for i in items[keep_from:]]
         done = Compacted(items, before, before, window_tokens, kept=len(recent))
@@ -164,20 +197,20 @@ class Context:
             done.reason = "asked for (/compact)"
 
         def size() -> int:
-            return fixed + estimate_items(old) + estimate_items(recent)
+            return fixed + self._items(old) + self._items(recent)
 
-        done.shortened += shorten(old, len(old), lambda: size() <= budget)
-        if size() > budget and old:
+        done.shortened += shorten(old, len(old), lambda: size() <= target)
+        if size() > target and old:
             note = await self._summary(old, window_tokens, summariser)
             done.summarised, old = len(old), [{"type": "message", "role": "user", "content": note}]
         done.shortened += shorten(recent, len(recent) - 2, lambda: size() <= budget)
         if size() > budget:
-            room = (budget - fixed) * CHARS_PER_TOKEN / max(1, len(old) + len(recent))
+            room = (budget - fixed) * self.chars_per_token / max(1, len(old) + len(recent))
             share = max(200, int(room) - 120)
             for item in old + recent:
                 done.shortened += cut_item(item, share // 2, share // 2, limit=share)
         done.items = old + recent
-        done.after_tokens = fixed + estimate_items(done.items)
+        done.after_tokens = fixed + self._items(done.items)
         if done.after_tokens > budget:
             raise ContextFull(
                 f"the conversation needs about {done.after_tokens} tokens even compacted, but the "
@@ -197,7 +230,7 @@ class Context:
         test = last_test_run(old, self.test_cmd)
         if test:
             lines.append(f"Last test run:\n{test}")
-        summary = await summarise(old, window_tokens, summariser) if summariser else ""
+        summary = await summarise(old, window_tokens, summariser, self.chars_per_token) if summariser else ""
         if summary:
             lines.append("Summary of the earlier turns:\n" + summary)
         return "\n\n".join(lines)
@@ -209,15 +242,9 @@ def input_budget(window_tokens: int, reply_tokens: int) -> int:
     return max(1, window_tokens - reply_tokens - margin)
 
 
-def estimate_text(text: str) -> int:
-    return int(len(text) / CHARS_PER_TOKEN) + 1
-
-
-def estimate_items(items: list[dict[str, Any]]) -> int:
-    return sum(estimate_text(json.dumps(item, ensure_ascii=False)) for item in items)
-
-
-def recent_start(items: list[dict[str, Any]], budget_tokens: int) -> int:
+def recent_start(
+    items: list[dict[str, Any]], budget_tokens: int, tokens: Callable[[list[dict[str, Any]]], int]
+) -> int:
     """Where the recent part begins: the earliest user message from which the rest fits
     `budget_tokens` (at least the last user message on), so a call and its output stay together."""
     starts = [i for i, item in enumerate(items) if item.get("role") == "user"]
@@ -225,7 +252,7 @@ def recent_start(items: list[dict[str, Any]], budget_tokens: int) -> int:
         return len(items)
     chosen, used, end = starts[-1], 0, len(items)
     for start in reversed(starts):
-        used += estimate_items(items[start:end])
+        used += tokens(items[start:end])
         end = start
         if used > budget_tokens:
             break
@@ -300,10 +327,13 @@ def transcript(items: list[dict[str, Any]], limit_chars: int) -> str:
     return text if len(text) <= limit_chars else "[...]\n" + text[-limit_chars:]
 
 
-async def summarise(items: list[dict[str, Any]], window_tokens: int, model: ModelClient) -> str:
+async def summarise(
+    items: list[dict[str, Any]], window_tokens: int, model: ModelClient, chars_per_token: float
+) -> str:
     """The model's summary of `items` ('' when it fails: the facts whiz keeps are enough to go on)."""
-    room = input_budget(window_tokens, SUMMARY_TOKENS) - estimate_text(SUMMARY_INSTRUCTIONS) - 64
-    text = transcript(items, max(500, int(room * CHARS_PER_TOKEN * 0.8)))
+    room = input_budget(window_tokens, SUMMARY_TOKENS) - 64
+    chars = int(room * chars_per_token * 0.8) - len(SUMMARY_INSTRUCTIONS)
+    text = transcript(items, max(500, chars))
     request = ModelRequest(
         SUMMARY_INSTRUCTIONS,
         [{"type": "message", "role": "user", "content": "The session so far:\n\n" + text}],

@@ -250,7 +250,7 @@ class Agent:
             if exc.code != "context_length_exceeded":
                 raise
             # The server counted more than the estimate: compact against its count and ask again once.
-            self.context.forget_count()
+            self.context.overflowed(self.instructions, self.items, exc.message)
             await self.compact(force=True)
             return await self._ask()
 
