@@ -29,9 +29,11 @@ class SessionBusy(WhizAgentError):
 class SessionLock:
     """The lock on one session, held until `release()`."""
 
-    def __init__(self, session_id: str, fd: int, path: Path):
+    def __init__(self, home: Path, session_id: str, fd: int):
+        self.home = home
+        """The sessions home the lock lives under."""
         self.session_id = session_id
-        self.path = path
+        self.path = home / "locks" / f"{session_id}.lock"
         self._fd: int | None = fd
 
     @classmethod
@@ -48,7 +50,7 @@ class SessionLock:
             raise SessionBusy(session_id, pid) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)
-        return cls(session_id, fd, path)
+        return cls(home, session_id, fd)
 
     @property
     def held(self) -> bool:

@@ -350,7 +350,7 @@ class AgentSession:
     def switch_to(self, info: SessionInfo, items: list[dict[str, Any]]) -> None:
         """Take up another stored session in this process (the UI's /clear and /resume): its lock,
         record, conversation and undo history. `SetupError` when another whiz holds it."""
-        lock = hold(self.lock.path.parent.parent, info.id) if info.id != self.id else self.lock
+        lock = hold(self.lock.home, info.id) if info.id != self.id else self.lock
         if lock is not self.lock:
             self.lock.release()
             self.lock = lock
