@@ -43,6 +43,16 @@ async def test_compact_shrinks_the_conversation_and_the_status_line_shows_it(tmp
         assert "I read it." in screen.new()
 
 
+async def test_compact_of_a_short_conversation_changes_nothing(tmp_path: Path):
+    model = ScriptedModel(["Hi."], context_window=16000)
+    async with code_app(tmp_path, ScriptedPool.of(model)) as (app, screen):
+        await app._run_turn("hello")
+        before = list(app.session.agent.items)
+        await app.commands.run("/compact")
+        assert "nothing to compact yet" in screen.new()
+        assert app.session.agent.items == before
+
+
 async def test_compact_without_a_known_window_says_so(tmp_path: Path):
     async with code_app(tmp_path, ScriptedPool.of(ScriptedModel(["Hi."]))) as (app, screen):
         assert "ctx" not in status_line(app)

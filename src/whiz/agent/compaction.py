@@ -210,6 +210,8 @@ class Context:
             for item in old + recent:
                 done.shortened += cut_item(item, share // 2, share // 2, limit=share)
         done.items = old + recent
+        if force and done.items == items:
+            return None  # nothing long, nothing earlier: there is nothing to compact
         done.after_tokens = fixed + self._items(done.items)
         if done.after_tokens > budget:
             raise ContextFull(
