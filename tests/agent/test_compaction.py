@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from whiz.agent.compaction import SUMMARY_INSTRUCTIONS, input_budget
-from whiz.agent.model import Finished, ModelEvent, ModelRequest, TextDelta, output_items
+from whiz.agent.model import Finished, ModelEvent, ModelRequest, ModelText, output_items
 from whiz.agent.scripted_model import ScriptedModel
 from whiz.client import ResponseError
 
@@ -98,7 +98,7 @@ class Cut:
     async def respond(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         self.calls += 1
         text = "half of a reply" if self.calls == 1 else "All done."
-        yield TextDelta(text)
+        yield ModelText(text)
         status = "incomplete" if self.calls == 1 else "completed"
         yield Finished(status, output_items(text, []), {"input_tokens": 10, "output_tokens": self.written})
 

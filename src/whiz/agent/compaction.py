@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from whiz.agent.errors import WhizAgentError
-from whiz.agent.model import Finished, ModelClient, ModelRequest, TextDelta
+from whiz.agent.model import Finished, ModelClient, ModelRequest, ModelText
 from whiz.errors import WhizError
 
 CHARS_PER_TOKEN = 3.5
@@ -344,7 +344,7 @@ async def summarise(
     reply, status = "", "failed"
     try:
         async for event in model.respond(request):
-            if isinstance(event, TextDelta):
+            if isinstance(event, ModelText):
                 reply += event.text
             elif isinstance(event, Finished):
                 status = event.status

@@ -23,9 +23,9 @@ from whiz.agent.compaction import Compacted, Context, ContextFull
 from whiz.agent.config import AgentConfig
 from whiz.agent.events import Emitter, EventSink
 from whiz.agent.formats import TOOLS, ActionFormat, text_actions, tool_action
-from whiz.agent.model import Finished, ModelClient, ModelRequest, TextDelta, ToolCall, WrappedModel
+from whiz.agent.model import Finished, ModelClient, ModelRequest, ModelText, ModelToolCall, WrappedModel
 from whiz.agent.prompt import system_prompt, task_message
-from whiz.agent.stats import TurnResult, TurnStats
+from whiz.agent.stats import TurnOutcome, TurnStats
 from whiz.agent.tools import ApplyEdits, RunCommand, Toolbox, WriteFailed
 from whiz.agent.turns import Turn, turn
 from whiz.agent.undo import UndoStore
@@ -61,7 +61,7 @@ class FormatError(AgentSignal):
 @dataclass
 class Reply:
     text: str
-    calls: list[ToolCall]
+    calls: list[ModelToolCall]
 
 
 class Agent:
@@ -166,7 +166,7 @@ class Agent:
         with contextlib.suppress(ClientError):  # the connection is gone: nothing left to stop
             await self.model.cancel()
 
-    async def run(self, task: str) -> TurnResult:
+    async def run(self, task: str) -> TurnOutcome:
         """One turn: the task, then steps until it is done, fails or is cancelled."""
         if self._running:
             raise RuntimeError("a turn is already running; steer() or cancel() it")
@@ -176,11 +176,11 @@ class Agent:
         finally:
             self._running, self._step = False, None
 
-    async def _turn(self, task: str) -> TurnResult:
+    async def _turn(self, task: str) -> TurnOutcome:
         with turn(self.emit) as t:
             return await self._turn_body(t, task)
 
-    async def _turn_body(self, t: Turn, task: str) -> TurnResult:
+    async def _turn_body(self, t: Turn, task: str) -> TurnOutcome:
         turn_id = t.id
         self.stats, self._cancelled, self._changed, retries = TurnStats(), False, [], 0
         started = time.perf_counter()
@@ -218,7 +218,7 @@ class Agent:
             t.completed(usage=self.stats.usage(), timings=self.stats.timings())
         else:
             t.failed(message, usage=self.stats.usage())
-        return TurnResult(turn_id, status, message, self.stats, sorted(set(self._changed)))
+        return TurnOutcome(turn_id, status, message, self.stats, sorted(set(self._changed)))
 
     async def _run_step(self) -> None:
         if self._cancelled:
@@ -267,13 +267,13 @@ class Agent:
         self._in_model = True
         try:
             async for event in self.model.respond(request):
-                if isinstance(event, TextDelta) and event.text:
+                if isinstance(event, ModelText) and event.text:
                     if item is None:
                         item = self.emit.start("agent_message", text="")
                     text += event.text
                     item["text"] = text
                     self.emit.emit("item.updated", item=dict(item), delta=event.text)
-                elif isinstance(event, ToolCall):
+                elif isinstance(event, ModelToolCall):
                     calls.append(event)
                 elif isinstance(event, Finished):
                     finished = event

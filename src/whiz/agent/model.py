@@ -26,14 +26,14 @@ class ModelRequest:
 
 
 @dataclass
-class TextDelta:
+class ModelText:
     """A piece of the reply's text, as it streams."""
 
     text: str
 
 
 @dataclass
-class ToolCall:
+class ModelToolCall:
     """A function call the model made; `arguments` is JSON text, as the wire carries it."""
 
     call_id: str
@@ -58,7 +58,7 @@ class Finished:
     error: str | None = None
 
 
-ModelEvent = TextDelta | ToolCall | Finished
+ModelEvent = ModelText | ModelToolCall | Finished
 
 
 class ModelClient(Protocol):
@@ -100,7 +100,7 @@ class WrappedModel:
             await close()
 
 
-def output_items(text: str, calls: list[ToolCall]) -> list[dict[str, Any]]:
+def output_items(text: str, calls: list[ModelToolCall]) -> list[dict[str, Any]]:
     """A reply as the input items that stand for it in the conversation."""
     items: list[dict[str, Any]] = []
     if text.strip():

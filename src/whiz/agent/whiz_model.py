@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from whiz.agent.model import Finished, ModelEvent, ModelRequest, TextDelta, ToolCall, output_items
+from whiz.agent.model import Finished, ModelEvent, ModelRequest, ModelText, ModelToolCall, output_items
 from whiz.client import ClientError, HttpClient, PreviousResponseNotFound, ResponsesSocket
 
 
@@ -88,10 +88,10 @@ class WhizModel:
                 kind = event.get("type")
                 if kind == "response.output_text.delta":
                     text += event.get("delta", "")
-                    yield TextDelta(event.get("delta", ""))
+                    yield ModelText(event.get("delta", ""))
                 elif kind == "response.output_item.done" and event["item"].get("type") == "function_call":
                     item = event["item"]
-                    call = ToolCall(
+                    call = ModelToolCall(
                         item.get("call_id") or item["id"], item["name"], item.get("arguments", "")
                     )
                     calls.append(call)

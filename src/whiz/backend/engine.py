@@ -51,6 +51,7 @@ class EngineBackend:
             session=request.session or request.cache_key,
             prediction=enc.tokenizer.encode(request.prediction) if request.prediction else None,
             speculation=request.speculation,
+            tenant=request.tenant,
         )
         return EngineTurn(self, spec, basis, generate=request.generate)
 

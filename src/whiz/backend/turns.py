@@ -29,6 +29,7 @@ class TurnSpec:
     session: str | None = None
     prediction: list[int] | None = None
     speculation: bool = True
+    tenant: str | None = None
 
     def request(self) -> GenerateRequest:
         """What the engine is asked to generate."""
@@ -39,6 +40,7 @@ class TurnSpec:
             session=self.session,
             prediction=self.prediction,
             speculation=self.speculation,
+            tenant=self.tenant,
         )
 
 

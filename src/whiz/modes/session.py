@@ -28,7 +28,7 @@ from whiz.agent.loop import Agent
 from whiz.agent.model import ModelClient
 from whiz.agent.session_lock import SessionBusy, SessionLock
 from whiz.agent.sessions import SessionInfo, SessionStore, TurnRecord, data_home
-from whiz.agent.stats import TurnResult, TurnStats
+from whiz.agent.stats import TurnOutcome, TurnStats
 from whiz.agent.turns import new_turn_id, turn
 from whiz.agent.undo import UndoStore
 from whiz.agent.workspace import Workspace
@@ -310,7 +310,7 @@ class AgentSession:
         }
         self.info.settings = self.store.update_settings(self.id, settings)
 
-    async def run(self, task: str) -> TurnResult:
+    async def run(self, task: str) -> TurnOutcome:
         """The policy, then the turn; the conversation and the turn are stored when it ends, however
         it ends. A refused request ends as a failed turn with the reason."""
         decision = await check_policy(task, self.options, self.pool, self.router, self.router.emit)
@@ -318,7 +318,7 @@ class AgentSession:
             message = refuse(self.router.emit, decision)
             record = TurnRecord(new_turn_id(), task, "refused", message, [], time.time())
             self._save(record)
-            return TurnResult(record.id, "failed", message, TurnStats())
+            return TurnOutcome(record.id, "failed", message, TurnStats())
         result = await self.agent.run(task)  # a conversation too long for the window is compacted first
         record = TurnRecord(
             result.turn_id,

@@ -9,10 +9,12 @@ the KV cache. A stateless upstream gets the whole conversation again.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +23,7 @@ from whiz.chat.messages import Message, Tool, ToolCall
 from whiz.engine.types import GenerationStats, SamplingParams
 from whiz.errors import InvalidRequest, WhizError
 from whiz.seams import Backend, BackendTurn
-from whiz.server.protocol import ResponsesRequest
+from whiz.server.protocol import OFF_LOOP_CHARS, ResponsesRequest, input_chars
 
 
 def new_id(prefix: str) -> str:
@@ -41,20 +43,66 @@ class Conversation:
     """The first response of its previous_response_id chain."""
 
 
-class ResponseStore:
-    """Recent responses by id, for `previous_response_id` and GET /v1/responses/{id}."""
+def size_bytes(response: dict, conversation: Conversation) -> int:
+    """About what a stored response holds in memory: its JSON, its messages, its token state."""
+    text = sum(len(m.content) + sum(len(c.arguments) for c in m.tool_calls) for m in conversation.messages)
+    state = conversation.state
+    n_state = len(state) if isinstance(state, list | tuple) else 0
+    # A token id in a Python list costs a pointer and, past the small-int cache, an int object.
+    return len(json.dumps(response)) + text + len(conversation.system or "") + 36 * n_state
 
-    def __init__(self, capacity: int):
+
+class ResponseStore:
+    """Recent responses by id, for `previous_response_id` and GET /v1/responses/{id}.
+
+    Bounded by count, by bytes and by age, oldest out first: a client that stores large responses
+    forever must not grow the server without end.
+    """
+
+    def __init__(
+        self,
+        capacity: int,
+        *,
+        max_bytes: int | None = None,
+        ttl_s: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.capacity = capacity
-        self._items: OrderedDict[str, tuple[dict, Conversation]] = OrderedDict()
+        self.max_bytes = max_bytes
+        self.ttl_s = ttl_s
+        self._clock = clock
+        self._items: OrderedDict[str, tuple[dict, Conversation, int, float]] = OrderedDict()
+        self.bytes = 0
 
     def put(self, response: dict, conversation: Conversation) -> None:
-        self._items[response["id"]] = (response, conversation)
-        while len(self._items) > self.capacity:
-            self._items.popitem(last=False)
+        size = size_bytes(response, conversation)
+        if self.max_bytes is not None and size > self.max_bytes:
+            return  # larger than the whole store: keeping it would evict everything else
+        self._drop(response["id"])
+        self._items[response["id"]] = (response, conversation, size, self._clock())
+        self.bytes += size
+        self._expire()
+        while len(self._items) > self.capacity or (
+            self.max_bytes is not None and self.bytes > self.max_bytes
+        ):
+            self._drop(next(iter(self._items)))
 
     def get(self, response_id: str) -> tuple[dict, Conversation] | None:
-        return self._items.get(response_id)
+        self._expire()
+        found = self._items.get(response_id)
+        return None if found is None else (found[0], found[1])
+
+    def _drop(self, response_id: str) -> None:
+        found = self._items.pop(response_id, None)
+        if found is not None:
+            self.bytes -= found[2]
+
+    def _expire(self) -> None:
+        if self.ttl_s is None:
+            return
+        oldest = self._clock() - self.ttl_s
+        while self._items and next(iter(self._items.values()))[3] < oldest:
+            self._drop(next(iter(self._items)))
 
 
 def usage(stats: GenerationStats, output_tokens: int) -> dict:
@@ -255,13 +303,40 @@ class ResponseEvents:
 class ResponsesService:
     """Prepares and runs Responses turns on one backend."""
 
-    def __init__(self, backend: Backend, *, model_name: str, defaults: SamplingParams):
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        model_name: str,
+        defaults: SamplingParams,
+        max_tokens_default: int | None = None,
+    ):
         self.backend = backend
         self.model_name = model_name
         self.defaults = defaults
+        self.max_tokens_default = max_tokens_default
+        """The output cap of a request that sets none (None: to the end of the context)."""
+
+    async def prepare_async(
+        self,
+        req: ResponsesRequest,
+        previous: Conversation | None,
+        *,
+        session: str | None,
+        tenant: str | None = None,
+    ) -> PreparedTurn:
+        """`prepare`, with a large input tokenized on a worker thread so the event loop keeps serving."""
+        if input_chars(req) > OFF_LOOP_CHARS:
+            return await asyncio.to_thread(self.prepare, req, previous, session=session, tenant=tenant)
+        return self.prepare(req, previous, session=session, tenant=tenant)
 
     def prepare(
-        self, req: ResponsesRequest, previous: Conversation | None, *, session: str | None
+        self,
+        req: ResponsesRequest,
+        previous: Conversation | None,
+        *,
+        session: str | None,
+        tenant: str | None = None,
     ) -> PreparedTurn:
         tools = tuple(req.tool_list())
         new = req.input_messages()
@@ -294,7 +369,7 @@ class ResponsesService:
                 system,
                 messages,
                 tools,
-                max_tokens=req.max_output_tokens,
+                max_tokens=req.max_output_tokens or self.max_tokens_default,
                 sampling=sampling,
                 prediction=req.prediction.text() if req.prediction else None,
                 speculation=req.speculation(),
@@ -303,6 +378,7 @@ class ResponsesService:
                 chain=chain,
                 cache_key=req.prompt_cache_key,
                 resume=resume,
+                tenant=tenant,
             )
         )
         model = req.model or self.model_name
