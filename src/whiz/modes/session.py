@@ -222,13 +222,14 @@ class AgentSession:
         A resumed session keeps the mode, healing setting and test command it had, unless
         `options` gives them; `notice` says which mode is in force."""
         check_sandbox(options.workspace, options.agent.sandbox)
-        tidy_workspace(options.workspace, notice)
         home = options.home or data_home()
         store = SessionStore(home / "sessions.db")
         lock = None
         try:
             info = find_session(store, options)
+            # Before tidying: a session another whiz holds may be mid-apply in this workspace.
             lock = hold(home, info.id) if info else None
+            tidy_workspace(options.workspace, notice)
             stored = dict(info.settings) if info else {}
             given, options = options, _restore(options, stored)  # the mode and actions are set now
             heal_candidates(options.heal, options.mode or "fast", options.agent)
