@@ -92,6 +92,8 @@ class ChatModel:
         self.temperature = temperature
         self._cancelled = False
         self._running = False
+        self.context_window: int | None = None
+        """Tokens the upstream model holds, where its `/v1/models` says (set by whoever opens it)."""
 
     async def close(self) -> None:
         await self.http.close()

@@ -73,6 +73,10 @@ class ModelClient(Protocol):
         ...
 
 
+# A client may also say how many tokens its model holds, as `context_window: int | None`; the
+# agent compacts the conversation to fit it (`compaction.py`).
+
+
 class WrappedModel:
     """A `ModelClient` that sits around another one (`inner`): cancel and close go through to it.
 
@@ -84,6 +88,11 @@ class WrappedModel:
 
     async def cancel(self) -> None:
         await self.inner.cancel()
+
+    @property
+    def context_window(self) -> int | None:
+        """The inner model's context window in tokens, where it knows it."""
+        return getattr(self.inner, "context_window", None)
 
     async def close(self) -> None:
         close = getattr(self.inner, "close", None)  # not every client holds a connection

@@ -38,6 +38,8 @@ class ScriptedModel:
     replies: list[Script]
     requests: list[ModelRequest] = field(default_factory=list)
     cancels: int = 0
+    context_window: int | None = None
+    """The window the agent should fit in (None: none known); its usage counts 4 characters a token."""
     _cancelled: bool = False
     _calls: int = 0
 
