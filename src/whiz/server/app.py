@@ -30,6 +30,7 @@ from whiz.errors import Forbidden, InvalidRequest, NotFound, WhizError
 from whiz.seams import Backend, Engine
 from whiz.server.auth import bearer
 from whiz.server.browser import FORBIDDEN_CLOSE_CODE, SUBPROTOCOL, BrowserGuard, key_from_subprotocols
+from whiz.server.codex import codex_routes
 from whiz.server.http import ClientGone, until_disconnected
 from whiz.server.http import read_body as read_bounded
 from whiz.server.messages import messages_routes
@@ -247,7 +248,7 @@ def create_app(
         Route("/health", health, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
     ]
-    api += messages_routes(state)
+    api += messages_routes(state) + codex_routes(state)
     for source in routes:
         api += source(state)
 
