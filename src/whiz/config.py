@@ -23,16 +23,11 @@ class UpstreamSpec(BaseModel):
     cache_key: bool | None = Field(None, description="Send prompt_cache_key (default: if it honours it).")
 
 
-class ServeSettings(BaseModel):
-    """Everything `whiz serve` can be told. Each field is also `WHIZ_<NAME>` and `--<name>`."""
+class EngineSettings(BaseModel):
+    """The model and the engine that runs it: what decides what the KV cache holds and how fast it is."""
 
-    host: str = Field("127.0.0.1", description="Address to bind; loopback by default.")
-    port: int = Field(8321, description="TCP port.")
     model: str = Field(
         "qwen2.5-coder-0.5b", description="Registry name, .gguf path, hf:owner/repo/file, or 'fake'."
-    )
-    model_name: str | None = Field(
-        None, description="Model id reported by the API (default: the --model value)."
     )
     ctx: int | None = Field(
         None, description="Tokens one conversation may hold (default: the model's trained length)."
@@ -46,17 +41,95 @@ class ServeSettings(BaseModel):
         True, description="Draft tokens (prediction, prompt lookup) and verify them in batches."
     )
     max_draft: int = Field(32, description="Longest draft verified in one batch.")
+    draft_model: str | None = Field(
+        None,
+        description="A smaller model with the same tokenizer that drafts tokens for --model, which "
+        "verifies them (e.g. qwen2.5-coder-0.5b for qwen2.5-coder-1.5b). Output is unchanged.",
+    )
+
+
+class SamplingSettings(BaseModel):
+    """How tokens are chosen when a request does not say."""
+
+    temperature: float = Field(0.7, description="Sampling temperature when a request sets none.")
+    top_p: float = Field(0.8, description="Nucleus sampling when a request sets none.")
+    top_k: int = Field(20, description="Top-k sampling (not part of OpenAI's API).")
+
+
+class HttpSettings(BaseModel):
+    """Where the server listens, who may use it, and for how long it runs."""
+
+    host: str = Field("127.0.0.1", description="Address to bind; loopback by default.")
+    port: int = Field(8321, description="TCP port.")
+    model_name: str | None = Field(
+        None, description="Model id reported by the API (default: the --model value)."
+    )
     api_keys: list[str] = Field(default_factory=list, description="Accepted bearer keys; none means no auth.")
     rate_limit_rpm: int = Field(0, description="Requests per minute per key (0: unlimited).")
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="Host names the server answers under, besides loopback names and --host (and, for "
+        "a wildcard bind, this machine's names and addresses); '*' allows any.",
+    )
+    allowed_origins: list[str] = Field(
+        default_factory=list,
+        description="Browser origins (scheme://host:port) allowed besides the server's own pages.",
+    )
+    insecure_no_auth: bool = Field(
+        False,
+        description="Allow a non-loopback --host without --api-key: anyone who reaches the port may "
+        "spend its compute.",
+    )
     idle_exit_s: float = Field(
         0,
         description="Exit after this many seconds without a request (0: never); background servers use 900.",
     )
-    temperature: float = Field(0.7, description="Sampling temperature when a request sets none.")
-    top_p: float = Field(0.8, description="Nucleus sampling when a request sets none.")
-    top_k: int = Field(20, description="Top-k sampling (not part of OpenAI's API).")
+    shutdown_grace_s: float = Field(
+        3.0,
+        ge=0,
+        description="On SIGTERM, seconds running requests get to finish before they are cancelled.",
+    )
+
+
+class LimitSettings(BaseModel):
+    """Bounds that keep one client from knocking the server over (OpenAI's published limits where
+    it has them, nginx's and uvicorn's defaults elsewhere)."""
+
     max_body_mb: float = Field(16, description="Largest request body accepted.")
+    max_output_tokens_default: int = Field(
+        4096,
+        ge=1,
+        description="Output cap of a request that sets no max_tokens/max_output_tokens (without it, a "
+        "request could generate to the end of the context window).",
+    )
+    max_n: int = Field(
+        8, ge=1, description="Most candidates (`n`) one chat request may ask for; --slots bounds it too."
+    )
+    max_connections: int = Field(
+        512,
+        ge=1,
+        description="Open connections (HTTP and WebSocket) the server holds at once; more get a 503 "
+        "(nginx's default worker_connections).",
+    )
+    max_ws_sessions: int = Field(256, ge=1, description="WebSocket sessions open at once, in all.")
+    max_ws_sessions_per_key: int = Field(
+        32, ge=1, description="WebSocket sessions open at once per API key (per client address without keys)."
+    )
+    ws_queue_max: int = Field(
+        8, ge=1, description="response.create events one WebSocket may have waiting; more get an error."
+    )
     stored_responses: int = Field(256, description="Responses kept for previous_response_id over HTTP.")
+    stored_responses_mb: float = Field(
+        64, gt=0, description="Memory the responses kept for previous_response_id may take, in all."
+    )
+    stored_response_ttl_s: float = Field(
+        86400, gt=0, description="How long a stored response is kept for previous_response_id."
+    )
+
+
+class WebSettings(BaseModel):
+    """The browser app's workspace: what the page may browse, edit and test."""
+
     workspace: Path | None = Field(
         None, description="Folder the web app may browse and edit (nothing outside it is reachable)."
     )
@@ -66,12 +139,11 @@ class ServeSettings(BaseModel):
         "healing runs it in each candidate's copy.",
     )
     test_timeout_s: float = Field(300, description="Longest a --test-cmd run may take before it is killed.")
-    draft_model: str | None = Field(
-        None,
-        description="A smaller model with the same tokenizer that drafts tokens for --model, which "
-        "verifies them (e.g. qwen2.5-coder-0.5b for qwen2.5-coder-1.5b). Output is unchanged.",
-    )
-    # -- upstreams and the gateway (whiz serve --upstream) --
+
+
+class GatewaySettings(BaseModel):
+    """Serving on top of other engines (`whiz serve --upstream`), one or several."""
+
     upstreams: list[str | UpstreamSpec] = Field(
         default_factory=list,
         description="OpenAI-compatible servers to serve on top of instead of a local model; several make "
@@ -94,54 +166,14 @@ class ServeSettings(BaseModel):
     engine_only: bool = Field(
         False, description="Serve the model API only, as a replica behind a gateway (no web app, no agent)."
     )
-    # -- limits that keep one client from knocking the server over (issue 16) --
-    max_output_tokens_default: int = Field(
-        4096,
-        ge=1,
-        description="Output cap of a request that sets no max_tokens/max_output_tokens (without it, a "
-        "request could generate to the end of the context window).",
-    )
-    max_n: int = Field(
-        8, ge=1, description="Most candidates (`n`) one chat request may ask for; --slots bounds it too."
-    )
-    shutdown_grace_s: float = Field(
-        3.0,
-        ge=0,
-        description="On SIGTERM, seconds running requests get to finish before they are cancelled.",
-    )
-    max_connections: int = Field(
-        512,
-        ge=1,
-        description="Open connections (HTTP and WebSocket) the server holds at once; more get a 503 "
-        "(nginx's default worker_connections).",
-    )
-    max_ws_sessions: int = Field(256, ge=1, description="WebSocket sessions open at once, in all.")
-    max_ws_sessions_per_key: int = Field(
-        32, ge=1, description="WebSocket sessions open at once per API key (per client address without keys)."
-    )
-    ws_queue_max: int = Field(
-        8, ge=1, description="response.create events one WebSocket may have waiting; more get an error."
-    )
-    stored_responses_mb: float = Field(
-        64, gt=0, description="Memory the responses kept for previous_response_id may take, in all."
-    )
-    stored_response_ttl_s: float = Field(
-        86400, gt=0, description="How long a stored response is kept for previous_response_id."
-    )
-    allowed_hosts: list[str] = Field(
-        default_factory=list,
-        description="Host names the server answers under, besides loopback names and --host (and, for "
-        "a wildcard bind, this machine's names and addresses); '*' allows any.",
-    )
-    allowed_origins: list[str] = Field(
-        default_factory=list,
-        description="Browser origins (scheme://host:port) allowed besides the server's own pages.",
-    )
-    insecure_no_auth: bool = Field(
-        False,
-        description="Allow a non-loopback --host without --api-key: anyone who reaches the port may "
-        "spend its compute.",
-    )
+
+
+class ServeSettings(
+    EngineSettings, SamplingSettings, HttpSettings, LimitSettings, WebSettings, GatewaySettings
+):
+    """Everything `whiz serve` can be told: the components above, composed. Each field is also
+    `WHIZ_<NAME>` and `--<name>`, and a `[serve]` key in a config file; code that needs one part
+    takes that component (the engine factory takes `EngineSettings`, say)."""
 
 
 def env_overrides(prefix: str = "WHIZ_") -> dict[str, Any]:
