@@ -274,6 +274,9 @@ class ResponsesRequest(SamplingFields):
     store: bool = True
     generate: bool = True
     metadata: dict[str, str] | None = None
+    truncation: Literal["auto", "disabled"] | None = None
+    """auto: when the conversation does not fit the context window, drop its oldest items until it
+    does (OpenAI's meaning); disabled (the default): a 400 context_length_exceeded instead."""
 
     @field_validator("metadata")
     @classmethod

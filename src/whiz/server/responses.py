@@ -10,6 +10,7 @@ the KV cache. A stateless upstream gets the whole conversation again.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 import uuid
@@ -21,7 +22,7 @@ from typing import Any
 from whiz.backend.types import Resume, TextDelta, TurnRequest
 from whiz.chat.messages import Message, Tool, ToolCall
 from whiz.engine.types import GenerationStats, SamplingParams
-from whiz.errors import InvalidRequest, WhizError
+from whiz.errors import ContextOverflow, InvalidRequest, WhizError
 from whiz.seams import Backend, BackendTurn
 from whiz.server.protocol import OFF_LOOP_CHARS, ResponsesRequest, custom_input, input_chars
 
@@ -397,25 +398,51 @@ class ResponsesService:
         sampling = req.sampling(self.defaults)
         rid = new_id("resp")
         chain = previous.chain if previous is not None and previous.chain else rid
-        live = self.backend.start(
-            TurnRequest(
-                system,
-                messages,
-                tools,
-                max_tokens=req.max_output_tokens or self.max_tokens_default,
-                sampling=sampling,
-                prediction=req.prediction.text() if req.prediction else None,
-                speculation=req.speculation(),
-                generate=req.generate,
-                session=session,
-                chain=chain,
-                cache_key=req.prompt_cache_key,
-                resume=resume,
-                tenant=tenant,
-            )
+        request = TurnRequest(
+            system,
+            messages,
+            tools,
+            max_tokens=req.max_output_tokens or self.max_tokens_default,
+            sampling=sampling,
+            prediction=req.prediction.text() if req.prediction else None,
+            speculation=req.speculation(),
+            generate=req.generate,
+            session=session,
+            chain=chain,
+            cache_key=req.prompt_cache_key,
+            resume=resume,
+            tenant=tenant,
         )
+        if req.truncation == "auto":
+            live, request = self._start_truncating(request)
+        else:
+            live = self.backend.start(request)
         model = req.model or self.model_name
-        return PreparedTurn(rid, req, model, live, messages, system, tools, sampling, chain)
+        return PreparedTurn(rid, req, model, live, request.messages, system, tools, sampling, chain)
+
+    def _start_truncating(self, request: TurnRequest) -> tuple[BackendTurn, TurnRequest]:
+        """Start `request`, dropping the conversation's oldest messages while it does not fit the
+        context window (`truncation: "auto"`); the newest message always stays. Returns the turn
+        and the request as it was started."""
+        while True:
+            try:
+                return self.backend.start(request), request
+            except ContextOverflow as exc:
+                messages = request.messages
+                if len(messages) <= 1:
+                    raise
+                # Drop about the share of text that is over, and a little more, so that a long
+                # conversation takes a few tries, not one per message.
+                over = 1 - 0.9 * exc.limit / exc.needed
+                total = sum(len(m.content) + 64 for m in messages[:-1]) or 1
+                drop, dropped = 0, 0
+                while drop < len(messages) - 1 and (dropped < over * total or drop == 0):
+                    dropped += len(messages[drop].content) + 64
+                    drop += 1
+                # A tool result without the call it answers means nothing to the model.
+                while drop < len(messages) - 1 and messages[drop].role == "tool":
+                    drop += 1
+                request = dataclasses.replace(request, messages=messages[drop:], resume=None)
 
     def skeleton(self, turn: PreparedTurn) -> dict:
         req = turn.request
