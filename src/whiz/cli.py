@@ -569,11 +569,12 @@ def exec_(
     Exit code 0 when the task was done, 1 when it failed or was stopped, 2 when the agent
     could not start (no server at --base-url, a refused key).
     """
+    from whiz.commands.common import Output
     from whiz.commands.exec import exec_in_mode
 
     task = _read_task(task)
     options = flags.session_options(_agent_config(approval, actions, test_cmd), heal=heal)
-    raise typer.Exit(exec_in_mode(task, options, json_mode=json_))
+    raise typer.Exit(exec_in_mode(task, options, Output(json_mode=json_)))
 
 
 @app.command()
@@ -609,13 +610,14 @@ def resume(
         if task is not None:
             raise fail("say which session: --last or --session ID")
         return
+    from whiz.commands.common import Output
     from whiz.commands.exec import exec_in_mode
 
     flags = ModelFlags(
         mode=mode, base_url=base_url, api_key=api_key, model=model, sandbox=sandbox, in_process=in_process
     )
     options = flags.session_options(_agent_config(approval, actions, test_cmd), resume=session or "last")
-    raise typer.Exit(exec_in_mode(task, options, json_mode=json_))
+    raise typer.Exit(exec_in_mode(task, options, Output(json_mode=json_)))
 
 
 @app.command(context_settings={"allow_interspersed_args": False})
@@ -729,6 +731,7 @@ def heal(
     fewest tokens). It is applied atomically and `whiz undo` takes it back. Exit code 0 when a
     candidate passed, 1 when none did (nothing is changed then), 2 when it could not start.
     """
+    from whiz.commands.common import Output
     from whiz.commands.heal import heal_task
     from whiz.modes.healing import HealSettings
 
@@ -745,7 +748,7 @@ def heal(
         raise fail(str(exc)) from None
     run = flags.session_options()
     settings.sandbox = run.agent.sandbox
-    raise typer.Exit(heal_task(task, test_cmd, run, settings, json_mode=json_))
+    raise typer.Exit(heal_task(task, test_cmd, run, settings, Output(json_mode=json_)))
 
 
 @app.command()
@@ -775,6 +778,7 @@ def swarm(
     mode). A failed micro-task is retried, then handed to deep. Conflicting results are reported
     and not merged. Exit code 0 when every micro-task merged and the tests pass, 1 otherwise.
     """
+    from whiz.commands.common import Output
     from whiz.commands.swarm import swarm_task
     from whiz.modes.swarm import SwarmSettings
 
@@ -791,7 +795,7 @@ def swarm(
         test_cmd=test_cmd,
         sandbox=run.agent.sandbox,
     )
-    raise typer.Exit(swarm_task(task, run, settings, plan_file=plan, json_mode=json_))
+    raise typer.Exit(swarm_task(task, run, settings, Output(json_mode=json_), plan_file=plan))
 
 
 @bench_app.command("heal")

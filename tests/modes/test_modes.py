@@ -18,6 +18,7 @@ from whiz.agent.model import Finished, ModelRequest, ModelText
 from whiz.agent.scripted_model import ScriptedModel
 from whiz.agent.sessions import SessionStore
 from whiz.client import HttpClient
+from whiz.commands.common import Output
 from whiz.commands.exec import exec_in_mode
 from whiz.modes.candidates import ChatCandidates, ScriptedCandidates, generate
 from whiz.modes.endpoints import DeepSettings, SetupError
@@ -56,7 +57,7 @@ def run_exec(
     options = SessionOptions(
         project, agent=config, mode=mode, policy=policy, home=home, heal=heal, resume=resume
     )
-    code = exec_in_mode(task, options, json_mode=True, out=out, err=err, pool=pool)
+    code = exec_in_mode(task, options, Output(json_mode=True, out=out, err=err), pool=pool)
     return code, [json.loads(line) for line in out.getvalue().splitlines()], err.getvalue()
 
 

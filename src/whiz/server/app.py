@@ -31,7 +31,7 @@ from whiz.seams import Backend, Engine
 from whiz.server.auth import bearer
 from whiz.server.browser import FORBIDDEN_CLOSE_CODE, SUBPROTOCOL, BrowserGuard, key_from_subprotocols
 from whiz.server.codex import codex_routes
-from whiz.server.http import ClientGone, until_disconnected
+from whiz.server.http import ClientGone, run_to_end, until_disconnected
 from whiz.server.http import read_body as read_bounded
 from whiz.server.messages import messages_routes
 from whiz.server.protocol import ChatRequest, ResponsesRequest, decode_json, parse
@@ -140,15 +140,8 @@ def create_app(
         if req.stream:
             return sse(events(), named=True)
 
-        async def collect() -> None:
-            try:
-                async for _ in events():
-                    pass
-            finally:
-                run.cancel()  # a no-op once finished; stops the engine if the client went away
-
         try:
-            await until_disconnected(request, collect())
+            await run_to_end(request, events(), run.cancel)
         except ClientGone:
             return Response(status_code=499)  # nginx's "client closed request"; no one reads it
         if run.error is not None:

@@ -14,10 +14,9 @@ import uuid
 from collections.abc import AsyncIterator, Sequence
 
 from whiz.backend.types import TextDelta, TurnRequest, TurnResult
-from whiz.engine.types import SamplingParams
 from whiz.errors import InvalidRequest, WhizError
 from whiz.seams import Backend, BackendTurn
-from whiz.server.protocol import OFF_LOOP_CHARS, ChatRequest, input_chars
+from whiz.server.protocol import OFF_LOOP_CHARS, ChatRequest, TurnDefaults, input_chars
 from whiz.server.responses import timings
 
 
@@ -54,20 +53,9 @@ def _tool_call_json(call, index: int | None = None) -> dict:
 class ChatService:
     """Runs chat completion requests on one backend."""
 
-    def __init__(
-        self,
-        backend: Backend,
-        *,
-        model_name: str,
-        defaults: SamplingParams,
-        max_tokens_default: int | None = None,
-        max_n: int | None = None,
-    ):
+    def __init__(self, backend: Backend, defaults: TurnDefaults, *, max_n: int | None = None):
         self.backend = backend
-        self.model_name = model_name
         self.defaults = defaults
-        self.max_tokens_default = max_tokens_default
-        """The output cap of a request that sets none (None: to the end of the context)."""
         self.max_n = max_n
 
     def start(
@@ -87,8 +75,8 @@ class ChatService:
             system,
             messages,
             tuple(req.tool_list()),
-            max_tokens=req.limit() or self.max_tokens_default,
-            sampling=req.sampling(self.defaults),
+            max_tokens=req.limit() or self.defaults.max_tokens,
+            sampling=req.sampling(self.defaults.sampling),
             stop=req.stop_list(),
             prediction=req.prediction.text() if req.prediction else None,
             speculation=req.speculation(),
@@ -122,7 +110,7 @@ class ChatService:
         return turns
 
     def _envelope(self, req: ChatRequest, cid: str, created: int, obj: str) -> dict:
-        return {"id": cid, "object": obj, "created": created, "model": req.model or self.model_name}
+        return {"id": cid, "object": obj, "created": created, "model": req.model or self.defaults.model_name}
 
     async def complete(self, req: ChatRequest, session: str | None = None, tenant: str | None = None) -> dict:
         turns = await self.start_async(req, session, tenant)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable
-from typing import TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
 
 from starlette.requests import Request
 
@@ -72,3 +72,17 @@ async def until_disconnected(request: Request, work: Awaitable[T]) -> T:
             task.cancel()  # its own cleanup cancels the backend turns within a decode step
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+
+
+async def run_to_end(request: Request, events: AsyncIterator[Any], cancel: Callable[[], None]) -> None:
+    """Read a turn's events to the end for a non-streamed answer, stopping the turn if the client
+    leaves first (then raise ClientGone): the engine never works for no one."""
+
+    async def drain() -> None:
+        try:
+            async for _ in events:
+                pass
+        finally:
+            cancel()  # a no-op once finished
+
+    await until_disconnected(request, drain())

@@ -28,7 +28,7 @@ from whiz.chat.messages import Message, Tool, ToolCall
 from whiz.engine.types import SamplingParams
 from whiz.errors import InvalidRequest, WhizError
 from whiz.server.auth import bearer
-from whiz.server.http import ClientGone, until_disconnected
+from whiz.server.http import ClientGone, run_to_end
 from whiz.server.http import read_body as read_bounded
 from whiz.server.protocol import MAX_STOP_CHARS, OFF_LOOP_CHARS, decode_json
 
@@ -343,7 +343,7 @@ def messages_routes(state: ServerState) -> list[BaseRoute]:
         try:
             req, key, size = await read(request, MessagesRequest)
             session = request.headers.get("x-session-id") or request.headers.get("x-claude-code-session-id")
-            spec = turn_request(req, state.responses.defaults, session, state.keys.tenant(key))
+            spec = turn_request(req, state.defaults.sampling, session, state.keys.tenant(key))
             if size > OFF_LOOP_CHARS:  # rendering and tokenizing megabytes would stall other streams
                 turn = await asyncio.to_thread(state.backend.start, spec)
             else:
@@ -360,15 +360,8 @@ def messages_routes(state: ServerState) -> list[BaseRoute]:
                 stream_events(req, message_id, turn), media_type="text/event-stream", headers=headers
             )
 
-        async def run() -> None:
-            try:
-                async for _ in turn.events():
-                    pass
-            finally:
-                turn.cancel()  # a no-op once finished; stops the engine if the client went away
-
         try:
-            await until_disconnected(request, run())
+            await run_to_end(request, turn.events(), turn.cancel)
         except ClientGone:
             return Response(status_code=499)
         except WhizError as exc:

@@ -8,6 +8,7 @@ Wrong types and impossible values are errors that name the offending parameter.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -120,6 +121,17 @@ class WhizOptions(Wire):
     """False turns drafting off for this request (output is the same either way)."""
     timeline: bool | None = None
     """True adds `whiz.timeline` to the finished response: its decode steps, for a speed plot."""
+
+
+@dataclass(frozen=True)
+class TurnDefaults:
+    """What a turn gets where its request says nothing: one object for every API's service."""
+
+    model_name: str
+    """The model id answers name (the request's own `model` wins)."""
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    max_tokens: int | None = None
+    """The output cap of a request that sets none (None: to the end of the context)."""
 
 
 class SamplingFields(Wire):

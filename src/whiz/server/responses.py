@@ -24,7 +24,7 @@ from whiz.chat.messages import Message, Tool, ToolCall
 from whiz.engine.types import GenerationStats, SamplingParams
 from whiz.errors import ContextOverflow, InvalidRequest, WhizError
 from whiz.seams import Backend, BackendTurn
-from whiz.server.protocol import OFF_LOOP_CHARS, ResponsesRequest, custom_input, input_chars
+from whiz.server.protocol import OFF_LOOP_CHARS, ResponsesRequest, TurnDefaults, custom_input, input_chars
 
 
 def new_id(prefix: str) -> str:
@@ -224,69 +224,33 @@ class ResponseEvents:
         return events
 
     def tool_call(self, call: ToolCall) -> list[dict]:
+        """A call as its item: a `function_call` with JSON arguments, or, for a custom tool, a
+        `custom_tool_call` whose input is the text the tool takes."""
         if call.name in self.custom:
-            return self._custom_call(call)
-        events = self._close_message()
+            kind, prefix, field, stem = "custom_tool_call", "ctc", "input", "response.custom_tool_call_input"
+            value = custom_input(call)
+            done = {"input": value}
+        else:
+            kind, prefix, field, stem = "function_call", "fc", "arguments", "response.function_call_arguments"
+            value = call.arguments
+            done = {"name": call.name, "arguments": value}
+        out = self._close_message()
         item = {
-            "id": new_id("fc"),
-            "type": "function_call",
+            "id": new_id(prefix),
+            "type": kind,
             "status": "in_progress",
             "call_id": call.id,
             "name": call.name,
-            "arguments": "",
         }
+        item[field] = ""
         self.response["output"].append(item)
         index = self._index(item)
-        events.append(self._added(item))
-        events.append(
-            self._event(
-                "response.function_call_arguments.delta",
-                item_id=item["id"],
-                output_index=index,
-                delta=call.arguments,
-            )
-        )
-        events.append(
-            self._event(
-                "response.function_call_arguments.done",
-                item_id=item["id"],
-                output_index=index,
-                name=call.name,
-                arguments=call.arguments,
-            )
-        )
-        item.update(arguments=call.arguments, status="completed")
-        events.append(self._event("response.output_item.done", output_index=index, item=dict(item)))
-        return events
-
-    def _custom_call(self, call: ToolCall) -> list[dict]:
-        """A call to a custom tool: its input is the text the tool takes, not JSON arguments."""
-        events = self._close_message()
-        text = custom_input(call)
-        item = {
-            "id": new_id("ctc"),
-            "type": "custom_tool_call",
-            "status": "in_progress",
-            "call_id": call.id,
-            "name": call.name,
-            "input": "",
-        }
-        self.response["output"].append(item)
-        index = self._index(item)
-        events.append(self._added(item))
-        events.append(
-            self._event(
-                "response.custom_tool_call_input.delta", item_id=item["id"], output_index=index, delta=text
-            )
-        )
-        events.append(
-            self._event(
-                "response.custom_tool_call_input.done", item_id=item["id"], output_index=index, input=text
-            )
-        )
-        item.update(input=text, status="completed")
-        events.append(self._event("response.output_item.done", output_index=index, item=dict(item)))
-        return events
+        out.append(self._added(item))
+        out.append(self._event(f"{stem}.delta", item_id=item["id"], output_index=index, delta=value))
+        out.append(self._event(f"{stem}.done", item_id=item["id"], output_index=index, **done))
+        item.update({field: value, "status": "completed"})
+        out.append(self._event("response.output_item.done", output_index=index, item=dict(item)))
+        return out
 
     def finish(self, status: str, **fields: Any) -> list[dict]:
         events = self._close_message()
@@ -337,19 +301,9 @@ class ResponseEvents:
 class ResponsesService:
     """Prepares and runs Responses turns on one backend."""
 
-    def __init__(
-        self,
-        backend: Backend,
-        *,
-        model_name: str,
-        defaults: SamplingParams,
-        max_tokens_default: int | None = None,
-    ):
+    def __init__(self, backend: Backend, defaults: TurnDefaults):
         self.backend = backend
-        self.model_name = model_name
         self.defaults = defaults
-        self.max_tokens_default = max_tokens_default
-        """The output cap of a request that sets none (None: to the end of the context)."""
 
     async def prepare_async(
         self,
@@ -395,14 +349,14 @@ class ResponsesService:
             if system is None and messages and messages[0].role == "system":
                 system = messages[0].content
                 messages = messages[1:]
-        sampling = req.sampling(self.defaults)
+        sampling = req.sampling(self.defaults.sampling)
         rid = new_id("resp")
         chain = previous.chain if previous is not None and previous.chain else rid
         request = TurnRequest(
             system,
             messages,
             tools,
-            max_tokens=req.max_output_tokens or self.max_tokens_default,
+            max_tokens=req.max_output_tokens or self.defaults.max_tokens,
             sampling=sampling,
             prediction=req.prediction.text() if req.prediction else None,
             speculation=req.speculation(),
@@ -417,7 +371,7 @@ class ResponsesService:
             live, request = self._start_truncating(request)
         else:
             live = self.backend.start(request)
-        model = req.model or self.model_name
+        model = req.model or self.defaults.model_name
         return PreparedTurn(rid, req, model, live, request.messages, system, tools, sampling, chain)
 
     def _start_truncating(self, request: TurnRequest) -> tuple[BackendTurn, TurnRequest]:

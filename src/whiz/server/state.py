@@ -15,6 +15,7 @@ from whiz.server.browser import BrowserGuard, is_loopback
 from whiz.server.chat import ChatService
 from whiz.server.http import Unavailable
 from whiz.server.metrics import Metrics
+from whiz.server.protocol import TurnDefaults
 from whiz.server.responses import ResponsesService, ResponseStore
 
 WILDCARD_HOSTS = ("0.0.0.0", "::", "")
@@ -38,20 +39,12 @@ class ServerState:
         self.backend = backend
         self.settings = settings
         self.model_name = settings.model_name or backend.info.model
-        defaults = SamplingParams(
+        sampling = SamplingParams(
             temperature=settings.temperature, top_p=settings.top_p, top_k=settings.top_k
         )
-        cap = settings.max_output_tokens_default
-        self.responses = ResponsesService(
-            backend, model_name=self.model_name, defaults=defaults, max_tokens_default=cap
-        )
-        self.chat = ChatService(
-            backend,
-            model_name=self.model_name,
-            defaults=defaults,
-            max_tokens_default=cap,
-            max_n=settings.max_n,
-        )
+        self.defaults = TurnDefaults(self.model_name, sampling, settings.max_output_tokens_default)
+        self.responses = ResponsesService(backend, self.defaults)
+        self.chat = ChatService(backend, self.defaults, max_n=settings.max_n)
         self.store = ResponseStore(
             settings.stored_responses,
             max_bytes=int(settings.stored_responses_mb * 1024 * 1024),
