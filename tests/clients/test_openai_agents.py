@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 from .conftest import npm_client
 
@@ -86,3 +90,46 @@ def test_opencode_writes_a_file_through_whiz(serve_fake, tmp_path):
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert (work / "hello.py").read_text() == CONTENT
     assert "I wrote hello.py." in done.stdout
+
+
+AIDER_VERSION = "0.86.2"
+
+
+def aider_client() -> Path:
+    """Aider from PyPI, in a virtual environment of its own in the whiz cache (installed once: its
+    dependencies would not fit beside whiz's)."""
+    venv = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "whiz" / f"aider-{AIDER_VERSION}"
+    binary = venv / "bin" / "aider"
+    if not binary.exists():
+        if shutil.which("python3") is None:
+            pytest.skip("no python3 to make Aider's environment with")
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+        done = subprocess.run(
+            [str(venv / "bin" / "pip"), "install", "-q", f"aider-chat=={AIDER_VERSION}"],
+            capture_output=True, text=True, timeout=1200, check=False,
+        )  # fmt: skip
+        if done.returncode != 0 or not binary.exists():
+            pytest.skip(f"could not install aider-chat=={AIDER_VERSION}: {done.stderr.strip()[-300:]}")
+    return binary
+
+
+def test_aider_applies_an_edit_through_whiz(serve_fake, tmp_path):
+    aider = aider_client()
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir()
+    home.mkdir()
+    (work / "hello.py").write_text("print('hi')\n")
+    reply = (
+        "hello.py\n```python\n<<<<<<< SEARCH\nprint('hi')\n=======\nprint('hello')\n>>>>>>> REPLACE\n```\n"
+    )
+    served = serve(serve_fake, lambda conversation: reply)
+    flags = ["--edit-format", "diff", "--yes-always", "--no-git", "--no-check-update", "--no-analytics"]
+    flags += ["--no-show-model-warnings", "--openai-api-base", served.base_url, "--openai-api-key", "unused"]
+    done = subprocess.run(
+        [str(aider), "--model", "openai/whiz", *flags, "--message", "Make hello.py print hello", "hello.py"],
+        cwd=work, env={**os.environ, "HOME": str(home)}, capture_output=True, text=True, timeout=300,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert (work / "hello.py").read_text() == CONTENT
+    assert "Applied edit to hello.py" in done.stdout
