@@ -16,6 +16,7 @@ from whiz.environments import (
     SandboxOptions,
     SandboxUnavailable,
     environment_for,
+    run_confined,
     run_sandboxed,
 )
 
@@ -188,3 +189,14 @@ async def test_run_sandboxed_streams_the_output_and_returns_the_exit_code(worksp
     assert code == 3 and out.getvalue() == b"a  b\n"
     assert await run_sandboxed(workspace, ["touch", ".git/x"], out=io.BytesIO()) != 0
     assert await run_sandboxed(workspace, ["sleep", "10"], timeout_s=0.3, out=io.BytesIO()) == 124
+
+
+def test_run_confined_checks_code_in_the_sandbox_and_ends_it_on_timeout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv("FAKE_API_KEY", "hidden-value-2")
+    secret = tmp_path.parent / f"outside-{tmp_path.name}"
+    command = ["sh", "-c", f"echo hi; touch {secret}; echo $FAKE_API_KEY"]
+    done = run_confined(tmp_path, command, timeout_s=30)
+    assert done is not None and done.stdout.decode().split() == ["hi"] and not secret.exists()
+    assert run_confined(tmp_path, ["sleep", "30"], timeout_s=0.5) is None

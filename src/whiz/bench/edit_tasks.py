@@ -17,7 +17,6 @@ import io
 import json
 import random
 import re
-import subprocess
 import sys
 import sysconfig
 import tempfile
@@ -25,6 +24,8 @@ import tokenize
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from whiz.environments import run_confined
 
 # Fixed, so the suite is the same on every run of one Python version. Pure Python, well known.
 RENAME_MODULES = (
@@ -95,19 +96,11 @@ def program(task: EditTask, code: str) -> str:
 
 
 def run_check(task: EditTask, code: str, timeout_s: float = CHECK_TIMEOUT_S) -> bool:
-    """Run the task's test against `code` in a fresh interpreter, in an empty directory."""
+    """Run the task's test against `code` in a fresh interpreter, in an empty directory, in the
+    sandbox: the code is the model's."""
     with tempfile.TemporaryDirectory(prefix="whiz-edits-") as cwd:
-        try:
-            done = subprocess.run(
-                [sys.executable, "-c", program(task, code)],
-                cwd=cwd,
-                capture_output=True,
-                timeout=timeout_s,
-                stdin=subprocess.DEVNULL,
-            )
-        except subprocess.TimeoutExpired:
-            return False
-    return done.returncode == 0
+        done = run_confined(Path(cwd), [sys.executable, "-c", program(task, code)], timeout_s=timeout_s)
+    return done is not None and done.returncode == 0
 
 
 # -- the EditEval suite ----------------------------------------------------------------------------

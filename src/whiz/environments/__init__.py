@@ -3,7 +3,13 @@
 
 from whiz.environments.errors import SandboxUnavailable
 from whiz.environments.local import CommandResult, Environment, LocalEnvironment, truncate
-from whiz.environments.sandbox import SandboxMode, SandboxOptions, environment_for, run_sandboxed
+from whiz.environments.sandbox import (
+    SandboxMode,
+    SandboxOptions,
+    environment_for,
+    run_confined,
+    run_sandboxed,
+)
 
 __all__ = [
     "CommandResult",
@@ -13,6 +19,7 @@ __all__ = [
     "SandboxOptions",
     "SandboxUnavailable",
     "environment_for",
+    "run_confined",
     "run_sandboxed",
     "truncate",
 ]

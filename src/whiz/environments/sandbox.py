@@ -18,9 +18,11 @@ and works on kernels without Landlock; Landlock alone cannot end detached proces
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
@@ -139,6 +141,31 @@ async def run_sandboxed(
         return TIMED_OUT_EXIT_CODE
     # A command ended by a signal: the shell's convention, 128 + the signal's number.
     return result.exit_code if result.exit_code >= 0 else 128 - result.exit_code
+
+
+def run_confined(
+    cwd: Path, argv: Sequence[str], options: SandboxOptions | None = None, *, timeout_s: float
+) -> subprocess.CompletedProcess[bytes] | None:
+    """`argv` in `cwd` as `options` say, from code that is not async (a benchmark's check of what a
+    model wrote); None when it ran past `timeout_s`, then everything it started is gone too."""
+    options = options or SandboxOptions()
+    command = shlex.join(argv)
+    env = None
+    if options.mode is not SandboxMode.DANGER_FULL_ACCESS:
+        argv = Bubblewrap(_working_bwrap(options.bwrap), Path(cwd).resolve(), options).argv(command)
+        env = confined_env(os.environ)
+    proc = subprocess.Popen(
+        list(argv), cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    try:
+        out, _ = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)  # its own session: the whole group, the sandbox too
+        proc.communicate()
+        return None
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out)
 
 
 def _environment(
