@@ -27,6 +27,7 @@ import numpy as np
 
 from whiz.engine.draft_model import DraftModel
 from whiz.engine.drafters import ChainDrafter, PredictionDrafter, PromptLookupDrafter
+from whiz.engine.prefix_cache import PrefixCache
 from whiz.engine.sampling import sample
 from whiz.engine.slots import Placement, SlotTable
 from whiz.engine.speculative import BatchCost, DraftLength, verify
@@ -104,8 +105,10 @@ class Scheduler:
         speculation: bool = True,
         max_draft: int = 32,
         draft_model: DraftModel | None = None,
+        prefix_cache: PrefixCache | None = None,
     ):
         self.runtime = runtime
+        self.prefix_cache = prefix_cache
         self.speculation = speculation
         self.max_draft = max_draft
         self.draft_model = draft_model
@@ -177,6 +180,8 @@ class Scheduler:
         self._thread.join(timeout=10)
         if self._thread.is_alive():
             return
+        if self.prefix_cache is not None:
+            self.prefix_cache.close()
         for runtime in (self.runtime, self.draft_model.runtime if self.draft_model else None):
             close = getattr(runtime, "close", None)
             if close is not None:
@@ -191,6 +196,7 @@ class Scheduler:
             "evictions": self.evictions,
             "cached_tokens": self.slots.cached_tokens(),
             **({"draft_model_tokens": self.draft_model.drafted_tokens} if self.draft_model else {}),
+            **(self.prefix_cache.status() if self.prefix_cache else {}),
         }
 
     # -- the worker thread --------------------------------------------------------------------
@@ -246,6 +252,10 @@ class Scheduler:
             req = job.request
             near = job.leader.placement.slot.seq if job.leader is not None and job.leader.placement else None
             placement = self.slots.place(req.prompt, req.session, need_logits=req.max_tokens > 0, near=near)
+            if placement is not None and self.prefix_cache is not None:
+                # None while a longer prefix saved on disk is read, to restore instead of prefilling.
+                logits = req.max_tokens > 0
+                placement = self.prefix_cache.improve(self.runtime, req.prompt, placement, need_logits=logits)
             if placement is None:
                 still_waiting.append(job)
                 continue
@@ -355,6 +365,10 @@ class Scheduler:
             job.n_past += n
             del job.feed[:n]
             job.prompt_done = not job.feed
+            if job.prompt_done and self.prefix_cache is not None:
+                # The slot holds exactly the prompt now (sampled tokens go in next step): save it.
+                slot = job.placement.slot
+                self.prefix_cache.prompt_prefilled(self.runtime, slot.seq, slot.tokens)
             if not job.feed and job.request.max_tokens == 0:
                 job.stats.prefill_ms = (time.perf_counter() - job.t_submit) * 1000
                 self._finish(job, "stop")
