@@ -13,7 +13,7 @@ import pytest
 from whiz.chat.messages import Message
 from whiz.chat.template import ChatTemplate
 from whiz.engine import kv_file
-from whiz.engine.fake import fake_engine
+from whiz.engine.fake import FakeRuntime, fake_engine
 from whiz.engine.prefix_cache import PrefixCache
 from whiz.engine.types import GenerateRequest
 
@@ -196,3 +196,37 @@ async def test_a_foreign_entry_under_this_engines_name_is_discarded(tmp_path, ca
     finally:
         engine.close()
     assert "another model, build or cache layout" in caplog.text
+
+
+def test_serve_settings_choose_the_folder_or_turn_it_off(tmp_path, monkeypatch):
+    from whiz.config import load_settings
+    from whiz.engine.factory import load_engine
+
+    engine = load_engine(load_settings(model="fake", prefix_cache_dir=tmp_path / "kv", prefix_cache_gb=0.5))
+    try:
+        assert engine.prefix_cache.dir == tmp_path / "kv"
+        assert engine.prefix_cache.max_bytes == 2**29
+    finally:
+        engine.close()
+    monkeypatch.setenv("WHIZ_PREFIX_CACHE", "0")
+    engine = load_engine(load_settings(model="fake", prefix_cache_dir=tmp_path / "kv"))
+    try:
+        assert engine.prefix_cache is None
+    finally:
+        engine.close()
+
+
+def test_one_tenants_entries_are_never_offered_to_another(tmp_path):
+    runtime = FakeRuntime()
+    tokens = runtime.tokenizer.encode(SYSTEM)
+    runtime.decode([(t, i, 0, False) for i, t in enumerate(tokens)])
+    c = cache(tmp_path)
+    try:
+        c.prompt_prefilled(runtime, 0, tokens, tenant="key-a")
+        c.flush()
+        assert c.longest(tokens, tenant="key-a")[1] == len(tokens)
+        assert c.longest(tokens, tenant="key-b") is None
+        assert c.longest(tokens) is None
+    finally:
+        c.close()
+    assert b"key-a" not in entries(tmp_path)[0].read_bytes()  # a hash of it, never the key

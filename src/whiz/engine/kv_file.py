@@ -42,6 +42,8 @@ class KVHeader:
 
     fingerprint: str
     identity: dict
+    scope: str
+    """Whose prompt it was (a hash of the tenant, or ""): entries are shared only within one."""
     tokens: np.ndarray
     data_bytes: int
     data_crc32: int
@@ -49,7 +51,13 @@ class KVHeader:
 
 
 def write(
-    path: Path, *, fingerprint: str, identity: dict, tokens: np.ndarray, data: bytes | bytearray
+    path: Path,
+    *,
+    fingerprint: str,
+    identity: dict,
+    scope: str,
+    tokens: np.ndarray,
+    data: bytes | bytearray,
 ) -> int:
     """Write an entry atomically (temporary file, then rename); return its size in bytes."""
     toks = tokens.astype("<i4")
@@ -58,6 +66,7 @@ def write(
             "version": VERSION,
             "fingerprint": fingerprint,
             "identity": identity,
+            "scope": scope,
             "n_tokens": len(toks),
             "tokens_sha256": tokens_sha256(toks),
             "data_bytes": len(data),
@@ -109,6 +118,7 @@ def read_header(path: Path) -> KVHeader:
     return KVHeader(
         fingerprint=str(header.get("fingerprint")),
         identity=header.get("identity") or {},
+        scope=str(header.get("scope", "")),
         tokens=tokens,
         data_bytes=data_bytes,
         data_crc32=int(header.get("data_crc32", -1)),

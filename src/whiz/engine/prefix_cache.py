@@ -58,11 +58,19 @@ class StateRuntime(Protocol):
     def seq_rm(self, seq: int, p0: int, p1: int) -> None: ...
 
 
-def block_hashes(tokens: list[int] | np.ndarray) -> list[bytes]:
-    """The chained hash of each whole block: entry k covers tokens [0, (k+1) * BLOCK_TOKENS)."""
+def scope_of(tenant: str | None) -> str:
+    """What a tenant's entries are filed under: a hash, so no API key or name reaches the disk."""
+    return "" if tenant is None else hashlib.sha256(tenant.encode()).hexdigest()[:32]
+
+
+def block_hashes(tokens: list[int] | np.ndarray, scope: str = "") -> list[bytes]:
+    """The chained hash of each whole block: entry k covers tokens [0, (k+1) * BLOCK_TOKENS).
+
+    The chain starts from the scope, so one tenant's prompts never match another's entries.
+    """
     arr = np.asarray(tokens, dtype="<i4")
     out: list[bytes] = []
-    h = b""
+    h = scope.encode()
     for k in range(len(arr) // BLOCK_TOKENS):
         block = arr[k * BLOCK_TOKENS : (k + 1) * BLOCK_TOKENS].tobytes()
         h = hashlib.blake2b(h + block, digest_size=16).digest()
@@ -76,6 +84,7 @@ class Entry:
 
     name: str
     tokens: np.ndarray
+    scope: str
     header: kv_file.KVHeader | None = None
     """None while the writer has not finished it."""
     blocks: list[bytes] = field(default_factory=list)
@@ -108,7 +117,7 @@ class PrefixCache:
         self._reader = ThreadPoolExecutor(1, thread_name_prefix="whiz-kv-read")
         self._loading: dict[str, Future] = {}
         self._pending_writes = 0
-        self._last_prompt: tuple[list[int] | None, list[bytes]] = (None, [])
+        self._last_prompt: tuple[list[int] | None, str, list[bytes]] = (None, "", [])
         self._closed = False
         self.saves = 0
         self.restores = 0
@@ -136,10 +145,10 @@ class PrefixCache:
             except kv_file.BadKVFile as exc:
                 self._discard(path.name, f"{exc}")
                 continue
-            self._add(Entry(path.name, header.tokens, header))
+            self._add(Entry(path.name, header.tokens, header.scope, header))
 
     def _add(self, entry: Entry) -> None:
-        entry.blocks = block_hashes(entry.tokens)
+        entry.blocks = block_hashes(entry.tokens, entry.scope)
         with self._lock:
             self._entries[entry.name] = entry
             for h in entry.blocks:
@@ -162,17 +171,19 @@ class PrefixCache:
         with contextlib.suppress(OSError):
             (self.dir / name).unlink()
 
-    def _prompt_blocks(self, prompt: list[int]) -> list[bytes]:
+    def _prompt_blocks(self, prompt: list[int], scope: str) -> list[bytes]:
         # A waiting request asks again every admit pass: hash its prompt once.
-        last, blocks = self._last_prompt
-        if last is not prompt:
-            blocks = block_hashes(prompt)
-            self._last_prompt = (prompt, blocks)
+        last, last_scope, blocks = self._last_prompt
+        if last is not prompt or last_scope != scope:
+            blocks = block_hashes(prompt, scope)
+            self._last_prompt = (prompt, scope, blocks)
         return blocks
 
-    def longest(self, prompt: list[int], *, written_only: bool = True) -> tuple[Entry, int] | None:
+    def longest(
+        self, prompt: list[int], *, tenant: str | None = None, written_only: bool = True
+    ) -> tuple[Entry, int] | None:
         """The entry sharing the longest prefix with `prompt`, and that length (None: no block matches)."""
-        blocks = self._prompt_blocks(prompt)
+        blocks = self._prompt_blocks(prompt, scope_of(tenant))
         with self._lock:
             for k in range(len(blocks) - 1, -1, -1):
                 names = self._by_block.get(blocks[k])
@@ -194,32 +205,39 @@ class PrefixCache:
 
     # -- saving (worker thread, then the writer) -----------------------------------------------------
 
-    def prompt_prefilled(self, runtime: StateRuntime, seq: int, tokens: list[int]) -> None:
-        """A slot's cache holds exactly `tokens`, just prefilled: save them if the disk lacks them."""
+    def prompt_prefilled(
+        self, runtime: StateRuntime, seq: int, tokens: list[int], *, tenant: str | None = None
+    ) -> None:
+        """A slot's cache holds exactly `tokens`, just prefilled: save them if the disk lacks them.
+
+        `tenant` (an API key, say) files the entry where only that tenant's prompts find it.
+        """
         if len(tokens) < self.min_tokens or self._closed:
             return
         if self.max_entry_tokens is not None and len(tokens) > self.max_entry_tokens:
             return
-        found = self.longest(tokens, written_only=False)
+        found = self.longest(tokens, tenant=tenant, written_only=False)
         if found is not None and len(tokens) - found[1] < self.min_tokens:
             return  # the disk already holds nearly all of it
         if self._pending_writes >= MAX_PENDING_WRITES:
             log.info("prefix cache: the writer is behind; not saving a %d-token prefix", len(tokens))
             return
         arr = np.asarray(tokens, dtype="<i4")
-        name = f"{self.fingerprint}-{kv_file.tokens_sha256(arr)[:24]}{kv_file.SUFFIX}"
+        scope = scope_of(tenant)
+        digest = hashlib.sha256(scope.encode() + arr.tobytes()).hexdigest()[:24]
+        name = f"{self.fingerprint}-{digest}{kv_file.SUFFIX}"
         try:
             data = runtime.seq_state_get(seq)
         except Exception as exc:  # a cache that can't save must not fail the request
             log.warning("prefix cache: could not copy sequence %d's state: %s", seq, exc)
             return
-        self._add(Entry(name, arr))
+        self._add(Entry(name, arr, scope))
         with self._lock:
             self._pending_writes += 1
         self.saves += 1
-        self._writer.submit(self._write, name, arr, data)
+        self._writer.submit(self._write, name, arr, scope, data)
 
-    def _write(self, name: str, tokens: np.ndarray, data: bytearray) -> None:
+    def _write(self, name: str, tokens: np.ndarray, scope: str, data: bytearray) -> None:
         try:
             size_estimate = len(data) + 4 * len(tokens) + 4096
             if size_estimate > self.max_bytes:
@@ -230,7 +248,12 @@ class PrefixCache:
             self._make_room(size_estimate)
             path = self.dir / name
             kv_file.write(
-                path, fingerprint=self.fingerprint, identity=self.identity, tokens=tokens, data=data
+                path,
+                fingerprint=self.fingerprint,
+                identity=self.identity,
+                scope=scope,
+                tokens=tokens,
+                data=data,
             )
             header = kv_file.read_header(path)
             with self._lock:
@@ -266,14 +289,21 @@ class PrefixCache:
     # -- restoring (worker thread, the reader loads) ------------------------------------------
 
     def improve(
-        self, runtime: StateRuntime, prompt: list[int], placement: Placement, *, need_logits: bool
+        self,
+        runtime: StateRuntime,
+        prompt: list[int],
+        placement: Placement,
+        *,
+        need_logits: bool,
+        tenant: str | None = None,
     ) -> Placement | None:
         """`placement`, or a better one whose slot now holds a prefix restored from disk.
 
         None means a file worth restoring is being read: ask again on a later pass. A restore
         is worth it when it saves at least a block of prefill over what memory already gives.
+        Only entries `tenant` saved are candidates.
         """
-        found = self.longest(prompt)
+        found = self.longest(prompt, tenant=tenant)
         if found is None:
             return placement
         entry, lcp = found
