@@ -266,6 +266,21 @@ def bench_serve(
     )
 
 
+@bench_app.command("prefix-cache")
+def bench_prefix_cache(
+    model: Annotated[str, typer.Option(help="Model to load.")] = "qwen2.5-coder-0.5b",
+    prefix_tokens: Annotated[int, typer.Option(min=1024, help="Length of the shared prefix.")] = 6000,
+    prefix_cache_dir: Annotated[
+        Path | None, typer.Option(help="Cache folder (default: a temporary one, removed after).")
+    ] = None,
+    threads: Annotated[int | None, typer.Option(help="CPU threads (default: all cores).")] = None,
+) -> None:
+    """TTFT over a long shared prefix: cold, from memory, and from the disk cache after a restart."""
+    from whiz.bench.prefix_cache import main
+
+    raise typer.Exit(main(model, prefix_tokens, prefix_cache_dir, threads=threads))
+
+
 @bench_app.command("edits")
 def bench_edits(
     target: Annotated[str, typer.Option(help="Base URL of the server to measure.")] = "http://127.0.0.1:8321",
