@@ -230,3 +230,18 @@ def test_one_tenants_entries_are_never_offered_to_another(tmp_path):
     finally:
         c.close()
     assert b"key-a" not in entries(tmp_path)[0].read_bytes()  # a hash of it, never the key
+
+
+async def test_a_restore_waits_for_its_read_while_other_sessions_keep_decoding(tmp_path):
+    [before] = await first_life(tmp_path, "rename foo to bar")
+    engine = fake_engine(prefix_cache=cache(tmp_path))
+    try:
+        other = prompt(engine, "x" * 200, system="other")
+        busy = engine.generate(GenerateRequest(prompt=other, max_tokens=150))
+        tokens = prompt(engine, "rename foo to bar")
+        after, stats = await run(engine, tokens)
+        busy_tokens = [t async for chunk in busy for t in chunk.tokens]
+        assert after == before and stats.cached_tokens == len(tokens) - 1
+        assert bytes(busy_tokens).decode() == ("echo: " + "x" * 200)[:150]
+    finally:
+        engine.close()

@@ -35,6 +35,7 @@ import numpy as np
 from whiz.engine import kv_file
 from whiz.engine.kv_identity import fingerprint
 from whiz.engine.slots import Placement, common_prefix
+from whiz.errors import KVCacheFull
 
 log = logging.getLogger("whiz.prefix_cache")
 
@@ -327,8 +328,9 @@ class PrefixCache:
         try:
             runtime.seq_state_set(slot.seq, data)
             runtime.seq_rm(slot.seq, lcp, -1)
-        except Exception as exc:  # a state llama.cpp refuses must never be offered again
-            self._discard(entry.name, f"the runtime refused it ({exc})")
+        except Exception as exc:
+            if not isinstance(exc, KVCacheFull):  # a state llama.cpp refuses is never offered again
+                self._discard(entry.name, f"the runtime refused it ({exc})")
             runtime.seq_rm(slot.seq, 0, -1)
             slot.tokens = []
             # The slot's own cells are gone; a donor's are still there to copy.
