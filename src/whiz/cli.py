@@ -126,7 +126,8 @@ def serve(
         bool | None,
         typer.Option(
             "--prefix-cache/--no-prefix-cache",
-            help="Save long prompts' KV cache on disk so a restart skips their prefill (default on).",
+            help="Save long prompts' KV cache on disk (WHIZ_HOME/kv, at most --prefix-cache-gb) so a "
+            "restart restores them instead of prefilling again (default on).",
         ),
     ] = None,
     prefix_cache_dir: Annotated[
