@@ -118,6 +118,36 @@ def serve(
             help="Run a replica for a gateway: the model API only (no web app, no agent endpoints).",
         ),
     ] = None,
+    # -- safety and limits (issue 16); the rest are WHIZ_<NAME> or [serve] settings --
+    insecure_no_auth: Annotated[
+        bool | None,
+        typer.Option(
+            "--insecure-no-auth",
+            help="Serve a non-loopback --host without --api-key (refused otherwise): anyone who reaches "
+            "the port may use it.",
+        ),
+    ] = None,
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allowed-host", help="Also answer under this Host name (repeatable; '*' for any name)."
+        ),
+    ] = None,
+    allowed_origin: Annotated[
+        list[str] | None,
+        typer.Option("--allowed-origin", help="Also accept browser requests from this origin (repeatable)."),
+    ] = None,
+    max_output_tokens_default: Annotated[
+        int | None, typer.Option(help="Output cap of a request that sets none (default 4096).")
+    ] = None,
+    max_n: Annotated[int | None, typer.Option(help="Most candidates (n) per request (default 8).")] = None,
+    shutdown_grace_s: Annotated[
+        float | None,
+        typer.Option(help="On SIGTERM, seconds running requests get before they are cancelled (default 3)."),
+    ] = None,
+    max_connections: Annotated[
+        int | None, typer.Option(help="Open connections at once; more get a 503 (default 512).")
+    ] = None,
     idle_exit: Annotated[
         float | None,
         typer.Option(help="Exit after this many seconds without a request (default: never)."),
@@ -151,6 +181,9 @@ def serve(
     `whiz exec`, `code`, `heal` and `swarm` start one in the background when none answers (the
     model stays loaded for the next command; it exits after 15 idle minutes): `whiz serve status`
     lists those, `whiz serve stop` ends them.
+
+    More limits (WebSocket sessions and queues, stored responses) are settings: WHIZ_<NAME> or
+    the [serve] table of --config.
     """
     from whiz.commands.serve import background_status, serve_forever, stop_background
     from whiz.config import load_settings
@@ -183,6 +216,13 @@ def serve(
             upstream_model=upstream_model,
             routing=routing,
             engine_only=engine_only,
+            insecure_no_auth=insecure_no_auth,
+            allowed_hosts=allowed_host,
+            allowed_origins=allowed_origin,
+            max_output_tokens_default=max_output_tokens_default,
+            max_n=max_n,
+            shutdown_grace_s=shutdown_grace_s,
+            max_connections=max_connections,
             idle_exit_s=idle_exit,
             prefix_cache=prefix_cache,
             prefix_cache_dir=prefix_cache_dir,
@@ -280,6 +320,25 @@ def bench_prefix_cache(
     from whiz.bench.prefix_cache import main
 
     raise typer.Exit(main(model, prefix_tokens, prefix_cache_dir, threads=threads))
+
+
+@bench_app.command("soak")
+def bench_soak(
+    target: Annotated[
+        str, typer.Option(help="Base URL of a server on this machine.")
+    ] = "http://127.0.0.1:8321",
+    seconds: Annotated[float, typer.Option(help="How long to run.")] = 30.0,
+    ws_sessions: Annotated[int, typer.Option(help="Concurrent WebSocket clients.")] = 4,
+    http_clients: Annotated[int, typer.Option(help="Concurrent HTTP clients.")] = 4,
+    max_tokens: Annotated[int, typer.Option(help="Output tokens of a well-behaved turn.")] = 48,
+    model: Annotated[str | None, typer.Option(help="Model id to request.")] = None,
+    api_key: Annotated[str | None, typer.Option(help="Bearer key for the target.")] = None,
+) -> None:
+    """Load and faults on a loopback server: clients vanishing mid-prefill/decode, hostile input mixed in."""
+    from whiz.bench.soak import SoakPlan, main
+
+    plan = SoakPlan(target, seconds, ws_sessions, http_clients, max_tokens, api_key=api_key, model=model)
+    raise typer.Exit(main(plan))
 
 
 @bench_app.command("edits")
@@ -550,11 +609,12 @@ def exec_(
     Exit code 0 when the task was done, 1 when it failed or was stopped, 2 when the agent
     could not start (no server at --base-url, a refused key).
     """
+    from whiz.commands.common import Output
     from whiz.commands.exec import exec_in_mode
 
     task = _read_task(task)
     options = flags.session_options(_agent_config(approval, actions, test_cmd), heal=heal)
-    raise typer.Exit(exec_in_mode(task, options, json_mode=json_))
+    raise typer.Exit(exec_in_mode(task, options, Output(json_mode=json_)))
 
 
 @app.command()
@@ -590,13 +650,14 @@ def resume(
         if task is not None:
             raise fail("say which session: --last or --session ID")
         return
+    from whiz.commands.common import Output
     from whiz.commands.exec import exec_in_mode
 
     flags = ModelFlags(
         mode=mode, base_url=base_url, api_key=api_key, model=model, sandbox=sandbox, in_process=in_process
     )
     options = flags.session_options(_agent_config(approval, actions, test_cmd), resume=session or "last")
-    raise typer.Exit(exec_in_mode(task, options, json_mode=json_))
+    raise typer.Exit(exec_in_mode(task, options, Output(json_mode=json_)))
 
 
 @app.command(context_settings={"allow_interspersed_args": False})
@@ -710,6 +771,7 @@ def heal(
     fewest tokens). It is applied atomically and `whiz undo` takes it back. Exit code 0 when a
     candidate passed, 1 when none did (nothing is changed then), 2 when it could not start.
     """
+    from whiz.commands.common import Output
     from whiz.commands.heal import heal_task
     from whiz.modes.healing import HealSettings
 
@@ -726,7 +788,7 @@ def heal(
         raise fail(str(exc)) from None
     run = flags.session_options()
     settings.sandbox = run.agent.sandbox
-    raise typer.Exit(heal_task(task, test_cmd, run, settings, json_mode=json_))
+    raise typer.Exit(heal_task(task, test_cmd, run, settings, Output(json_mode=json_)))
 
 
 @app.command()
@@ -756,6 +818,7 @@ def swarm(
     mode). A failed micro-task is retried, then handed to deep. Conflicting results are reported
     and not merged. Exit code 0 when every micro-task merged and the tests pass, 1 otherwise.
     """
+    from whiz.commands.common import Output
     from whiz.commands.swarm import swarm_task
     from whiz.modes.swarm import SwarmSettings
 
@@ -772,7 +835,7 @@ def swarm(
         test_cmd=test_cmd,
         sandbox=run.agent.sandbox,
     )
-    raise typer.Exit(swarm_task(task, run, settings, plan_file=plan, json_mode=json_))
+    raise typer.Exit(swarm_task(task, run, settings, Output(json_mode=json_), plan_file=plan))
 
 
 @bench_app.command("heal")

@@ -23,16 +23,11 @@ class UpstreamSpec(BaseModel):
     cache_key: bool | None = Field(None, description="Send prompt_cache_key (default: if it honours it).")
 
 
-class ServeSettings(BaseModel):
-    """Everything `whiz serve` can be told. Each field is also `WHIZ_<NAME>` and `--<name>`."""
+class EngineSettings(BaseModel):
+    """The model and the engine that runs it: what decides what the KV cache holds and how fast it is."""
 
-    host: str = Field("127.0.0.1", description="Address to bind; loopback by default.")
-    port: int = Field(8321, description="TCP port.")
     model: str = Field(
         "qwen2.5-coder-0.5b", description="Registry name, .gguf path, hf:owner/repo/file, or 'fake'."
-    )
-    model_name: str | None = Field(
-        None, description="Model id reported by the API (default: the --model value)."
     )
     ctx: int | None = Field(
         None, description="Tokens one conversation may hold (default: the model's trained length)."
@@ -46,26 +41,6 @@ class ServeSettings(BaseModel):
         True, description="Draft tokens (prediction, prompt lookup) and verify them in batches."
     )
     max_draft: int = Field(32, description="Longest draft verified in one batch.")
-    api_keys: list[str] = Field(default_factory=list, description="Accepted bearer keys; none means no auth.")
-    rate_limit_rpm: int = Field(0, description="Requests per minute per key (0: unlimited).")
-    idle_exit_s: float = Field(
-        0,
-        description="Exit after this many seconds without a request (0: never); background servers use 900.",
-    )
-    temperature: float = Field(0.7, description="Sampling temperature when a request sets none.")
-    top_p: float = Field(0.8, description="Nucleus sampling when a request sets none.")
-    top_k: int = Field(20, description="Top-k sampling (not part of OpenAI's API).")
-    max_body_mb: float = Field(16, description="Largest request body accepted.")
-    stored_responses: int = Field(256, description="Responses kept for previous_response_id over HTTP.")
-    workspace: Path | None = Field(
-        None, description="Folder the web app may browse and edit (nothing outside it is reachable)."
-    )
-    test_cmd: str | None = Field(
-        None,
-        description="Shell command the web app runs in the workspace on request (e.g. 'pytest -q'); "
-        "healing runs it in each candidate's copy.",
-    )
-    test_timeout_s: float = Field(300, description="Longest a --test-cmd run may take before it is killed.")
     draft_model: str | None = Field(
         None,
         description="A smaller model with the same tokenizer that drafts tokens for --model, which "
@@ -88,7 +63,104 @@ class ServeSettings(BaseModel):
     prefix_cache_min_tokens: int = Field(
         1024, ge=256, description="Shortest prompt saved, and the fewest new tokens a longer entry must add."
     )
-    # -- upstreams and the gateway (whiz serve --upstream) --
+
+
+class SamplingSettings(BaseModel):
+    """How tokens are chosen when a request does not say."""
+
+    temperature: float = Field(0.7, description="Sampling temperature when a request sets none.")
+    top_p: float = Field(0.8, description="Nucleus sampling when a request sets none.")
+    top_k: int = Field(20, description="Top-k sampling (not part of OpenAI's API).")
+
+
+class HttpSettings(BaseModel):
+    """Where the server listens, who may use it, and for how long it runs."""
+
+    host: str = Field("127.0.0.1", description="Address to bind; loopback by default.")
+    port: int = Field(8321, description="TCP port.")
+    model_name: str | None = Field(
+        None, description="Model id reported by the API (default: the --model value)."
+    )
+    api_keys: list[str] = Field(default_factory=list, description="Accepted bearer keys; none means no auth.")
+    rate_limit_rpm: int = Field(0, description="Requests per minute per key (0: unlimited).")
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="Host names the server answers under, besides loopback names and --host (and, for "
+        "a wildcard bind, this machine's names and addresses); '*' allows any.",
+    )
+    allowed_origins: list[str] = Field(
+        default_factory=list,
+        description="Browser origins (scheme://host:port) allowed besides the server's own pages.",
+    )
+    insecure_no_auth: bool = Field(
+        False,
+        description="Allow a non-loopback --host without --api-key: anyone who reaches the port may "
+        "spend its compute.",
+    )
+    idle_exit_s: float = Field(
+        0,
+        description="Exit after this many seconds without a request (0: never); background servers use 900.",
+    )
+    shutdown_grace_s: float = Field(
+        3.0,
+        ge=0,
+        description="On SIGTERM, seconds running requests get to finish before they are cancelled.",
+    )
+
+
+class LimitSettings(BaseModel):
+    """Bounds that keep one client from knocking the server over (OpenAI's published limits where
+    it has them, nginx's and uvicorn's defaults elsewhere)."""
+
+    max_body_mb: float = Field(16, description="Largest request body accepted.")
+    max_output_tokens_default: int = Field(
+        4096,
+        ge=1,
+        description="Output cap of a request that sets no max_tokens/max_output_tokens (without it, a "
+        "request could generate to the end of the context window).",
+    )
+    max_n: int = Field(
+        8, ge=1, description="Most candidates (`n`) one chat request may ask for; --slots bounds it too."
+    )
+    max_connections: int = Field(
+        512,
+        ge=1,
+        description="Open connections (HTTP and WebSocket) the server holds at once; more get a 503 "
+        "(nginx's default worker_connections).",
+    )
+    max_ws_sessions: int = Field(256, ge=1, description="WebSocket sessions open at once, in all.")
+    max_ws_sessions_per_key: int = Field(
+        32, ge=1, description="WebSocket sessions open at once per API key (per client address without keys)."
+    )
+    ws_queue_max: int = Field(
+        8, ge=1, description="response.create events one WebSocket may have waiting; more get an error."
+    )
+    stored_responses: int = Field(256, description="Responses kept for previous_response_id over HTTP.")
+    stored_responses_mb: float = Field(
+        64, gt=0, description="Memory the responses kept for previous_response_id may take, in all."
+    )
+    stored_response_ttl_s: float = Field(
+        86400, gt=0, description="How long a stored response is kept for previous_response_id."
+    )
+
+
+class WebSettings(BaseModel):
+    """The browser app's workspace: what the page may browse, edit and test."""
+
+    workspace: Path | None = Field(
+        None, description="Folder the web app may browse and edit (nothing outside it is reachable)."
+    )
+    test_cmd: str | None = Field(
+        None,
+        description="Shell command the web app runs in the workspace on request (e.g. 'pytest -q'); "
+        "healing runs it in each candidate's copy.",
+    )
+    test_timeout_s: float = Field(300, description="Longest a --test-cmd run may take before it is killed.")
+
+
+class GatewaySettings(BaseModel):
+    """Serving on top of other engines (`whiz serve --upstream`), one or several."""
+
     upstreams: list[str | UpstreamSpec] = Field(
         default_factory=list,
         description="OpenAI-compatible servers to serve on top of instead of a local model; several make "
@@ -113,6 +185,14 @@ class ServeSettings(BaseModel):
     )
 
 
+class ServeSettings(
+    EngineSettings, SamplingSettings, HttpSettings, LimitSettings, WebSettings, GatewaySettings
+):
+    """Everything `whiz serve` can be told: the components above, composed. Each field is also
+    `WHIZ_<NAME>` and `--<name>`, and a `[serve]` key in a config file; code that needs one part
+    takes that component (the engine factory takes `EngineSettings`, say)."""
+
+
 def env_overrides(prefix: str = "WHIZ_") -> dict[str, Any]:
     """WHIZ_* variables that name a ServeSettings field; WHIZ_API_KEYS and WHIZ_UPSTREAMS are lists (a,b)."""
     out: dict[str, Any] = {}
@@ -120,7 +200,7 @@ def env_overrides(prefix: str = "WHIZ_") -> dict[str, Any]:
         value = os.environ.get(prefix + name.upper())
         if value is None or value == "":
             continue
-        listed = name in ("api_keys", "upstreams")
+        listed = name in ("api_keys", "upstreams", "allowed_hosts", "allowed_origins")
         out[name] = [k.strip() for k in value.split(",") if k.strip()] if listed else value
     return out
 

@@ -245,3 +245,27 @@ async def test_a_restore_waits_for_its_read_while_other_sessions_keep_decoding(t
         assert bytes(busy_tokens).decode() == ("echo: " + "x" * 200)[:150]
     finally:
         engine.close()
+
+
+async def test_after_a_restart_only_the_tenant_that_saved_a_prefix_gets_it_restored(tmp_path):
+    async def ask(engine, tenant: str):
+        request = GenerateRequest(prompt=prompt(engine, "rename foo to bar"), max_tokens=10, tenant=tenant)
+        stream = engine.generate(request)
+        _ = [t async for chunk in stream for t in chunk.tokens]
+        return stream.stats
+
+    engine = fake_engine(prefix_cache=cache(tmp_path))
+    try:
+        await ask(engine, "key-a")
+    finally:
+        engine.close()
+    engine = fake_engine(prefix_cache=cache(tmp_path))
+    try:
+        assert (await ask(engine, "key-b")).cached_tokens == 0
+    finally:
+        engine.close()
+    engine = fake_engine(prefix_cache=cache(tmp_path))
+    try:
+        assert (await ask(engine, "key-a")).cached_tokens > 1000
+    finally:
+        engine.close()

@@ -14,6 +14,7 @@ from whiz.chat.messages import Message
 from whiz.chat.template import ChatTemplate
 from whiz.config import ServeSettings
 from whiz.engine.factory import load_engine
+from whiz.engine.speculative import BatchCost
 from whiz.engine.types import GenerateRequest
 from whiz.models import ModelStore, default_home
 
@@ -31,6 +32,9 @@ def engine_for(model: str, draft: str):
     # Drafting with a model as slow as the one it drafts for never pays, so the engine would
     # rightly stay plain; pretend drafting is cheap so that every step takes the drafting path.
     engine.draft_model.step_ms = 0.1
+    # Likewise the verification batches: timed at start, they look dear on a busy machine, and the
+    # engine would rightly draft nothing; what is tested here is the path, not the choice.
+    engine.batch_cost = BatchCost({1: 20.0, 64: 25.0})
     return engine
 
 

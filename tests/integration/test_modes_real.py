@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from whiz.commands.common import Output
 from whiz.commands.heal import heal_task
 from whiz.commands.swarm import swarm_task
 from whiz.modes.endpoints import DeepSettings, FastSettings
@@ -62,7 +63,11 @@ def items(events, type_):
 def heal(root: Path, server, task: str, test_cmd: str, settings: HealSettings, mode: str = "fast"):
     out = io.StringIO()
     code = heal_task(
-        task, test_cmd, options(root, server, mode), settings, json_mode=True, out=out, err=io.StringIO()
+        task,
+        test_cmd,
+        options(root, server, mode),
+        settings,
+        Output(json_mode=True, out=out, err=io.StringIO()),
     )
     return code, json_events(out.getvalue())
 
@@ -134,8 +139,8 @@ def project_for_swarm(root: Path) -> None:
 
 def swarm(root: Path, server, task: str, settings: SwarmSettings, plan: Path | None = None):
     out = io.StringIO()
-    code = swarm_task(task, options(root, server, "auto"), settings, plan_file=plan, json_mode=True, out=out,
-                      err=io.StringIO())  # fmt: skip
+    output = Output(json_mode=True, out=out, err=io.StringIO())
+    code = swarm_task(task, options(root, server, "auto"), settings, output, plan_file=plan)
     return code, json_events(out.getvalue())
 
 

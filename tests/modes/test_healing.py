@@ -13,6 +13,7 @@ from tests.agent.conftest import turn_statuses
 from whiz.agent.events import Collector
 from whiz.agent.sessions import SessionStore
 from whiz.agent.workspace import Workspace
+from whiz.commands.common import Output
 from whiz.commands.heal import heal_task
 from whiz.commands.sessions import undo_last
 from whiz.modes.candidates import CandidateStream, ScriptedCandidates
@@ -77,9 +78,7 @@ def run_heal(
         TEST_CMD,
         options,
         HealSettings(**{"n": 5, "test_timeout_s": 20, **settings}),
-        json_mode=True,
-        out=out,
-        err=err,
+        Output(json_mode=True, out=out, err=err),
         pool=pool,
     )
     events = [json.loads(line) for line in out.getvalue().splitlines()]
@@ -250,7 +249,7 @@ def test_a_server_that_goes_away_midway_is_one_clear_line_and_changes_nothing(pr
     options = SessionOptions(project, home=project.parent / "home")
     pool = ScriptedPool(sources={"fast": DeadServer()})
     code = heal_task(
-        "fix calc.py", TEST_CMD, options, HealSettings(), json_mode=True, out=out, err=err, pool=pool
+        "fix calc.py", TEST_CMD, options, HealSettings(), Output(json_mode=True, out=out, err=err), pool=pool
     )
     assert code == 1
     assert err.getvalue().strip().splitlines()[-1].startswith("error: cannot reach")
@@ -269,7 +268,7 @@ def test_the_terminal_says_what_a_heal_did_candidate_by_candidate(project):
     pool = ScriptedPool(sources={"fast": ScriptedCandidates([[WRONG, FIX]], delays_s=[0.0, 1.0])})
     out, err = io.StringIO(), io.StringIO()
     options = SessionOptions(project, home=project.parent / "home")
-    code = heal_task("fix average", TEST_CMD, options, HealSettings(n=2), out=out, err=err, pool=pool)
+    code = heal_task("fix average", TEST_CMD, options, HealSettings(n=2), Output(out=out, err=err), pool=pool)
     assert code == 0
     shown = out.getvalue() + err.getvalue()
     assert "candidate 0: failed" in shown and "candidate 1: passed, 2 lines changed" in shown

@@ -14,10 +14,11 @@ from tests.conftest import free_port
 from whiz.agent.approvals import ApprovalMode
 from whiz.agent.config import AgentConfig
 from whiz.agent.events import Collector
-from whiz.agent.model import Finished, ModelRequest, TextDelta
+from whiz.agent.model import Finished, ModelRequest, ModelText
 from whiz.agent.scripted_model import ScriptedModel
 from whiz.agent.sessions import SessionStore
 from whiz.client import HttpClient
+from whiz.commands.common import Output
 from whiz.commands.exec import exec_in_mode
 from whiz.modes.candidates import ChatCandidates, ScriptedCandidates, generate
 from whiz.modes.endpoints import DeepSettings, SetupError
@@ -56,7 +57,7 @@ def run_exec(
     options = SessionOptions(
         project, agent=config, mode=mode, policy=policy, home=home, heal=heal, resume=resume
     )
-    code = exec_in_mode(task, options, json_mode=True, out=out, err=err, pool=pool)
+    code = exec_in_mode(task, options, Output(json_mode=True, out=out, err=err), pool=pool)
     return code, [json.loads(line) for line in out.getvalue().splitlines()], err.getvalue()
 
 
@@ -212,7 +213,7 @@ async def test_an_upstream_deep_model_is_spoken_to_over_chat_completions(serve_f
         await client.close()
     finally:
         await pool.close()
-    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "deep says hi"
+    assert "".join(e.text for e in events if isinstance(e, ModelText)) == "deep says hi"
     finished = events[-1]
     assert isinstance(finished, Finished) and finished.status == "completed"
     assert finished.usage["output_tokens"] > 0

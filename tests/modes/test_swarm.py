@@ -13,6 +13,7 @@ from tests.agent.conftest import turn_statuses
 from whiz.agent.model import ModelRequest
 from whiz.agent.scripted_model import ScriptedModel
 from whiz.agent.workspace import Workspace
+from whiz.commands.common import Output
 from whiz.commands.swarm import swarm_task
 from whiz.modes.merge import three_way
 from whiz.modes.pool import ScriptedPool
@@ -79,10 +80,8 @@ def run(
         task,
         SessionOptions(project, mode=mode, home=project.parent / "home"),
         SwarmSettings(test_cmd=test_cmd, **{"workers": 2, "check_timeout_s": 20, **settings}),
+        Output(json_mode=True, out=out, err=err),
         plan_file=plan,
-        json_mode=True,
-        out=out,
-        err=err,
         pool=pool,
     )
     events = [json.loads(line) for line in out.getvalue().splitlines()]

@@ -199,3 +199,22 @@ def test_text_then_call_gives_a_message_item_then_a_function_call(serve_fake, sd
         second.usage.input_tokens_details.cached_tokens
         >= first.usage.input_tokens + first.usage.output_tokens
     )
+
+
+def test_truncation_auto_drops_the_oldest_items_of_a_chain_that_outgrew_the_window(serve_fake, sdk):
+    # The fake engine counts a byte as a token: a 4096-token window holds a few of these turns.
+    client = sdk(serve_fake(engine_kw={"n_ctx": 4096}))
+    long = "x" * 900
+    previous = None
+    for i in range(6):
+        out = client.responses.create(
+            model="fake", input=f"turn {i} {long}", previous_response_id=previous, truncation="auto",
+            max_output_tokens=64,
+        )  # fmt: skip
+        assert out.status in ("completed", "incomplete")
+        previous = out.id
+    assert out.output_text.startswith("echo: turn 5")
+    # Without it, the same chain is refused with the reason, as OpenAI's API does.
+    with pytest.raises(BadRequestError) as refused:
+        client.responses.create(model="fake", input=f"turn 6 {long}", previous_response_id=previous)
+    assert refused.value.body["code"] == "context_length_exceeded"

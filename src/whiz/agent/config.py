@@ -25,6 +25,9 @@ class AgentConfig:
     command_timeout_s: float = 120.0
     max_output_tokens: int = 2048
     map_tokens: int = 1024
+    context_tokens: int | None = None
+    """The model's context window in tokens; None: as the server says (`/v1/models`). The agent
+    compacts the conversation before a request that would not fit with room for the reply."""
     cancel_grace_s: float = 2.0
     """How long a cancelled model call may take to end on its own before it is cut off."""
     sandbox: SandboxOptions = field(default_factory=SandboxOptions)

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -86,53 +86,64 @@ class HumanPrinter:
         self.err.flush()
 
 
-def printer(json_mode: bool, out: TextIO | None, err: TextIO | None) -> EventSink:
-    """JSON Lines on stdout, or the agent's plain-text view plus lines for routing and healing."""
-    if json_mode:
-        return JsonLinesPrinter(out)
-    return Tee(HumanPrinter(out, err), NoticePrinter(err))
+@dataclass
+class Output:
+    """Where a command's events and messages go."""
 
+    json_mode: bool = False
+    """JSON Lines on stdout (shaped like `codex exec --json`) instead of the plain-text view."""
+    out: TextIO | None = None
+    """Default: this process's stdout."""
+    err: TextIO | None = None
+    """Lines for people (notices, errors); default: this process's stderr."""
 
-def report_error(sink: EventSink, err: TextIO, message: str, json_mode: bool) -> None:
-    """One line on stderr, and an `error` event for JSON readers (plain text has the line already)."""
-    if json_mode:
-        sink({"type": "error", "message": message})
-    err.write(f"error: {message}\n")
+    def __post_init__(self) -> None:
+        self.err = self.err or sys.stderr
 
+    @property
+    def errors(self) -> TextIO:
+        assert self.err is not None
+        return self.err
 
-def notices_to(err: TextIO) -> Callable[[str], None]:
-    """Writes a routing notice (a model starting, a mode switch) as one `whiz:` line on `err`."""
+    def sink(self) -> EventSink:
+        """JSON Lines on stdout, or the agent's plain-text view plus lines for routing and healing."""
+        if self.json_mode:
+            return JsonLinesPrinter(self.out)
+        return Tee(HumanPrinter(self.out, self.err), NoticePrinter(self.errors))
 
-    def notice(line: str) -> None:
-        err.write(f"whiz: {line}\n")
-        err.flush()
+    def notice(self, line: str) -> None:
+        """A routing notice (a model starting, a mode switch) as one `whiz:` line."""
+        self.errors.write(f"whiz: {line}\n")
+        self.errors.flush()
 
-    return notice
+    def error(self, sink: EventSink, message: str) -> None:
+        """One line on stderr, and an `error` event for JSON readers (plain text has the line already)."""
+        if self.json_mode:
+            sink({"type": "error", "message": message})
+        self.errors.write(f"error: {message}\n")
 
+    def run(
+        self,
+        main: Coroutine[Any, Any, bool],
+        sink: EventSink,
+        *,
+        setup_errors: tuple[type[WhizError], ...] = (SetupError,),
+        failed_errors: tuple[type[WhizError], ...] = (),
+    ) -> int:
+        """Run a command to its exit code: done when `main` returns True (it has said why when not).
 
-def run_to_exit_code(
-    main: Coroutine[Any, Any, bool],
-    sink: EventSink,
-    err: TextIO,
-    json_mode: bool,
-    *,
-    setup_errors: tuple[type[WhizError], ...] = (SetupError,),
-    failed_errors: tuple[type[WhizError], ...] = (),
-) -> int:
-    """Run a command to its exit code: done when `main` returns True (it has said why when not).
-
-    An error in `setup_errors` means the run could not start, one in `failed_errors` that it
-    failed midway; either is reported as one line (and an `error` event in JSON mode).
-    """
-    try:
-        ok = asyncio.run(main)
-    except setup_errors as exc:
-        report_error(sink, err, exc.message, json_mode)
-        return EXIT_SETUP
-    except failed_errors as exc:
-        report_error(sink, err, exc.message, json_mode)
-        return EXIT_FAILED
-    return EXIT_DONE if ok else EXIT_FAILED
+        An error in `setup_errors` means the run could not start, one in `failed_errors` that it
+        failed midway; either is reported as one line (and an `error` event in JSON mode).
+        """
+        try:
+            ok = asyncio.run(main)
+        except setup_errors as exc:
+            self.error(sink, exc.message)
+            return EXIT_SETUP
+        except failed_errors as exc:
+            self.error(sink, exc.message)
+            return EXIT_FAILED
+        return EXIT_DONE if ok else EXIT_FAILED
 
 
 @dataclass
@@ -168,7 +179,7 @@ async def open_frame(
     ws: Workspace,
     options: SessionOptions,
     sink: EventSink,
-    err: TextIO,
+    output: Output,
     pool: Models | None,
     *,
     first: Label | None = None,
@@ -179,11 +190,11 @@ async def open_frame(
     store are closed on the way out.
     """
     check_sandbox(ws.root, options.agent.sandbox)
-    tidy_workspace(ws.root, notices_to(err))
+    tidy_workspace(ws.root, output.notice)
     home = options.home or data_home()
     chain = Tee(sink)
     emit = ItemEmitter(chain)
-    pool = pool or ModelPool(options.fast, options.deep, notice=notices_to(err))
+    pool = pool or ModelPool(options.fast, options.deep, notice=output.notice)
     mode = options.mode or "fast"
     router = ModeRouter(pool, mode, emit)
     store = SessionStore(home / "sessions.db")

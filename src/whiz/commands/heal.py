@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import sys
 import time
 from dataclasses import dataclass
-from typing import TextIO
 
 from whiz.agent.edits import EditError, apply_changes, unified_diff
 from whiz.agent.events import EventSink
@@ -14,7 +12,7 @@ from whiz.agent.turns import turn
 from whiz.agent.undo import UndoStore
 from whiz.agent.workspace import Workspace
 from whiz.client import ClientError
-from whiz.commands.common import open_frame, printer, run_to_exit_code
+from whiz.commands.common import Output, open_frame
 from whiz.modes.healing import Healer, HealModels, HealOutcome, HealSettings, heal_messages
 from whiz.modes.notices import ItemEmitter
 from whiz.modes.pool import Models
@@ -36,18 +34,17 @@ def heal_task(
     test_cmd: str,
     options: SessionOptions,
     settings: HealSettings,
+    output: Output | None = None,
     *,
-    json_mode: bool = False,
-    out: TextIO | None = None,
-    err: TextIO | None = None,
     pool: Models | None = None,
 ) -> int:
     """`whiz heal`: heal once, apply the winner (undoably), return the exit code."""
-    err = err or sys.stderr
-    sink = printer(json_mode, out, err)
+    output = output or Output()
+    sink = output.sink()
     # A ClientError: the server went away or refused a request midway.
-    main = _heal(task, test_cmd, options, settings, sink, err, pool)
-    return run_to_exit_code(main, sink, err, json_mode, failed_errors=(ClientError,))
+    return output.run(
+        _heal(task, test_cmd, options, settings, sink, output, pool), sink, failed_errors=(ClientError,)
+    )
 
 
 async def _heal(
@@ -56,11 +53,11 @@ async def _heal(
     options: SessionOptions,
     settings: HealSettings,
     sink: EventSink,
-    err: TextIO,
+    output: Output,
     pool: Models | None,
 ) -> bool:
     ws = Workspace(options.workspace)
-    async with open_frame("heal", task, ws, options, sink, err, pool) as frame:
+    async with open_frame("heal", task, ws, options, sink, output, pool) as frame:
         if frame.policy.action == "refuse":
             result = HealResult("", None, [], frame.refuse(task), False)
         else:
@@ -73,7 +70,7 @@ async def _heal(
             status = "completed" if result.ok else "failed"
             frame.save(task, items, result.turn_id, status, result.message, result.applied)
     if not result.ok:
-        err.write(f"error: {result.message}\n")
+        output.errors.write(f"error: {result.message}\n")
     return result.ok
 
 

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
-from typing import TextIO
 
 from whiz.agent.events import EventSink, JsonLinesPrinter
 from whiz.agent.turns import turn
 from whiz.agent.undo import UndoStore
 from whiz.agent.workspace import Workspace
 from whiz.client import ClientError
-from whiz.commands.common import open_frame, run_to_exit_code
+from whiz.commands.common import Output, open_frame
 from whiz.modes.endpoints import SetupError
 from whiz.modes.notices import NoticePrinter, Tee
 from whiz.modes.pool import Models
@@ -25,17 +23,16 @@ def swarm_task(
     task: str,
     options: SessionOptions,
     settings: SwarmSettings,
+    output: Output | None = None,
     *,
     plan_file: Path | None = None,
-    json_mode: bool = False,
-    out: TextIO | None = None,
-    err: TextIO | None = None,
     pool: Models | None = None,
 ) -> int:
     """`whiz swarm`: plan, work in parallel, merge, test; returns the exit code."""
-    err = err or sys.stderr
-    if json_mode:
-        sink: EventSink = JsonLinesPrinter(out)
+    output = output or Output()
+    err = output.errors
+    if output.json_mode:
+        sink: EventSink = JsonLinesPrinter(output.out)
         progress = None
     else:
         from whiz.commands.progress import SwarmProgress
@@ -43,11 +40,9 @@ def swarm_task(
         progress = SwarmProgress(err)
         sink = Tee(progress, NoticePrinter(err, show_candidates=False))
     try:
-        main = _swarm(task, options, settings, plan_file, sink, err, pool)
+        main = _swarm(task, options, settings, plan_file, sink, output, pool)
         setup_errors = (SetupError, SwarmError, PlanError)  # a bad plan cannot start either
-        return run_to_exit_code(
-            main, sink, err, json_mode, setup_errors=setup_errors, failed_errors=(ClientError,)
-        )
+        return output.run(main, sink, setup_errors=setup_errors, failed_errors=(ClientError,))
     finally:
         if progress is not None:
             progress.close()
@@ -59,12 +54,13 @@ async def _swarm(
     settings: SwarmSettings,
     plan_file: Path | None,
     sink: EventSink,
-    err: TextIO,
+    output: Output,
     pool: Models | None,
 ) -> bool:
     ws = Workspace(options.workspace)
     plan = load_plan(plan_file, ws) if plan_file is not None else None
-    async with open_frame("swarm", task, ws, options, sink, err, pool, first="fast") as frame:
+    err = output.errors
+    async with open_frame("swarm", task, ws, options, sink, output, pool, first="fast") as frame:
         if frame.policy.action == "refuse":
             err.write(f"error: {frame.refuse(task)}\n")
             return False

@@ -6,7 +6,7 @@ import contextlib
 import logging
 from pathlib import Path
 
-from whiz.config import ServeSettings
+from whiz.config import EngineSettings, ServeSettings
 from whiz.engine.draft_model import DraftModel, check_compatible
 from whiz.engine.prefix_cache import GB, PrefixCache
 from whiz.engine.scheduler import Scheduler
@@ -102,7 +102,7 @@ def load_engine(settings: ServeSettings, *, progress=None) -> Scheduler:
 
 
 def disk_prefix_cache(
-    settings: ServeSettings, model_path: Path | None, kv_layout: dict, max_entry_tokens: int
+    settings: EngineSettings, model_path: Path | None, kv_layout: dict, max_entry_tokens: int
 ) -> PrefixCache | None:
     """The on-disk prefix cache `settings` ask for, keyed to this model file, build and cache layout.
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Literal
 
 from whiz.environments.dependencies import DEPENDENCY_DIRS
+from whiz.environments.processes import alive
 from whiz.errors import WhizError
 
 # Never copied: caches and the repository itself.
@@ -83,7 +84,7 @@ def sweep_stale_copies(source: Path | None = None, temp_dir: Path | None = None)
             owner = int((holder / OWNER_FILE).read_text())
         except (OSError, ValueError):
             continue  # not a copy (or one from before owners were written): not ours to judge
-        if _alive(owner):
+        if alive(owner):
             continue
         shutil.rmtree(holder, ignore_errors=True)
         removed.append(holder)
@@ -91,16 +92,6 @@ def sweep_stale_copies(source: Path | None = None, temp_dir: Path | None = None)
     if removed and top is not None:
         _git(top, "worktree", "prune", check=False)
     return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # someone else's process: alive
-    return True
 
 
 def isolated_copy(source: Path, *, use_git: bool = True, prefix: str = "whiz-copy-") -> IsolatedCopy:

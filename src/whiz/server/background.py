@@ -26,6 +26,7 @@ from pathlib import Path
 
 import httpx
 
+from whiz.environments.processes import alive
 from whiz.errors import WhizError
 
 IDLE_EXIT_S = 15 * 60
@@ -60,9 +61,9 @@ class BackgroundServers:
             running = Running(**json.loads(state.read_text()))
         except (OSError, ValueError, TypeError):
             return None
-        if _alive(running.pid) and _healthy(running.url):
+        if alive(running.pid) and _healthy(running.url):
             return running
-        if not _alive(running.pid):
+        if not alive(running.pid):
             state.unlink(missing_ok=True)
         return None
 
@@ -129,19 +130,6 @@ def _slug(model: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", model).strip("_")[:100] or "model"
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie (exited, not yet reaped by the process that started it) is not a server.
-    with contextlib.suppress(OSError):
-        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][:1] != "Z"
-    return True
-
-
 def _healthy(url: str) -> bool:
     try:
         return httpx.get(url + "/health", timeout=2.0).status_code == 200
@@ -183,8 +171,8 @@ def _spawn_detached(command: list[str], log: Path, env: dict[str, str]) -> int:
 def _wait_ready(running: Running, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while not _healthy(running.url):
-        if not _alive(running.pid) or time.monotonic() > deadline:
-            if _alive(running.pid):
+        if not alive(running.pid) or time.monotonic() > deadline:
+            if alive(running.pid):
                 _terminate(running.pid)
             tail = _tail(Path(running.log))
             raise WhizError(
@@ -198,7 +186,7 @@ def _terminate(pid: int, wait: Callable[[float], None] = time.sleep) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + STOP_GRACE_S
-    while _alive(pid) and time.monotonic() < deadline:
+    while alive(pid) and time.monotonic() < deadline:
         wait(0.05)
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)

@@ -14,10 +14,9 @@ import uuid
 from collections.abc import AsyncIterator, Sequence
 
 from whiz.backend.types import TextDelta, TurnRequest, TurnResult
-from whiz.engine.types import SamplingParams
-from whiz.errors import WhizError
+from whiz.errors import InvalidRequest, WhizError
 from whiz.seams import Backend, BackendTurn
-from whiz.server.protocol import ChatRequest
+from whiz.server.protocol import OFF_LOOP_CHARS, ChatRequest, TurnDefaults, input_chars
 from whiz.server.responses import timings
 
 
@@ -54,13 +53,20 @@ def _tool_call_json(call, index: int | None = None) -> dict:
 class ChatService:
     """Runs chat completion requests on one backend."""
 
-    def __init__(self, backend: Backend, *, model_name: str, defaults: SamplingParams):
+    def __init__(self, backend: Backend, defaults: TurnDefaults, *, max_n: int | None = None):
         self.backend = backend
-        self.model_name = model_name
         self.defaults = defaults
+        self.max_n = max_n
 
-    def start(self, req: ChatRequest, session: str | None = None) -> list[BackendTurn]:
+    def start(
+        self, req: ChatRequest, session: str | None = None, tenant: str | None = None
+    ) -> list[BackendTurn]:
         """Validate the request's turns, one per candidate (raises before anything is sent)."""
+        if self.max_n is not None and req.n > self.max_n:
+            raise InvalidRequest(
+                f"n is {req.n}, but this server generates at most {self.max_n} candidates per request.",
+                param="n",
+            )
         messages = req.conversation()
         system = None
         if messages and messages[0].role == "system":
@@ -69,20 +75,31 @@ class ChatService:
             system,
             messages,
             tuple(req.tool_list()),
-            max_tokens=req.limit(),
-            sampling=req.sampling(self.defaults),
+            max_tokens=req.limit() or self.defaults.max_tokens,
+            sampling=req.sampling(self.defaults.sampling),
             stop=req.stop_list(),
             prediction=req.prediction.text() if req.prediction else None,
             speculation=req.speculation(),
             session=session,
             cache_key=req.prompt_cache_key,
             input_param="messages",
+            tenant=tenant,
         )
         return self.backend.start_many(request, req.n)
 
-    async def open(self, req: ChatRequest, session: str | None = None) -> list[BackendTurn]:
+    async def start_async(
+        self, req: ChatRequest, session: str | None = None, tenant: str | None = None
+    ) -> list[BackendTurn]:
+        """`start`, with a large prompt tokenized on a worker thread so the event loop keeps serving."""
+        if input_chars(req) > OFF_LOOP_CHARS:
+            return await asyncio.to_thread(self.start, req, session, tenant)
+        return self.start(req, session, tenant)
+
+    async def open(
+        self, req: ChatRequest, session: str | None = None, tenant: str | None = None
+    ) -> list[BackendTurn]:
         """Start the turns; a backend that refuses one raises here, before any chunk is sent."""
-        turns = self.start(req, session)
+        turns = await self.start_async(req, session, tenant)
         try:
             for turn in turns:
                 await turn.open()
@@ -93,10 +110,10 @@ class ChatService:
         return turns
 
     def _envelope(self, req: ChatRequest, cid: str, created: int, obj: str) -> dict:
-        return {"id": cid, "object": obj, "created": created, "model": req.model or self.model_name}
+        return {"id": cid, "object": obj, "created": created, "model": req.model or self.defaults.model_name}
 
-    async def complete(self, req: ChatRequest, session: str | None = None) -> dict:
-        turns = self.start(req, session)
+    async def complete(self, req: ChatRequest, session: str | None = None, tenant: str | None = None) -> dict:
+        turns = await self.start_async(req, session, tenant)
 
         async def run(turn: BackendTurn) -> TurnResult:
             async for _ in turn.events():

@@ -9,19 +9,22 @@ the KV cache. A stateless upstream gets the whole conversation again.
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+import json
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from whiz.backend.types import Resume, TextDelta, TurnRequest
 from whiz.chat.messages import Message, Tool, ToolCall
 from whiz.engine.types import GenerationStats, SamplingParams
-from whiz.errors import InvalidRequest, WhizError
+from whiz.errors import ContextOverflow, InvalidRequest, WhizError
 from whiz.seams import Backend, BackendTurn
-from whiz.server.protocol import ResponsesRequest
+from whiz.server.protocol import OFF_LOOP_CHARS, ResponsesRequest, TurnDefaults, custom_input, input_chars
 
 
 def new_id(prefix: str) -> str:
@@ -41,20 +44,66 @@ class Conversation:
     """The first response of its previous_response_id chain."""
 
 
-class ResponseStore:
-    """Recent responses by id, for `previous_response_id` and GET /v1/responses/{id}."""
+def size_bytes(response: dict, conversation: Conversation) -> int:
+    """About what a stored response holds in memory: its JSON, its messages, its token state."""
+    text = sum(len(m.content) + sum(len(c.arguments) for c in m.tool_calls) for m in conversation.messages)
+    state = conversation.state
+    n_state = len(state) if isinstance(state, list | tuple) else 0
+    # A token id in a Python list costs a pointer and, past the small-int cache, an int object.
+    return len(json.dumps(response)) + text + len(conversation.system or "") + 36 * n_state
 
-    def __init__(self, capacity: int):
+
+class ResponseStore:
+    """Recent responses by id, for `previous_response_id` and GET /v1/responses/{id}.
+
+    Bounded by count, by bytes and by age, oldest out first: a client that stores large responses
+    forever must not grow the server without end.
+    """
+
+    def __init__(
+        self,
+        capacity: int,
+        *,
+        max_bytes: int | None = None,
+        ttl_s: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.capacity = capacity
-        self._items: OrderedDict[str, tuple[dict, Conversation]] = OrderedDict()
+        self.max_bytes = max_bytes
+        self.ttl_s = ttl_s
+        self._clock = clock
+        self._items: OrderedDict[str, tuple[dict, Conversation, int, float]] = OrderedDict()
+        self.bytes = 0
 
     def put(self, response: dict, conversation: Conversation) -> None:
-        self._items[response["id"]] = (response, conversation)
-        while len(self._items) > self.capacity:
-            self._items.popitem(last=False)
+        size = size_bytes(response, conversation)
+        if self.max_bytes is not None and size > self.max_bytes:
+            return  # larger than the whole store: keeping it would evict everything else
+        self._drop(response["id"])
+        self._items[response["id"]] = (response, conversation, size, self._clock())
+        self.bytes += size
+        self._expire()
+        while len(self._items) > self.capacity or (
+            self.max_bytes is not None and self.bytes > self.max_bytes
+        ):
+            self._drop(next(iter(self._items)))
 
     def get(self, response_id: str) -> tuple[dict, Conversation] | None:
-        return self._items.get(response_id)
+        self._expire()
+        found = self._items.get(response_id)
+        return None if found is None else (found[0], found[1])
+
+    def _drop(self, response_id: str) -> None:
+        found = self._items.pop(response_id, None)
+        if found is not None:
+            self.bytes -= found[2]
+
+    def _expire(self) -> None:
+        if self.ttl_s is None:
+            return
+        oldest = self._clock() - self.ttl_s
+        while self._items and next(iter(self._items.values()))[3] < oldest:
+            self._drop(next(iter(self._items)))
 
 
 def usage(stats: GenerationStats, output_tokens: int) -> dict:
@@ -119,8 +168,10 @@ class PreparedTurn:
 class ResponseEvents:
     """Builds the standard Responses streaming events for one response, in order."""
 
-    def __init__(self, response: dict):
+    def __init__(self, response: dict, custom: frozenset[str] = frozenset()):
         self.response = response
+        self.custom = custom
+        """Custom tools: a call to one is a `custom_tool_call` with free-text input."""
         self._message: dict | None = None
         self._text = ""
         self._seq = 0
@@ -173,38 +224,33 @@ class ResponseEvents:
         return events
 
     def tool_call(self, call: ToolCall) -> list[dict]:
-        events = self._close_message()
+        """A call as its item: a `function_call` with JSON arguments, or, for a custom tool, a
+        `custom_tool_call` whose input is the text the tool takes."""
+        if call.name in self.custom:
+            kind, prefix, field, stem = "custom_tool_call", "ctc", "input", "response.custom_tool_call_input"
+            value = custom_input(call)
+            done = {"input": value}
+        else:
+            kind, prefix, field, stem = "function_call", "fc", "arguments", "response.function_call_arguments"
+            value = call.arguments
+            done = {"name": call.name, "arguments": value}
+        out = self._close_message()
         item = {
-            "id": new_id("fc"),
-            "type": "function_call",
+            "id": new_id(prefix),
+            "type": kind,
             "status": "in_progress",
             "call_id": call.id,
             "name": call.name,
-            "arguments": "",
         }
+        item[field] = ""
         self.response["output"].append(item)
         index = self._index(item)
-        events.append(self._added(item))
-        events.append(
-            self._event(
-                "response.function_call_arguments.delta",
-                item_id=item["id"],
-                output_index=index,
-                delta=call.arguments,
-            )
-        )
-        events.append(
-            self._event(
-                "response.function_call_arguments.done",
-                item_id=item["id"],
-                output_index=index,
-                name=call.name,
-                arguments=call.arguments,
-            )
-        )
-        item.update(arguments=call.arguments, status="completed")
-        events.append(self._event("response.output_item.done", output_index=index, item=dict(item)))
-        return events
+        out.append(self._added(item))
+        out.append(self._event(f"{stem}.delta", item_id=item["id"], output_index=index, delta=value))
+        out.append(self._event(f"{stem}.done", item_id=item["id"], output_index=index, **done))
+        item.update({field: value, "status": "completed"})
+        out.append(self._event("response.output_item.done", output_index=index, item=dict(item)))
+        return out
 
     def finish(self, status: str, **fields: Any) -> list[dict]:
         events = self._close_message()
@@ -255,13 +301,30 @@ class ResponseEvents:
 class ResponsesService:
     """Prepares and runs Responses turns on one backend."""
 
-    def __init__(self, backend: Backend, *, model_name: str, defaults: SamplingParams):
+    def __init__(self, backend: Backend, defaults: TurnDefaults):
         self.backend = backend
-        self.model_name = model_name
         self.defaults = defaults
 
+    async def prepare_async(
+        self,
+        req: ResponsesRequest,
+        previous: Conversation | None,
+        *,
+        session: str | None,
+        tenant: str | None = None,
+    ) -> PreparedTurn:
+        """`prepare`, with a large input tokenized on a worker thread so the event loop keeps serving."""
+        if input_chars(req) > OFF_LOOP_CHARS:
+            return await asyncio.to_thread(self.prepare, req, previous, session=session, tenant=tenant)
+        return self.prepare(req, previous, session=session, tenant=tenant)
+
     def prepare(
-        self, req: ResponsesRequest, previous: Conversation | None, *, session: str | None
+        self,
+        req: ResponsesRequest,
+        previous: Conversation | None,
+        *,
+        session: str | None,
+        tenant: str | None = None,
     ) -> PreparedTurn:
         tools = tuple(req.tool_list())
         new = req.input_messages()
@@ -286,27 +349,54 @@ class ResponsesService:
             if system is None and messages and messages[0].role == "system":
                 system = messages[0].content
                 messages = messages[1:]
-        sampling = req.sampling(self.defaults)
+        sampling = req.sampling(self.defaults.sampling)
         rid = new_id("resp")
         chain = previous.chain if previous is not None and previous.chain else rid
-        live = self.backend.start(
-            TurnRequest(
-                system,
-                messages,
-                tools,
-                max_tokens=req.max_output_tokens,
-                sampling=sampling,
-                prediction=req.prediction.text() if req.prediction else None,
-                speculation=req.speculation(),
-                generate=req.generate,
-                session=session,
-                chain=chain,
-                cache_key=req.prompt_cache_key,
-                resume=resume,
-            )
+        request = TurnRequest(
+            system,
+            messages,
+            tools,
+            max_tokens=req.max_output_tokens or self.defaults.max_tokens,
+            sampling=sampling,
+            prediction=req.prediction.text() if req.prediction else None,
+            speculation=req.speculation(),
+            generate=req.generate,
+            session=session,
+            chain=chain,
+            cache_key=req.prompt_cache_key,
+            resume=resume,
+            tenant=tenant,
         )
-        model = req.model or self.model_name
-        return PreparedTurn(rid, req, model, live, messages, system, tools, sampling, chain)
+        if req.truncation == "auto":
+            live, request = self._start_truncating(request)
+        else:
+            live = self.backend.start(request)
+        model = req.model or self.defaults.model_name
+        return PreparedTurn(rid, req, model, live, request.messages, system, tools, sampling, chain)
+
+    def _start_truncating(self, request: TurnRequest) -> tuple[BackendTurn, TurnRequest]:
+        """Start `request`, dropping the conversation's oldest messages while it does not fit the
+        context window (`truncation: "auto"`); the newest message always stays. Returns the turn
+        and the request as it was started."""
+        while True:
+            try:
+                return self.backend.start(request), request
+            except ContextOverflow as exc:
+                messages = request.messages
+                if len(messages) <= 1:
+                    raise
+                # Drop about the share of text that is over, and a little more, so that a long
+                # conversation takes a few tries, not one per message.
+                over = 1 - 0.9 * exc.limit / exc.needed
+                total = sum(len(m.content) + 64 for m in messages[:-1]) or 1
+                drop, dropped = 0, 0
+                while drop < len(messages) - 1 and (dropped < over * total or drop == 0):
+                    dropped += len(messages[drop].content) + 64
+                    drop += 1
+                # A tool result without the call it answers means nothing to the model.
+                while drop < len(messages) - 1 and messages[drop].role == "tool":
+                    drop += 1
+                request = dataclasses.replace(request, messages=messages[drop:], resume=None)
 
     def skeleton(self, turn: PreparedTurn) -> dict:
         req = turn.request
@@ -341,7 +431,7 @@ class ResponsesService:
 
         The conversation it leaves is known without running it: exactly the prompt.
         """
-        events = ResponseEvents(self.skeleton(turn))
+        events = ResponseEvents(self.skeleton(turn), turn.request.custom_tool_names())
         stats = GenerationStats(prompt_tokens=turn.live.prompt_tokens)
         out = events.start() + events.finish("completed", usage=usage(stats, 0), whiz=timings(stats))
         return out, Conversation(turn.live.basis, turn.messages, turn.system, turn.tools, turn.chain)
@@ -364,7 +454,7 @@ class ResponseRun:
     async def events(self) -> AsyncIterator[dict]:
         """The response's events; the last one is terminal (completed, incomplete or failed)."""
         service, turn = self.service, self.turn
-        events = ResponseEvents(service.skeleton(turn))
+        events = ResponseEvents(service.skeleton(turn), turn.request.custom_tool_names())
         self.response = events.response
         for ev in events.start():
             yield ev
@@ -384,6 +474,8 @@ class ResponseRun:
         messages = turn.messages + [result.message()] if turn.request.generate else turn.messages
         self.conversation = Conversation(result.state, messages, turn.system, turn.tools, turn.chain)
         extra: dict[str, Any] = {"usage": usage(stats, result.output_tokens), "whiz": timings(stats)}
+        if ignored := turn.request.ignored_tools():
+            extra["whiz"]["ignored_tools"] = ignored  # tools only a hosted service runs
         if turn.request.wants_timeline():
             extra["whiz"]["timeline"] = timeline(result.steps)
         if result.finish_reason == "error":

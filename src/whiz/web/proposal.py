@@ -15,8 +15,12 @@ from typing import Protocol
 
 from whiz.agent.actions import ParseError, parse_edits
 from whiz.agent.edits import Edit
-from whiz.server.protocol import ResponsesRequest
-from whiz.server.responses import ResponsesService
+from whiz.backend.types import TurnRequest
+from whiz.chat.messages import Message
+from whiz.engine.types import SamplingParams
+from whiz.errors import WhizError
+from whiz.seams import Backend
+from whiz.server.responses import timeline, timings, usage
 
 WHOLE_FILE_MAX_CHARS = 12_000
 """Files up to this size are rewritten whole; larger ones get SEARCH/REPLACE blocks."""
@@ -35,12 +39,13 @@ SEARCH_REPLACE_RULES = (
 
 @dataclass
 class Proposal:
-    """The model's answer to an edit request: its reply text, the edits in it, and the finished response."""
+    """The model's answer to an edit request: its reply text, the edits in it, and how it went."""
 
     reply: str
     edits: list[Edit]
     response: dict
-    """The Responses object (status, usage, and the `whiz` timings with a timeline)."""
+    """status ("completed", "incomplete" when cut at its token limit, or "failed" with an `error`),
+    `usage` and the `whiz` timings with a timeline, as a response's own fields say them."""
     parse_error: str | None = None
     """Why the reply's edit blocks could not be read, when they could not."""
 
@@ -51,45 +56,48 @@ class EditProposer(Protocol):
     async def propose(self, path: str, content: str, instruction: str, model: str | None) -> Proposal: ...
 
 
-def edit_request(path: str, content: str, instruction: str, model: str | None) -> ResponsesRequest:
-    """The Responses request that asks for `instruction` to be done to `path`."""
+def edit_turn(path: str, content: str, instruction: str, max_tokens: int) -> TurnRequest:
+    """The turn that asks for `instruction` to be done to `path`: small files are rewritten whole,
+    with the current file as the prediction; larger ones get SEARCH/REPLACE blocks."""
     whole = len(content) <= WHOLE_FILE_MAX_CHARS
     fence = "````" if "```" in content else "```"
     body = content if content.endswith("\n") or not content else content + "\n"
-    return ResponsesRequest(
-        model=model,
-        instructions=WHOLE_FILE_RULES if whole else SEARCH_REPLACE_RULES.format(path=path),
-        input=f"{path}\n{fence}\n{body}{fence}\n\nTask: {instruction}",
-        temperature=0,
-        max_output_tokens=None,  # set by ModelEditProposer from the file's length in tokens
-        prediction={"type": "content", "content": content} if whole else None,
-        whiz={"timeline": True},
+    return TurnRequest(
+        WHOLE_FILE_RULES if whole else SEARCH_REPLACE_RULES.format(path=path),
+        [Message("user", f"{path}\n{fence}\n{body}{fence}\n\nTask: {instruction}")],
+        max_tokens=max_tokens,
+        sampling=SamplingParams(temperature=0),
+        prediction=content if whole else None,
     )
 
 
 class ModelEditProposer:
-    """Proposes edits with one model turn on this server's engine (no network, no agent)."""
+    """Proposes edits with one model turn on this server's backend, called in-process (no
+    network, no agent, no wire format in between)."""
 
-    def __init__(self, responses: ResponsesService):
-        self.responses = responses
+    def __init__(self, backend: Backend):
+        self.backend = backend
 
     async def propose(self, path: str, content: str, instruction: str, model: str | None) -> Proposal:
-        req = edit_request(path, content, instruction, model)
         # Room for the whole file, rewritten a little longer, and the path line around it.
-        file_tokens = self.responses.backend.count_tokens(content)
-        req.max_output_tokens = 2 * file_tokens + 256
-        run = self.responses.start(self.responses.prepare(req, None, session=None))
-        async for _ in run.events():
-            pass
-        response = run.response or {}
-        reply = "".join(
-            part.get("text", "")
-            for item in response.get("output", [])
-            if item.get("type") == "message"
-            for part in item.get("content", [])
-        )
+        max_tokens = 2 * self.backend.count_tokens(content) + 256
+        turn = self.backend.start(edit_turn(path, content, instruction, max_tokens))
         try:
-            edits = parse_edits(reply, whole_files=True)
+            async for _ in turn.events():
+                pass
+        except WhizError as exc:
+            return Proposal("", [], {"status": "failed", "error": {"message": exc.message}})
+        finally:
+            turn.cancel()
+        result = turn.result
+        assert result is not None
+        response = {
+            "status": "incomplete" if result.finish_reason == "length" else "completed",
+            "usage": usage(result.stats, result.output_tokens),
+            "whiz": timings(result.stats) | {"timeline": timeline(result.steps)},
+        }
+        try:
+            edits = parse_edits(result.text, whole_files=True)
         except ParseError as exc:
-            return Proposal(reply, [], response, parse_error=exc.message)
-        return Proposal(reply, edits, response)
+            return Proposal(result.text, [], response, parse_error=exc.message)
+        return Proposal(result.text, edits, response)

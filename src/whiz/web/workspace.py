@@ -386,7 +386,7 @@ def build_workspace(state: ServerState, root: Path, undo_dir: Path) -> Workspace
     return WorkspaceService(
         Workspace(root),
         UndoStore(undo_dir),
-        ModelEditProposer(state.responses),
+        ModelEditProposer(state.backend),
         test_cmd=state.settings.test_cmd,
         test_timeout_s=state.settings.test_timeout_s,
     )

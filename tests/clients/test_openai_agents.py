@@ -1,0 +1,135 @@
+"""Agents that speak OpenAI's Chat Completions against whiz: Qwen Code and OpenCode. The model asks
+to write a file with the client's own tool, the client writes it, and the turn ends."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import npm_client
+
+QWEN_CODE_VERSION = "0.24.4"
+OPENCODE_VERSION = "1.18.33"
+CONTENT = "print('hello')\n"
+
+
+def write_then_answer(tool: str, path_arg: str, path: Path):
+    """A model that calls the client's write tool once, then says what it did."""
+
+    def script(conversation: str) -> str:
+        if "<tool_response>" in conversation.rsplit("<|im_start|>user", 1)[-1]:
+            return "I wrote hello.py."
+        call = {"name": tool, "arguments": {path_arg: str(path), "content": CONTENT}}
+        return f"<tool_call>\n{json.dumps(call)}\n</tool_call>"
+
+    return script
+
+
+def serve(serve_fake, script):
+    # The clients' own prompts and tools run to tens of thousands of bytes; the fake engine counts
+    # a byte as a token, so it gets a window to match.
+    return serve_fake(script=script, engine_kw={"n_ctx": 262144})
+
+
+def test_qwen_code_writes_a_file_through_whiz(serve_fake, tmp_path):
+    qwen = npm_client("@qwen-code/qwen-code", QWEN_CODE_VERSION, "qwen")
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir()
+    home.mkdir()
+    served = serve(serve_fake, write_then_answer("write_file", "file_path", work / "hello.py"))
+    env = {
+        **os.environ,
+        "HOME": str(home),
+        "OPENAI_BASE_URL": served.base_url,
+        "OPENAI_API_KEY": "unused",
+        "OPENAI_MODEL": "whiz",
+    }
+    done = subprocess.run(
+        [str(qwen), "-p", "Write hello.py that prints hello", "--yolo"],
+        cwd=work, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert (work / "hello.py").read_text() == CONTENT
+    assert "I wrote hello.py." in done.stdout
+
+
+def test_opencode_writes_a_file_through_whiz(serve_fake, tmp_path):
+    opencode = npm_client("opencode-ai", OPENCODE_VERSION, "opencode")
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir()
+    home.mkdir()
+    served = serve(serve_fake, write_then_answer("write", "filePath", work / "hello.py"))
+    config = {
+        "$schema": "https://opencode.ai/config.json",
+        "provider": {
+            "whiz": {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": "whiz",
+                "options": {"baseURL": served.base_url, "apiKey": "unused"},
+                "models": {"whiz": {"name": "whiz"}},
+            }
+        },
+    }
+    (work / "opencode.json").write_text(json.dumps(config))
+    # The provider package OpenCode installs on first use is kept with the client, not per test.
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "whiz" / "opencode-cache"
+    env = {**os.environ, "HOME": str(home), "PWD": str(work), "XDG_CACHE_HOME": str(cache)}
+    done = subprocess.run(
+        [str(opencode), "run", "--model", "whiz/whiz", "Write hello.py that prints hello"],
+        # OpenCode takes its project folder from PWD, not from the working directory it runs in.
+        cwd=work, env=env, capture_output=True, text=True,
+        timeout=300,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert (work / "hello.py").read_text() == CONTENT
+    assert "I wrote hello.py." in done.stdout
+
+
+AIDER_VERSION = "0.86.2"
+
+
+def aider_client() -> Path:
+    """Aider from PyPI, in a virtual environment of its own in the whiz cache (installed once: its
+    dependencies would not fit beside whiz's)."""
+    venv = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "whiz" / f"aider-{AIDER_VERSION}"
+    binary = venv / "bin" / "aider"
+    if not binary.exists():
+        if shutil.which("python3") is None:
+            pytest.skip("no python3 to make Aider's environment with")
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+        done = subprocess.run(
+            [str(venv / "bin" / "pip"), "install", "-q", f"aider-chat=={AIDER_VERSION}"],
+            capture_output=True, text=True, timeout=1200, check=False,
+        )  # fmt: skip
+        if done.returncode != 0 or not binary.exists():
+            pytest.skip(f"could not install aider-chat=={AIDER_VERSION}: {done.stderr.strip()[-300:]}")
+    return binary
+
+
+def test_aider_applies_an_edit_through_whiz(serve_fake, tmp_path):
+    aider = aider_client()
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir()
+    home.mkdir()
+    (work / "hello.py").write_text("print('hi')\n")
+    reply = (
+        "hello.py\n```python\n<<<<<<< SEARCH\nprint('hi')\n=======\nprint('hello')\n>>>>>>> REPLACE\n```\n"
+    )
+    served = serve(serve_fake, lambda conversation: reply)
+    flags = ["--edit-format", "diff", "--yes-always", "--no-git", "--no-check-update", "--no-analytics"]
+    flags += ["--no-show-model-warnings", "--openai-api-base", served.base_url, "--openai-api-key", "unused"]
+    done = subprocess.run(
+        [str(aider), "--model", "openai/whiz", *flags, "--message", "Make hello.py print hello", "hello.py"],
+        cwd=work, env={**os.environ, "HOME": str(home)}, capture_output=True, text=True, timeout=300,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert (work / "hello.py").read_text() == CONTENT
+    assert "Applied edit to hello.py" in done.stdout
