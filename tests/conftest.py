@@ -120,11 +120,13 @@ def whiz_serve(
 
 
 @pytest.fixture(scope="session")
-def real_server() -> Iterator[Served]:
+def real_server(tmp_path_factory) -> Iterator[Served]:
     """`whiz serve` with the default model, in a subprocess, shared by the whole session.
 
     Tests that use it keep to their own sessions and prompts. Tests that need other flags
     start their own with `whiz_serve` (the web app's, with a workspace and an API key).
+    Its prefix cache starts empty: a first turn is cold in every run, as the tests expect.
     """
-    with whiz_serve(REAL_SERVE_ARGS) as server:
+    kv = tmp_path_factory.mktemp("prefix-cache")
+    with whiz_serve((*REAL_SERVE_ARGS, "--prefix-cache-dir", str(kv))) as server:
         yield Served(f"{server.url}/v1", server.url, None, None)

@@ -49,3 +49,11 @@ def test_an_unknown_draft_model_fails_before_anything_is_pulled(tmp_path, monkey
 def test_the_fake_model_takes_only_the_fake_draft_model():
     result = runner.invoke(app, ["serve", "--model", "fake", "--draft-model", "qwen2.5-coder-0.5b"])
     assert result.exit_code == 2 and "--draft-model fake" in result.output
+
+
+def test_serve_help_says_where_the_prefix_cache_lives_and_how_much_disk_it_may_take():
+    result = runner.invoke(app, ["serve", "--help"], terminal_width=200)
+    assert result.exit_code == 0
+    for flag in ("--prefix-cache-dir", "--prefix-cache-gb", "--no-prefix-cache"):
+        assert flag in result.output
+    assert "default 4" in result.output and "WHIZ_HOME/kv" in result.output

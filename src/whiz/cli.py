@@ -152,6 +152,27 @@ def serve(
         float | None,
         typer.Option(help="Exit after this many seconds without a request (default: never)."),
     ] = None,
+    prefix_cache: Annotated[
+        bool | None,
+        typer.Option(
+            "--prefix-cache/--no-prefix-cache",
+            help="Save long prompts' KV cache on disk (WHIZ_HOME/kv, at most --prefix-cache-gb) so a "
+            "restart restores them instead of prefilling again (default on).",
+        ),
+    ] = None,
+    prefix_cache_dir: Annotated[
+        Path | None, typer.Option(help="Folder of the prefix cache (default: WHIZ_HOME/kv).")
+    ] = None,
+    prefix_cache_gb: Annotated[
+        float | None,
+        typer.Option(
+            help="Most disk the prefix cache may take, in GiB (default 4; ~12 MB per 1k tokens with the "
+            "0.5B model, least recently used out first; never writes with under 1 GB free)."
+        ),
+    ] = None,
+    prefix_cache_min_tokens: Annotated[
+        int | None, typer.Option(help="Shortest prompt the prefix cache saves (default 1024 tokens).")
+    ] = None,
 ) -> None:
     """Serve the OpenAI-compatible APIs (Chat Completions, Responses, its WebSocket mode) and the web app.
 
@@ -203,6 +224,10 @@ def serve(
             shutdown_grace_s=shutdown_grace_s,
             max_connections=max_connections,
             idle_exit_s=idle_exit,
+            prefix_cache=prefix_cache,
+            prefix_cache_dir=prefix_cache_dir,
+            prefix_cache_gb=prefix_cache_gb,
+            prefix_cache_min_tokens=prefix_cache_min_tokens,
         )
         serve_forever(settings, err)
     except WhizError as exc:
@@ -280,6 +305,21 @@ def bench_serve(
     raise typer.Exit(
         main(target=target, model=model, api_key=api_key, quick=quick, raw_baseline=raw_baseline)
     )
+
+
+@bench_app.command("prefix-cache")
+def bench_prefix_cache(
+    model: Annotated[str, typer.Option(help="Model to load.")] = "qwen2.5-coder-0.5b",
+    prefix_tokens: Annotated[int, typer.Option(min=1024, help="Length of the shared prefix.")] = 6000,
+    prefix_cache_dir: Annotated[
+        Path | None, typer.Option(help="Cache folder (default: a temporary one, removed after).")
+    ] = None,
+    threads: Annotated[int | None, typer.Option(help="CPU threads (default: all cores).")] = None,
+) -> None:
+    """TTFT over a long shared prefix: cold, from memory, and from the disk cache after a restart."""
+    from whiz.bench.prefix_cache import main
+
+    raise typer.Exit(main(model, prefix_tokens, prefix_cache_dir, threads=threads))
 
 
 @bench_app.command("soak")

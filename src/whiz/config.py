@@ -46,6 +46,23 @@ class EngineSettings(BaseModel):
         description="A smaller model with the same tokenizer that drafts tokens for --model, which "
         "verifies them (e.g. qwen2.5-coder-0.5b for qwen2.5-coder-1.5b). Output is unchanged.",
     )
+    prefix_cache: bool = Field(
+        True,
+        description="Keep long prompts' KV cache on disk, so a restarted server restores them instead of "
+        "prefilling again (Codex's 6k-token first turn: over a minute on 2 cores).",
+    )
+    prefix_cache_dir: Path | None = Field(
+        None, description="Folder of the prefix cache (default: WHIZ_HOME/kv)."
+    )
+    prefix_cache_gb: float = Field(
+        4.0,
+        gt=0,
+        description="Most disk the prefix cache may take, in GiB, least recently used entries evicted first; "
+        "an entry is ~12 MB per 1k tokens with the 0.5B model, and nothing is written with under 1 GB free.",
+    )
+    prefix_cache_min_tokens: int = Field(
+        1024, ge=256, description="Shortest prompt saved, and the fewest new tokens a longer entry must add."
+    )
 
 
 class SamplingSettings(BaseModel):

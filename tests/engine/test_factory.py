@@ -24,7 +24,7 @@ def test_speculation_is_turned_off_and_said_when_batches_change_the_output(monke
     monkeypatch.setattr(llamacpp, "LlamaRuntime", DriftingRuntime)
     monkeypatch.setattr(whiz.models.ModelStore, "resolve", lambda self, ref, pull=True: tmp_path / "m.gguf")
     notes: list[str] = []
-    engine = load_engine(ServeSettings(model="qwen2.5-coder-0.5b"), progress=notes.append)
+    engine = load_engine(ServeSettings(model="qwen2.5-coder-0.5b", prefix_cache=False), progress=notes.append)
     try:
         assert engine.speculation is False
         assert len(notes) == 1 and "speculation is off" in notes[0] and "make setup" in notes[0]
@@ -39,7 +39,7 @@ def test_an_invariant_build_keeps_speculation_on(monkeypatch, tmp_path):
     monkeypatch.setattr(llamacpp, "LlamaRuntime", ExactRuntime)
     monkeypatch.setattr(whiz.models.ModelStore, "resolve", lambda self, ref, pull=True: tmp_path / "m.gguf")
     notes: list[str] = []
-    engine = load_engine(ServeSettings(model="qwen2.5-coder-0.5b"), progress=notes.append)
+    engine = load_engine(ServeSettings(model="qwen2.5-coder-0.5b", prefix_cache=False), progress=notes.append)
     try:
         assert engine.speculation is True and notes == []
     finally:

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import contextlib
+import logging
+from pathlib import Path
 
-from whiz.config import ServeSettings
+from whiz.config import EngineSettings, ServeSettings
 from whiz.engine.draft_model import DraftModel, check_compatible
+from whiz.engine.prefix_cache import GB, PrefixCache
 from whiz.engine.scheduler import Scheduler
 from whiz.engine.types import EngineInfo
 from whiz.errors import EngineError
+
+log = logging.getLogger("whiz.engine")
 
 
 def load_engine(settings: ServeSettings, *, progress=None) -> Scheduler:
@@ -21,10 +26,12 @@ def load_engine(settings: ServeSettings, *, progress=None) -> Scheduler:
 
         if settings.draft_model not in (None, "fake"):
             raise EngineError("the fake model drafts only with the fake draft model: --draft-model fake")
+        n_ctx = settings.ctx or 8192
         engine = fake_engine(
-            n_ctx=settings.ctx or 8192,
+            n_ctx=n_ctx,
             n_seq_max=min(settings.slots, 8),
             draft_miss_every=8 if settings.draft_model else None,
+            prefix_cache=disk_prefix_cache(settings, None, {}, n_ctx),
         )
         engine.speculation = settings.speculation
         return engine
@@ -81,10 +88,51 @@ def load_engine(settings: ServeSettings, *, progress=None) -> Scheduler:
         n_ctx_train=runtime.n_ctx_train,
         n_seq_max=runtime.n_seq_max,
     )
+    prefix_cache = None
+    if settings.prefix_cache:
+        prefix_cache = disk_prefix_cache(settings, path, runtime.kv_layout, runtime.ctx_per_conversation)
     return Scheduler(
         runtime,
         info,
         speculation=speculation,
         max_draft=settings.max_draft,
         draft_model=draft,
+        prefix_cache=prefix_cache,
     )
+
+
+def disk_prefix_cache(
+    settings: EngineSettings, model_path: Path | None, kv_layout: dict, max_entry_tokens: int
+) -> PrefixCache | None:
+    """The on-disk prefix cache `settings` ask for, keyed to this model file, build and cache layout.
+
+    The fake model keeps one only in a folder named by --prefix-cache-dir: tests and `--model fake`
+    demos must not write into the user's cache.
+    """
+    if not settings.prefix_cache or (model_path is None and settings.prefix_cache_dir is None):
+        return None
+    from whiz.models import default_home
+
+    directory = settings.prefix_cache_dir or default_home() / "kv"
+    try:
+        if model_path is None:
+            identity = {"model": "fake"}
+        else:
+            from whiz.engine.kv_identity import llama_build, model_sha256
+
+            identity = {
+                "model_sha256": model_sha256(model_path, directory / "model-hashes.json"),
+                "engine": llama_build(),
+                **kv_layout,
+            }
+        return PrefixCache(
+            directory,
+            identity,
+            max_bytes=int(settings.prefix_cache_gb * GB),
+            min_tokens=settings.prefix_cache_min_tokens,
+            max_entry_tokens=max_entry_tokens,
+        )
+    except OSError as exc:
+        # A cache folder we can't use costs speed after restarts, nothing else.
+        log.warning("prefix cache off: %s", exc)
+        return None

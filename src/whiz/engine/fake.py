@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from whiz.engine.draft_model import DraftModel
+from whiz.engine.prefix_cache import PrefixCache
 from whiz.engine.scheduler import Scheduler
 from whiz.engine.types import EngineInfo
 from whiz.errors import EngineError, KVCacheFull
@@ -24,6 +25,7 @@ from whiz.errors import EngineError, KVCacheFull
 SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 _SPECIAL_RE = re.compile("(" + "|".join(re.escape(s) for s in SPECIALS) + ")")
 _ASSISTANT = b"<|im_start|>assistant\n"
+_FAKE_STATE = b"FAKEKV"
 
 
 class ByteTokenizer:
@@ -92,6 +94,7 @@ class FakeRuntime:
         self._cells: list[tuple[int, int, set[int]]] = []
         self.decoded_tokens = 0
         self.decode_calls = 0
+        self.restored_tokens = 0
 
     def _tokens(self, seq: int) -> list[int]:
         mine = sorted((pos, tok) for pos, tok, seqs in self._cells if seq in seqs)
@@ -148,6 +151,21 @@ class FakeRuntime:
             if src in seqs and p0 <= pos < end:
                 seqs.add(dst)
 
+    def seq_state_get(self, seq: int) -> bytearray:
+        """The sequence's tokens, in position order: all the state the fake's "model" has."""
+        return bytearray(_FAKE_STATE + np.array(self._tokens(seq), dtype="<i4").tobytes())
+
+    def seq_state_set(self, seq: int, data: bytearray) -> None:
+        self.seq_rm(seq, 0, -1)
+        body = bytes(data)
+        if not body.startswith(_FAKE_STATE) or (len(body) - len(_FAKE_STATE)) % 4:
+            raise EngineError(f"not a fake sequence state ({len(body)} bytes)")
+        tokens = np.frombuffer(body[len(_FAKE_STATE) :], dtype="<i4")
+        if len(self._cells) + len(tokens) > self.n_ctx:
+            raise KVCacheFull("the fake KV cache is full")
+        self._cells.extend((pos, int(tok), {seq}) for pos, tok in enumerate(tokens))
+        self.restored_tokens += len(tokens)
+
     def used_cells(self) -> int:
         return len(self._cells)
 
@@ -157,12 +175,13 @@ def fake_engine(
     *,
     n_ctx: int = 8192,
     draft_miss_every: int | None = None,
+    prefix_cache: PrefixCache | None = None,
     **kw,
 ) -> Scheduler:
     """A ready engine over the fake runtime, for tests and `whiz serve --model fake`.
 
     With `draft_miss_every`, a second fake, ten times cheaper, drafts for it as a draft model and
-    guesses wrong at every n-th output position.
+    guesses wrong at every n-th output position. `prefix_cache` keeps long prompts on disk.
     """
     runtime = FakeRuntime(script, n_ctx=n_ctx, **kw)
     info = EngineInfo(model="fake", n_ctx=n_ctx, n_ctx_train=n_ctx, n_seq_max=runtime.n_seq_max)
@@ -171,4 +190,4 @@ def fake_engine(
         small = FakeRuntime(script, n_ctx=n_ctx, **kw, miss_every=draft_miss_every)
         small.batch_costs_ms = {n: ms / 10 for n, ms in small.batch_costs_ms.items()}  # a small model
         draft = DraftModel(small, name="fake")
-    return Scheduler(runtime, info, draft_model=draft)
+    return Scheduler(runtime, info, draft_model=draft, prefix_cache=prefix_cache)

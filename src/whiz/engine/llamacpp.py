@@ -151,6 +151,11 @@ class LlamaRuntime:
         self.ctx_per_conversation = llama_cpp.llama_n_ctx_seq(self._ctx)
         self.n_seq_max = llama_cpp.llama_n_seq_max(self._ctx)
         self.n_batch = n_batch
+        # What a saved sequence state depends on besides the model and the build: the stream count
+        # is part of its bytes (llama.cpp refuses a state from a context with other n_seq_max), and
+        # the faster kernels would have computed other cells.
+        self.kv_layout = {"type_k": "f16", "type_v": "f16", "flash_attn": False, "n_seq_max": self.n_seq_max}
+        self.kv_layout["exact"] = exact
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
         self.batch_costs_ms, self.batch_invariant = self._time_batches()
 
@@ -224,6 +229,27 @@ class LlamaRuntime:
             self._ll.llama_memory_seq_rm(self._mem, dst, 0, p0)
         if p1 >= 0:
             self._ll.llama_memory_seq_rm(self._mem, dst, p1, -1)
+
+    def seq_state_get(self, seq: int) -> bytearray:
+        """One sequence's KV cells as llama.cpp serializes them (for the prefix cache on disk)."""
+        size = self._ll.llama_state_seq_get_size(self._ctx, seq)
+        data = bytearray(size)
+        if size:
+            # Into a bytearray directly: a 6k-token prefix is ~70 MB, one copy is enough.
+            buf = (ctypes.c_uint8 * size).from_buffer(data)
+            written = self._ll.llama_state_seq_get_data(self._ctx, buf, size, seq)
+            if written != size:
+                raise EngineError(f"llama.cpp saved {written} of {size} bytes of sequence {seq}")
+        return data
+
+    def seq_state_set(self, seq: int, data: bytearray) -> None:
+        """Replace a sequence's cells with ones `seq_state_get` saved (in this or another process)."""
+        self._ll.llama_memory_seq_rm(self._mem, seq, -1, -1)
+        buf = (ctypes.c_uint8 * len(data)).from_buffer(data)
+        if self._ll.llama_state_seq_set_data(self._ctx, buf, len(data), seq) != len(data):
+            # llama.cpp empties the sequence when a restore fails half-way; make sure of it.
+            self._ll.llama_memory_seq_rm(self._mem, seq, -1, -1)
+            raise EngineError(f"llama.cpp could not restore sequence {seq} from {len(data)} bytes")
 
     def meta(self, key: str) -> str | None:
         """A GGUF metadata value, such as `tokenizer.chat_template`."""

@@ -29,6 +29,7 @@ import numpy as np
 
 from whiz.engine.draft_model import DraftModel
 from whiz.engine.drafters import ChainDrafter, PredictionDrafter, PromptLookupDrafter
+from whiz.engine.prefix_cache import PrefixCache
 from whiz.engine.sampling import sample
 from whiz.engine.slots import Placement, SlotTable
 from whiz.engine.speculative import BatchCost, DraftLength, verify
@@ -107,8 +108,10 @@ class Scheduler:
         speculation: bool = True,
         max_draft: int = 32,
         draft_model: DraftModel | None = None,
+        prefix_cache: PrefixCache | None = None,
     ):
         self.runtime = runtime
+        self.prefix_cache = prefix_cache
         self.speculation = speculation
         self.max_draft = max_draft
         self.draft_model = draft_model
@@ -198,6 +201,8 @@ class Scheduler:
         self._thread.join(timeout=10)
         if self._thread.is_alive():
             return
+        if self.prefix_cache is not None:
+            self.prefix_cache.close()
         for runtime in (self.runtime, self.draft_model.runtime if self.draft_model else None):
             close = getattr(runtime, "close", None)
             if close is not None:
@@ -218,6 +223,7 @@ class Scheduler:
             "slots_busy": sum(1 for s in self.slots.slots if s.busy),
             "cached_tokens": self.slots.cached_tokens(),
             **({"draft_model_tokens": self.draft_model.drafted_tokens} if self.draft_model else {}),
+            **(self.prefix_cache.status() if self.prefix_cache else {}),
         }
 
     # -- the worker thread --------------------------------------------------------------------
@@ -329,6 +335,11 @@ class Scheduler:
         placement = self.slots.place(
             req.prompt, req.session, need_logits=req.max_tokens > 0, near=near, tenant=req.tenant
         )
+        if placement is not None and self.prefix_cache is not None:
+            # None while a longer prefix saved on disk is read, to restore instead of prefilling.
+            placement = self.prefix_cache.improve(
+                self.runtime, req.prompt, placement, need_logits=req.max_tokens > 0, tenant=req.tenant
+            )
         if placement is None:
             return False
         self._start(job, placement)
@@ -447,6 +458,10 @@ class Scheduler:
             job.n_past += n
             del job.feed[:n]
             job.prompt_done = not job.feed
+            if job.prompt_done and self.prefix_cache is not None:
+                # The slot holds exactly the prompt now (sampled tokens go in next step): save it.
+                slot, tenant = job.placement.slot, job.request.tenant
+                self.prefix_cache.prompt_prefilled(self.runtime, slot.seq, slot.tokens, tenant=tenant)
             if not job.feed and job.request.max_tokens == 0:
                 job.stats.prefill_ms = (time.perf_counter() - job.t_submit) * 1000
                 self._finish(job, "stop")
