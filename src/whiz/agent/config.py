@@ -25,6 +25,9 @@ class AgentConfig:
     command_timeout_s: float = 120.0
     max_output_tokens: int = 2048
     map_tokens: int = 1024
+    context_tokens: int = 2048
+    """Budget (about 4 characters a token) for the code the task is about, attached to its first
+    message beside the files it names: definitions it or a traceback names; a tiny repository whole."""
     cancel_grace_s: float = 2.0
     """How long a cancelled model call may take to end on its own before it is cut off."""
     sandbox: SandboxOptions = field(default_factory=SandboxOptions)

@@ -178,7 +178,8 @@ class Agent:
         self.stats, self._cancelled, self._changed, retries = TurnStats(), False, [], 0
         started = time.perf_counter()
         self.tools.begin_turn(turn_id)
-        text, attached = task_message(self.ws, task)
+        first = not any(i.get("role") == "user" for i in self.items)
+        text, attached = task_message(self.ws, task, context_tokens=self.config.context_tokens, first=first)
         self.items.append({"type": "message", "role": "user", "content": text})
         if attached:
             self.tools.focus = attached[-1]
