@@ -67,7 +67,7 @@ async def test_a_path_outside_the_workspace_is_refused(harness, project: Path, t
     h = harness([sr("../outside.txt", "", "pwned"), "I cannot do that."])
     result = await h.agent.run("write ../outside.txt")
     assert not outside.exists()
-    assert result.ok and result.message == "I cannot do that."
+    assert not result.ok and "none was made: I cannot do that." in result.message
     assert "inside the project" in h.model.requests[1].items[-1]["content"]
 
 

@@ -28,6 +28,9 @@ class AgentConfig:
     context_tokens: int = 2048
     """Budget (about 4 characters a token) for the code the task is about, attached to its first
     message beside the files it names: definitions it or a traceback names; a tiny repository whole."""
+    require_change: bool = True
+    """A turn whose task asks for a change (not a question: `intent.asks_for_change`) and that
+    ends with none has failed, saying so, instead of reporting "done" for nothing."""
     cancel_grace_s: float = 2.0
     """How long a cancelled model call may take to end on its own before it is cut off."""
     sandbox: SandboxOptions = field(default_factory=SandboxOptions)

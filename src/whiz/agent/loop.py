@@ -22,6 +22,7 @@ from whiz.agent.approvals import ApprovalMode, Approvals
 from whiz.agent.config import AgentConfig
 from whiz.agent.events import Emitter, EventSink
 from whiz.agent.formats import TOOLS, ActionFormat, text_actions, tool_action
+from whiz.agent.intent import asks_for_change, code_without_edit
 from whiz.agent.model import Finished, ModelClient, ModelRequest, TextDelta, ToolCall
 from whiz.agent.prompt import system_prompt, task_message
 from whiz.agent.stats import TurnResult, TurnStats
@@ -108,6 +109,7 @@ class Agent:
         self._cancelling: asyncio.Future | None = None
         self._in_model = False
         self._changed: list[str] = []
+        self._task = ""
         self.stats = TurnStats()
 
     def default_instructions(self) -> str:
@@ -178,6 +180,7 @@ class Agent:
         self.stats, self._cancelled, self._changed, retries = TurnStats(), False, [], 0
         started = time.perf_counter()
         self.tools.begin_turn(turn_id)
+        self._task = task
         first = not any(i.get("role") == "user" for i in self.items)
         text, attached = task_message(self.ws, task, context_tokens=self.config.context_tokens, first=first)
         self.items.append({"type": "message", "role": "user", "content": text})
@@ -203,6 +206,8 @@ class Agent:
             status, message = "cancelled", "cancelled by the user"
         except (ClientError, WriteFailed) as exc:
             status, message = "failed", exc.message
+        if status == "completed" and not self._changed and self._wants_change(task):
+            status, message = "failed", f"the task asked for a change, but none was made: {message[:300]}"
         self.stats.duration_ms = (time.perf_counter() - started) * 1000
         if status == "completed":
             t.completed(usage=self.stats.usage(), timings=self.stats.timings())
@@ -275,6 +280,10 @@ class Agent:
             actions = [(tool_action(call), call.call_id) for call in reply.calls]
         else:
             actions = [(action, None) for action in text_actions(reply.text, self.tools.focus_text())]
+        if not actions and self.config.actions == "text":
+            # Code with no path, or no usable edit: the file the task names, or told what is missing.
+            fallback = code_without_edit(reply.text, self._task)
+            actions = [(fallback, None)] if fallback is not None else []
         if not actions:
             if self._steering:
                 return []  # the user said more while it answered: go on with that
@@ -311,6 +320,12 @@ class Agent:
         if outcome.ok:
             raise Submitted(summary + "; the tests pass")
         self._tell(f"The tests failed:\n{outcome.text}\nFix the code so they pass.")
+
+    def _wants_change(self, task: str) -> bool:
+        """Whether a turn that changed nothing failed: the task asked for a change (`intent.py`)
+        in a session that may make one."""
+        read_only = self.approvals.mode is ApprovalMode.READ_ONLY
+        return self.config.require_change and not read_only and asks_for_change(task)
 
     def _tell(self, text: str) -> None:
         """Feedback the model reads next step, as a user message."""
