@@ -28,6 +28,9 @@ class AgentConfig:
     context_tokens: int = 2048
     """Budget (about 4 characters a token) for the code the task is about, attached to its first
     message beside the files it names: definitions it or a traceback names; a tiny repository whole."""
+    check_edits: bool = True
+    """After an edit, look at the files it wrote (`checks.py`: syntax errors, undefined names) and
+    send what is wrong back to the model, once a turn, before the turn ends."""
     require_change: bool = True
     """A turn whose task asks for a change (not a question: `intent.asks_for_change`) and that
     ends with none has failed, saying so, instead of reporting "done" for nothing."""

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from whiz.agent.approvals import ApprovalMode, Approvals
+from whiz.agent.checks import check_files
 from whiz.agent.config import AgentConfig
 from whiz.agent.events import Emitter, EventSink
 from whiz.agent.formats import TOOLS, ActionFormat, text_actions, tool_action
@@ -110,6 +111,7 @@ class Agent:
         self._in_model = False
         self._changed: list[str] = []
         self._task = ""
+        self._checked = False
         self.stats = TurnStats()
 
     def default_instructions(self) -> str:
@@ -180,7 +182,7 @@ class Agent:
         self.stats, self._cancelled, self._changed, retries = TurnStats(), False, [], 0
         started = time.perf_counter()
         self.tools.begin_turn(turn_id)
-        self._task = task
+        self._task, self._checked = task, False
         first = not any(i.get("role") == "user" for i in self.items)
         text, attached = task_message(self.ws, task, context_tokens=self.config.context_tokens, first=first)
         self.items.append({"type": "message", "role": "user", "content": text})
@@ -306,6 +308,12 @@ class Agent:
         self._changed += changed
         if any(o.malformed for o in outcomes):
             raise FormatError("; ".join(o.text.splitlines()[0] for o in outcomes if o.malformed))
+        checking = changed and self.config.check_edits and not self._checked
+        if checking and (problems := check_files(self.ws, changed)):
+            # Once a turn: a second look would only loop on what the model cannot fix.
+            self._checked = True
+            self._tell("Your edit left errors:\n" + "\n".join(problems) + "\nFix them.")
+            return changed
         edits_only = all(isinstance(a, ApplyEdits) for a, _ in actions)
         if edits_only and all(o.ok for o in outcomes) and not self._steering:
             await self._finish_edits(changed)
