@@ -304,6 +304,14 @@ ModelOpt = Annotated[
 TestCmdOpt = Annotated[
     str | None, typer.Option("--test-cmd", help="Run this after edits; the task is done when it passes.")
 ]
+CheckOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--check",
+        help="It runs: a command that runs the program briefly (in the sandbox); it passes when it "
+        "exits 0 or is still running after 5 s with no traceback. Decides like --test-cmd (after it).",
+    ),
+]
 JsonOpt = Annotated[
     bool, typer.Option("--json", help="Write JSON Lines events on stdout (as `codex exec --json`).")
 ]
@@ -479,10 +487,14 @@ def sandbox_options(mode: str):  # -> SandboxOptions
         raise ValueError(f"--sandbox must be one of {choices}, not {mode!r}") from None
 
 
-def _agent_config(approval: str, actions: str | None, test_cmd: str | None):  # -> AgentConfig
-    """How the agent acts, from the flags; a bad value exits with one line."""
+def _agent_config(approval: str, actions: str | None, test_cmd: str | None, check: str | None = None):
+    """How the agent acts (`AgentConfig`), from the flags; a bad value exits with one line. `--check`
+    joins the test command: the tests, then the check, decide together."""
     from whiz.agent.approvals import ApprovalMode
     from whiz.agent.config import AgentConfig
+    from whiz.agent.runs_check import with_check
+
+    test_cmd = with_check(test_cmd, check)
 
     try:
         mode = ApprovalMode(approval)
@@ -501,6 +513,7 @@ def exec_(
     approval: ApprovalOpt = "auto-edit",
     actions: ActionsOpt = None,
     test_cmd: TestCmdOpt = None,
+    check: CheckOpt = None,
     heal: HealStepOpt = None,
     *,
     flags: ModelFlags,
@@ -513,7 +526,7 @@ def exec_(
     from whiz.commands.exec import exec_in_mode
 
     task = _read_task(task)
-    options = flags.session_options(_agent_config(approval, actions, test_cmd), heal=heal)
+    options = flags.session_options(_agent_config(approval, actions, test_cmd, check), heal=heal)
     raise typer.Exit(exec_in_mode(task, options, json_mode=json_))
 
 
@@ -639,8 +652,10 @@ def bench_tasks(
 def heal(
     task: Annotated[str, typer.Argument(help="What to fix or change, in words (- reads it from stdin).")],
     test_cmd: Annotated[
-        str, typer.Option("--test-cmd", help="The tests that decide: a candidate wins when it exits 0.")
-    ],
+        str | None,
+        typer.Option("--test-cmd", help="The tests that decide: a candidate wins when it exits 0."),
+    ] = None,
+    check: CheckOpt = None,
     n: Annotated[int, typer.Option("-n", help="Candidates per round, decoded in parallel.")] = 5,
     temperature: Annotated[float, typer.Option(help="Sampling temperature of the candidates.")] = 0.7,
     rounds: Annotated[
@@ -674,8 +689,11 @@ def heal(
     from whiz.modes.healing import HealSettings
 
     task = _read_task(task)
-    if not test_cmd.strip():
-        raise fail("--test-cmd is empty; healing needs tests to decide")
+    from whiz.agent.runs_check import with_check
+
+    test_cmd = with_check((test_cmd or "").strip() or None, check)
+    if test_cmd is None:
+        raise fail("healing needs --test-cmd or --check to decide")
     settings = HealSettings(
         n=n, temperature=temperature, rounds=rounds, test_timeout_s=test_timeout, parallel=not sequential,
         seed=seed, first_pass=not all_,
@@ -803,6 +821,7 @@ def code(
         bool, typer.Option("--last", help="Continue the latest session in this directory.")
     ] = False,
     heal: HealStepOpt = None,
+    check: CheckOpt = None,
     *,
     flags: ModelFlags,
 ) -> None:
@@ -819,7 +838,7 @@ def code(
     """
     from whiz.tui import run_code
 
-    agent = _agent_config(approval, actions, test_cmd)
+    agent = _agent_config(approval, actions, test_cmd, check)
     raise typer.Exit(run_code(flags.session_options(agent, resume="last" if last else resume, heal=heal)))
 
 
