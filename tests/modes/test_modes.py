@@ -288,3 +288,21 @@ def test_whiz_resume_continues_in_the_sessions_mode_and_says_so(project):
     assert "in deep mode (as it was; --mode overrides)" in err
     assert items(events, "agent_message")[-1]["text"] == "deep reply"
     assert pool.opened == ["deep", "deep"]
+
+
+def test_auto_mode_escalates_when_a_turn_runs_over_its_time(project):
+    from whiz.agent.scripted_model import Reply
+
+    hello = 'greet.py\n<<<<<<< SEARCH\n    return "Hello, " + name\n=======\n    return "Hi, " + name\n'
+    pool = ScriptedPool(
+        clients={
+            "fast": lambda: ScriptedModel([Reply("x" * 400, delay_s=0.05)]),
+            "deep": lambda: ScriptedModel([hello + ">>>>>>> REPLACE\n"]),
+        }
+    )
+    code, events, _ = run_exec(
+        project, pool, "Change the greeting to Hi in greet.py", mode="auto", max_turn_s=0.5
+    )
+    assert code == 0 and 'return "Hi, " + name' in (project / "greet.py").read_text()
+    (change,) = items(events, "mode_change")
+    assert change["trigger"] == "budget" and "time limit" in change["reason"]

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +50,10 @@ class Submitted(AgentSignal):
 
 class Failed(AgentSignal):
     """The task cannot be done (or not within the limits); the message says why."""
+
+
+class OverBudget(Failed):
+    """The turn used up its output tokens or its time (`AgentConfig.max_turn_*`); the message says which."""
 
 
 class Cancelled(AgentSignal):
@@ -111,6 +116,11 @@ class Agent:
         self._in_model = False
         self._changed: list[str] = []
         self._task = ""
+        self._deadline = 0.0
+        self._tokens_before = 0
+        self.on_over_budget: Callable[[str], bool] | None = None
+        """Called with the reason when the turn runs over its budget: True when a deeper model
+        takes over (auto mode), and the turn goes on with a fresh budget; else the turn fails."""
         self._checked = False
         self.stats = TurnStats()
 
@@ -183,6 +193,7 @@ class Agent:
         started = time.perf_counter()
         self.tools.begin_turn(turn_id)
         self._task, self._checked = task, False
+        self._fresh_budget()
         first = not any(i.get("role") == "user" for i in self.items)
         text, attached = task_message(self.ws, task, context_tokens=self.config.context_tokens, first=first)
         self.items.append({"type": "message", "role": "user", "content": text})
@@ -193,6 +204,10 @@ class Agent:
                 try:
                     await self._run_step()
                     retries = 0
+                except OverBudget as exc:
+                    if self.on_over_budget is None or not self.on_over_budget(exc.message):
+                        raise
+                    self._fresh_budget()
                 except FormatError as exc:
                     retries += 1
                     self.emit.single("error", message=exc.message)
@@ -217,16 +232,46 @@ class Agent:
             t.failed(message, usage=self.stats.usage())
         return TurnResult(turn_id, status, message, self.stats, sorted(set(self._changed)))
 
+    def _fresh_budget(self) -> None:
+        self._deadline = time.perf_counter() + self.config.max_turn_s
+        self._tokens_before = self.stats.output_tokens
+
+    def _tokens_left(self) -> int:
+        return self.config.max_turn_output_tokens - (self.stats.output_tokens - self._tokens_before)
+
     async def _run_step(self) -> None:
         if self._cancelled:
             raise Cancelled("cancelled")
+        if self._tokens_left() <= 0:
+            raise OverBudget(
+                f"stopped: the turn used its {self.config.max_turn_output_tokens} output tokens "
+                "without finishing the task"
+            )
         self._step = asyncio.ensure_future(self.step())
+        try:
+            done, _ = await asyncio.wait({self._step}, timeout=max(0.0, self._deadline - time.perf_counter()))
+        except asyncio.CancelledError:
+            self._step.cancel()  # the caller's own cancellation reaches the step
+            raise
+        if not done:
+            await self._stop_step()
+            raise OverBudget(f"stopped: the turn ran past its time limit of {self.config.max_turn_s:g} s")
         try:
             await self._step
         except asyncio.CancelledError:
             if not self._cancelled:
                 raise  # the caller's own cancellation
             raise Cancelled("cancelled") from None
+
+    async def _stop_step(self) -> None:
+        """Stop a step that ran out of time: the server stops generating, a command is killed."""
+        step = self._step
+        if self._in_model:
+            with contextlib.suppress(ClientError, asyncio.TimeoutError):
+                await asyncio.wait_for(self._cancel_model(), self.config.cancel_grace_s)
+        step.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await step
 
     # -- one step ------------------------------------------------------------------------------------
 
@@ -246,7 +291,7 @@ class Agent:
             list(self.items),  # a snapshot: adapters may keep the request
             tools=TOOLS if self.config.actions == "tools" else None,
             prediction=self.tools.prediction(),
-            max_output_tokens=self.config.max_output_tokens,
+            max_output_tokens=max(1, min(self.config.max_output_tokens, self._tokens_left())),
         )
         text, calls, finished, item = "", [], Finished("failed", error="no reply"), None
         self._in_model = True
