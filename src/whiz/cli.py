@@ -789,6 +789,38 @@ def bench_heal(
     )  # fmt: skip
 
 
+@bench_app.command("agent")
+def bench_agent(
+    target: Annotated[
+        str | None,
+        typer.Option(help="Base URL of the fast model's server (default: :8321, or one started in-process)."),
+    ] = None,
+    limit: Annotated[int | None, typer.Option(help="EditEval tasks: only the first N.")] = 10,
+    variants: Annotated[
+        str, typer.Option(help="Comma-separated: fast, heal (heal@5), auto.")
+    ] = "fast,heal,auto",
+    suites: Annotated[str, typer.Option(help="Comma-separated: editeval, programs.")] = "editeval,programs",
+    api_key: ApiKeyOpt = None,
+    model: ModelOpt = None,
+    deep_base_url: DeepUrlOpt = None,
+    deep_model: DeepModelOpt = None,
+    deep_api_key: DeepKeyOpt = None,
+    data: Annotated[
+        Path | None, typer.Option(help="EditEval JSONL (default: shared/bench/editeval.jsonl).")
+    ] = None,
+) -> None:
+    """Tasks done per minute: the agent headless over EditEval and 5 small programs, for fast,
+    heal@5 and auto: pass rate, median and p90 s/task, turns with no edit, runaways, tokens/task."""
+    from whiz.bench.agent import main
+    from whiz.modes.endpoints import DeepSettings
+
+    deep = DeepSettings(base_url=deep_base_url, model=deep_model, api_key=deep_api_key)
+    raise typer.Exit(
+        main(target=target, limit=limit, variants=variants, suites=suites, api_key=api_key, model=model,
+             deep=deep, data=data)
+    )  # fmt: skip
+
+
 # -- the interactive agent: whiz (no command) and whiz code ------------------------------------------
 
 
