@@ -118,6 +118,36 @@ def serve(
             help="Run a replica for a gateway: the model API only (no web app, no agent endpoints).",
         ),
     ] = None,
+    # -- safety and limits (issue 16); the rest are WHIZ_<NAME> or [serve] settings --
+    insecure_no_auth: Annotated[
+        bool | None,
+        typer.Option(
+            "--insecure-no-auth",
+            help="Serve a non-loopback --host without --api-key (refused otherwise): anyone who reaches "
+            "the port may use it.",
+        ),
+    ] = None,
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allowed-host", help="Also answer under this Host name (repeatable; '*' for any name)."
+        ),
+    ] = None,
+    allowed_origin: Annotated[
+        list[str] | None,
+        typer.Option("--allowed-origin", help="Also accept browser requests from this origin (repeatable)."),
+    ] = None,
+    max_output_tokens_default: Annotated[
+        int | None, typer.Option(help="Output cap of a request that sets none (default 4096).")
+    ] = None,
+    max_n: Annotated[int | None, typer.Option(help="Most candidates (n) per request (default 8).")] = None,
+    shutdown_grace_s: Annotated[
+        float | None,
+        typer.Option(help="On SIGTERM, seconds running requests get before they are cancelled (default 3)."),
+    ] = None,
+    max_connections: Annotated[
+        int | None, typer.Option(help="Open connections at once; more get a 503 (default 512).")
+    ] = None,
     idle_exit: Annotated[
         float | None,
         typer.Option(help="Exit after this many seconds without a request (default: never)."),
@@ -130,6 +160,9 @@ def serve(
     `whiz exec`, `code`, `heal` and `swarm` start one in the background when none answers (the
     model stays loaded for the next command; it exits after 15 idle minutes): `whiz serve status`
     lists those, `whiz serve stop` ends them.
+
+    More limits (WebSocket sessions and queues, stored responses) are settings: WHIZ_<NAME> or
+    the [serve] table of --config.
     """
     from whiz.commands.serve import background_status, serve_forever, stop_background
     from whiz.config import load_settings
@@ -162,6 +195,13 @@ def serve(
             upstream_model=upstream_model,
             routing=routing,
             engine_only=engine_only,
+            insecure_no_auth=insecure_no_auth,
+            allowed_hosts=allowed_host,
+            allowed_origins=allowed_origin,
+            max_output_tokens_default=max_output_tokens_default,
+            max_n=max_n,
+            shutdown_grace_s=shutdown_grace_s,
+            max_connections=max_connections,
             idle_exit_s=idle_exit,
         )
         serve_forever(settings, err)
@@ -240,6 +280,25 @@ def bench_serve(
     raise typer.Exit(
         main(target=target, model=model, api_key=api_key, quick=quick, raw_baseline=raw_baseline)
     )
+
+
+@bench_app.command("soak")
+def bench_soak(
+    target: Annotated[
+        str, typer.Option(help="Base URL of a server on this machine.")
+    ] = "http://127.0.0.1:8321",
+    seconds: Annotated[float, typer.Option(help="How long to run.")] = 30.0,
+    ws_sessions: Annotated[int, typer.Option(help="Concurrent WebSocket clients.")] = 4,
+    http_clients: Annotated[int, typer.Option(help="Concurrent HTTP clients.")] = 4,
+    max_tokens: Annotated[int, typer.Option(help="Output tokens of a well-behaved turn.")] = 48,
+    model: Annotated[str | None, typer.Option(help="Model id to request.")] = None,
+    api_key: Annotated[str | None, typer.Option(help="Bearer key for the target.")] = None,
+) -> None:
+    """Load and faults on a loopback server: clients vanishing mid-prefill/decode, hostile input mixed in."""
+    from whiz.bench.soak import SoakPlan, main
+
+    plan = SoakPlan(target, seconds, ws_sessions, http_clients, max_tokens, api_key=api_key, model=model)
+    raise typer.Exit(main(plan))
 
 
 @bench_app.command("edits")

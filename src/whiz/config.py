@@ -94,6 +94,54 @@ class ServeSettings(BaseModel):
     engine_only: bool = Field(
         False, description="Serve the model API only, as a replica behind a gateway (no web app, no agent)."
     )
+    # -- limits that keep one client from knocking the server over (issue 16) --
+    max_output_tokens_default: int = Field(
+        4096,
+        ge=1,
+        description="Output cap of a request that sets no max_tokens/max_output_tokens (without it, a "
+        "request could generate to the end of the context window).",
+    )
+    max_n: int = Field(
+        8, ge=1, description="Most candidates (`n`) one chat request may ask for; --slots bounds it too."
+    )
+    shutdown_grace_s: float = Field(
+        3.0,
+        ge=0,
+        description="On SIGTERM, seconds running requests get to finish before they are cancelled.",
+    )
+    max_connections: int = Field(
+        512,
+        ge=1,
+        description="Open connections (HTTP and WebSocket) the server holds at once; more get a 503 "
+        "(nginx's default worker_connections).",
+    )
+    max_ws_sessions: int = Field(256, ge=1, description="WebSocket sessions open at once, in all.")
+    max_ws_sessions_per_key: int = Field(
+        32, ge=1, description="WebSocket sessions open at once per API key (per client address without keys)."
+    )
+    ws_queue_max: int = Field(
+        8, ge=1, description="response.create events one WebSocket may have waiting; more get an error."
+    )
+    stored_responses_mb: float = Field(
+        64, gt=0, description="Memory the responses kept for previous_response_id may take, in all."
+    )
+    stored_response_ttl_s: float = Field(
+        86400, gt=0, description="How long a stored response is kept for previous_response_id."
+    )
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="Host names the server answers under, besides loopback names and --host (and, for "
+        "a wildcard bind, this machine's names and addresses); '*' allows any.",
+    )
+    allowed_origins: list[str] = Field(
+        default_factory=list,
+        description="Browser origins (scheme://host:port) allowed besides the server's own pages.",
+    )
+    insecure_no_auth: bool = Field(
+        False,
+        description="Allow a non-loopback --host without --api-key: anyone who reaches the port may "
+        "spend its compute.",
+    )
 
 
 def env_overrides(prefix: str = "WHIZ_") -> dict[str, Any]:
@@ -103,7 +151,7 @@ def env_overrides(prefix: str = "WHIZ_") -> dict[str, Any]:
         value = os.environ.get(prefix + name.upper())
         if value is None or value == "":
             continue
-        listed = name in ("api_keys", "upstreams")
+        listed = name in ("api_keys", "upstreams", "allowed_hosts", "allowed_origins")
         out[name] = [k.strip() for k in value.split(",") if k.strip()] if listed else value
     return out
 

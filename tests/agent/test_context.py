@@ -36,7 +36,7 @@ def test_a_large_file_gives_only_the_definition_named(tmp_path: Path):
     ws = big_repo(tmp_path)
     big = "".join(f"def other_{k}(x):\n    return x + {k}\n\n\n" for k in range(400))
     (tmp_path / "lib" / "stats.py").write_text(big + STATS)
-    text, _ = task_message(ws, "mean is off by one", context_tokens=300)
+    text, _ = task_message(ws, "mean is off by one", code_tokens=300)
     assert "lib/stats.py (lines 1601-1602):\n```\n" + STATS in text
     assert "other_5" not in text
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from tests.agent.conftest import GREET, Harness, sr
 from whiz.agent.edits import SearchReplace, WholeFile
 from whiz.agent.formats import text_actions, tool_action
-from whiz.agent.model import ToolCall
+from whiz.agent.model import ModelToolCall
 from whiz.agent.tools import ApplyEdits, ListFiles, Malformed, ReadFile, RunCommand, SearchText
 
 
@@ -50,12 +50,12 @@ def test_an_unnamed_fence_rewrites_the_focus_file_only_when_it_is_that_file() ->
 
 
 def test_tool_calls_become_actions() -> None:
-    assert tool_action(ToolCall("c1", "read_file", '{"path": "a.py", "start_line": 3}')) == ReadFile(
+    assert tool_action(ModelToolCall("c1", "read_file", '{"path": "a.py", "start_line": 3}')) == ReadFile(
         "a.py", 3, None
     )
-    edit = tool_action(ToolCall("c2", "edit_file", '{"path": "a.py", "old_text": "x", "new_text": "y"}'))
+    edit = tool_action(ModelToolCall("c2", "edit_file", '{"path": "a.py", "old_text": "x", "new_text": "y"}'))
     assert edit == ApplyEdits([SearchReplace("a.py", "x", "y")])
-    missing = tool_action(ToolCall("c3", "edit_file", '{"path": "a.py"}'))
+    missing = tool_action(ModelToolCall("c3", "edit_file", '{"path": "a.py"}'))
     assert isinstance(missing, Malformed) and "old_text" in missing.message and missing.is_edit
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from whiz.agent.model import Finished, ModelRequest, TextDelta, ToolCall
+from whiz.agent.model import Finished, ModelRequest, ModelText, ModelToolCall
 from whiz.agent.whiz_model import WhizModel
 from whiz.client import ResponsesSocket
 from whiz.engine.fake import last_user_message
@@ -15,12 +15,12 @@ def user(text: str) -> dict:
     return {"type": "message", "role": "user", "content": text}
 
 
-async def collect(model: WhizModel, request: ModelRequest) -> tuple[str, list[ToolCall], Finished]:
+async def collect(model: WhizModel, request: ModelRequest) -> tuple[str, list[ModelToolCall], Finished]:
     text, calls, finished = "", [], None
     async for event in model.respond(request):
-        if isinstance(event, TextDelta):
+        if isinstance(event, ModelText):
             text += event.text
-        elif isinstance(event, ToolCall):
+        elif isinstance(event, ModelToolCall):
             calls.append(event)
         else:
             finished = event
@@ -107,7 +107,7 @@ async def test_cancel_stops_the_server_and_the_conversation_goes_on(serve_fake) 
         text, finished = "", None
         started = None
         async for event in model.respond(ModelRequest("x", [user("go")])):
-            if isinstance(event, TextDelta):
+            if isinstance(event, ModelText):
                 text += event.text
                 if started is None:
                     started = time.monotonic()

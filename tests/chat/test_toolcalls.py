@@ -76,3 +76,47 @@ def test_string_arguments_pass_through_unchanged():
 
 def test_disabled_parser_passes_tags_as_text():
     assert squash(run(ToolCallParser(enabled=False), list(CALL))) == [CALL]
+
+
+def run_parser(parser: ToolCallParser, text: str, step: int = 3) -> tuple[list, list]:
+    """Feed `text` in small pieces: (what came out before the end, what the end flushed)."""
+    early = [piece for i in range(0, len(text), step) for piece in parser.feed(text[i : i + step])]
+    return early, parser.finish()
+
+
+def test_a_call_written_as_fenced_json_or_bare_json_is_read_as_a_call():
+    fenced = '```json\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n```'
+    bare = '{"name": "get_weather", "parameters": {"city": "Rome"}}'
+    for text, city in ((fenced, "Paris"), (bare, "Rome")):
+        early, late = run_parser(ToolCallParser(names=["get_weather"]), text)
+        assert early == []  # held: it might be a call
+        [call] = late
+        assert isinstance(call, ToolCall) and call.name == "get_weather"
+        assert json.loads(call.arguments) == {"city": city}
+
+
+def test_a_list_of_calls_in_json_is_each_call():
+    text = '[{"name": "read", "arguments": {"path": "a"}}, {"name": "read", "arguments": {"path": "b"}}]'
+    _, calls = run_parser(ToolCallParser(names=["read"]), text)
+    assert [json.loads(c.arguments)["path"] for c in calls] == ["a", "b"]
+
+
+def test_json_that_is_not_a_call_to_an_offered_tool_stays_text():
+    text = '{"name": "rm_rf", "arguments": {}}'
+    early, late = run_parser(ToolCallParser(names=["read"]), text)
+    assert "".join(p.text for p in early + late) == text
+    data = '```json\n{"a": 1}\n```'
+    early, late = run_parser(ToolCallParser(names=["read"]), data)
+    assert "".join(p.text for p in early + late) == data
+
+
+def test_a_reply_that_starts_with_code_streams_as_it_comes():
+    text = "```python\nprint('hi')\n```\nThat prints hi."
+    early, late = run_parser(ToolCallParser(names=["read"]), text)
+    assert early and "".join(p.text for p in early + late) == text
+
+
+def test_without_tool_names_only_tagged_calls_are_read():
+    text = '{"name": "read", "arguments": {}}'
+    early, late = run_parser(ToolCallParser(), text)
+    assert "".join(p.text for p in early + late) == text

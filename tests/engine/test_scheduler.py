@@ -205,3 +205,96 @@ async def test_ttft_and_decode_timings_are_reported():
         assert s.tokens_per_s > 0
     finally:
         engine.close()
+
+
+async def test_cached_prefixes_are_shared_only_within_a_tenant(engine):
+    system = "You are a coding agent with a secret plan. " * 20
+    mine = prompt(engine, "first task", system=system)
+    await collect(engine.generate(GenerateRequest(prompt=mine, max_tokens=100, tenant="alice")))
+    probe = engine.generate(
+        GenerateRequest(prompt=prompt(engine, "probe", system=system), max_tokens=5, tenant="eve")
+    )
+    await collect(probe)
+    assert probe.stats.cached_tokens == 0  # eve learns nothing of alice's prompt
+    again = engine.generate(
+        GenerateRequest(prompt=prompt(engine, "next", system=system), max_tokens=5, tenant="alice")
+    )
+    await collect(again)
+    assert again.stats.cached_tokens > len(system)  # alice still shares her own prefix
+
+
+async def test_a_request_that_breaks_admission_fails_alone(engine):
+    place = engine.slots.place
+
+    def picky(prompt_tokens, *args, **kwargs):
+        if bytes(t for t in prompt_tokens if t < 256).find(b"poison") >= 0:
+            raise RuntimeError("bad placement")
+        return place(prompt_tokens, *args, **kwargs)
+
+    engine.slots.place = picky
+    bad = engine.generate(GenerateRequest(prompt=prompt(engine, "poison"), max_tokens=20))
+    good = engine.generate(GenerateRequest(prompt=prompt(engine, "fine"), max_tokens=20))
+    assert text(await collect(good)) == "echo: fine"
+    await collect(bad)
+    assert bad.stats.finish_reason == "error" and "bad placement" in bad.stats.error
+    assert engine.status()["slots_busy"] == 0
+
+
+async def test_a_worker_failure_outside_a_step_fails_the_jobs_in_flight_and_the_engine_goes_on():
+    engine = fake_engine(lambda c: "x" * 500, step_s=0.005)
+    try:
+        drop = engine._drop_cancelled
+        calls = {"n": 0}
+
+        def flaky() -> None:
+            calls["n"] += 1
+            if calls["n"] == 20:
+                raise RuntimeError("bug in the loop")
+            drop()
+
+        engine._drop_cancelled = flaky
+        running = engine.generate(
+            GenerateRequest(prompt=prompt(engine, "go"), max_tokens=400, speculation=False)
+        )
+        await asyncio.wait_for(collect(running), timeout=5)  # it ends: no stream waits forever
+        assert running.stats.finish_reason == "error" and "bug in the loop" in running.stats.error
+        assert engine.status()["worker_restarts"] == 1 and engine.status()["worker_alive"] == 1
+        after = engine.generate(GenerateRequest(prompt=prompt(engine, "again"), max_tokens=3))
+        assert text(await collect(after)) == "xxx"
+    finally:
+        engine.close()
+
+
+class _ThreadKiller(BaseException):
+    """Escapes every `except Exception`: the worker thread dies of it."""
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+async def test_a_dead_worker_is_reported_and_restarted():
+    engine = fake_engine(lambda c: "x" * 500, step_s=0.005)
+    try:
+        step = engine._step
+        calls = {"n": 0}
+
+        def deadly() -> None:
+            calls["n"] += 1
+            if calls["n"] == 5:
+                raise _ThreadKiller()
+            step()
+
+        engine._step = deadly
+        running = engine.generate(
+            GenerateRequest(prompt=prompt(engine, "go"), max_tokens=400, speculation=False)
+        )
+        deadline = time.monotonic() + 5
+        while engine.alive and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        status = engine.status()  # reports the dead worker, then restarts it
+        assert status["worker_alive"] == 0
+        await asyncio.wait_for(collect(running), timeout=5)
+        assert running.stats.finish_reason == "error"
+        assert engine.status()["worker_alive"] == 1
+        after = engine.generate(GenerateRequest(prompt=prompt(engine, "again"), max_tokens=3))
+        assert text(await asyncio.wait_for(collect(after), timeout=5)) == "xxx"
+    finally:
+        engine.close()

@@ -46,7 +46,8 @@ def test_the_same_keys_land_on_the_same_replicas_on_another_gateway():
 
 
 def test_a_replica_out_of_rotation_loses_only_its_own_sessions():
-    router = Router(replicas(3))
+    clock = Clock()
+    router = Router(replicas(3), clock=clock)
     before = {f"s{i}": router.route(f"s{i}") for i in range(60)}
     sick = router.replicas[0]
     router.mark_down(sick, "gone")
@@ -55,7 +56,8 @@ def test_a_replica_out_of_rotation_loses_only_its_own_sessions():
     assert moved and all(before[k] is sick for k in moved)
     assert all(r is not sick for r in after.values())
     assert router.failovers == len(moved)
-    # When it comes back, moved sessions stay where their cache now is.
+    # When it comes back (after its back-off), moved sessions stay where their cache now is.
+    clock.now += router.backoff_s
     assert router.mark_up(sick)
     assert all(router.route(k) is after[k] for k in before)
 
@@ -90,13 +92,15 @@ def test_dropped_connections_take_a_replica_out_at_once_and_500s_after_a_few():
     router.began(a)
     router.failed(a, UpstreamLost("dropped"))
     assert not a.healthy and a.reason == "dropped"
-    assert router.mark_up(a)  # a health check may bring it straight back
+    assert not router.mark_up(a)  # not straight back: it waits out its back-off
+    clock.now += router.backoff_s
+    assert router.mark_up(a)
     for _ in range(3):
         router.began(b)
         router.failed(b, UpstreamError("HTTP 500"))
     assert not b.healthy
     assert not router.mark_up(b)  # still cooling off
-    clock.now = 31
+    clock.now += 31
     assert router.mark_up(b) and b.healthy
 
 
@@ -139,3 +143,22 @@ def test_usage_is_counted_per_replica():
     router.succeeded(r, GenerationStats(prompt_tokens=100, cached_tokens=80))
     assert (r.requests, r.prompt_tokens, r.cached_tokens, r.in_flight) == (1, 100, 80, 0)
     assert Counter(x.requests for x in router.replicas) == Counter({1: 1, 0: 1})
+
+
+def test_a_replica_that_keeps_leaving_waits_longer_each_time():
+    clock = Clock()
+    router = Router(replicas(2), backoff_s=1, backoff_max_s=8, clock=clock)
+    a = router.replicas[0]
+    waits = []
+    for _ in range(6):  # sick on and off: down, back after its back-off, down again at once
+        router.mark_down(a, "dropped")
+        start = clock.now
+        while not router.mark_up(a):
+            clock.now += 0.25
+        waits.append(clock.now - start)
+    assert waits == [1, 2, 4, 8, 8, 8]
+    router.began(a)
+    router.succeeded(a, GenerationStats())  # it served a request: the back-off starts over
+    router.mark_down(a, "dropped")
+    clock.now += 1
+    assert router.mark_up(a)

@@ -14,7 +14,7 @@ from tests.conftest import free_port
 from whiz.agent.approvals import ApprovalMode
 from whiz.agent.config import AgentConfig
 from whiz.agent.events import Collector
-from whiz.agent.model import Finished, ModelRequest, TextDelta
+from whiz.agent.model import Finished, ModelRequest, ModelText
 from whiz.agent.scripted_model import ScriptedModel
 from whiz.agent.sessions import SessionStore
 from whiz.client import HttpClient
@@ -213,7 +213,7 @@ async def test_an_upstream_deep_model_is_spoken_to_over_chat_completions(serve_f
         await client.close()
     finally:
         await pool.close()
-    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "deep says hi"
+    assert "".join(e.text for e in events if isinstance(e, ModelText)) == "deep says hi"
     finished = events[-1]
     assert isinstance(finished, Finished) and finished.status == "completed"
     assert finished.usage["output_tokens"] > 0

@@ -151,9 +151,23 @@ def test_rate_limit(serve_fake):
     assert_error(third, 429, "rate_limit_exceeded")
     assert third.json()["error"]["type"] == "rate_limit_error"
     assert int(third.headers["Retry-After"]) >= 1
-    # Other endpoints, and other keys, are not limited by this key's bucket.
+    # Other endpoints are not limited; without keys, a made-up bearer string is no way around it.
     assert httpx.get(f"{served.base_url}/models").status_code == 200
-    assert httpx.post(url, json=GOOD_CHAT, headers={"Authorization": "Bearer other"}).status_code == 200
+    dodge = httpx.post(url, json=GOOD_CHAT, headers={"Authorization": "Bearer other"})
+    assert_error(dodge, 429, "rate_limit_exceeded")
+
+
+def test_rate_limit_is_per_valid_key(serve_fake):
+    served = serve_fake(rate_limit_rpm=1, api_keys=["k1", "k2"])
+    url = f"{served.base_url}/chat/completions"
+    k1, k2 = ({"Authorization": f"Bearer {k}"} for k in ("k1", "k2"))
+    assert httpx.post(url, json=GOOD_CHAT, headers=k1).status_code == 200
+    assert_error(httpx.post(url, json=GOOD_CHAT, headers=k1), 429, "rate_limit_exceeded")
+    assert httpx.post(url, json=GOOD_CHAT, headers=k2).status_code == 200  # another key, its own bucket
+    # A wrong key is refused before it could take a bucket of its own.
+    assert_error(
+        httpx.post(url, json=GOOD_CHAT, headers={"Authorization": "Bearer x"}), 401, "invalid_api_key"
+    )
 
 
 def test_body_over_max_body_mb(serve_fake):

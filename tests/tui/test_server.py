@@ -22,7 +22,7 @@ def story_or_echo(conversation: str) -> str:
 def test_whiz_without_a_command_starts_the_ui_over_the_server(serve_fake, whiz_code):
     served = serve_fake(script=story_or_echo, engine_kw={"step_s": 0.002})
     term = whiz_code(WHIZ_BASE_URL=served.base_url)
-    term.wait_for(r" fake · fast · auto-edit · sess_\w+  ·  /help")
+    term.wait_for(r" fake · fast · auto-edit · sess_\w+ · ctx \d+%  ·  /help")
     term.enter("say hello")
     term.wait_for("echo: say hello")
     term.wait_for(r"── done in [\d.]+ s · 1 model call · ttft \d+ ms · [\d.]+ tok/s")

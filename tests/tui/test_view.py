@@ -7,7 +7,7 @@ import io
 from rich.console import Console
 
 from whiz.agent.edits import FileChange, unified_diff
-from whiz.agent.stats import TurnResult, TurnStats
+from whiz.agent.stats import TurnOutcome, TurnStats
 from whiz.tui.diffs import render_diff
 from whiz.tui.scrollback import Scrollback
 from whiz.tui.view import TranscriptView
@@ -39,10 +39,10 @@ def test_finished_lines_are_printed_and_the_open_line_stays_live():
 def test_a_stopped_turn_says_so_and_a_failed_one_says_why():
     view, out = plain_view()
     message(view, "half a rep")
-    view.turn_ended(TurnResult("t", "cancelled", "cancelled by the user", TurnStats()))
+    view.turn_ended(TurnOutcome("t", "cancelled", "cancelled by the user", TurnStats()))
     assert out.getvalue() == "half a rep\n■ stopped\n"
     assert view.status() == ""
-    view.turn_ended(TurnResult("t", "failed", "the model failed: boom", TurnStats()))
+    view.turn_ended(TurnOutcome("t", "failed", "the model failed: boom", TurnStats()))
     assert out.getvalue().endswith("✗ failed: the model failed: boom\n")
 
 

@@ -11,7 +11,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from whiz.agent.model import Finished, ModelEvent, ModelRequest, TextDelta, ToolCall, output_items
+from whiz.agent.model import Finished, ModelEvent, ModelRequest, ModelText, ModelToolCall, output_items
 from whiz.client import ClientError, HttpClient
 
 
@@ -92,6 +92,8 @@ class ChatModel:
         self.temperature = temperature
         self._cancelled = False
         self._running = False
+        self.context_window: int | None = None
+        """Tokens the upstream model holds, where its `/v1/models` says (set by whoever opens it)."""
 
     async def close(self) -> None:
         await self.http.close()
@@ -124,7 +126,7 @@ class ChatModel:
                     delta = choice.get("delta") or {}
                     if delta.get("content"):
                         text += delta["content"]
-                        yield TextDelta(delta["content"])
+                        yield ModelText(delta["content"])
                     for call in delta.get("tool_calls") or []:
                         _merge_call(calls, call)
                     finish = choice.get("finish_reason") or finish
@@ -135,7 +137,9 @@ class ChatModel:
             return
         finally:
             self._running = False
-        tool_calls = [ToolCall(c["id"] or f"call_{i}", c["name"], c["arguments"]) for i, c in calls.items()]
+        tool_calls = [
+            ModelToolCall(c["id"] or f"call_{i}", c["name"], c["arguments"]) for i, c in calls.items()
+        ]
         for call in tool_calls:
             yield call
         status = "incomplete" if finish == "length" else "completed"

@@ -34,7 +34,10 @@ class AgentConfig:
     candidate finishing: README, "Healing on EditEval") and an exec's median is 9 s; six times the
     slowest passing task leaves room on a busy machine and ends a runaway (one ran 300 s)."""
     map_tokens: int = 1024
-    context_tokens: int = 2048
+    context_tokens: int | None = None
+    """The model's context window in tokens; None: as the server says (`/v1/models`). The agent
+    compacts the conversation before a request that would not fit with room for the reply."""
+    code_tokens: int = 2048
     """Budget (about 4 characters a token) for the code the task is about, attached to its first
     message beside the files it names: definitions it or a traceback names; a tiny repository whole."""
     check_edits: bool = True

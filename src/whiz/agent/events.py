@@ -12,7 +12,9 @@ The shapes follow the Codex CLI's `codex exec --json`, so tools that read one ca
 Item types: `agent_message` {text}, `file_change` {changes: [{path, kind}], status, diff},
 `command_execution` {command, aggregated_output, exit_code, status}, and whiz's own
 `tool_call` {tool, arguments, output, status} (read, list, search), `user_message` {text}
-(a steering message delivered) and `error` {message} (feedback on a malformed action).
+(a steering message delivered), `error` {message} (feedback on a malformed action) and
+`context_compacted` {reason, before_tokens, after_tokens, window_tokens, shortened, summarised,
+kept, summary} (the conversation was compacted to fit the context window: `compaction.py`).
 `item.updated` of an agent message also carries `delta`, the text just streamed.
 """
 

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from whiz.agent.actions import ParseError, parse_edits
 from whiz.agent.edits import SearchReplace, WholeFile
-from whiz.agent.model import ToolCall
+from whiz.agent.model import ModelToolCall
 from whiz.agent.tools import (
     Action,
     ApplyEdits,
@@ -77,7 +77,7 @@ TOOLS = [
 ]
 
 
-def tool_action(call: ToolCall) -> Action:
+def tool_action(call: ModelToolCall) -> Action:
     """The action a function call asks for, or `Malformed` saying what is wrong with it."""
     try:
         args = json.loads(call.arguments or "{}")

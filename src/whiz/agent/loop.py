@@ -21,18 +21,19 @@ from typing import Any
 
 from whiz.agent.approvals import ApprovalMode, Approvals
 from whiz.agent.checks import check_files
+from whiz.agent.compaction import Compacted, Context, ContextFull
 from whiz.agent.config import AgentConfig
 from whiz.agent.events import Emitter, EventSink
 from whiz.agent.formats import TOOLS, ActionFormat, text_actions, tool_action
 from whiz.agent.intent import asks_for_change, code_without_edit
-from whiz.agent.model import Finished, ModelClient, ModelRequest, TextDelta, ToolCall
+from whiz.agent.model import Finished, ModelClient, ModelRequest, ModelText, ModelToolCall, WrappedModel
 from whiz.agent.prompt import system_prompt, task_message
-from whiz.agent.stats import TurnResult, TurnStats
+from whiz.agent.stats import TurnOutcome, TurnStats
 from whiz.agent.tools import ApplyEdits, RunCommand, Toolbox, WriteFailed
 from whiz.agent.turns import Turn, turn
 from whiz.agent.undo import UndoStore
 from whiz.agent.workspace import Workspace
-from whiz.client import ClientError
+from whiz.client import ClientError, ResponseError
 from whiz.environments import Environment, environment_for
 
 
@@ -67,7 +68,7 @@ class FormatError(AgentSignal):
 @dataclass
 class Reply:
     text: str
-    calls: list[ToolCall]
+    calls: list[ModelToolCall]
 
 
 class Agent:
@@ -123,6 +124,11 @@ class Agent:
         takes over (auto mode), and the turn goes on with a fresh budget; else the turn fails."""
         self._checked = False
         self.stats = TurnStats()
+        self.context = Context(test_cmd=self.config.test_cmd)
+        """The context window's use, and what a compaction keeps (see `compaction.py`)."""
+        self.compactions = 0
+        """How many times `items` was rewritten by compaction (a store must then rewrite it too)."""
+        self._turn_start: int | None = None
 
     def default_instructions(self) -> str:
         """The system prompt for the agent's config and approval mode as they are now (write it
@@ -144,6 +150,7 @@ class Agent:
             self.approvals.preapproved.add(test_cmd.strip())
         self.config.actions = actions
         self.config.test_cmd = test_cmd
+        self.context.test_cmd = test_cmd
         self.instructions = self.default_instructions()
 
     # -- driving the agent -------------------------------------------------------------------------
@@ -173,7 +180,7 @@ class Agent:
         with contextlib.suppress(ClientError):  # the connection is gone: nothing left to stop
             await self.model.cancel()
 
-    async def run(self, task: str) -> TurnResult:
+    async def run(self, task: str) -> TurnOutcome:
         """One turn: the task, then steps until it is done, fails or is cancelled."""
         if self._running:
             raise RuntimeError("a turn is already running; steer() or cancel() it")
@@ -183,11 +190,11 @@ class Agent:
         finally:
             self._running, self._step = False, None
 
-    async def _turn(self, task: str) -> TurnResult:
+    async def _turn(self, task: str) -> TurnOutcome:
         with turn(self.emit) as t:
             return await self._turn_body(t, task)
 
-    async def _turn_body(self, t: Turn, task: str) -> TurnResult:
+    async def _turn_body(self, t: Turn, task: str) -> TurnOutcome:
         turn_id = t.id
         self.stats, self._cancelled, self._changed, retries = TurnStats(), False, [], 0
         started = time.perf_counter()
@@ -195,7 +202,9 @@ class Agent:
         self._task, self._checked = task, False
         self._fresh_budget()
         first = not any(i.get("role") == "user" for i in self.items)
-        text, attached = task_message(self.ws, task, context_tokens=self.config.context_tokens, first=first)
+        text, attached = task_message(self.ws, task, code_tokens=self.config.code_tokens, first=first)
+        self._turn_start = len(self.items)
+        self.context.note_turn(task)
         self.items.append({"type": "message", "role": "user", "content": text})
         if attached:
             self.tools.focus = attached[-1]
@@ -221,16 +230,18 @@ class Agent:
             status, message = "failed", exc.message
         except Cancelled:
             status, message = "cancelled", "cancelled by the user"
-        except (ClientError, WriteFailed) as exc:
+        except (ClientError, WriteFailed, ContextFull) as exc:
             status, message = "failed", exc.message
         if status == "completed" and not self._changed and self._wants_change(task):
             status, message = "failed", f"the task asked for a change, but none was made: {message[:300]}"
+        self._turn_start = None
+        self.context.note_turn(changed=self._changed)
         self.stats.duration_ms = (time.perf_counter() - started) * 1000
         if status == "completed":
             t.completed(usage=self.stats.usage(), timings=self.stats.timings())
         else:
             t.failed(message, usage=self.stats.usage())
-        return TurnResult(turn_id, status, message, self.stats, sorted(set(self._changed)))
+        return TurnOutcome(turn_id, status, message, self.stats, sorted(set(self._changed)))
 
     def _fresh_budget(self) -> None:
         self._deadline = time.perf_counter() + self.config.max_turn_s
@@ -286,6 +297,18 @@ class Agent:
             self.emit.single("user_message", text=text)
         if self.stats.model_calls >= self.config.max_steps:
             raise Failed(f"stopped after {self.config.max_steps} steps without finishing the task")
+        try:
+            return await self._ask()
+        except ResponseError as exc:
+            if exc.code != "context_length_exceeded":
+                raise
+            # The server counted more than the estimate: compact against its count and ask again once.
+            self.context.overflowed(self.instructions, self.items, exc.message)
+            await self.compact(force=True)
+            return await self._ask()
+
+    async def _ask(self) -> Reply:
+        await self.compact()
         request = ModelRequest(
             self.instructions,
             list(self.items),  # a snapshot: adapters may keep the request
@@ -297,13 +320,13 @@ class Agent:
         self._in_model = True
         try:
             async for event in self.model.respond(request):
-                if isinstance(event, TextDelta) and event.text:
+                if isinstance(event, ModelText) and event.text:
                     if item is None:
                         item = self.emit.start("agent_message", text="")
                     text += event.text
                     item["text"] = text
                     self.emit.emit("item.updated", item=dict(item), delta=event.text)
-                elif isinstance(event, ToolCall):
+                elif isinstance(event, ModelToolCall):
                     calls.append(event)
                 elif isinstance(event, Finished):
                     finished = event
@@ -313,14 +336,55 @@ class Agent:
                 self.emit.complete(item, text=text, whiz=finished.timings)
         self.items.extend(finished.output_items)
         self.stats.add_call(finished)
+        self.context.observe(request, finished)
         if self._cancelled or finished.status == "cancelled":
             raise Cancelled("cancelled")
         if finished.status == "failed":
             raise Failed(f"the model failed: {finished.error or 'no reason given'}")
         if finished.status == "incomplete":
+            if cut_by_window(finished, request.max_output_tokens):
+                # Not the model's fault: the next step compacts (the count now says it is full).
+                self._tell("Your reply was cut off: the conversation filled the context window. Go on.")
+                raise FormatError("the reply was cut off at the end of the context window")
             self._tell("Your reply was cut off because it was too long. Make smaller edits.")
             raise FormatError("the reply was cut off at the output limit")
         return Reply(text, calls)
+
+    # -- the context window --------------------------------------------------------------------------
+
+    @property
+    def context_window(self) -> int | None:
+        """Tokens the model can hold: `config.context_tokens`, else what the model's server says."""
+        return self.config.context_tokens or getattr(self.model, "context_window", None)
+
+    def context_used(self) -> int:
+        """Tokens the next request's input would take, estimated."""
+        return self.context.estimate(self.instructions, self.items)
+
+    async def compact(self, *, force: bool = False) -> Compacted | None:
+        """Compact the conversation if the next request would not fit the window (always, with
+        `force`: the UI's /compact); says so with a `context_compacted` item. None: nothing done
+        (or no window known). Raises `ContextFull` when even compacted it cannot fit."""
+        window = self.context_window
+        if window is None or (force and not self.items):
+            return None
+        done = await self.context.fit(
+            self.instructions,
+            self.items,
+            window_tokens=window,
+            reply_tokens=self.config.max_output_tokens,
+            turn_start=self._turn_start,
+            summariser=unwrapped(self.model),
+            force=force,
+        )
+        if done is None:
+            return None
+        if self._turn_start is not None:  # the running turn's items are kept, one for one
+            self._turn_start = len(done.items) - (len(self.items) - self._turn_start)
+        self.items[:] = done.items
+        self.compactions += 1
+        self.emit.single("context_compacted", **done.item())
+        return done
 
     async def execute(self, reply: Reply) -> list[str]:
         if self.config.actions == "tools":
@@ -383,3 +447,19 @@ class Agent:
     def _tell(self, text: str) -> None:
         """Feedback the model reads next step, as a user message."""
         self.items.append({"type": "message", "role": "user", "content": text})
+
+
+def cut_by_window(finished: Finished, max_output_tokens: int | None) -> bool:
+    """Whether an incomplete reply ended at the context window rather than at `max_output_tokens`:
+    the server cuts the reply at the window's end, before the limit asked for."""
+    written = finished.usage.get("output_tokens")
+    if written is None:
+        written = finished.timings.get("decode_tokens")
+    return bool(max_output_tokens) and written is not None and written < max_output_tokens
+
+
+def unwrapped(model: ModelClient) -> ModelClient:
+    """The plain model under wrappers (healing, whole-file answers): what a summary is asked of."""
+    while isinstance(model, WrappedModel):
+        model = model.inner
+    return model

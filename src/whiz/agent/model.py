@@ -26,14 +26,14 @@ class ModelRequest:
 
 
 @dataclass
-class TextDelta:
+class ModelText:
     """A piece of the reply's text, as it streams."""
 
     text: str
 
 
 @dataclass
-class ToolCall:
+class ModelToolCall:
     """A function call the model made; `arguments` is JSON text, as the wire carries it."""
 
     call_id: str
@@ -58,7 +58,7 @@ class Finished:
     error: str | None = None
 
 
-ModelEvent = TextDelta | ToolCall | Finished
+ModelEvent = ModelText | ModelToolCall | Finished
 
 
 class ModelClient(Protocol):
@@ -73,6 +73,10 @@ class ModelClient(Protocol):
         ...
 
 
+# A client may also say how many tokens its model holds, as `context_window: int | None`; the
+# agent compacts the conversation to fit it (`compaction.py`).
+
+
 class WrappedModel:
     """A `ModelClient` that sits around another one (`inner`): cancel and close go through to it.
 
@@ -85,13 +89,18 @@ class WrappedModel:
     async def cancel(self) -> None:
         await self.inner.cancel()
 
+    @property
+    def context_window(self) -> int | None:
+        """The inner model's context window in tokens, where it knows it."""
+        return getattr(self.inner, "context_window", None)
+
     async def close(self) -> None:
         close = getattr(self.inner, "close", None)  # not every client holds a connection
         if close is not None:
             await close()
 
 
-def output_items(text: str, calls: list[ToolCall]) -> list[dict[str, Any]]:
+def output_items(text: str, calls: list[ModelToolCall]) -> list[dict[str, Any]]:
     """A reply as the input items that stand for it in the conversation."""
     items: list[dict[str, Any]] = []
     if text.strip():

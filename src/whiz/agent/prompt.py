@@ -107,7 +107,7 @@ def mentioned_files(ws: Workspace, task: str) -> list[str]:
     return found[:MAX_ATTACHED_FILES]
 
 
-CONTEXT_TOKENS = 2048
+CODE_TOKENS = 2048
 """Default budget for the code a task is about (`context.relevant_code`), beside the files it names."""
 
 
@@ -115,7 +115,7 @@ def task_message(
     ws: Workspace,
     task: str,
     *,
-    context_tokens: int = CONTEXT_TOKENS,
+    code_tokens: int = CODE_TOKENS,
     evidence: str = "",
     first: bool = True,
 ) -> tuple[str, list[str]]:
@@ -124,7 +124,7 @@ def task_message(
 
     Files the task names are attached, so a small model can edit at once instead of first
     asking to read them; they stay in the conversation, where prompt lookup finds them. Then the
-    code the task (and `evidence`, a failing test's output) is about, within `context_tokens`:
+    code the task (and `evidence`, a failing test's output) is about, within `code_tokens`:
     a task that names only a function still shows the model that function. `first`: the
     conversation's first message (a tiny repository goes whole then, see `relevant_code`).
     """
@@ -139,9 +139,7 @@ def task_message(
         attached.append(path)
         blocks.append(f"{path}:\n```\n{text}{'' if text.endswith(chr(10)) else chr(10)}```")
     spent = sum(len(b) for b in blocks) // 4
-    snippets = relevant_code(
-        ws, [task, evidence], context_tokens - spent, skip=set(attached), whole_repo=first
-    )
+    snippets = relevant_code(ws, [task, evidence], code_tokens - spent, skip=set(attached), whole_repo=first)
     if snippets:
         blocks.append("Code this task may concern:\n\n" + "\n\n".join(s.render() for s in snippets))
         if not attached:  # the most relevant whole file is the one a bare code block rewrites

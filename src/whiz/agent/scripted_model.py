@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from whiz.agent.model import Finished, ModelEvent, ModelRequest, TextDelta, ToolCall, output_items
+from whiz.agent.model import Finished, ModelEvent, ModelRequest, ModelText, ModelToolCall, output_items
 
 
 @dataclass
@@ -38,6 +38,8 @@ class ScriptedModel:
     replies: list[Script]
     requests: list[ModelRequest] = field(default_factory=list)
     cancels: int = 0
+    context_window: int | None = None
+    """The window the agent should fit in (None: none known); its usage counts 4 characters a token."""
     _cancelled: bool = False
     _calls: int = 0
 
@@ -62,12 +64,12 @@ class ScriptedModel:
                 return
             piece = reply.text[start : start + reply.chunk_chars]
             sent += piece
-            yield TextDelta(piece)
+            yield ModelText(piece)
         calls = []
         for name, args in reply.calls:
             self._calls += 1
             text = args if isinstance(args, str) else json.dumps(args)
-            call = ToolCall(f"call_{self._calls}", name, text)
+            call = ModelToolCall(f"call_{self._calls}", name, text)
             calls.append(call)
             yield call
         yield Finished("completed", output_items(sent, calls), self._usage(request, sent), _timings(sent))

@@ -137,9 +137,19 @@ class SessionStore:
             )
         return info
 
-    def save(self, session_id: str, items: list[dict[str, Any]], turn: TurnRecord | None = None) -> None:
-        """Store the conversation (appending the items not stored yet) and the turn that ended."""
+    def save(
+        self,
+        session_id: str,
+        items: list[dict[str, Any]],
+        turn: TurnRecord | None = None,
+        *,
+        rewrite: bool = False,
+    ) -> None:
+        """Store the conversation (appending the items not stored yet; all of them anew with
+        `rewrite`, after compaction changed earlier ones) and the turn that ended."""
         with self._db:
+            if rewrite:
+                self._db.execute("DELETE FROM items WHERE session_id = ?", (session_id,))
             stored = self._db.execute(
                 "SELECT COUNT(*) FROM items WHERE session_id = ?", (session_id,)
             ).fetchone()[0]

@@ -85,7 +85,7 @@ class TurnStats:
 
 
 @dataclass
-class TurnResult:
+class TurnOutcome:
     """How a turn ended: `message` is the summary when completed, else the reason."""
 
     turn_id: str

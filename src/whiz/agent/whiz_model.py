@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from whiz.agent.model import Finished, ModelEvent, ModelRequest, TextDelta, ToolCall, output_items
-from whiz.client import PreviousResponseNotFound, ResponsesSocket
+from whiz.agent.model import Finished, ModelEvent, ModelRequest, ModelText, ModelToolCall, output_items
+from whiz.client import ClientError, HttpClient, PreviousResponseNotFound, ResponsesSocket
 
 
 class WhizModel:
@@ -28,13 +28,21 @@ class WhizModel:
         self._previous_items: list[dict[str, Any]] = []
         self._frame: tuple[str, Any] | None = None
         self._running = False
+        self.context_window: int | None = None
+        """Tokens one conversation may hold on the server (learnt at `open`; None: unknown)."""
 
     @classmethod
     async def open(
         cls, base_url: str, api_key: str | None = None, *, model: str | None = None, temperature: float = 0.0
     ) -> WhizModel:
         """Connect to the server's WebSocket mode; raises `whiz.client.ConnectError` with a reason."""
-        return cls(await ResponsesSocket.open(base_url, api_key), model=model, temperature=temperature)
+        client = cls(await ResponsesSocket.open(base_url, api_key), model=model, temperature=temperature)
+        try:
+            async with HttpClient(base_url, api_key, timeout_s=10) as http:
+                client.context_window = await http.context_window(model)
+        except ClientError:
+            pass  # a server that does not list its window: the agent does not compact
+        return client
 
     async def close(self) -> None:
         await self.socket.close()
@@ -80,10 +88,10 @@ class WhizModel:
                 kind = event.get("type")
                 if kind == "response.output_text.delta":
                     text += event.get("delta", "")
-                    yield TextDelta(event.get("delta", ""))
+                    yield ModelText(event.get("delta", ""))
                 elif kind == "response.output_item.done" and event["item"].get("type") == "function_call":
                     item = event["item"]
-                    call = ToolCall(
+                    call = ModelToolCall(
                         item.get("call_id") or item["id"], item["name"], item.get("arguments", "")
                     )
                     calls.append(call)

@@ -48,9 +48,11 @@ class EngineBackend:
             request.sampling,
             stop=request.stop,
             parse_tools=bool(request.tools),
+            tool_names=tuple(t.name for t in request.tools),
             session=request.session or request.cache_key,
             prediction=enc.tokenizer.encode(request.prediction) if request.prediction else None,
             speculation=request.speculation,
+            tenant=request.tenant,
         )
         return EngineTurn(self, spec, basis, generate=request.generate)
 

@@ -26,9 +26,12 @@ class TurnSpec:
     sampling: SamplingParams = field(default_factory=SamplingParams)
     stop: Sequence[str] = ()
     parse_tools: bool = False
+    tool_names: tuple[str, ...] = ()
+    """The offered tools' names: a reply that is only a JSON call to one of them is read as a call."""
     session: str | None = None
     prediction: list[int] | None = None
     speculation: bool = True
+    tenant: str | None = None
 
     def request(self) -> GenerateRequest:
         """What the engine is asked to generate."""
@@ -39,6 +42,7 @@ class TurnSpec:
             session=self.session,
             prediction=self.prediction,
             speculation=self.speculation,
+            tenant=self.tenant,
         )
 
 
@@ -84,7 +88,7 @@ class DecodedTurn:
 
     async def events(self) -> AsyncIterator[TextDelta | ToolCall]:
         detok = Detokenizer(self._engine.tokenizer, self.spec.stop)
-        parser = ToolCallParser(enabled=self.spec.parse_tools)
+        parser = ToolCallParser(enabled=self.spec.parse_tools, names=self.spec.tool_names)
         tokens: list[int] = []
         text_parts: list[str] = []
         calls: list[ToolCall] = []

@@ -59,6 +59,8 @@ class TurnRequest:
     resume: Resume | None = None
     input_param: str = "input"
     """The request parameter named in errors about the input (context length)."""
+    tenant: str | None = None
+    """Whose request this is (a hash of its API key): cached prompts are shared only within one."""
 
 
 @dataclass

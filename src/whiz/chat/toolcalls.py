@@ -3,12 +3,19 @@
 Qwen writes a call as `<tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>`. Text outside
 the tags streams through as it comes; text that could be the start of a tag is held until it is
 known. A block whose JSON does not parse is passed on as plain text, so nothing is lost.
+
+Small models often write the call in other shapes: the JSON alone, or in a ```json fence. Where
+the tools' names are known, a reply that starts that way is held to its end and read as a call
+when it is one (an object, or a list of objects, naming a tool and its arguments); else it is
+passed on as the text it was. A reply that starts with a fence of code goes through as it comes.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from whiz.chat.messages import ToolCall
@@ -38,18 +45,69 @@ def parse_call(body: str) -> ToolCall | None:
     return ToolCall(id=new_call_id(), name=obj["name"], arguments=text)
 
 
-class ToolCallParser:
-    """Feed text deltas; get back TextPart and ToolCall pieces in order."""
+def parse_bare_calls(text: str, names: Collection[str]) -> list[ToolCall] | None:
+    """The calls in a reply that is only JSON, fenced or not: an object (or a list of objects) with a
+    known tool's `name` and its `arguments` (`parameters` and `input` are read too). None otherwise."""
+    body = text.strip()
+    fenced = re.fullmatch(r"```[A-Za-z0-9_-]*\s*\n(.*?)\n?```", body, re.S)
+    if fenced:
+        body = fenced.group(1).strip()
+    try:
+        found = json.loads(body)
+    except json.JSONDecodeError:
+        return None
+    calls = []
+    for obj in found if isinstance(found, list) else [found]:
+        if not isinstance(obj, dict) or obj.get("name") not in names:
+            return None
+        args = next((obj[k] for k in ("arguments", "parameters", "input") if k in obj), {})
+        text_args = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+        calls.append(ToolCall(id=new_call_id(), name=obj["name"], arguments=text_args))
+    return calls or None
 
-    def __init__(self, enabled: bool = True):
+
+class ToolCallParser:
+    """Feed text deltas; get back TextPart and ToolCall pieces in order.
+
+    `names`: the tools the request offers; with them, a reply in JSON alone is read as calls too."""
+
+    def __init__(self, enabled: bool = True, names: Collection[str] = ()):
         self.enabled = enabled
+        self.names = frozenset(names)
         self._buf = ""
         self._in_call = False
+        self._start: str | None = None if self.names else "tags"
+        """How the reply began: None until known, "tags" (stream, watching for tags), "json" (held)."""
 
     def feed(self, text: str) -> list[TextPart | ToolCall]:
         if not self.enabled:
             return [TextPart(text)] if text else []
         self._buf += text
+        if self._start is None:
+            self._start = self._opening(self._buf)
+            if self._start is None:
+                return []  # not yet known how the reply starts
+        if self._start == "json":
+            return []  # held to the end: a call in another shape, or text after all
+        return self._tags()
+
+    def _opening(self, text: str) -> str | None:
+        head = text.lstrip()
+        if not head:
+            return None
+        if head.startswith("{") or head.startswith("["):
+            return "json"
+        if head.startswith("```"):
+            if "\n" not in head:
+                return None if len(head) < 40 else "tags"
+            first, rest = head.split("\n", 1)
+            if first.strip("`").strip().lower() in ("", "json"):
+                if not rest.lstrip():
+                    return None
+                return "json" if rest.lstrip()[0] in "{[" else "tags"
+        return "tags"
+
+    def _tags(self) -> list[TextPart | ToolCall]:
         out: list[TextPart | ToolCall] = []
         while True:
             if self._in_call:
@@ -81,6 +139,13 @@ class ToolCallParser:
     def finish(self) -> list[TextPart | ToolCall]:
         """Flush at the end of generation. An unclosed call is parsed if its JSON is whole."""
         out: list[TextPart | ToolCall] = []
+        if self._start != "tags" and self._buf.strip():
+            calls = parse_bare_calls(self._buf, self.names)
+            if calls:
+                self._buf = ""
+                return list(calls)
+            self._start = "tags"
+            out = self._tags()
         if self._in_call:
             call = parse_call(self._buf.strip())
             out.append(call if call else TextPart(OPEN + self._buf))

@@ -41,6 +41,14 @@ class HttpClient:
         response = await self._request("GET", "/models")
         return [m["id"] for m in response.json().get("data", [])]
 
+    async def context_window(self, model: str | None = None) -> int | None:
+        """The context window `GET /v1/models` gives `model` (or the first model), in tokens; None
+        when the server does not say (whiz says `context_window`, vLLM `max_model_len`)."""
+        entries = (await self._request("GET", "/models")).json().get("data") or []
+        entry = next((e for e in entries if e.get("id") == model), entries[0] if entries else {})
+        window = entry.get("context_window") or entry.get("max_model_len")
+        return window if isinstance(window, int) and window > 0 else None
+
     async def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         """POST a JSON body and return the JSON answer; an error answer raises `ResponseError`."""
         return (await self._request("POST", path, json=body)).json()

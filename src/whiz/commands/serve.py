@@ -16,6 +16,7 @@ from whiz.models.store import default_home
 from whiz.seams import Backend, Engine
 from whiz.server.app import create_app
 from whiz.server.background import BackgroundServers
+from whiz.server.browser import is_loopback
 from whiz.server.idle import IdleWatch
 
 
@@ -29,7 +30,36 @@ def build_app(backend: Engine | Backend, settings: ServeSettings) -> Starlette:
     return create_app(backend, settings, routes=[browser_app])
 
 
+def check_bind(settings: ServeSettings) -> None:
+    """Refuse to serve a non-loopback address without a key, unless told to on purpose."""
+    if is_loopback(settings.host) or settings.api_keys or settings.insecure_no_auth:
+        return
+    raise InvalidRequest(
+        f"--host {settings.host} makes the server reachable from other machines, and without --api-key "
+        "anyone who reaches it may use it. Add --api-key KEY (or WHIZ_API_KEYS), or pass "
+        "--insecure-no-auth if this network is trusted.",
+        param="host",
+    )
+
+
+class DrainingServer(uvicorn.Server):
+    """uvicorn that, on SIGTERM or Ctrl-C, first marks the app as draining (new requests get a 503),
+    then stops as uvicorn does: running requests get `timeout_graceful_shutdown` seconds, then are
+    cancelled, which cancels their turns in the engine."""
+
+    def __init__(self, config: uvicorn.Config, app: Starlette):
+        super().__init__(config)
+        self.whiz_app = app
+
+    def handle_exit(self, sig: int, frame) -> None:  # noqa: ANN001 (signal handler signature)
+        state = getattr(self.whiz_app.state, "whiz", None)
+        if state is not None:
+            state.draining = True
+        super().handle_exit(sig, frame)
+
+
 def serve_forever(settings: ServeSettings, console: Console) -> None:
+    check_bind(settings)  # before the model takes time to load
     if not settings.engine_only:
         from whiz.web.workspace import check_settings
 
@@ -112,7 +142,8 @@ def _print_urls(settings: ServeSettings, console: Console) -> None:
     )
     where = f", workspace {settings.workspace}" if settings.workspace else ""
     console.print(f"web app: [bold]{base}/[/bold]{where}", soft_wrap=True)
-    key = f" -H 'Authorization: Bearer {settings.api_keys[0]}'" if settings.api_keys else ""
+    # Never the key itself: banners end up in logs, screenshots and shared terminals.
+    key = ' -H "Authorization: Bearer $WHIZ_KEY"' if settings.api_keys else ""
     console.print(
         f"try: curl {base}/v1/chat/completions{key} -H 'Content-Type: application/json' "
         '-d \'{"messages":[{"role":"user","content":"Write hello world in Python"}]}\'',
@@ -121,15 +152,24 @@ def _print_urls(settings: ServeSettings, console: Console) -> None:
 
 
 def run_uvicorn(app: Starlette, settings: ServeSettings, console: Console) -> None:
-    """Serve `app` until stopped or, with `--idle-exit`, until no request came for that long."""
-    if not settings.idle_exit_s:
-        uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning", ws="websockets-sansio")
-        return
-    watch = IdleWatch(app)
+    """Serve `app` until SIGTERM/SIGINT (then drain within `shutdown_grace_s` and return) or, with
+    `--idle-exit`, until no request came for that long."""
+    watch = IdleWatch(app) if settings.idle_exit_s else None
     config = uvicorn.Config(
-        watch, host=settings.host, port=settings.port, log_level="warning", ws="websockets-sansio"
+        watch or app,
+        host=settings.host,
+        port=settings.port,
+        log_level="warning",
+        ws="websockets-sansio",
+        timeout_graceful_shutdown=settings.shutdown_grace_s,
+        limit_concurrency=settings.max_connections,
+        # A WebSocket message larger than a request body would be refused anyway: stop it at the door.
+        ws_max_size=int(settings.max_body_mb * 1024 * 1024) + 1024,
     )
-    server = uvicorn.Server(config)
+    server = DrainingServer(config, app)
+    if watch is None:
+        server.run()
+        return
 
     async def until_idle() -> None:
         while not server.should_exit:

@@ -17,6 +17,8 @@ worker reads before every step, so a cancel takes effect within one decode step.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import queue
 import threading
 import time
@@ -35,6 +37,7 @@ from whiz.errors import ContextOverflow, KVCacheFull
 from whiz.seams import Runtime
 
 _END = object()
+log = logging.getLogger("whiz.engine")
 
 
 class TokenStream:
@@ -121,13 +124,30 @@ class Scheduler:
         self._closed = False
         self.steps = 0
         self.evictions = 0
-        self._thread = threading.Thread(target=self._run, name="whiz-engine", daemon=True)
+        self.restarts = 0
+        """Times the worker loop failed outside a step and was started again."""
+        self._thread = threading.Thread(target=self._supervise, name="whiz-engine", daemon=True)
         self._thread.start()
 
     # -- the asyncio side ---------------------------------------------------------------------
 
+    @property
+    def alive(self) -> bool:
+        """The worker thread runs (a closed engine's does not)."""
+        return self._thread.is_alive()
+
+    def _ensure_worker(self) -> None:
+        # The supervisor restarts the loop after a failure; this covers a thread that died anyway
+        # (killed by something no `except` sees), so no request waits on a worker that is gone.
+        if not self._closed and not self._thread.is_alive():
+            self.restarts += 1
+            self._fail_all("the engine's worker stopped; it was restarted, retry the request")
+            self._thread = threading.Thread(target=self._supervise, name="whiz-engine", daemon=True)
+            self._thread.start()
+
     def generate(self, request: GenerateRequest) -> TokenStream:
         """Queue a request and return its stream. Raises ContextOverflow before queueing."""
+        self._ensure_worker()
         self._check(request)
         job = self._job(request)
         self._inbox.put(job)
@@ -143,6 +163,7 @@ class Scheduler:
         """
         if not 1 <= n <= self.info.n_seq_max:
             raise ValueError(f"n must be between 1 and {self.info.n_seq_max} (the engine's sequences)")
+        self._ensure_worker()
         self._check(request)
         jobs = []
         for i in range(n):
@@ -183,17 +204,67 @@ class Scheduler:
                 close()
 
     def status(self) -> dict:
-        """Counters for /metrics."""
+        """Counters for /metrics and /health. A dead worker is reported, then restarted."""
+        alive = self.alive or self._closed
+        self._ensure_worker()
         return {
             "active": len(self._active),
             "waiting": len(self._waiting),
             "steps": self.steps,
             "evictions": self.evictions,
+            "worker_alive": int(alive),
+            "worker_restarts": self.restarts,
+            "slots": len(self.slots.slots),
+            "slots_busy": sum(1 for s in self.slots.slots if s.busy),
             "cached_tokens": self.slots.cached_tokens(),
             **({"draft_model_tokens": self.draft_model.drafted_tokens} if self.draft_model else {}),
         }
 
     # -- the worker thread --------------------------------------------------------------------
+
+    def _supervise(self) -> None:
+        """Run the worker loop; if it fails outside a step, fail the jobs in flight and go on.
+
+        A failure inside a step ends the jobs of that step (see `_run`); one elsewhere (admitting,
+        placing, a bug) would otherwise end the thread and leave every stream waiting forever.
+        """
+        while not self._closed:
+            try:
+                self._run()
+                return
+            except Exception as exc:
+                log.exception("engine worker failed; restarting it")
+                self.restarts += 1
+                self._fail_all(f"the engine failed: {exc}")
+            except BaseException:
+                # Something no worker should survive: end the jobs in flight so no stream waits on
+                # a dead thread; the next request or health check starts a new one.
+                self._fail_all("the engine's worker stopped; retry the request")
+                raise
+
+    def _fail_all(self, error: str) -> None:
+        """End every job with an error and forget every slot's cache (it may hold half a batch)."""
+        jobs = self._active + self._waiting
+        self._active, self._waiting = [], []
+        while True:
+            try:
+                item = self._inbox.get_nowait()
+            except queue.Empty:
+                break
+            if item is None:
+                self._closed = True
+            else:
+                jobs.append(item)
+        for job in jobs:
+            job.stats.error = error
+            with contextlib.suppress(Exception):
+                self._finish(job, "error")
+            with contextlib.suppress(Exception):  # again, in case _finish failed: a stream must end
+                job.stream._push(_END)
+        for slot in self.slots.slots:
+            slot.busy, slot.tokens, slot.session, slot.tenant = False, [], None, None
+            with contextlib.suppress(Exception):
+                self.runtime.seq_rm(slot.seq, 0, -1)
 
     def _run(self) -> None:
         while not self._closed:
@@ -230,43 +301,64 @@ class Scheduler:
     def _admit(self) -> None:
         still_waiting = []
         for job in self._waiting:
-            if job.cancelled:
-                self._finish(job, "cancelled")
-                continue
-            if job.leader is not None and not job.leader.prompt_done:
-                if job.leader.stats.finish_reason is None:
-                    # Wait for the shared prompt: placed now, this job would prefill it again.
+            try:
+                if not self._admit_one(job):
                     still_waiting.append(job)
-                    continue
-                # The leader stopped before its prompt was in (cancelled): this job leads instead.
-                old, job.leader = job.leader, None
-                for other in self._waiting:
-                    if other.leader is old:
-                        other.leader = job
-            req = job.request
-            near = job.leader.placement.slot.seq if job.leader is not None and job.leader.placement else None
-            placement = self.slots.place(req.prompt, req.session, need_logits=req.max_tokens > 0, near=near)
-            if placement is None:
-                still_waiting.append(job)
-                continue
-            self._start(job, placement)
+            except Exception as exc:  # this job's request broke placement: fail it, not the others
+                log.exception("admitting a job failed")
+                job.stats.error = f"the engine could not start this request: {exc}"
+                self._finish(job, "error")  # frees its slot, if it got one
         self._waiting = still_waiting
+
+    def _admit_one(self, job: Job) -> bool:
+        """Start `job` if it can start now (or end it, cancelled); False when it must go on waiting."""
+        if job.cancelled:
+            self._finish(job, "cancelled")
+            return True
+        if job.leader is not None and not job.leader.prompt_done:
+            if job.leader.stats.finish_reason is None:
+                # Wait for the shared prompt: placed now, this job would prefill it again.
+                return False
+            # The leader stopped before its prompt was in (cancelled): this job leads instead.
+            old, job.leader = job.leader, None
+            for other in self._waiting:
+                if other.leader is old:
+                    other.leader = job
+        req = job.request
+        near = job.leader.placement.slot.seq if job.leader is not None and job.leader.placement else None
+        placement = self.slots.place(
+            req.prompt, req.session, need_logits=req.max_tokens > 0, near=near, tenant=req.tenant
+        )
+        if placement is None:
+            return False
+        self._start(job, placement)
+        return True
 
     def _start(self, job: Job, placement: Placement) -> None:
         slot, keep = placement.slot, placement.keep
+        job.placement = placement  # first: if anything below fails, finishing the job frees the slot
         if placement.donor is not None:
             self.runtime.seq_rm(slot.seq, 0, -1)
             self.runtime.seq_cp(placement.donor.seq, slot.seq, 0, keep)
         else:
             self.runtime.seq_rm(slot.seq, keep, -1)
+        req = job.request
         for other in self.slots.slots:
-            if other is not slot and job.request.session is not None and other.session == job.request.session:
+            if (
+                other is not slot
+                and req.session is not None
+                and (other.session, other.tenant)
+                == (
+                    req.session,
+                    req.tenant,
+                )
+            ):
                 other.session = None
-        slot.tokens = job.request.prompt[:keep]
+        slot.tokens = req.prompt[:keep]
         slot.busy = True
-        slot.session = job.request.session
+        slot.session = req.session
+        slot.tenant = req.tenant
         self.slots.touch(slot)
-        job.placement = placement
         job.n_past = keep
         job.feed = job.request.prompt[keep:]
         job.prompt_done = not job.feed
@@ -362,10 +454,15 @@ class Scheduler:
         for job, draft in sampled:
             mine = logits[at : at + 1 + len(draft)]
             at += 1 + len(draft)
-            if job.decoding:
-                self._verified(job, draft, mine)
-            else:
-                self._emit(job, [sample(mine[0], job.request.sampling, job.rng)])
+            try:
+                if job.decoding:
+                    self._verified(job, draft, mine)
+                else:
+                    self._emit(job, [sample(mine[0], job.request.sampling, job.rng)])
+            except Exception as exc:  # this job's sampling or drafting failed: the others go on
+                log.exception("a job failed after its step")
+                job.stats.error = f"the engine failed on this request: {exc}"
+                self._finish(job, "error")
 
     def _verified(self, job: Job, draft: list[int], logits: list[np.ndarray]) -> None:
         """Keep the part of the draft the model agreed with; roll the cache back past it."""

@@ -35,6 +35,8 @@ class Slot:
     tokens: list[int] = field(default_factory=list)
     busy: bool = False
     session: str | None = None
+    tenant: str | None = None
+    """Whose tokens the cache holds; only that tenant's requests reuse them."""
     last_used: int = 0
 
 
@@ -61,14 +63,22 @@ class SlotTable:
         slot.last_used = self._clock
 
     def place(
-        self, prompt: list[int], session: str | None, *, need_logits: bool, near: int | None = None
+        self,
+        prompt: list[int],
+        session: str | None,
+        *,
+        need_logits: bool,
+        near: int | None = None,
+        tenant: str | None = None,
     ) -> Placement | None:
         """Plan where `prompt` runs, or None when every slot is busy.
 
         The slot is, in order of preference: the session's own slot; a slot whose whole content
         is a prefix of the prompt (the same conversation, continued); an empty slot; the least
         recently used one. A slot that holds a different conversation is only overwritten last,
-        so sharing a system prompt never costs another session its cache. A candidate of a request
+        so sharing a system prompt never costs another session its cache. Only slots of the same
+        `tenant` count as cached: another API key's prefix is never reused (its timing and
+        `cached_tokens` would tell what that key's prompt holds). A candidate of a request
         (`near`: its leader's sequence) takes the idle slot nearest to its leader, empty ones
         first: llama.cpp decodes consecutive sequences in one forward pass and scattered ones in
         one pass each.
@@ -76,9 +86,9 @@ class SlotTable:
         idle = [s for s in self.slots if not s.busy]
         if not idle:
             return None
-        lcp = {s.seq: common_prefix(s.tokens, prompt) for s in self.slots}
-        own = [s for s in idle if session is not None and s.session == session]
-        extending = [s for s in idle if s.tokens and lcp[s.seq] == len(s.tokens)]
+        lcp = {s.seq: common_prefix(s.tokens, prompt) if s.tenant == tenant else 0 for s in self.slots}
+        own = [s for s in idle if session is not None and s.session == session and s.tenant == tenant]
+        extending = [s for s in idle if s.tokens and s.tenant == tenant and lcp[s.seq] == len(s.tokens)]
         empty = [s for s in idle if not s.tokens]
         if own:
             target = own[0]

@@ -35,6 +35,9 @@ class GenerateRequest:
     session: str | None = None
     prediction: list[int] | None = None
     speculation: bool = True
+    tenant: str | None = None
+    """Whose request this is: cached prefixes are shared only between requests of one tenant, so
+    one API key cannot learn another's prompt from `cached_tokens` or timings."""
 
 
 @dataclass

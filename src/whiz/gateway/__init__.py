@@ -84,4 +84,5 @@ def build_gateway(settings: ServeSettings) -> Gateway:
         policy=settings.routing,
         model_name=settings.model_name,
         health_interval_s=settings.health_interval_s,
+        max_candidates=settings.max_n,
     )

@@ -24,7 +24,7 @@ import httpx
 from whiz.backend.types import BackendInfo, TextDelta, TurnRequest, TurnResult
 from whiz.chat.messages import ToolCall
 from whiz.engine.types import GenerationStats
-from whiz.errors import WhizError
+from whiz.errors import InvalidRequest, WhizError
 from whiz.gateway.errors import UpstreamError, UpstreamLost, UpstreamProtocolError
 from whiz.gateway.health import HealthChecker
 from whiz.gateway.router import Policy, Replica, Router
@@ -35,6 +35,8 @@ log = logging.getLogger("whiz.gateway")
 
 _END = object()
 _CANCELLED = object()
+QUEUE_CHUNKS = 256
+"""Chunks read ahead of a slow client; past this the upstream's stream waits (TCP back-pressure)."""
 
 
 def session_key(request: TurnRequest) -> str:
@@ -64,8 +66,14 @@ class Gateway:
         model_name: str | None = None,
         health_interval_s: float = 2.0,
         health_timeout_s: float = 2.0,
+        max_candidates: int = 8,
+        max_attempts: int = 3,
     ):
         self.router = Router([Replica(u) for u in upstreams], policy=policy)
+        self.max_candidates = max_candidates
+        """The most candidates (`n`) of one request: each is a request to the upstream."""
+        self.max_attempts = max_attempts
+        """Replicas one turn tries before it fails: retries are bounded however many replicas there are."""
         self.health = HealthChecker(self.router, interval_s=health_interval_s, timeout_s=health_timeout_s)
         self.model_name = model_name
         self.retries = 0
@@ -79,7 +87,9 @@ class Gateway:
         upstreams = [r.upstream for r in self.router.replicas]
         model = self.model_name or next((u.model for u in upstreams if u.model), None) or "whiz"
         windows = [u.n_ctx for u in upstreams if u.n_ctx]
-        return BackendInfo(model=model, n_ctx=min(windows) if windows else None)
+        return BackendInfo(
+            model=model, n_ctx=min(windows) if windows else None, max_candidates=self.max_candidates
+        )
 
     async def discover(self) -> None:
         """Ask every replica what it serves; one that does not answer starts out of rotation."""
@@ -103,6 +113,11 @@ class Gateway:
 
     def start_many(self, request: TurnRequest, n: int) -> list[GatewayTurn]:
         """`n` candidates as `n` requests, all to the session's replica (its prefix cache)."""
+        if n > self.max_candidates:
+            raise InvalidRequest(
+                f"n is {n}, but this gateway sends at most {self.max_candidates} candidates upstream.",
+                param="n",
+            )
         return [self.start(request) for _ in range(n)]
 
     def count_tokens(self, text: str) -> int:
@@ -145,7 +160,7 @@ class GatewayTurn:
         self._tried: list[str] = []
         self._last_error: UpstreamError | None = None
         self._cancelled = False
-        self._queue: asyncio.Queue = asyncio.Queue()
+        self._queue: asyncio.Queue = asyncio.Queue(maxsize=QUEUE_CHUNKS)
         self._pump: asyncio.Task | None = None
         self._t0: float | None = None
         self._refused: WhizError | None = None
@@ -160,7 +175,9 @@ class GatewayTurn:
         if self._cancelled:
             return
         self._cancelled = True
-        self._queue.put_nowait(_CANCELLED)
+        # A full queue has a reader that will see the flag before its next wait.
+        with contextlib.suppress(asyncio.QueueFull):
+            self._queue.put_nowait(_CANCELLED)
         if self._pump is not None:
             self._pump.cancel()
 
@@ -180,6 +197,8 @@ class GatewayTurn:
         """Find a replica that accepts the turn, trying each in rotation at most once."""
         router = self._gateway.router
         while not self._cancelled:
+            if len(self._tried) >= self._gateway.max_attempts and self._last_error is not None:
+                raise self._last_error
             try:
                 replica = router.route(self.key, exclude=self._tried)
             except UpstreamError:
@@ -259,13 +278,13 @@ class GatewayTurn:
     async def _read(self, reader: ChunkReader) -> AsyncIterator[TextDelta | ToolCall]:
         """The pieces of the current replica's stream; ends early on cancel."""
         assert self._response is not None and self._replica is not None
-        self._queue = asyncio.Queue()
+        self._queue = asyncio.Queue(maxsize=QUEUE_CHUNKS)
         if self._cancelled:
             return
         self._pump = asyncio.create_task(
             self._pump_chunks(self._replica.upstream, self._response, self._queue)
         )
-        while True:
+        while not self._cancelled:
             item = await self._queue.get()
             if item is _END or item is _CANCELLED:
                 break
@@ -283,13 +302,15 @@ class GatewayTurn:
         """Read the upstream's stream into `queue`, so a cancel can stop the read at any moment."""
         try:
             async for chunk in upstream.chunks(response):
-                queue.put_nowait(chunk)
-            queue.put_nowait(_END)
+                await queue.put(
+                    chunk
+                )  # a full queue stops the read: the upstream waits, memory does not grow
+            await queue.put(_END)
         except UpstreamError as exc:
-            queue.put_nowait(exc)
+            await queue.put(exc)
         except Exception as exc:  # a bug here must fail one turn, not hang it
             log.exception("reading %s failed", upstream.name)
-            queue.put_nowait(UpstreamProtocolError(f"Upstream {upstream.name}: unreadable stream ({exc})."))
+            await queue.put(UpstreamProtocolError(f"Upstream {upstream.name}: unreadable stream ({exc})."))
         finally:
             await response.aclose()
 

@@ -1,9 +1,11 @@
 """Health checks: every few seconds each replica's health endpoint is asked; sick ones leave the rotation.
 
 A replica also leaves the rotation the moment a request to it fails at the connection (or times
-out, or drops a stream), without waiting for the next check; a passing check brings it back. One
-that failed several requests in a row (HTTP 500s while its health endpoint still answers) waits
-out a cool-off first, so it does not flap in and out.
+out, or drops a stream), without waiting for the next check; a passing check brings it back once
+its back-off has passed (1 s, doubled each time it leaves again before serving a request, up to a
+minute), so a replica that is sick on and off does not flap. One that failed several requests in
+a row (HTTP 500s while its health endpoint still answers) waits out a longer cool-off. A whiz
+replica's /health answers 503 while it drains or when its engine's worker is dead.
 """
 
 from __future__ import annotations

@@ -49,6 +49,8 @@ class Replica:
     requests: int = 0
     errors: int = 0
     failures_in_row: int = 0
+    strikes: int = 0
+    """Times it left the rotation since it last served a request: its back-off doubles with each."""
     prompt_tokens: int = 0
     cached_tokens: int = 0
 
@@ -78,6 +80,10 @@ class Router:
     fail_threshold: int = 3
     """Consecutive failed requests that take a replica out of rotation."""
     cooloff_s: float = 30.0
+    backoff_s: float = 1.0
+    """How long a replica that left the rotation stays out at least; doubled each time it leaves
+    again before serving a request, so a replica that is sick on and off does not flap."""
+    backoff_max_s: float = 60.0
     clock: Callable[[], float] = time.monotonic
     failovers: int = 0
     """Sessions moved off a replica that left the rotation."""
@@ -178,6 +184,7 @@ class Router:
         replica.in_flight -= 1
         replica.requests += 1
         replica.failures_in_row = 0
+        replica.strikes = 0  # it serves again: the next time it leaves, its back-off starts over
         replica.prompt_tokens += stats.prompt_tokens
         replica.cached_tokens += stats.cached_tokens
 
@@ -202,9 +209,13 @@ class Router:
             self.mark_down(replica, f"{replica.failures_in_row} failed requests in a row", self.cooloff_s)
 
     def mark_down(self, replica: Replica, reason: str, cooloff_s: float = 0.0) -> None:
+        """Take `replica` out of rotation for at least its back-off (or `cooloff_s`, if longer)."""
+        if replica.healthy:
+            replica.strikes += 1
+            backoff = min(self.backoff_max_s, self.backoff_s * 2 ** (replica.strikes - 1))
+            replica.down_until = max(replica.down_until, self.clock() + max(cooloff_s, backoff))
         replica.healthy = False
         replica.reason = reason
-        replica.down_until = max(replica.down_until, self.clock() + cooloff_s)
 
     def mark_up(self, replica: Replica) -> bool:
         """A health check passed; True if that brought the replica back into rotation."""

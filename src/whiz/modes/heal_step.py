@@ -18,7 +18,7 @@ from whiz.agent.model import (
     ModelClient,
     ModelEvent,
     ModelRequest,
-    TextDelta,
+    ModelText,
     WrappedModel,
     output_items,
 )
@@ -81,7 +81,7 @@ class HealingModel(WrappedModel):
                 yield event
             return
         text = choice.reply() if choice.changes else choice.text
-        yield TextDelta(text)
+        yield ModelText(text)
         rounds = outcome.rounds
         usage = {
             "input_tokens": sum(r.generation.prompt_tokens for r in rounds),

@@ -28,7 +28,7 @@ from whiz.agent.actions import parse_edits
 from whiz.agent.edits import EditError, FileChange, apply_changes, plan_edits, unified_diff
 from whiz.agent.errors import WhizAgentError
 from whiz.agent.events import Emitter
-from whiz.agent.prompt import CONTEXT_TOKENS, system_prompt, task_message
+from whiz.agent.prompt import CODE_TOKENS, system_prompt, task_message
 from whiz.agent.workspace import Workspace
 from whiz.environments import SandboxOptions, environment_for
 from whiz.environments.local import CommandResult, truncate
@@ -513,13 +513,13 @@ def heal_messages(
     test_cmd: str,
     baseline: CommandResult | None,
     *,
-    context_tokens: int = CONTEXT_TOKENS,
+    code_tokens: int = CODE_TOKENS,
 ) -> list[dict]:
     """The conversation a heal starts from: the agent's instructions, the task with its files, and
     (when the tests fail now) their output, with the code it passes through attached too."""
     failing = baseline is not None and not baseline.ok
     evidence = baseline.output if failing else ""
-    text, _ = task_message(ws, task, context_tokens=context_tokens, evidence=evidence)
+    text, _ = task_message(ws, task, code_tokens=code_tokens, evidence=evidence)
     if failing:
         output = truncate(baseline.output, MAX_FAILURE_CHARS).rstrip()
         text += f"\n\nThe tests (`{test_cmd}`) fail now:\n```\n{output}\n```"

@@ -92,6 +92,11 @@ def describe(item: dict[str, Any], *, show_candidates: bool = True) -> str | Non
             why = f": {item['error']}" if item.get("error") else ""
             same = f" (same edit as candidate {item['same_as']})" if item.get("same_as") is not None else ""
             return f"  candidate {item['index']}: {item['status']}{extra}{same}{why}"
+        case "context_compacted":
+            return (
+                f"context compacted ({item['summary']}): about {item['before_tokens']} -> "
+                f"{item['after_tokens']} tokens of a {item['window_tokens']}-token window"
+            )
         case "swarm_plan":
             return f"plan: {len(item['tasks'])} micro-tasks"
         case "micro_task":

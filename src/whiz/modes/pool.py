@@ -12,6 +12,7 @@ each one the first time it is needed; `ScriptedPool` stands in for it in tests.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
@@ -19,7 +20,7 @@ from typing import Literal, Protocol
 from whiz.agent.chat_model import ChatModel
 from whiz.agent.model import ModelClient
 from whiz.agent.whiz_model import WhizModel
-from whiz.client import ConnectError, HttpClient
+from whiz.client import ClientError, ConnectError, HttpClient
 from whiz.errors import WhizError
 from whiz.modes.candidates import CandidateSource, ChatCandidates
 from whiz.modes.endpoints import DeepSettings, FastSettings, SetupError, ensure_server, probe_upstream
@@ -70,7 +71,10 @@ class ModelPool:
         """A new model client (one conversation) for `label`; close it with `close_client`."""
         ep = await self.endpoint(label)
         if ep.api == "chat":
-            return ChatModel(ep.base_url, ep.api_key, model=ep.model, temperature=temperature)
+            chat = ChatModel(ep.base_url, ep.api_key, model=ep.model, temperature=temperature)
+            with contextlib.suppress(ClientError):  # an upstream that does not say: no compaction
+                chat.context_window = await chat.http.context_window(ep.model)
+            return chat
         try:
             return await WhizModel.open(ep.base_url, ep.api_key, model=ep.model, temperature=temperature)
         except ConnectError as exc:

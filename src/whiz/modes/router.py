@@ -157,6 +157,12 @@ class RoutedModel:
         if self._active is not None:
             await self._active.cancel()
 
+    @property
+    def context_window(self) -> int | None:
+        """The context window of the model that answers now (None until its client is open)."""
+        client = self._clients.get(self.router.current)
+        return getattr(client, "context_window", None)
+
     async def close(self) -> None:
         for client in self._clients.values():
             close = getattr(client, "close", None)

@@ -20,13 +20,15 @@ from pathlib import Path
 from typing import Any
 
 from whiz.agent.approvals import ApprovalMode, Approvals, Approver
+from whiz.agent.compaction import Context
 from whiz.agent.config import AgentConfig
 from whiz.agent.events import EventSink
 from whiz.agent.journal import recover
 from whiz.agent.loop import Agent
 from whiz.agent.model import ModelClient
+from whiz.agent.session_lock import SessionBusy, SessionLock
 from whiz.agent.sessions import SessionInfo, SessionStore, TurnRecord, data_home
-from whiz.agent.stats import TurnResult, TurnStats
+from whiz.agent.stats import TurnOutcome, TurnStats
 from whiz.agent.turns import new_turn_id, turn
 from whiz.agent.undo import UndoStore
 from whiz.agent.workspace import Workspace
@@ -166,6 +168,7 @@ class AgentSession:
         given: SessionOptions,
         healing: HealingModel | None,
         chain: Tee,
+        lock: SessionLock,
     ):
         self.agent = agent
         self.store = store
@@ -184,6 +187,10 @@ class AgentSession:
         """The agent's events go to these sinks (the healing step watches them too)."""
         self.log = SessionLog(store, info.id)
         """Routing decisions go to the session log through this sink."""
+        self.lock = lock
+        """This process's hold on the session, from open to close (another whiz is refused)."""
+        self._saved_compactions = agent.compactions
+        remember_turns(agent, store, info.id)
 
     @property
     def id(self) -> str:
@@ -215,19 +222,24 @@ class AgentSession:
         A resumed session keeps the mode, healing setting and test command it had, unless
         `options` gives them; `notice` says which mode is in force."""
         check_sandbox(options.workspace, options.agent.sandbox)
-        tidy_workspace(options.workspace, notice)
         home = options.home or data_home()
         store = SessionStore(home / "sessions.db")
+        lock = None
         try:
             info = find_session(store, options)
+            # Before tidying: a session another whiz holds may be mid-apply in this workspace.
+            lock = hold(home, info.id) if info else None
+            tidy_workspace(options.workspace, notice)
             stored = dict(info.settings) if info else {}
             given, options = options, _restore(options, stored)  # the mode and actions are set now
             heal_candidates(options.heal, options.mode or "fast", options.agent)
         except ValueError as exc:
             store.close()
+            release(lock)
             raise SetupError(str(exc)) from None
         except BaseException:
             store.close()
+            release(lock)
             raise
         chain = Tee(sink)
         emit = ItemEmitter(chain)
@@ -247,10 +259,12 @@ class AgentSession:
             await routed.close()
             await pool.close()
             store.close()
+            release(lock)
             raise
         if info is None:
             settings = {"actions": options.agent.actions, "approval": str(options.agent.approval)}
             info, items = store.create(options.workspace, settings=settings), []
+            lock = hold(home, info.id)
         else:
             items = store.items(info.id)
         undo = UndoStore(home / "undo" / info.id)
@@ -273,6 +287,7 @@ class AgentSession:
             given=given,
             healing=healing,
             chain=chain,
+            lock=lock,
         )
         chain.sinks.append(opened._log)
         opened._follow_mode()
@@ -298,16 +313,16 @@ class AgentSession:
         }
         self.info.settings = self.store.update_settings(self.id, settings)
 
-    async def run(self, task: str) -> TurnResult:
+    async def run(self, task: str) -> TurnOutcome:
         """The policy, then the turn; the conversation and the turn are stored when it ends, however
         it ends. A refused request ends as a failed turn with the reason."""
         decision = await check_policy(task, self.options, self.pool, self.router, self.router.emit)
         if decision.action == "refuse":
             message = refuse(self.router.emit, decision)
             record = TurnRecord(new_turn_id(), task, "refused", message, [], time.time())
-            self.store.save(self.id, self.agent.items, record)
-            return TurnResult(record.id, "failed", message, TurnStats())
-        result = await self.agent.run(task)
+            self._save(record)
+            return TurnOutcome(record.id, "failed", message, TurnStats())
+        result = await self.agent.run(task)  # a conversation too long for the window is compacted first
         record = TurnRecord(
             result.turn_id,
             task,
@@ -317,8 +332,38 @@ class AgentSession:
             time.time(),
             result.stats.usage(),
         )
-        self.store.save(self.id, self.agent.items, record)
+        self._save(record)
         return result
+
+    def _save(self, record: TurnRecord | None = None) -> None:
+        """Store the conversation (anew, when compaction rewrote it since) and the turn that ended."""
+        rewrite = self.agent.compactions != self._saved_compactions
+        self.store.save(self.id, self.agent.items, record, rewrite=rewrite)
+        self._saved_compactions = self.agent.compactions
+
+    async def compact(self) -> dict[str, Any] | None:
+        """Compact the conversation now (the UI's /compact) and store it; the `context_compacted`
+        item's fields, or None when there was nothing to compact or no window is known."""
+        done = await self.agent.compact(force=True)
+        if done is None:
+            return None
+        self._save()
+        return done.item()
+
+    def switch_to(self, info: SessionInfo, items: list[dict[str, Any]]) -> None:
+        """Take up another stored session in this process (the UI's /clear and /resume): its lock,
+        record, conversation and undo history. `SetupError` when another whiz holds it."""
+        lock = hold(self.lock.home, info.id) if info.id != self.id else self.lock
+        if lock is not self.lock:
+            self.lock.release()
+            self.lock = lock
+        self.info = info
+        self.undo_store = UndoStore(self.undo_store.directory.parent / info.id)
+        self.agent.tools.undo = self.undo_store
+        self.agent.items = items
+        self.agent.context = Context(test_cmd=self.agent.config.test_cmd)
+        self._saved_compactions = self.agent.compactions
+        remember_turns(self.agent, self.store, info.id)
 
     def undo(self) -> list[str] | None:
         """Restore the files of the latest turn that changed any; None when there is nothing to undo."""
@@ -329,7 +374,7 @@ class AgentSession:
         if restored:
             note = undo_note(restored, undone.merged)
             self.agent.items.append({"type": "message", "role": "user", "content": note})
-            self.store.save(self.id, self.agent.items)
+            self._save()
         return restored
 
     def set_mode(self, mode: Mode, reason: str = "the user chose it") -> None:
@@ -389,9 +434,30 @@ class AgentSession:
         self.healing.healer.test_cmd = test_cmd
 
     async def close(self) -> None:
+        self.lock.release()
         self.store.close()
         await self.routed.close()
         await self.pool.close()
+
+
+def hold(home: Path, session_id: str) -> SessionLock:
+    """This process's lock on the session; `SetupError` naming the process that holds it."""
+    try:
+        return SessionLock.acquire(home, session_id)
+    except SessionBusy as exc:
+        raise SetupError(exc.message) from None
+
+
+def release(lock: SessionLock | None) -> None:
+    if lock is not None:
+        lock.release()
+
+
+def remember_turns(agent: Agent, store: SessionStore, session_id: str) -> None:
+    """Seed the agent's context with the stored turns' tasks and changed files, so a compaction of a
+    resumed session keeps them too."""
+    for record in store.turns(session_id):
+        agent.context.note_turn(record.task, record.changed)
 
 
 def tidy_workspace(root: Path, say: Callable[[str], None]) -> None:

@@ -25,7 +25,7 @@ from whiz.agent.approvals import ApprovalMode
 from whiz.agent.config import AgentConfig
 from whiz.agent.events import Collector
 from whiz.agent.loop import Agent
-from whiz.agent.model import Finished, ModelRequest, TextDelta
+from whiz.agent.model import Finished, ModelRequest, ModelText
 from whiz.agent.tools import run_reported
 from whiz.agent.undo import UndoStore
 from whiz.agent.workspace import Workspace
@@ -178,7 +178,7 @@ class Swarm:
                 )
                 text, finished = "", None
                 async for event in client.respond(request):
-                    if isinstance(event, TextDelta):
+                    if isinstance(event, ModelText):
                         text += event.text
                     elif isinstance(event, Finished):
                         finished = event

@@ -21,8 +21,8 @@ from whiz.agent.model import (
     ModelClient,
     ModelEvent,
     ModelRequest,
-    TextDelta,
-    ToolCall,
+    ModelText,
+    ModelToolCall,
     WrappedModel,
     output_items,
 )
@@ -73,15 +73,15 @@ class WholeFileEdits(WrappedModel):
     async def respond(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         text, calls = "", []
         async for event in self.inner.respond(request):
-            if isinstance(event, TextDelta):
+            if isinstance(event, ModelText):
                 text += event.text
-            elif isinstance(event, ToolCall):
+            elif isinstance(event, ModelToolCall):
                 calls.append(event)
             elif isinstance(event, Finished):
                 if event.status == "completed":
                     text = whole_files_as_edits(text, self.ws, self.files)
                 if text:
-                    yield TextDelta(text)
+                    yield ModelText(text)
                 for call in calls:
                     yield call
                 # The conversation keeps the reply as the model wrote it (and as the server holds

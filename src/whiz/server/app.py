@@ -14,25 +14,51 @@ import logging
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
 from starlette.applications import Starlette
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route, WebSocketRoute
+from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from whiz import __version__
 from whiz.backend.engine import EngineBackend
 from whiz.config import ServeSettings
-from whiz.errors import Forbidden, InvalidRequest, NotFound, PayloadTooLarge, WhizError
+from whiz.errors import Forbidden, InvalidRequest, NotFound, WhizError
 from whiz.seams import Backend, Engine
 from whiz.server.auth import bearer
-from whiz.server.browser import FORBIDDEN_CLOSE_CODE, SUBPROTOCOL, key_from_subprotocols
+from whiz.server.browser import FORBIDDEN_CLOSE_CODE, SUBPROTOCOL, BrowserGuard, key_from_subprotocols
+from whiz.server.codex import codex_routes
+from whiz.server.http import ClientGone, until_disconnected
+from whiz.server.http import read_body as read_bounded
 from whiz.server.messages import messages_routes
 from whiz.server.protocol import ChatRequest, ResponsesRequest, decode_json, parse
 from whiz.server.state import ServerState
 from whiz.server.websocket import Session
 
 log = logging.getLogger("whiz.server")
+
+
+class HostAndOrigin:
+    """Every HTTP request: its Host on the allow-list, and its Origin, when a browser sent one, this
+    server's own (or allow-listed). Without it any web page could spend this server's compute.
+    WebSockets are checked in their route, which answers with an error event and a close code."""
+
+    def __init__(self, app: ASGIApp, guard: BrowserGuard):
+        self.app = app
+        self.guard = guard
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            headers = Headers(scope=scope)
+            try:
+                self.guard.check(headers, scope.get("scheme", "http"))
+            except Forbidden as exc:
+                await error_response(exc)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 def error_response(exc: WhizError) -> JSONResponse:
@@ -77,19 +103,15 @@ def create_app(
 
     async def read_body(request: Request) -> tuple[dict, str | None]:
         """Authenticate, rate-limit and decode a POST body."""
+        state.check_open()
         key = bearer(request.headers.get("authorization"))
         state.keys.check(key)
-        state.check_rate(key)
-        declared = request.headers.get("content-length")
-        if declared and declared.isdigit() and int(declared) > state.max_body_bytes:
-            raise PayloadTooLarge(f"The body is larger than {settings.max_body_mb} MB.")
-        raw = await request.body()
-        if len(raw) > state.max_body_bytes:
-            raise PayloadTooLarge(f"The body is larger than {settings.max_body_mb} MB.")
+        state.check_rate(key, request.client.host if request.client else None)
+        raw = await read_bounded(request, state.max_body_bytes)
         return decode_json(raw), key
 
     async def responses_create(request: Request) -> Response:
-        data, _ = await read_body(request)
+        data, key = await read_body(request)
         req = parse(ResponsesRequest, data)
         previous = None
         if req.previous_response_id is not None:
@@ -102,7 +124,9 @@ def create_app(
                     code="previous_response_not_found",
                 )
             previous = found[1]
-        turn = state.responses.prepare(req, previous, session=session_header(request.headers))
+        turn = await state.responses.prepare_async(
+            req, previous, session=session_header(request.headers), tenant=state.keys.tenant(key)
+        )
         run = state.responses.start(turn)
         state.metrics.request("responses.http")
 
@@ -115,8 +139,18 @@ def create_app(
 
         if req.stream:
             return sse(events(), named=True)
-        async for _ in events():
-            pass
+
+        async def collect() -> None:
+            try:
+                async for _ in events():
+                    pass
+            finally:
+                run.cancel()  # a no-op once finished; stops the engine if the client went away
+
+        try:
+            await until_disconnected(request, collect())
+        except ClientGone:
+            return Response(status_code=499)  # nginx's "client closed request"; no one reads it
         if run.error is not None:
             raise run.error  # nothing was sent yet, so the client gets the error's own status
         return JSONResponse(run.response)
@@ -131,14 +165,19 @@ def create_app(
         return JSONResponse(found[0])
 
     async def chat_completions(request: Request) -> Response:
-        data, _ = await read_body(request)
+        data, key = await read_body(request)
         req = parse(ChatRequest, data)
         state.metrics.request("chat")
         session = session_header(request.headers)
+        tenant = state.keys.tenant(key)
         if req.stream:
-            turns = await state.chat.open(req, session)  # a refusal gets its HTTP status, not a 200 stream
+            # A refusal gets its HTTP status, not a 200 stream.
+            turns = await state.chat.open(req, session, tenant)
             return sse(state.chat.stream(req, turns), named=False)
-        out = await state.chat.complete(req, session)
+        try:
+            out = await until_disconnected(request, state.chat.complete(req, session, tenant))
+        except ClientGone:
+            return Response(status_code=499)
         state.metrics.finished(out)
         return JSONResponse(out)
 
@@ -150,7 +189,13 @@ def create_app(
         return JSONResponse({"object": "list", "data": [entry]})
 
     async def health(request: Request) -> Response:
-        return JSONResponse({"status": "ok", "model": state.model_name, "version": __version__})
+        """Liveness and load: 503 while draining or when the engine's worker is dead, so a gateway
+        or a load balancer takes this server out of rotation."""
+        load = backend.status()
+        alive = load.get("engine_worker_alive", 1) == 1
+        status = "ok" if alive and not state.draining else ("draining" if alive else "engine_dead")
+        body = {"status": status, "model": state.model_name, "version": __version__, "load": load}
+        return JSONResponse(body, status_code=200 if status == "ok" else 503)
 
     async def metrics(request: Request) -> Response:
         text = state.metrics.render(backend.status())
@@ -160,12 +205,16 @@ def create_app(
         offered = ws.scope.get("subprotocols") or []
         await ws.accept(subprotocol=SUBPROTOCOL if SUBPROTOCOL in offered else None)
         key = bearer(ws.headers.get("authorization")) or key_from_subprotocols(offered)
+        who = state.client_key(key, ws.client.host if ws.client else None)
         try:
-            state.browser.check(ws.headers, ws.url.scheme, browsers_only=True)
+            state.browser.check(ws.headers, ws.url.scheme)
             state.keys.check(key)
+            state.open_socket(who)
         except WhizError as exc:
             await ws.send_text(json.dumps({"type": "error", "status": exc.status, "error": exc.to_dict()}))
-            code = FORBIDDEN_CLOSE_CODE if isinstance(exc, Forbidden) else 1008
+            code = {403: FORBIDDEN_CLOSE_CODE, 503: 1013, 429: 1013}.get(
+                exc.status, 1008
+            )  # 1013: try again later
             await ws.close(code=code, reason=exc.code)
             return
         session = Session(ws, state, key, session_id=session_header(ws.headers))
@@ -174,6 +223,7 @@ def create_app(
             await session.serve()
         finally:
             state.metrics.ws_sessions -= 1
+            state.close_socket(who)
 
     async def on_whiz_error(request: Request, exc: WhizError) -> Response:
         state.metrics.error(exc.code)
@@ -198,7 +248,7 @@ def create_app(
         Route("/health", health, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
     ]
-    api += messages_routes(state)
+    api += messages_routes(state) + codex_routes(state)
     for source in routes:
         api += source(state)
 
@@ -216,6 +266,7 @@ def create_app(
     app = Starlette(
         routes=api,
         exception_handlers={WhizError: on_whiz_error, HTTPException: on_http_error, Exception: on_crash},
+        middleware=[Middleware(HostAndOrigin, guard=state.browser)],
         lifespan=lifespan,
     )
     app.state.whiz = state

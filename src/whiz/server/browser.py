@@ -41,6 +41,14 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
 def _host_port(netloc: str, scheme: str) -> tuple[str, int | None]:
     parts = urlsplit(f"{scheme}://{netloc}")
     try:
@@ -51,10 +59,26 @@ def _host_port(netloc: str, scheme: str) -> tuple[str, int | None]:
 
 
 class BrowserGuard:
-    """Origin and Host checks for the routes a browser reaches. `loopback_only` when bound to loopback."""
+    """Origin and Host checks for the routes a browser reaches. `loopback_only` when bound to loopback.
 
-    def __init__(self, loopback_only: bool):
+    `hosts`, when given, is an allow-list of Host names (loopback names always pass; "*" passes
+    any), checked on every request and not only on loopback binds: DNS rebinding reaches a server
+    on a LAN address as well. `origins` are extra origins allowed besides the server's own.
+    """
+
+    def __init__(self, loopback_only: bool, hosts: Iterable[str] | None = None, origins: Iterable[str] = ()):
         self.loopback_only = loopback_only
+        self.hosts = None if hosts is None else {h.strip("[]").lower() for h in hosts}
+        self.origins = {_origin_key(o) for o in origins}
+
+    def host_allowed(self, host: str) -> bool:
+        if is_loopback(host):
+            return True
+        if self.loopback_only:
+            return self.hosts is not None and host in self.hosts
+        # An address literal cannot be rebound (rebinding needs a name the attacker controls), so a
+        # server reachable from the network answers at any of its addresses without a list of them.
+        return self.hosts is None or "*" in self.hosts or host in self.hosts or _is_address(host)
 
     def check(self, headers: Mapping[str, str], scheme: str = "http", *, browsers_only: bool = False) -> None:
         """Raise `Forbidden` unless the request may come from here (see the module's docstring).
@@ -67,9 +91,10 @@ class BrowserGuard:
             return
         host_header = headers.get("host", "")
         host, port = _host_port(host_header, "https" if scheme in ("https", "wss") else "http")
-        if self.loopback_only and not is_loopback(host):
+        if not self.host_allowed(host):
+            where = "a loopback address" if self.loopback_only and self.hosts is None else "its allowed hosts"
             raise Forbidden(
-                f"This server answers browsers only at a loopback address, not at '{host_header}'.",
+                f"This server answers only at {where}, not at '{host_header}' (see --allowed-hosts).",
                 code="host_not_allowed",
             )
         if origin is None:
@@ -77,11 +102,19 @@ class BrowserGuard:
         parts = urlsplit(origin)
         if parts.scheme not in _DEFAULT_PORTS or not parts.netloc:
             raise Forbidden(f"Origin '{origin}' is not allowed here.", code="origin_not_allowed")
+        if _origin_key(origin) in self.origins:
+            return
         if _host_port(parts.netloc, parts.scheme) != (host, port):
             raise Forbidden(
                 f"Origin '{origin}' is not allowed: only pages served by this server may use it.",
                 code="origin_not_allowed",
             )
+
+
+def _origin_key(origin: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(origin.strip().rstrip("/"))
+    host, port = _host_port(parts.netloc, parts.scheme or "http")
+    return parts.scheme, host, port
 
 
 def key_from_subprotocols(offered: Iterable[str]) -> str | None:

@@ -15,9 +15,9 @@ from collections.abc import AsyncIterator, Sequence
 
 from whiz.backend.types import TextDelta, TurnRequest, TurnResult
 from whiz.engine.types import SamplingParams
-from whiz.errors import WhizError
+from whiz.errors import InvalidRequest, WhizError
 from whiz.seams import Backend, BackendTurn
-from whiz.server.protocol import ChatRequest
+from whiz.server.protocol import OFF_LOOP_CHARS, ChatRequest, input_chars
 from whiz.server.responses import timings
 
 
@@ -54,13 +54,31 @@ def _tool_call_json(call, index: int | None = None) -> dict:
 class ChatService:
     """Runs chat completion requests on one backend."""
 
-    def __init__(self, backend: Backend, *, model_name: str, defaults: SamplingParams):
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        model_name: str,
+        defaults: SamplingParams,
+        max_tokens_default: int | None = None,
+        max_n: int | None = None,
+    ):
         self.backend = backend
         self.model_name = model_name
         self.defaults = defaults
+        self.max_tokens_default = max_tokens_default
+        """The output cap of a request that sets none (None: to the end of the context)."""
+        self.max_n = max_n
 
-    def start(self, req: ChatRequest, session: str | None = None) -> list[BackendTurn]:
+    def start(
+        self, req: ChatRequest, session: str | None = None, tenant: str | None = None
+    ) -> list[BackendTurn]:
         """Validate the request's turns, one per candidate (raises before anything is sent)."""
+        if self.max_n is not None and req.n > self.max_n:
+            raise InvalidRequest(
+                f"n is {req.n}, but this server generates at most {self.max_n} candidates per request.",
+                param="n",
+            )
         messages = req.conversation()
         system = None
         if messages and messages[0].role == "system":
@@ -69,7 +87,7 @@ class ChatService:
             system,
             messages,
             tuple(req.tool_list()),
-            max_tokens=req.limit(),
+            max_tokens=req.limit() or self.max_tokens_default,
             sampling=req.sampling(self.defaults),
             stop=req.stop_list(),
             prediction=req.prediction.text() if req.prediction else None,
@@ -77,12 +95,23 @@ class ChatService:
             session=session,
             cache_key=req.prompt_cache_key,
             input_param="messages",
+            tenant=tenant,
         )
         return self.backend.start_many(request, req.n)
 
-    async def open(self, req: ChatRequest, session: str | None = None) -> list[BackendTurn]:
+    async def start_async(
+        self, req: ChatRequest, session: str | None = None, tenant: str | None = None
+    ) -> list[BackendTurn]:
+        """`start`, with a large prompt tokenized on a worker thread so the event loop keeps serving."""
+        if input_chars(req) > OFF_LOOP_CHARS:
+            return await asyncio.to_thread(self.start, req, session, tenant)
+        return self.start(req, session, tenant)
+
+    async def open(
+        self, req: ChatRequest, session: str | None = None, tenant: str | None = None
+    ) -> list[BackendTurn]:
         """Start the turns; a backend that refuses one raises here, before any chunk is sent."""
-        turns = self.start(req, session)
+        turns = await self.start_async(req, session, tenant)
         try:
             for turn in turns:
                 await turn.open()
@@ -95,8 +124,8 @@ class ChatService:
     def _envelope(self, req: ChatRequest, cid: str, created: int, obj: str) -> dict:
         return {"id": cid, "object": obj, "created": created, "model": req.model or self.model_name}
 
-    async def complete(self, req: ChatRequest, session: str | None = None) -> dict:
-        turns = self.start(req, session)
+    async def complete(self, req: ChatRequest, session: str | None = None, tenant: str | None = None) -> dict:
+        turns = await self.start_async(req, session, tenant)
 
         async def run(turn: BackendTurn) -> TurnResult:
             async for _ in turn.events():

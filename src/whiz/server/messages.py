@@ -12,12 +12,13 @@ Errors are Anthropic's shape, `{"type": "error", "error": {"type", "message"}}`,
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
@@ -25,9 +26,11 @@ from starlette.routing import BaseRoute, Route
 from whiz.backend.types import TextDelta, TurnRequest, TurnResult
 from whiz.chat.messages import Message, Tool, ToolCall
 from whiz.engine.types import SamplingParams
-from whiz.errors import InvalidRequest, PayloadTooLarge, WhizError
+from whiz.errors import InvalidRequest, WhizError
 from whiz.server.auth import bearer
-from whiz.server.protocol import decode_json
+from whiz.server.http import ClientGone, until_disconnected
+from whiz.server.http import read_body as read_bounded
+from whiz.server.protocol import MAX_STOP_CHARS, OFF_LOOP_CHARS, decode_json
 
 if TYPE_CHECKING:
     from whiz.server.state import ServerState
@@ -65,6 +68,15 @@ class MessagesRequest(_Wire):
     tools: list[dict[str, Any]] | None = None
     tool_choice: dict[str, Any] | None = None
     stop_sequences: list[str] | None = Field(default=None, max_length=MAX_STOP_SEQUENCES)
+
+    @field_validator("stop_sequences")
+    @classmethod
+    def _short_stops(cls, stops: list[str] | None) -> list[str] | None:
+        # Every token is checked against each stop's prefixes on the event loop (see protocol.py).
+        if stops and any(len(s) > MAX_STOP_CHARS for s in stops):
+            raise ValueError(f"each stop sequence may hold at most {MAX_STOP_CHARS} characters")
+        return stops
+
     temperature: float | None = Field(default=None, ge=0, le=1)
     top_p: float | None = Field(default=None, gt=0, le=1)
     top_k: int | None = Field(default=None, ge=0)
@@ -167,7 +179,9 @@ def _id(block: dict[str, Any], key: str, param: str) -> str:
     return value
 
 
-def turn_request(req: MessagesRequest, defaults: SamplingParams, session: str | None) -> TurnRequest:
+def turn_request(
+    req: MessagesRequest, defaults: SamplingParams, session: str | None, tenant: str | None = None
+) -> TurnRequest:
     sampling = SamplingParams(
         temperature=defaults.temperature if req.temperature is None else req.temperature,
         top_p=defaults.top_p if req.top_p is None else req.top_p,
@@ -182,6 +196,7 @@ def turn_request(req: MessagesRequest, defaults: SamplingParams, session: str | 
         stop=tuple(req.stop_sequences or ()),
         session=session,
         input_param="messages",
+        tenant=tenant,
     )
 
 
@@ -310,15 +325,15 @@ async def stream_events(req: MessagesRequest, message_id: str, turn) -> AsyncIte
 def messages_routes(state: ServerState) -> list[BaseRoute]:
     """`POST /v1/messages` and `POST /v1/messages/count_tokens`."""
 
-    async def read(request: Request, model: type[BaseModel]) -> Any:
+    async def read(request: Request, model: type[BaseModel]) -> tuple[Any, str | None, int]:
+        """The validated body, the caller's key, and the body's size (large ones tokenize off the loop)."""
+        state.check_open()
         key = request.headers.get("x-api-key") or bearer(request.headers.get("authorization"))
         state.keys.check(key)
-        state.check_rate(key)
-        raw = await request.body()
-        if len(raw) > state.max_body_bytes:
-            raise PayloadTooLarge(f"The body is larger than {state.settings.max_body_mb} MB.")
+        state.check_rate(key, request.client.host if request.client else None)
+        raw = await read_bounded(request, state.max_body_bytes)
         try:
-            return model.model_validate(decode_json(raw))
+            return model.model_validate(decode_json(raw)), key, len(raw)
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"])
@@ -326,9 +341,13 @@ def messages_routes(state: ServerState) -> list[BaseRoute]:
 
     async def create(request: Request) -> Response:
         try:
-            req: MessagesRequest = await read(request, MessagesRequest)
+            req, key, size = await read(request, MessagesRequest)
             session = request.headers.get("x-session-id") or request.headers.get("x-claude-code-session-id")
-            turn = state.backend.start(turn_request(req, state.responses.defaults, session))
+            spec = turn_request(req, state.responses.defaults, session, state.keys.tenant(key))
+            if size > OFF_LOOP_CHARS:  # rendering and tokenizing megabytes would stall other streams
+                turn = await asyncio.to_thread(state.backend.start, spec)
+            else:
+                turn = state.backend.start(spec)
             await turn.open()
         except WhizError as exc:
             state.metrics.error(exc.code)
@@ -340,20 +359,27 @@ def messages_routes(state: ServerState) -> list[BaseRoute]:
             return StreamingResponse(
                 stream_events(req, message_id, turn), media_type="text/event-stream", headers=headers
             )
+
+        async def run() -> None:
+            try:
+                async for _ in turn.events():
+                    pass
+            finally:
+                turn.cancel()  # a no-op once finished; stops the engine if the client went away
+
         try:
-            async for _ in turn.events():
-                pass
+            await until_disconnected(request, run())
+        except ClientGone:
+            return Response(status_code=499)
         except WhizError as exc:
             state.metrics.error(exc.code)
             return error_response(exc)
-        finally:
-            turn.cancel()
         assert turn.result is not None
         return JSONResponse(message_object(req, message_id, turn.result))
 
     async def count_tokens(request: Request) -> Response:
         try:
-            req: CountTokensRequest = await read(request, CountTokensRequest)
+            req, _, size = await read(request, CountTokensRequest)
             texts = [system_text(req.system) or ""]
             for message in conversation(req.messages):
                 texts.append(message.content)
@@ -361,8 +387,12 @@ def messages_routes(state: ServerState) -> list[BaseRoute]:
             texts += [json.dumps(t.as_chat_tool()) for t in tool_list(req.tools, None)]
         except WhizError as exc:
             return error_response(exc)
+
         # The texts, plus the few tokens the chat template adds around each message.
-        total = sum(state.backend.count_tokens(text) for text in texts if text) + 5 * len(texts)
+        def count() -> int:
+            return sum(state.backend.count_tokens(text) for text in texts if text) + 5 * len(texts)
+
+        total = await asyncio.to_thread(count) if size > OFF_LOOP_CHARS else count()
         return JSONResponse({"input_tokens": total})
 
     return [

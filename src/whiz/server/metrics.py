@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
+import os
 from collections import Counter
+
+
+def rss_bytes() -> int | None:
+    """This process's resident memory (Linux), for `process_resident_memory_bytes`."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 class Metrics:
@@ -54,6 +64,8 @@ class Metrics:
             "# TYPE whiz_websocket_sessions gauge",
             f"whiz_websocket_sessions {self.ws_sessions}",
         ]
+        if (rss := rss_bytes()) is not None:  # Prometheus' standard name, so dashboards know it
+            lines += ["# TYPE process_resident_memory_bytes gauge", f"process_resident_memory_bytes {rss}"]
         typed: set[str] = set()
         for k, v in backend_status.items():
             name = "whiz_" + k.split("{", 1)[0]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from whiz.chat.messages import Message, Tool, ToolCall
 from whiz.engine.types import SamplingParams
@@ -19,6 +19,21 @@ from whiz.errors import InvalidRequest
 
 class Wire(BaseModel):
     model_config = ConfigDict(extra="allow")
+
+
+MAX_STOP = 4
+"""Stop strings per request: OpenAI's limit."""
+MAX_STOP_CHARS = 64
+"""Longest stop string: whiz's bound (OpenAI names none). Every token is checked against each stop's
+prefixes on the event loop, so their length is what one request costs everyone."""
+MAX_TOOLS = 128
+"""Tools per request: OpenAI's limit."""
+MAX_METADATA_PAIRS, MAX_METADATA_KEY_CHARS, MAX_METADATA_VALUE_CHARS = 16, 64, 512
+"""OpenAI's limits on `metadata`: it is stored and echoed with every response, so it is bounded."""
+OFF_LOOP_CHARS = 32_768
+"""Inputs longer than this are tokenized on a worker thread: tokenizing megabytes on the event loop
+would stall every other stream for as long."""
+INT64 = 2**63
 
 
 def parse(model: type[BaseModel], data: Any) -> Any:
@@ -39,11 +54,53 @@ def _union_tag(part: int | str) -> bool:
     return text.startswith("function-") or "[" in text or text in ("str", "int", "float", "bool", "none")
 
 
+MAX_JSON_DEPTH = 64
+"""Deepest nesting accepted. Real bodies (a tool's JSON schema included) nest a dozen levels; deeper
+ones only exist to exhaust the recursion of whatever walks them next (pydantic, json.dumps)."""
+
+
 def decode_json(raw: bytes | str) -> Any:
+    """Untrusted JSON, decoded: bad syntax, deep nesting and lone surrogates are a 400, never a crash."""
     try:
-        return json.loads(raw)
+        data = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise InvalidRequest(f"The body is not valid JSON: {exc}.", code="invalid_json") from None
+    except RecursionError:  # nested past Python's own limit
+        raise _too_deep() from None
+    # A lone surrogate (\ud800) can only come from a JSON escape, and it breaks UTF-8 encoding
+    # later (the tokenizer, the socket): look for one only when the text has such an escape.
+    escapes = ("\\ud", "\\uD") if isinstance(raw, str) else (b"\\ud", b"\\uD")
+    _check_tree(data, surrogates=any(e in raw for e in escapes))  # type: ignore[operator]
+    return data
+
+
+def _too_deep() -> InvalidRequest:
+    return InvalidRequest(f"The body is nested more than {MAX_JSON_DEPTH} levels deep.", code="invalid_json")
+
+
+def _check_tree(data: Any, *, surrogates: bool) -> None:
+    """Walk the decoded value without recursion: its depth, and its strings when asked."""
+    todo: list[tuple[Any, int]] = [(data, 1)]
+    while todo:
+        value, depth = todo.pop()
+        if isinstance(value, dict):
+            if depth > MAX_JSON_DEPTH:
+                raise _too_deep()
+            if surrogates:
+                todo.extend((k, depth) for k in value)
+            todo.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list):
+            if depth > MAX_JSON_DEPTH:
+                raise _too_deep()
+            todo.extend((v, depth + 1) for v in value)
+        elif surrogates and isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise InvalidRequest(
+                    "The body holds a lone UTF-16 surrogate (such as \\ud800), which is not text.",
+                    code="invalid_json",
+                ) from None
 
 
 class Prediction(Wire):
@@ -69,7 +126,8 @@ class SamplingFields(Wire):
     model: str | None = None
     temperature: float | None = Field(default=None, ge=0, le=2)
     top_p: float | None = Field(default=None, gt=0, le=1)
-    seed: int | None = None
+    seed: int | None = Field(default=None, ge=-INT64, lt=INT64)
+    """Any 64-bit integer, as OpenAI accepts; a negative one is used modulo 2**64."""
     stream: bool = False
     prediction: Prediction | None = None
     whiz: WhizOptions | None = None
@@ -87,7 +145,7 @@ class SamplingFields(Wire):
             temperature=defaults.temperature if self.temperature is None else self.temperature,
             top_p=defaults.top_p if self.top_p is None else self.top_p,
             top_k=defaults.top_k,
-            seed=self.seed,
+            seed=None if self.seed is None else self.seed % 2**64,  # numpy takes no negative seed
         )
 
 
@@ -133,10 +191,20 @@ class ChatRequest(SamplingFields):
     max_completion_tokens: int | None = Field(default=None, ge=1)
     stop: str | list[str] | None = None
     stream_options: StreamOptions | None = None
-    tools: list[ChatTool] | None = None
+    tools: list[ChatTool] | None = Field(default=None, max_length=MAX_TOOLS)
     tool_choice: str | dict | None = None
     n: int = Field(default=1, ge=1, le=64)
     """Candidates to generate; the server's --slots bounds it further."""
+
+    @field_validator("stop")
+    @classmethod
+    def _bounded_stop(cls, stop: str | list[str] | None) -> str | list[str] | None:
+        stops = [stop] if isinstance(stop, str) else stop or []
+        if len(stops) > MAX_STOP:
+            raise ValueError(f"at most {MAX_STOP} stop sequences are allowed")
+        if any(len(s) > MAX_STOP_CHARS for s in stops):
+            raise ValueError(f"each stop sequence may hold at most {MAX_STOP_CHARS} characters")
+        return stop
 
     def stop_list(self) -> list[str]:
         return [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
@@ -201,31 +269,57 @@ class ResponsesRequest(SamplingFields):
     instructions: str | None = None
     previous_response_id: str | None = None
     max_output_tokens: int | None = Field(default=None, ge=1)
-    tools: list[dict] | None = None
+    tools: list[dict] | None = Field(default=None, max_length=MAX_TOOLS)
     tool_choice: str | dict | None = None
     store: bool = True
     generate: bool = True
-    metadata: dict | None = None
+    metadata: dict[str, str] | None = None
+
+    @field_validator("metadata")
+    @classmethod
+    def _bounded_metadata(cls, metadata: dict[str, str] | None) -> dict[str, str] | None:
+        if metadata is None:
+            return None
+        if len(metadata) > MAX_METADATA_PAIRS:
+            raise ValueError(f"metadata may hold at most {MAX_METADATA_PAIRS} pairs")
+        if any(len(k) > MAX_METADATA_KEY_CHARS for k in metadata):
+            raise ValueError(f"metadata keys may hold at most {MAX_METADATA_KEY_CHARS} characters")
+        if any(len(v) > MAX_METADATA_VALUE_CHARS for v in metadata.values()):
+            raise ValueError(f"metadata values may hold at most {MAX_METADATA_VALUE_CHARS} characters")
+        return metadata
 
     def tool_list(self) -> list[Tool]:
-        """Function tools; other kinds (web_search, custom, namespace, ...) have no local meaning."""
+        """The tools as the model sees them: function tools; custom (free-form) tools as a function
+        of one string, `input` (the Codex CLI's `apply_patch`); the function tools inside a
+        `namespace` (MCP servers' tools). Kinds with no local meaning (`web_search`,
+        `image_generation`, ...) are left out: `ignored_tools` names them."""
         if self.tool_choice == "none":
             return []
         tools = []
         for i, t in enumerate(self.tools or []):
-            if not isinstance(t, dict) or not isinstance(t.get("type"), str):
-                raise InvalidRequest("Each tool must be an object with a type.", param=f"tools.{i}")
-            if t["type"] != "function":
-                continue
-            if not isinstance(t.get("name"), str) or not t["name"]:
-                raise InvalidRequest("A function tool needs a name.", param=f"tools.{i}.name")
-            params = t.get("parameters") or {}
-            if not isinstance(params, dict):
-                raise InvalidRequest(
-                    "Tool parameters must be a JSON schema object.", param=f"tools.{i}.parameters"
-                )
-            tools.append(Tool(t["name"], t.get("description") or "", params))
+            kind = _tool_kind(t, f"tools.{i}")
+            if kind == "function":
+                tools.append(_function_tool(t, f"tools.{i}"))
+            elif kind == "custom":
+                tools.append(_custom_tool(t, f"tools.{i}"))
+            elif kind == "namespace":
+                for j, inner in enumerate(t.get("tools") or []):
+                    if _tool_kind(inner, f"tools.{i}.tools.{j}") == "function":
+                        tools.append(_function_tool(inner, f"tools.{i}.tools.{j}"))
         return tools
+
+    def custom_tool_names(self) -> frozenset[str]:
+        """The custom tools: a call to one is a `custom_tool_call` item, its input free text."""
+        return frozenset(
+            t["name"] for t in self.tools or [] if isinstance(t, dict) and t.get("type") == "custom"
+        )
+
+    def ignored_tools(self) -> list[str]:
+        """The kinds of tool left out of the prompt (only a hosted service runs them)."""
+        kept = ("function", "custom", "namespace")
+        return sorted(
+            {t["type"] for t in self.tools or [] if isinstance(t, dict) and t.get("type") not in kept}
+        )
 
     def input_messages(self) -> list[Message]:
         """The input items as messages (function calls and their outputs included)."""
@@ -235,6 +329,51 @@ class ResponsesRequest(SamplingFields):
         for i, item in enumerate(self.input):
             out.extend(_item_messages(item, f"input.{i}"))
         return _merge_calls(out)
+
+
+def _tool_kind(tool: Any, param: str) -> str:
+    if not isinstance(tool, dict) or not isinstance(tool.get("type"), str):
+        raise InvalidRequest("Each tool must be an object with a type.", param=param)
+    return tool["type"]
+
+
+def _function_tool(tool: dict, param: str) -> Tool:
+    if not isinstance(tool.get("name"), str) or not tool["name"]:
+        raise InvalidRequest("A function tool needs a name.", param=f"{param}.name")
+    params = tool.get("parameters") or {}
+    if not isinstance(params, dict):
+        raise InvalidRequest("Tool parameters must be a JSON schema object.", param=f"{param}.parameters")
+    return Tool(tool["name"], tool.get("description") or "", params)
+
+
+CUSTOM_INPUT = "input"
+"""The one argument a custom tool is called with, as the model sees it: its free-text input."""
+
+
+def _custom_tool(tool: dict, param: str) -> Tool:
+    """A free-form tool as a function of one string; its grammar, where it has one, is shown in the
+    description, so the model knows the shape of the text."""
+    if not isinstance(tool.get("name"), str) or not tool["name"]:
+        raise InvalidRequest("A custom tool needs a name.", param=f"{param}.name")
+    description = str(tool.get("description") or "")
+    fmt = tool.get("format") if isinstance(tool.get("format"), dict) else {}
+    if fmt.get("type") == "grammar" and isinstance(fmt.get("definition"), str):
+        description += f"\nThe input follows this {fmt.get('syntax', '')} grammar:\n{fmt['definition']}"
+    schema = {
+        "type": "object",
+        "properties": {CUSTOM_INPUT: {"type": "string", "description": "The tool's input, as plain text."}},
+        "required": [CUSTOM_INPUT],
+    }
+    return Tool(tool["name"], description.strip(), schema)
+
+
+def custom_input(call: ToolCall) -> str:
+    """The free-text input of a call to a custom tool (the model may also give the text alone)."""
+    args = call.arguments_object()
+    if isinstance(args, dict):
+        value = args.get(CUSTOM_INPUT, next(iter(args.values()), "") if len(args) == 1 else "")
+        return value if isinstance(value, str) else json.dumps(value)
+    return args if isinstance(args, str) else call.arguments
 
 
 def _item_messages(item: Any, param: str) -> list[Message]:
@@ -263,7 +402,22 @@ def _item_messages(item: Any, param: str) -> list[Message]:
         output = item.get("output", "")
         text = output if isinstance(output, str) else _text(output, f"{param}.output")
         return [Message("tool", text, tool_call_id=item["call_id"])]
-    if kind in ("reasoning", "item_reference"):
+    if kind == "custom_tool_call":
+        for key in ("call_id", "name"):
+            if not isinstance(item.get(key), str):
+                raise InvalidRequest(f"A custom_tool_call item needs a string {key}.", param=f"{param}.{key}")
+        text = item.get("input") if isinstance(item.get("input"), str) else ""
+        call = ToolCall(item["call_id"], item["name"], json.dumps({CUSTOM_INPUT: text}, ensure_ascii=False))
+        return [Message("assistant", "", (call,))]
+    if kind == "custom_tool_call_output":
+        if not isinstance(item.get("call_id"), str):
+            raise InvalidRequest(
+                "A custom_tool_call_output item needs a string call_id.", param=f"{param}.call_id"
+            )
+        output = item.get("output", "")
+        text = output if isinstance(output, str) else _text(output, f"{param}.output")
+        return [Message("tool", text, tool_call_id=item["call_id"])]
+    if kind in ("reasoning", "item_reference", "web_search_call", "image_generation_call"):
         return []  # nothing a local model can use
     raise InvalidRequest(f"Input items of type '{kind}' are not supported.", param=f"{param}.type")
 
@@ -278,3 +432,10 @@ def _merge_calls(messages: list[Message]) -> list[Message]:
         else:
             out.append(m)
     return out
+
+
+def input_chars(req: ChatRequest | ResponsesRequest) -> int:
+    """About how much text a request asks to tokenize (a bound, to decide where to tokenize it)."""
+    prediction = req.prediction.content if req.prediction else ""
+    parts: Any = [req.messages] if isinstance(req, ChatRequest) else [req.input, req.instructions]
+    return len(str(prediction)) + sum(len(str(p)) for p in parts if p)

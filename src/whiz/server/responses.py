@@ -9,10 +9,12 @@ the KV cache. A stateless upstream gets the whole conversation again.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +23,7 @@ from whiz.chat.messages import Message, Tool, ToolCall
 from whiz.engine.types import GenerationStats, SamplingParams
 from whiz.errors import InvalidRequest, WhizError
 from whiz.seams import Backend, BackendTurn
-from whiz.server.protocol import ResponsesRequest
+from whiz.server.protocol import OFF_LOOP_CHARS, ResponsesRequest, custom_input, input_chars
 
 
 def new_id(prefix: str) -> str:
@@ -41,20 +43,66 @@ class Conversation:
     """The first response of its previous_response_id chain."""
 
 
-class ResponseStore:
-    """Recent responses by id, for `previous_response_id` and GET /v1/responses/{id}."""
+def size_bytes(response: dict, conversation: Conversation) -> int:
+    """About what a stored response holds in memory: its JSON, its messages, its token state."""
+    text = sum(len(m.content) + sum(len(c.arguments) for c in m.tool_calls) for m in conversation.messages)
+    state = conversation.state
+    n_state = len(state) if isinstance(state, list | tuple) else 0
+    # A token id in a Python list costs a pointer and, past the small-int cache, an int object.
+    return len(json.dumps(response)) + text + len(conversation.system or "") + 36 * n_state
 
-    def __init__(self, capacity: int):
+
+class ResponseStore:
+    """Recent responses by id, for `previous_response_id` and GET /v1/responses/{id}.
+
+    Bounded by count, by bytes and by age, oldest out first: a client that stores large responses
+    forever must not grow the server without end.
+    """
+
+    def __init__(
+        self,
+        capacity: int,
+        *,
+        max_bytes: int | None = None,
+        ttl_s: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.capacity = capacity
-        self._items: OrderedDict[str, tuple[dict, Conversation]] = OrderedDict()
+        self.max_bytes = max_bytes
+        self.ttl_s = ttl_s
+        self._clock = clock
+        self._items: OrderedDict[str, tuple[dict, Conversation, int, float]] = OrderedDict()
+        self.bytes = 0
 
     def put(self, response: dict, conversation: Conversation) -> None:
-        self._items[response["id"]] = (response, conversation)
-        while len(self._items) > self.capacity:
-            self._items.popitem(last=False)
+        size = size_bytes(response, conversation)
+        if self.max_bytes is not None and size > self.max_bytes:
+            return  # larger than the whole store: keeping it would evict everything else
+        self._drop(response["id"])
+        self._items[response["id"]] = (response, conversation, size, self._clock())
+        self.bytes += size
+        self._expire()
+        while len(self._items) > self.capacity or (
+            self.max_bytes is not None and self.bytes > self.max_bytes
+        ):
+            self._drop(next(iter(self._items)))
 
     def get(self, response_id: str) -> tuple[dict, Conversation] | None:
-        return self._items.get(response_id)
+        self._expire()
+        found = self._items.get(response_id)
+        return None if found is None else (found[0], found[1])
+
+    def _drop(self, response_id: str) -> None:
+        found = self._items.pop(response_id, None)
+        if found is not None:
+            self.bytes -= found[2]
+
+    def _expire(self) -> None:
+        if self.ttl_s is None:
+            return
+        oldest = self._clock() - self.ttl_s
+        while self._items and next(iter(self._items.values()))[3] < oldest:
+            self._drop(next(iter(self._items)))
 
 
 def usage(stats: GenerationStats, output_tokens: int) -> dict:
@@ -119,8 +167,10 @@ class PreparedTurn:
 class ResponseEvents:
     """Builds the standard Responses streaming events for one response, in order."""
 
-    def __init__(self, response: dict):
+    def __init__(self, response: dict, custom: frozenset[str] = frozenset()):
         self.response = response
+        self.custom = custom
+        """Custom tools: a call to one is a `custom_tool_call` with free-text input."""
         self._message: dict | None = None
         self._text = ""
         self._seq = 0
@@ -173,6 +223,8 @@ class ResponseEvents:
         return events
 
     def tool_call(self, call: ToolCall) -> list[dict]:
+        if call.name in self.custom:
+            return self._custom_call(call)
         events = self._close_message()
         item = {
             "id": new_id("fc"),
@@ -203,6 +255,35 @@ class ResponseEvents:
             )
         )
         item.update(arguments=call.arguments, status="completed")
+        events.append(self._event("response.output_item.done", output_index=index, item=dict(item)))
+        return events
+
+    def _custom_call(self, call: ToolCall) -> list[dict]:
+        """A call to a custom tool: its input is the text the tool takes, not JSON arguments."""
+        events = self._close_message()
+        text = custom_input(call)
+        item = {
+            "id": new_id("ctc"),
+            "type": "custom_tool_call",
+            "status": "in_progress",
+            "call_id": call.id,
+            "name": call.name,
+            "input": "",
+        }
+        self.response["output"].append(item)
+        index = self._index(item)
+        events.append(self._added(item))
+        events.append(
+            self._event(
+                "response.custom_tool_call_input.delta", item_id=item["id"], output_index=index, delta=text
+            )
+        )
+        events.append(
+            self._event(
+                "response.custom_tool_call_input.done", item_id=item["id"], output_index=index, input=text
+            )
+        )
+        item.update(input=text, status="completed")
         events.append(self._event("response.output_item.done", output_index=index, item=dict(item)))
         return events
 
@@ -255,13 +336,40 @@ class ResponseEvents:
 class ResponsesService:
     """Prepares and runs Responses turns on one backend."""
 
-    def __init__(self, backend: Backend, *, model_name: str, defaults: SamplingParams):
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        model_name: str,
+        defaults: SamplingParams,
+        max_tokens_default: int | None = None,
+    ):
         self.backend = backend
         self.model_name = model_name
         self.defaults = defaults
+        self.max_tokens_default = max_tokens_default
+        """The output cap of a request that sets none (None: to the end of the context)."""
+
+    async def prepare_async(
+        self,
+        req: ResponsesRequest,
+        previous: Conversation | None,
+        *,
+        session: str | None,
+        tenant: str | None = None,
+    ) -> PreparedTurn:
+        """`prepare`, with a large input tokenized on a worker thread so the event loop keeps serving."""
+        if input_chars(req) > OFF_LOOP_CHARS:
+            return await asyncio.to_thread(self.prepare, req, previous, session=session, tenant=tenant)
+        return self.prepare(req, previous, session=session, tenant=tenant)
 
     def prepare(
-        self, req: ResponsesRequest, previous: Conversation | None, *, session: str | None
+        self,
+        req: ResponsesRequest,
+        previous: Conversation | None,
+        *,
+        session: str | None,
+        tenant: str | None = None,
     ) -> PreparedTurn:
         tools = tuple(req.tool_list())
         new = req.input_messages()
@@ -294,7 +402,7 @@ class ResponsesService:
                 system,
                 messages,
                 tools,
-                max_tokens=req.max_output_tokens,
+                max_tokens=req.max_output_tokens or self.max_tokens_default,
                 sampling=sampling,
                 prediction=req.prediction.text() if req.prediction else None,
                 speculation=req.speculation(),
@@ -303,6 +411,7 @@ class ResponsesService:
                 chain=chain,
                 cache_key=req.prompt_cache_key,
                 resume=resume,
+                tenant=tenant,
             )
         )
         model = req.model or self.model_name
@@ -341,7 +450,7 @@ class ResponsesService:
 
         The conversation it leaves is known without running it: exactly the prompt.
         """
-        events = ResponseEvents(self.skeleton(turn))
+        events = ResponseEvents(self.skeleton(turn), turn.request.custom_tool_names())
         stats = GenerationStats(prompt_tokens=turn.live.prompt_tokens)
         out = events.start() + events.finish("completed", usage=usage(stats, 0), whiz=timings(stats))
         return out, Conversation(turn.live.basis, turn.messages, turn.system, turn.tools, turn.chain)
@@ -364,7 +473,7 @@ class ResponseRun:
     async def events(self) -> AsyncIterator[dict]:
         """The response's events; the last one is terminal (completed, incomplete or failed)."""
         service, turn = self.service, self.turn
-        events = ResponseEvents(service.skeleton(turn))
+        events = ResponseEvents(service.skeleton(turn), turn.request.custom_tool_names())
         self.response = events.response
         for ev in events.start():
             yield ev
@@ -384,6 +493,8 @@ class ResponseRun:
         messages = turn.messages + [result.message()] if turn.request.generate else turn.messages
         self.conversation = Conversation(result.state, messages, turn.system, turn.tools, turn.chain)
         extra: dict[str, Any] = {"usage": usage(stats, result.output_tokens), "whiz": timings(stats)}
+        if ignored := turn.request.ignored_tools():
+            extra["whiz"]["ignored_tools"] = ignored  # tools only a hosted service runs
         if turn.request.wants_timeline():
             extra["whiz"]["timeline"] = timeline(result.steps)
         if result.finish_reason == "error":

@@ -2,16 +2,35 @@
 
 from __future__ import annotations
 
+import socket
+from collections import Counter
 from collections.abc import Awaitable, Callable
 
 from whiz.config import ServeSettings
 from whiz.engine.types import SamplingParams
+from whiz.errors import RateLimited
 from whiz.seams import Backend
 from whiz.server.auth import KeyCheck, RateLimiter
 from whiz.server.browser import BrowserGuard, is_loopback
 from whiz.server.chat import ChatService
+from whiz.server.http import Unavailable
 from whiz.server.metrics import Metrics
 from whiz.server.responses import ResponsesService, ResponseStore
+
+WILDCARD_HOSTS = ("0.0.0.0", "::", "")
+
+
+def allowed_hosts(settings: ServeSettings) -> set[str]:
+    """Host names the server answers under (loopback names, and address literals on a non-loopback
+    bind, always pass: see `BrowserGuard`).
+
+    A wildcard bind is reached by this machine's own name too; any other name (a rebinding
+    attacker's) is refused unless `allowed_hosts` names it.
+    """
+    hosts = {settings.host, *settings.allowed_hosts}
+    if settings.host in WILDCARD_HOSTS:
+        hosts.add(socket.gethostname())
+    return {h.lower() for h in hosts if h}
 
 
 class ServerState:
@@ -22,16 +41,69 @@ class ServerState:
         defaults = SamplingParams(
             temperature=settings.temperature, top_p=settings.top_p, top_k=settings.top_k
         )
-        self.responses = ResponsesService(backend, model_name=self.model_name, defaults=defaults)
-        self.chat = ChatService(backend, model_name=self.model_name, defaults=defaults)
-        self.store = ResponseStore(settings.stored_responses)
+        cap = settings.max_output_tokens_default
+        self.responses = ResponsesService(
+            backend, model_name=self.model_name, defaults=defaults, max_tokens_default=cap
+        )
+        self.chat = ChatService(
+            backend,
+            model_name=self.model_name,
+            defaults=defaults,
+            max_tokens_default=cap,
+            max_n=settings.max_n,
+        )
+        self.store = ResponseStore(
+            settings.stored_responses,
+            max_bytes=int(settings.stored_responses_mb * 1024 * 1024),
+            ttl_s=settings.stored_response_ttl_s,
+        )
         self.metrics = Metrics()
         self.keys = KeyCheck(settings.api_keys)
         self.limiter = RateLimiter(settings.rate_limit_rpm)
         self.max_body_bytes = int(settings.max_body_mb * 1024 * 1024)
-        self.browser = BrowserGuard(loopback_only=is_loopback(settings.host))
+        self.browser = BrowserGuard(
+            loopback_only=is_loopback(settings.host),
+            hosts=allowed_hosts(settings),
+            origins=settings.allowed_origins,
+        )
+        self.draining = False
+        """Set on SIGTERM: new requests get a 503 while running ones finish or are cancelled."""
+        self.ws_open: Counter[str | None] = Counter()
+        """Open WebSocket sessions per tenant key (see `ws_key`)."""
         self.closers: list[Callable[[], Awaitable[None]]] = []
         """What must stop before the app does (a running heal of the browser app), in order."""
 
-    def check_rate(self, key: str | None) -> None:
-        self.limiter.hit(key)
+    def client_key(self, key: str | None, client_host: str | None) -> str:
+        """Whom limits count against: a valid key when keys are set, else the client's address
+        (any bearer string would otherwise be a fresh bucket)."""
+        return f"key:{self.keys.tenant(key)}" if self.keys.keys else f"addr:{client_host}"
+
+    def check_rate(self, key: str | None, client_host: str | None = None) -> None:
+        """Call after `keys.check(key)`: only validated keys get a bucket of their own."""
+        self.limiter.hit(self.client_key(key, client_host))
+
+    def check_open(self) -> None:
+        if self.draining:
+            raise Unavailable("The server is shutting down; retry on another server or later.")
+
+    def open_socket(self, who: str) -> None:
+        """Count a WebSocket session in, or refuse it when this client or the server has too many."""
+        self.check_open()
+        if sum(self.ws_open.values()) >= self.settings.max_ws_sessions:
+            raise Unavailable(
+                f"The server holds its most WebSocket sessions ({self.settings.max_ws_sessions}); "
+                "retry later.",
+                code="too_many_connections",
+            )
+        if self.ws_open[who] >= self.settings.max_ws_sessions_per_key:
+            raise RateLimited(
+                f"This client holds {self.ws_open[who]} WebSocket sessions, the most allowed; "
+                "close one first.",
+                code="too_many_connections",
+            )
+        self.ws_open[who] += 1
+
+    def close_socket(self, who: str) -> None:
+        self.ws_open[who] -= 1
+        if self.ws_open[who] <= 0:
+            del self.ws_open[who]

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Literal
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from whiz.errors import InvalidRequest, WhizError
+from whiz.errors import InvalidRequest, RateLimited, WhizError
 from whiz.server.protocol import ResponsesRequest, decode_json, parse
 from whiz.server.responses import Conversation, ResponseRun
 
@@ -41,7 +41,10 @@ class Session:
         # A client-named session (a header) keeps its cache and replica across reconnects.
         self.id = session_id or "sess_" + hex(id(self))[2:]
         self.state: Literal["idle", "running", "closed"] = "idle"
-        self.queue: asyncio.Queue[ResponsesRequest] = asyncio.Queue()
+        # Bounded: a client that sends faster than turns run gets an error, not unbounded memory.
+        self.queue: asyncio.Queue[ResponsesRequest] = asyncio.Queue(maxsize=state.settings.ws_queue_max)
+        self.tenant = state.keys.tenant(key)
+        self.client_host = ws.client.host if ws.client else None
         self.latest: tuple[str, Conversation] | None = None
         self.current: ResponseRun | None = None
         self.warming: asyncio.Task | None = None
@@ -54,8 +57,18 @@ class Session:
         self._worker = asyncio.create_task(self._work())
         try:
             while True:
-                raw = await self.ws.receive_text()
-                await self._on_event(raw)
+                message = await self.ws.receive()
+                if message["type"] == "websocket.disconnect":
+                    break
+                if message.get("text") is not None:
+                    await self._on_event(message["text"])
+                else:  # a binary frame: not an event, but no reason to end the session either
+                    await self.send_error(
+                        InvalidRequest(
+                            "Events must be sent as text frames holding JSON, not binary frames.",
+                            code="invalid_json",
+                        )
+                    )
         except WebSocketDisconnect:
             pass
         finally:
@@ -94,12 +107,21 @@ class Session:
                 raise InvalidRequest("Each event must be a JSON object with a string 'type'.", param="type")
             kind = data["type"]
             if kind == "response.create":
-                self.app.check_rate(self.key)
+                self.app.check_open()  # draining: no new turns; running ones finish or are cancelled
+                self.app.check_rate(self.key, self.client_host)
                 body = {k: v for k, v in data.items() if k not in ("type", "event_id")}
                 # Some clients nest the body under "response", as in the Realtime API.
                 if isinstance(body.get("response"), dict):
                     body = {**body.pop("response"), **body}
-                await self.queue.put(parse(ResponsesRequest, body))
+                req = parse(ResponsesRequest, body)
+                try:
+                    self.queue.put_nowait(req)
+                except asyncio.QueueFull:
+                    raise RateLimited(
+                        f"{self.queue.maxsize} responses are already waiting on this connection; wait for "
+                        "one to finish, or open another connection.",
+                        code="queue_full",
+                    ) from None
             elif kind == "response.cancel":
                 if self.current is not None:
                     self.current.cancel()
@@ -107,6 +129,9 @@ class Session:
                 raise InvalidRequest(f"Unknown event type '{kind}'.", param="type", code="unknown_event_type")
         except WhizError as exc:
             await self.send_error(exc)
+        except Exception:  # a bug must cost this event, not the session
+            log.exception("event failed")
+            await self.send_error(WhizError("The server failed to handle this event."))
 
     async def _prefill(self, run: ResponseRun) -> None:
         """Drain a warm-up run whose answer was already sent."""
@@ -146,7 +171,7 @@ class Session:
                 )
             previous = self.latest[1]
         service = self.app.responses
-        turn = service.prepare(req, previous, session=self.id)
+        turn = await service.prepare_async(req, previous, session=self.id, tenant=self.tenant)
         self.state = "running"
         self.current = run = service.start(turn)
         self.app.metrics.request("responses.ws")

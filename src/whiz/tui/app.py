@@ -33,6 +33,7 @@ from prompt_toolkit.styles import Style
 from rich.text import Text
 
 from whiz.agent.chat_model import ChatModel
+from whiz.agent.loop import Agent
 from whiz.agent.model import ModelClient
 from whiz.agent.sessions import SessionInfo
 from whiz.agent.whiz_model import WhizModel
@@ -188,6 +189,8 @@ class CodeApp:
             ]
         agent = self.session.agent
         parts = [self.model_name, self.mode_text(), agent.approvals.mode.value, self.session.id]
+        if (used := context_percent(agent)) is not None:
+            parts.append(f"ctx {used}%")
         return [("class:status", " " + " · ".join(parts)), ("class:status.hint", "  ·  /help ")]
 
     def _prompt_text(self) -> StyleAndTextTuples:
@@ -317,6 +320,14 @@ class CodeApp:
             for task in list(self._tasks):
                 task.cancel()
             self.scrollback.flush_now()
+
+
+def context_percent(agent: Agent) -> int | None:
+    """How full the context window is, in percent (None when its size is not known)."""
+    window = agent.context_window
+    if not window:
+        return None
+    return round(100 * agent.context_used() / window)
 
 
 async def model_label(model: ModelClient, api_key: str | None) -> str:

@@ -52,6 +52,12 @@ COMMANDS = [
     Command("model", "/model [NAME]", "list the server's models, or switch to NAME"),
     Command("mode", "/mode [fast|deep|auto]", "show the mode and which model answers, or switch"),
     Command("approval", "/approval [MODE]", "show or set: read-only, auto-edit (default), full-auto"),
+    Command(
+        "compact",
+        "/compact",
+        "shorten the conversation now: long outputs cut, earlier turns summarised",
+        while_running=False,
+    ),
     Command("clear", "/clear", "start a new conversation (this one stays stored)", while_running=False),
     Command("resume", "/resume [ID]", "list this folder's sessions, or continue one", while_running=False),
     Command("exit", "/exit", "leave whiz (also Ctrl-D)"),
@@ -77,6 +83,7 @@ class SlashCommands:
             "model": self.model,
             "mode": self.mode,
             "approval": self.approval,
+            "compact": self.compact,
             "clear": self.clear,
             "resume": self.resume,
             "exit": self.exit,
@@ -217,8 +224,17 @@ class SlashCommands:
         set_approval(agent, mode)
         self.say(f"approval: {mode.value}", "green")
 
+    async def compact(self, args: str) -> None:
+        session = self.app.session
+        if session.agent.context_window is None:
+            self.say("the model's context window is not known: nothing to compact against", "yellow")
+            return
+        done = await session.compact()  # the view shows the context_compacted item
+        if done is None:
+            self.say("nothing to compact yet")
+
     async def clear(self, args: str) -> None:
-        info = sessions.start_new(self.app.session)
+        info = sessions.start_new(self.app.session)  # a new id: no other whiz holds it
         self.app.clear_screen()
         self.say(f"new conversation {info.id}", "dim")
 
@@ -237,7 +253,11 @@ class SlashCommands:
                 self.say(f"{mark} {info.id}  {when}  {len(turns)} turn(s)  {first}")
             self.say("/resume ID continues one (a unique prefix will do)", "dim")
             return
-        info = sessions.resume(session, args)
+        try:
+            info = sessions.resume(session, args)
+        except SetupError as exc:  # another whiz has it open
+            self.say(exc.message, "red")
+            return
         if info is None:
             self.say(f"no single session matches {args!r}; /resume lists them", "red")
             return

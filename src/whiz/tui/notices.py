@@ -39,6 +39,8 @@ def render_notice(item: dict[str, Any]) -> Text | None:
                 (f"⚑ safety policy {said} ({item.get('category', '?')})", style),
                 f": {item.get('reason', '')}",
             )
+        case "context_compacted":
+            return Text(f"⤓ {describe(item)}", style="bold blue")
     line = describe(item)
     return Text(line, style="cyan") if line else None
 

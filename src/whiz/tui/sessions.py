@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from whiz.agent.edits import FileChange, unified_diff
 from whiz.agent.sessions import SessionInfo, TurnRecord
-from whiz.agent.undo import UndoStore
 from whiz.modes.session import AgentSession
 
 
@@ -17,18 +16,18 @@ def start_new(session: AgentSession) -> SessionInfo:
     """Leave the current conversation (it stays stored) and start an empty one."""
     settings = dict(session.info.settings)
     info = session.store.create(session.agent.ws.root, settings=settings)
-    _point_at(session, info, [])
+    session.switch_to(info, [])
     return info
 
 
 def resume(session: AgentSession, wanted: str) -> SessionInfo | None:
     """Switch to the stored session whose id is (or starts with) `wanted`; None if there is none
-    (or more than one matches) in this workspace."""
+    (or more than one matches) in this workspace. `SetupError` when another whiz has it open."""
     matches = [info for info in recent(session) if info.id == wanted or info.id.startswith(wanted)]
     if len(matches) != 1:
         return None
     info = matches[0]
-    _point_at(session, info, session.store.items(info.id))
+    session.switch_to(info, session.store.items(info.id))
     return info
 
 
@@ -39,14 +38,6 @@ def recent(session: AgentSession, limit: int = 20) -> list[SessionInfo]:
 
 def turns(session: AgentSession, info: SessionInfo) -> list[TurnRecord]:
     return session.store.turns(info.id)
-
-
-def _point_at(session: AgentSession, info: SessionInfo, items: list[dict]) -> None:
-    undo = UndoStore(session.undo_store.directory.parent / info.id)
-    session.info = info
-    session.undo_store = undo
-    session.agent.tools.undo = undo
-    session.agent.items = items
 
 
 def net_diff(session: AgentSession) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 from rich.text import Text
 
 from whiz.agent.events import Event
-from whiz.agent.stats import TurnResult
+from whiz.agent.stats import TurnOutcome
 from whiz.tui.diffs import render_diff
 from whiz.tui.live import LiveStats
 from whiz.tui.notices import render_notice
@@ -157,7 +157,7 @@ class TranscriptView:
 
     # -- the end of a turn (from its result: the events do not say whether the user stopped it) ---------
 
-    def turn_ended(self, result: TurnResult) -> None:
+    def turn_ended(self, result: TurnOutcome) -> None:
         """Print how the turn ended: its figures, that the user stopped it, or why it failed."""
         self._flush_partial()
         if result.status == "completed":

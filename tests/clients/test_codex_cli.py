@@ -1,0 +1,73 @@
+"""The Codex CLI with its own tools against whiz, over HTTP and over the WebSocket: the model calls
+`apply_patch` (a custom, free-form tool), the CLI applies the patch, and the turn ends."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import httpx
+import pytest
+
+from .conftest import npm_client
+
+CODEX_VERSION = "0.169.0"
+PATCH = "*** Begin Patch\n*** Update File: hello.py\n@@\n-print('hi')\n+print('hello')\n*** End Patch\n"
+
+
+@pytest.fixture(scope="module")
+def codex_bin() -> Path:
+    return npm_client("@openai/codex", CODEX_VERSION, "codex")
+
+
+def patch_then_answer(conversation: str) -> str:
+    if "<tool_response>" in conversation.rsplit("<|im_start|>user", 1)[-1]:
+        return "I changed hello.py to print hello."
+    call = {"name": "apply_patch", "arguments": {"input": PATCH}}
+    return f"<tool_call>\n{json.dumps(call)}\n</tool_call>"
+
+
+def configure(home: Path, served, *, websocket: bool) -> None:
+    """The README's config, with the model catalog whiz serves. Codex's own workspace-write sandbox
+    cannot write files on this CI machine (a container, as root: "Failed to write file"), so the
+    test lets it write its temporary folder directly."""
+    home.mkdir()
+    catalog = home / "whiz-models.json"
+    catalog.write_text(httpx.get(f"{served.root}/whiz/codex/models.json").text)
+    (home / "config.toml").write_text(
+        f"""model = "whiz"
+model_provider = "whiz"
+model_catalog_json = "{catalog}"
+approval_policy = "never"
+sandbox_mode = "danger-full-access"
+
+[model_providers.whiz]
+name = "whiz"
+base_url = "{served.base_url}"
+wire_api = "responses"
+supports_websockets = {"true" if websocket else "false"}
+stream_max_retries = 0
+"""
+    )
+
+
+@pytest.mark.parametrize("websocket", [False, True], ids=["http", "websocket"])
+def test_codex_applies_a_patch_the_model_writes(codex_bin, serve_fake, tmp_path, websocket):
+    served = serve_fake(script=patch_then_answer, engine_kw={"n_ctx": 65536})
+    home, work = tmp_path / "codex-home", tmp_path / "work"
+    configure(home, served, websocket=websocket)
+    work.mkdir()
+    (work / "hello.py").write_text("print('hi')\n")
+    env = {**os.environ, "CODEX_HOME": str(home), "RUST_LOG": "codex_api=debug"}
+    done = subprocess.run(
+        [str(codex_bin), "exec", "--skip-git-repo-check", "Make hello.py print hello"],
+        cwd=work, env=env, capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (work / "hello.py").read_text() == "print('hello')\n"
+    assert "I changed hello.py" in done.stdout
+    assert "Model metadata for" not in done.stderr  # the catalog whiz serves describes the model
+    if websocket:
+        assert "successfully connected to Responses WebSocket" in done.stderr

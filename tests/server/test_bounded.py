@@ -1,0 +1,179 @@
+"""Every request is bounded and cancellable: a client that leaves stops its work, output has a
+default cap, stop strings and `n` are bounded, and SIGTERM ends the server within its grace."""
+
+from __future__ import annotations
+
+import random
+import signal
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from whiz.gateway.local import LocalServer
+
+from .test_errors import GOOD_CHAT, assert_error, assert_still_serves
+from .test_websocket import wait_for
+
+LONG = "x" * 6000
+NO_DRAFTS = {"whiz": {"speculation": False}}  # one token per step, so a long reply takes long
+
+
+def long_script(conversation: str) -> str:
+    return LONG
+
+
+def chat(content: str = "go", **extra) -> dict:
+    return {"model": "fake", "messages": [{"role": "user", "content": content}], **NO_DRAFTS, **extra}
+
+
+def active(served) -> int:
+    return served.engine.status()["active"]
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("chat/completions", chat()),
+        ("responses", {"model": "fake", "input": "go", **NO_DRAFTS}),
+    ],
+)
+def test_a_client_that_leaves_a_non_streaming_request_stops_the_engine(serve_fake, path, body):
+    served = serve_fake(long_script, engine_kw={"step_s": 0.01})
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(f"{served.base_url}/{path}", json=body, timeout=0.5)
+    # The client hung up; the engine must not go on generating ~4000 tokens for no one.
+    assert wait_for(lambda: active(served) == 0, timeout_s=2.0), served.engine.status()
+    assert_still_serves_long(served)
+
+
+def test_a_client_that_leaves_a_messages_request_stops_the_engine(serve_fake):
+    # No way to turn drafting off here: a reply without repeats keeps it from speeding things up.
+    rng = random.Random(0)
+    reply = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz ") for _ in range(6000))
+    served = serve_fake(lambda c: reply, engine_kw={"step_s": 0.01})
+    body = {"model": "fake", "max_tokens": 6000, "messages": [{"role": "user", "content": "go"}]}
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(f"{served.base_url}/messages", json=body, timeout=0.5)
+    assert wait_for(lambda: active(served) == 0, timeout_s=2.0), served.engine.status()
+
+
+def test_messages_stop_sequences_are_bounded(serve_fake):
+    served = serve_fake()
+    body = {"model": "fake", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}
+    r = httpx.post(f"{served.base_url}/messages", json={**body, "stop_sequences": ["s" * 65]})
+    assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error"
+    assert httpx.post(f"{served.base_url}/messages", json=body).status_code == 200
+
+
+def assert_still_serves_long(served) -> None:
+    r = httpx.post(f"{served.base_url}/chat/completions", json=chat(max_tokens=5), timeout=10)
+    assert r.status_code == 200, r.text
+    assert r.json()["choices"][0]["message"]["content"] == "xxxxx"
+
+
+def test_output_has_a_default_cap(serve_fake):
+    served = serve_fake(long_script, max_output_tokens_default=50)
+    r = httpx.post(f"{served.base_url}/chat/completions", json=chat(), timeout=10)
+    assert r.status_code == 200, r.text
+    assert r.json()["usage"]["completion_tokens"] == 50
+    assert r.json()["choices"][0]["finish_reason"] == "length"
+    # A request may still ask for more than the default.
+    r = httpx.post(f"{served.base_url}/responses", json={"input": "go", "max_output_tokens": 80}, timeout=10)
+    assert r.json()["usage"]["output_tokens"] == 80
+
+
+@pytest.mark.parametrize(
+    "stop",
+    [["a", "b", "c", "d", "e"], "s" * 65, ["ok", "t" * 1000]],
+    ids=["five stops", "a long stop", "one long stop of two"],
+)
+def test_stop_strings_are_bounded(serve_fake, stop):
+    served = serve_fake()
+    r = httpx.post(f"{served.base_url}/chat/completions", json={**GOOD_CHAT, "stop": stop})
+    assert_error(r, 400, "invalid_request", "stop")
+    ok = httpx.post(f"{served.base_url}/chat/completions", json={**GOOD_CHAT, "stop": ["a", "b", "z", ": "]})
+    assert ok.json()["choices"][0]["message"]["content"] == "echo"
+
+
+def test_n_is_bounded_by_a_setting(serve_fake):
+    served = serve_fake(max_n=2)
+    r = httpx.post(f"{served.base_url}/chat/completions", json={**GOOD_CHAT, "n": 3})
+    assert_error(r, 400, "invalid_request", "n")
+    r = httpx.post(f"{served.base_url}/chat/completions", json={**GOOD_CHAT, "n": 2})
+    assert [c["message"]["content"] for c in r.json()["choices"]] == ["echo: ok"] * 2
+
+
+def test_a_huge_prompt_does_not_stall_other_clients(serve_fake):
+    # A slow tokenizer (a real one takes seconds over megabytes) runs on a worker thread, so a small
+    # request meanwhile answers at once.
+    served = serve_fake()
+    tokenizer = served.engine.tokenizer
+    encode = tokenizer.encode
+
+    def slow_encode(text: str) -> list[int]:
+        if len(text) > 100_000:
+            time.sleep(1.5)
+        return encode(text)
+
+    tokenizer.encode = slow_encode
+    done: list[httpx.Response] = []
+    body = chat("y" * 1_000_000, max_tokens=1)
+    big = threading.Thread(
+        target=lambda: done.append(httpx.post(f"{served.base_url}/chat/completions", json=body, timeout=30))
+    )
+    big.start()
+    try:
+        time.sleep(0.3)
+        t0 = time.perf_counter()
+        assert httpx.get(f"{served.base_url}/models", timeout=10).status_code == 200
+        assert time.perf_counter() - t0 < 1.0
+    finally:
+        big.join(timeout=30)
+    assert_error(done[0], 400, "context_length_exceeded", "messages")  # and it still gets its answer
+
+
+def test_sigterm_drains_and_exits_within_the_grace(tmp_path: Path):
+    server = LocalServer(
+        ["--model", "fake", "--engine-only"], tmp_path, name="whiz-sigterm", start_timeout_s=60
+    )
+    try:
+        server.wait_ready()
+        answers: list[object] = []
+
+        def long_request() -> None:
+            try:
+                answers.append(httpx.post(f"{server.url}/v1/chat/completions", json=chat(LONG), timeout=60))
+            except httpx.HTTPError as exc:
+                answers.append(exc)
+
+        client = threading.Thread(target=long_request)
+        client.start()
+        assert wait_for(lambda: _active(server.url) > 0, timeout_s=5)
+        t0 = time.monotonic()
+        server.proc.send_signal(signal.SIGTERM)
+        server.proc.wait(timeout=5)  # the grace is 3 s; without a drain, the reply takes ~10 s
+        assert time.monotonic() - t0 < 5
+        client.join(timeout=5)
+        assert answers, "the client was left waiting"
+    finally:
+        server.stop()
+
+
+def _active(url: str) -> float:
+    try:
+        return httpx.get(f"{url}/health", timeout=1).json()["load"]["engine_active"]
+    except httpx.HTTPError:
+        return 0
+
+
+def test_draining_refuses_new_requests(serve_fake):
+    served = serve_fake()
+    served.state.draining = True
+    assert_error(httpx.post(f"{served.base_url}/chat/completions", json=GOOD_CHAT), 503, "server_unavailable")
+    health = httpx.get(f"{served.root}/health")
+    assert health.status_code == 503 and health.json()["status"] == "draining"
+    served.state.draining = False
+    assert_still_serves(served)

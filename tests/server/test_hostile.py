@@ -1,0 +1,184 @@
+"""Hostile input gets an OpenAI-style error, and nothing else breaks: the same connection, and
+other sessions, go on being served. Memory stays bounded in bytes."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+
+import httpx
+import pytest
+from websockets.sync.client import connect
+
+from whiz.server.responses import Conversation, ResponseStore
+
+from .test_errors import GOOD_CHAT, assert_error, assert_still_serves
+
+DEEP = "[" * 100_000 + "]" * 100_000
+NESTED_70 = {
+    "model": "fake",
+    "messages": [{"role": "user", "content": "hi"}],
+    "x": json.loads("[" * 70 + "]" * 70),
+}
+
+# (path, raw body, expected status): each one a way clients have crashed servers.
+HOSTILE_HTTP = [
+    ("chat/completions", DEEP.encode(), 400),
+    ("chat/completions", json.dumps(NESTED_70).encode(), 400),
+    ("responses", ('{"input": "' + "\\ud800" + '"}').encode(), 400),
+    ("chat/completions", (b'{"messages": [{"role": "user", "content": "a\\udfff"}]}'), 400),
+    ("chat/completions", json.dumps({**GOOD_CHAT, "seed": -1}).encode(), 200),
+    ("chat/completions", json.dumps({**GOOD_CHAT, "seed": 2**64}).encode(), 400),
+    ("chat/completions", json.dumps({**GOOD_CHAT, "n": 10**9}).encode(), 400),
+    ("chat/completions", json.dumps({**GOOD_CHAT, "max_tokens": 10**30}).encode(), 200),
+    ("chat/completions", json.dumps({**GOOD_CHAT, "stop": ["x"] * 10_000}).encode(), 400),
+    ("chat/completions", json.dumps({**GOOD_CHAT, "temperature": float("nan")}).encode(), 400),
+    ("chat/completions", b'{"messages": 1e999999}', 400),
+    ("chat/completions", b"\x00\x01\x02", 400),
+    ("chat/completions", b"", 400),
+    ("responses", json.dumps({"input": "hi", "metadata": {f"k{i}": "v" for i in range(17)}}).encode(), 400),
+    ("responses", json.dumps({"input": "hi", "metadata": {"k": "v" * 513}}).encode(), 400),
+    ("responses", json.dumps({"input": "hi", "metadata": {"k" * 65: "v"}}).encode(), 400),
+    ("responses", json.dumps({"input": "hi", "metadata": {"k": {"nested": 1}}}).encode(), 400),
+    ("responses", json.dumps({"input": "hi", "tools": [{"type": "x"}] * 129}).encode(), 400),
+    ("responses", json.dumps({"input": [{"type": "message", "role": "user", "content": [1]}]}).encode(), 400),
+    ("responses", json.dumps({"input": "hi", "seed": -(2**63)}).encode(), 200),
+]
+
+
+@pytest.mark.parametrize(
+    ("path", "raw", "status"), HOSTILE_HTTP, ids=[f"{i}" for i in range(len(HOSTILE_HTTP))]
+)
+def test_hostile_http_bodies_get_an_error_and_the_server_goes_on(serve_fake, path, raw, status):
+    served = serve_fake()
+    with httpx.Client() as client:  # one connection: it must survive the bad request too
+        r = client.post(
+            f"{served.base_url}/{path}", content=raw, headers={"Content-Type": "application/json"}
+        )
+        assert r.status_code == status, r.text
+        if status >= 400:
+            err = r.json()["error"]
+            assert set(err) == {"message", "type", "param", "code"} and err["message"]
+        again = client.post(f"{served.base_url}/chat/completions", json=GOOD_CHAT)
+        assert again.json()["choices"][0]["message"]["content"] == "echo: ok"
+
+
+HOSTILE_EVENTS: list[str | bytes] = [
+    b"\x00binary\xff",
+    "not json",
+    DEEP,
+    '{"type": "response.create", "input": "\\ud800"}',
+    json.dumps({"type": "response.create", "input": "hi", "seed": -1, "max_output_tokens": 3}),
+    json.dumps({"type": "response.create", "input": "hi", "metadata": {"k": "v" * 600}}),
+    json.dumps({"type": "response.create", "input": [{"type": "message", "role": "robot"}]}),
+    json.dumps({"type": 7}),
+    "[]",
+    "null",
+]
+
+
+def ws_url(served) -> str:
+    return served.base_url.replace("http", "ws", 1) + "/responses"
+
+
+def one_turn(ws, text: str = "hi") -> dict:
+    ws.send(json.dumps({"type": "response.create", "model": "fake", "input": text}))
+    while True:
+        ev = json.loads(ws.recv(timeout=10))
+        if ev["type"] in ("response.completed", "error"):
+            return ev
+
+
+def test_hostile_websocket_events_get_an_error_event_and_the_session_goes_on(serve_fake):
+    served = serve_fake()
+    with connect(ws_url(served)) as ws, connect(ws_url(served)) as other:
+        for event in HOSTILE_EVENTS:
+            ws.send(event)
+            reply = json.loads(ws.recv(timeout=10))
+            if reply["type"] == "error":
+                assert reply["error"]["message"] and reply["error"]["code"], reply
+            else:  # the seed -1 turn is fine: it runs
+                while reply["type"] not in ("response.completed", "response.incomplete"):
+                    reply = json.loads(ws.recv(timeout=10))
+        done = one_turn(ws)
+        assert done["type"] == "response.completed"
+        assert done["response"]["output"][0]["content"][0]["text"] == "echo: hi"
+        assert one_turn(other, "you")["response"]["output"][0]["content"][0]["text"] == "echo: you"
+    assert_still_serves(served)
+
+
+def test_a_websocket_queue_is_bounded(serve_fake):
+    served = serve_fake(lambda c: "x" * 2000, engine_kw={"step_s": 0.01}, ws_queue_max=2)
+    with connect(ws_url(served)) as ws:
+        create = json.dumps({"type": "response.create", "input": "go", "whiz": {"speculation": False}})
+        for _ in range(4):  # one runs, two wait, the fourth finds the queue full
+            ws.send(create)
+        errors = []
+        deadline = time.monotonic() + 5
+        while not errors and time.monotonic() < deadline:
+            ev = json.loads(ws.recv(timeout=5))
+            if ev["type"] == "error":
+                errors.append(ev)
+        assert errors and errors[0]["error"]["code"] == "queue_full"
+
+
+def test_websocket_sessions_are_capped_per_key(serve_fake):
+    served = serve_fake(max_ws_sessions_per_key=2)
+    with connect(ws_url(served)) as a, connect(ws_url(served)) as b:
+        with connect(ws_url(served)) as third:
+            refused = json.loads(third.recv(timeout=5))
+            assert refused["error"]["code"] == "too_many_connections"
+        assert one_turn(a)["type"] == one_turn(b)["type"] == "response.completed"
+    with connect(ws_url(served)) as again:  # closed sessions give their place back
+        assert one_turn(again)["type"] == "response.completed"
+
+
+def test_a_chunked_body_is_refused_while_it_streams_in(serve_fake):
+    served = serve_fake(max_body_mb=0.01)  # about 10 kB
+    host, port = served.root.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=5) as sock:
+        sock.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+        )
+        chunk = b"x" * 4096
+        sent = 0
+        try:
+            # Far more than the limit: the server answers 413 without waiting for the end.
+            for _ in range(64):
+                sock.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                sent += len(chunk)
+        except OSError:
+            pass  # the server closed the connection: it stopped reading
+        reply = sock.recv(4096)
+    assert reply.startswith(b"HTTP/1.1 413"), reply[:200]
+    assert_still_serves(served)
+
+
+def conversation(text: str) -> Conversation:
+    from whiz.chat.messages import Message
+
+    return Conversation(state=[1, 2, 3], messages=[Message("user", text)], system=None, tools=())
+
+
+def test_stored_responses_are_bounded_by_bytes_and_age():
+    now = [0.0]
+    store = ResponseStore(100, max_bytes=10_000, ttl_s=60, clock=lambda: now[0])
+    for i in range(10):
+        store.put({"id": f"r{i}"}, conversation("x" * 2000))
+    assert store.bytes <= 10_000
+    assert store.get("r0") is None and store.get("r9") is not None  # oldest out first
+    store.put({"id": "huge"}, conversation("x" * 50_000))  # larger than the store: not kept
+    assert store.get("huge") is None and store.get("r9") is not None
+    now[0] = 61
+    assert store.get("r9") is None and store.bytes == 0
+
+
+def test_metadata_within_openai_limits_is_kept(serve_fake):
+    served = serve_fake()
+    metadata = {f"k{i}": "v" * 512 for i in range(16)}
+    r = httpx.post(f"{served.base_url}/responses", json={"input": "hi", "metadata": metadata})
+    assert r.status_code == 200 and r.json()["metadata"] == metadata
+    bad = httpx.post(f"{served.base_url}/responses", json={"input": "hi", "metadata": {"k": "v" * 513}})
+    assert_error(bad, 400, "invalid_request", "metadata")
