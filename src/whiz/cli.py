@@ -750,7 +750,9 @@ def heal(
     task = _read_task(task)
     from whiz.agent.runs_check import with_check
 
-    test_cmd = with_check((test_cmd or "").strip() or None, check)
+    if test_cmd is not None and not test_cmd.strip():
+        raise fail("--test-cmd is empty; healing needs tests to decide")
+    test_cmd = with_check(test_cmd, check)
     if test_cmd is None:
         raise fail("healing needs --test-cmd or --check to decide")
     settings = HealSettings(
