@@ -7,6 +7,8 @@ from pathlib import Path
 
 from whiz.agent.intent import asks_for_change, named_paths
 
+from .conftest import sr
+
 GAME = "import random\n\n\ndef main():\n    print(random.choice('ab'))\n\n\nmain()\n"
 
 
@@ -47,3 +49,10 @@ def test_what_counts_as_asking_for_a_change():
     assert named_paths("Write a Snake game using Pygame in snake.py. Call pygame.init first, e.g.") == [
         "snake.py"
     ]
+
+
+async def test_a_turn_that_stops_on_failing_tests_has_failed(harness, project: Path):
+    edit = sr("greet.py", '    return "Hello, " + name', '    return "Hi " + name')
+    h = harness([edit, "The tests expect something else; I cannot tell what."], test_cmd="false")
+    result = await h.agent.run("Change the greeting in say_hello.")
+    assert not result.ok and "still fail" in result.message

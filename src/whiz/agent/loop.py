@@ -123,6 +123,7 @@ class Agent:
         """Called with the reason when the turn runs over its budget: True when a deeper model
         takes over (auto mode), and the turn goes on with a fresh budget; else the turn fails."""
         self._checked = False
+        self._tests_fail = False
         self.stats = TurnStats()
         self.context = Context(test_cmd=self.config.test_cmd)
         """The context window's use, and what a compaction keeps (see `compaction.py`)."""
@@ -199,7 +200,7 @@ class Agent:
         self.stats, self._cancelled, self._changed, retries = TurnStats(), False, [], 0
         started = time.perf_counter()
         self.tools.begin_turn(turn_id)
-        self._task, self._checked = task, False
+        self._task, self._checked, self._tests_fail = task, False, False
         self._fresh_budget()
         first = not any(i.get("role") == "user" for i in self.items)
         text, attached = task_message(self.ws, task, code_tokens=self.config.code_tokens, first=first)
@@ -234,6 +235,8 @@ class Agent:
             status, message = "failed", exc.message
         if status == "completed" and not self._changed and self._wants_change(task):
             status, message = "failed", f"the task asked for a change, but none was made: {message[:300]}"
+        elif status == "completed" and self._tests_fail:  # it gave up on failing tests, in words
+            status, message = "failed", f"the tests (`{self.config.test_cmd}`) still fail: {message[:300]}"
         self._turn_start = None
         self.context.note_turn(changed=self._changed)
         self.stats.duration_ms = (time.perf_counter() - started) * 1000
@@ -434,6 +437,7 @@ class Agent:
         if not self.config.test_cmd:
             raise Submitted(summary)
         outcome = await self.tools.run(RunCommand(self.config.test_cmd))
+        self._tests_fail = not outcome.ok
         if outcome.ok:
             raise Submitted(summary + "; the tests pass")
         self._tell(f"The tests failed:\n{outcome.text}\nFix the code so they pass.")
