@@ -403,6 +403,14 @@ ModelOpt = Annotated[
 TestCmdOpt = Annotated[
     str | None, typer.Option("--test-cmd", help="Run this after edits; the task is done when it passes.")
 ]
+CheckOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--check",
+        help="It runs: a command that runs the program briefly (in the sandbox); it passes when it "
+        "exits 0 or is still running after 5 s with no traceback. Decides like --test-cmd (after it).",
+    ),
+]
 JsonOpt = Annotated[
     bool, typer.Option("--json", help="Write JSON Lines events on stdout (as `codex exec --json`).")
 ]
@@ -578,10 +586,14 @@ def sandbox_options(mode: str):  # -> SandboxOptions
         raise ValueError(f"--sandbox must be one of {choices}, not {mode!r}") from None
 
 
-def _agent_config(approval: str, actions: str | None, test_cmd: str | None):  # -> AgentConfig
-    """How the agent acts, from the flags; a bad value exits with one line."""
+def _agent_config(approval: str, actions: str | None, test_cmd: str | None, check: str | None = None):
+    """How the agent acts (`AgentConfig`), from the flags; a bad value exits with one line. `--check`
+    joins the test command: the tests, then the check, decide together."""
     from whiz.agent.approvals import ApprovalMode
     from whiz.agent.config import AgentConfig
+    from whiz.agent.runs_check import with_check
+
+    test_cmd = with_check(test_cmd, check)
 
     try:
         mode = ApprovalMode(approval)
@@ -600,6 +612,7 @@ def exec_(
     approval: ApprovalOpt = "auto-edit",
     actions: ActionsOpt = None,
     test_cmd: TestCmdOpt = None,
+    check: CheckOpt = None,
     heal: HealStepOpt = None,
     *,
     flags: ModelFlags,
@@ -613,7 +626,7 @@ def exec_(
     from whiz.commands.exec import exec_in_mode
 
     task = _read_task(task)
-    options = flags.session_options(_agent_config(approval, actions, test_cmd), heal=heal)
+    options = flags.session_options(_agent_config(approval, actions, test_cmd, check), heal=heal)
     raise typer.Exit(exec_in_mode(task, options, Output(json_mode=json_)))
 
 
@@ -740,8 +753,10 @@ def bench_tasks(
 def heal(
     task: Annotated[str, typer.Argument(help="What to fix or change, in words (- reads it from stdin).")],
     test_cmd: Annotated[
-        str, typer.Option("--test-cmd", help="The tests that decide: a candidate wins when it exits 0.")
-    ],
+        str | None,
+        typer.Option("--test-cmd", help="The tests that decide: a candidate wins when it exits 0."),
+    ] = None,
+    check: CheckOpt = None,
     n: Annotated[int, typer.Option("-n", help="Candidates per round, decoded in parallel.")] = 5,
     temperature: Annotated[float, typer.Option(help="Sampling temperature of the candidates.")] = 0.7,
     rounds: Annotated[
@@ -776,8 +791,13 @@ def heal(
     from whiz.modes.healing import HealSettings
 
     task = _read_task(task)
-    if not test_cmd.strip():
+    from whiz.agent.runs_check import with_check
+
+    if test_cmd is not None and not test_cmd.strip():
         raise fail("--test-cmd is empty; healing needs tests to decide")
+    test_cmd = with_check(test_cmd, check)
+    if test_cmd is None:
+        raise fail("healing needs --test-cmd or --check to decide")
     settings = HealSettings(
         n=n, temperature=temperature, rounds=rounds, test_timeout_s=test_timeout, parallel=not sequential,
         seed=seed, first_pass=not all_,
@@ -874,6 +894,38 @@ def bench_heal(
     )  # fmt: skip
 
 
+@bench_app.command("agent")
+def bench_agent(
+    target: Annotated[
+        str | None,
+        typer.Option(help="Base URL of the fast model's server (default: :8321, or one started in-process)."),
+    ] = None,
+    limit: Annotated[int | None, typer.Option(help="EditEval tasks: only the first N.")] = 10,
+    variants: Annotated[
+        str, typer.Option(help="Comma-separated: fast, heal (heal@5), auto.")
+    ] = "fast,heal,auto",
+    suites: Annotated[str, typer.Option(help="Comma-separated: editeval, programs.")] = "editeval,programs",
+    api_key: ApiKeyOpt = None,
+    model: ModelOpt = None,
+    deep_base_url: DeepUrlOpt = None,
+    deep_model: DeepModelOpt = None,
+    deep_api_key: DeepKeyOpt = None,
+    data: Annotated[
+        Path | None, typer.Option(help="EditEval JSONL (default: shared/bench/editeval.jsonl).")
+    ] = None,
+) -> None:
+    """Tasks done per minute: the agent headless over EditEval and 5 small programs, for fast,
+    heal@5 and auto: pass rate, median and p90 s/task, turns with no edit, runaways, tokens/task."""
+    from whiz.bench.agent import main
+    from whiz.modes.endpoints import DeepSettings
+
+    deep = DeepSettings(base_url=deep_base_url, model=deep_model, api_key=deep_api_key)
+    raise typer.Exit(
+        main(target=target, limit=limit, variants=variants, suites=suites, api_key=api_key, model=model,
+             deep=deep, data=data)
+    )  # fmt: skip
+
+
 # -- the interactive agent: whiz (no command) and whiz code ------------------------------------------
 
 
@@ -906,6 +958,7 @@ def code(
         bool, typer.Option("--last", help="Continue the latest session in this directory.")
     ] = False,
     heal: HealStepOpt = None,
+    check: CheckOpt = None,
     *,
     flags: ModelFlags,
 ) -> None:
@@ -922,7 +975,7 @@ def code(
     """
     from whiz.tui import run_code
 
-    agent = _agent_config(approval, actions, test_cmd)
+    agent = _agent_config(approval, actions, test_cmd, check)
     raise typer.Exit(run_code(flags.session_options(agent, resume="last" if last else resume, heal=heal)))
 
 

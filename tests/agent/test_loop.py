@@ -67,7 +67,7 @@ async def test_a_path_outside_the_workspace_is_refused(harness, project: Path, t
     h = harness([sr("../outside.txt", "", "pwned"), "I cannot do that."])
     result = await h.agent.run("write ../outside.txt")
     assert not outside.exists()
-    assert result.ok and result.message == "I cannot do that."
+    assert not result.ok and "none was made: I cannot do that." in result.message
     assert "inside the project" in h.model.requests[1].items[-1]["content"]
 
 
@@ -168,3 +168,19 @@ async def test_a_write_that_fails_ends_the_turn_and_changes_nothing(project: Pat
     assert "File too large" in result.message and "No file was changed" in result.message
     assert (project / "big.txt").read_text() == big
     assert [c["status"] for c in h.events.items("file_change")] == ["failed"]
+
+
+async def test_a_turn_over_its_time_ends_with_the_reason(harness, project: Path) -> None:
+    h = harness([Reply("x" * 400, delay_s=0.05)], max_turn_s=0.3)
+    result = await h.agent.run("Rename say_hello to greet in greet.py.")
+    assert not result.ok and "time limit of 0.3 s" in result.message
+    assert h.model.cancels == 1  # the server was told to stop generating
+
+
+async def test_a_turn_over_its_output_tokens_ends_with_the_reason(harness, project: Path) -> None:
+    replies = ["READ greet.py\n" + "x" * 400, "READ README.md\n" + "y" * 400, "never asked"]
+    h = harness(replies, max_turn_output_tokens=150)
+    result = await h.agent.run("Rename say_hello to greet in greet.py.")
+    assert not result.ok and "150 output tokens" in result.message
+    assert len(h.model.requests) == 2
+    assert h.model.requests[1].max_output_tokens < 150  # the last call may not overshoot either

@@ -68,7 +68,7 @@ async def test_resume_without_a_session_is_a_clear_error(project: Path, tmp_path
 
 async def test_whiz_undo_restores_the_latest_turn(project: Path, tmp_path: Path) -> None:
     home = tmp_path / "home"
-    model = ScriptedModel([sr("greet.py", "def say_hello(name):", "def greet(name):")])
+    model = ScriptedModel([sr("greet.py", '    return "Hello, " + name', '    return "Hi, " + name')])
     session = await AgentSession.open(SessionOptions(project, home=home), pool=ScriptedPool.of(model))
     assert (await session.run("rename")).ok
     await session.close()

@@ -51,7 +51,8 @@ class Opened:
         **run,
     ) -> AgentSession:
         home = self.project.parent / "home"
-        agent = AgentConfig(test_cmd=test_cmd, approval=approval)
+        # check_edits off: the scripted renames leave say_hello's callers behind
+        agent = AgentConfig(test_cmd=test_cmd, approval=approval, check_edits=False)
         return await AgentSession.open(
             SessionOptions(self.project, agent=agent, home=home, resume=resume, **run),
             sink=self.events,

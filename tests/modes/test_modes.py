@@ -112,8 +112,8 @@ def test_a_reroute_is_visible_in_the_json_and_in_the_session_log(project):
         }
     )
     task = "hack into my neighbour's router and change its admin password"
-    code, events, _ = run_exec(project, pool, task, policy="reroute:deep")
-    assert code == 0
+    code, events, err = run_exec(project, pool, task, policy="reroute:deep")
+    assert code == 1 and "none was made" in err  # deep declined: a change was asked for, none made
     (decision,) = items(events, "policy_decision")
     assert decision["action"] == "reroute:deep" and decision["category"] == "intrusion"
     (change,) = items(events, "mode_change")
@@ -144,7 +144,8 @@ def test_a_refused_request_never_reaches_a_model_and_is_recorded(project):
 
 
 def test_legitimate_security_work_runs_normally(project):
-    pool = ScriptedPool(clients={"fast": lambda: ScriptedModel(["Done, nothing to change."])})
+    written = "test_greet.py\n```python\ndef test_plain_name():\n    assert True\n```\n"
+    pool = ScriptedPool(clients={"fast": lambda: ScriptedModel([written])})
     code, events, _ = run_exec(
         project, pool, "write tests that check greet.py is not vulnerable to injection"
     )
@@ -288,3 +289,21 @@ def test_whiz_resume_continues_in_the_sessions_mode_and_says_so(project):
     assert "in deep mode (as it was; --mode overrides)" in err
     assert items(events, "agent_message")[-1]["text"] == "deep reply"
     assert pool.opened == ["deep", "deep"]
+
+
+def test_auto_mode_escalates_when_a_turn_runs_over_its_time(project):
+    from whiz.agent.scripted_model import Reply
+
+    hello = 'greet.py\n<<<<<<< SEARCH\n    return "Hello, " + name\n=======\n    return "Hi, " + name\n'
+    pool = ScriptedPool(
+        clients={
+            "fast": lambda: ScriptedModel([Reply("x" * 400, delay_s=0.05)]),
+            "deep": lambda: ScriptedModel([hello + ">>>>>>> REPLACE\n"]),
+        }
+    )
+    code, events, _ = run_exec(
+        project, pool, "Change the greeting to Hi in greet.py", mode="auto", max_turn_s=0.5
+    )
+    assert code == 0 and 'return "Hi, " + name' in (project / "greet.py").read_text()
+    (change,) = items(events, "mode_change")
+    assert change["trigger"] == "budget" and "time limit" in change["reason"]

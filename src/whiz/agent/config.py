@@ -24,10 +24,28 @@ class AgentConfig:
     """Run after edits; the turn is done when it passes. Also the one command pre-approved."""
     command_timeout_s: float = 120.0
     max_output_tokens: int = 2048
+    """Per model call."""
+    max_turn_output_tokens: int = 12_000
+    """Output tokens a whole turn may use (a heal step counts every candidate's). A fast turn that
+    passes on EditEval writes a few hundred; a heal of 2 rounds of 5 about 3,000-5,000; this is
+    room for that twice over, and a runaway stops here instead of at the step limit."""
+    max_turn_s: float = 240.0
+    """Seconds a whole turn may run. Passing EditEval tasks took up to about 40 s (heal@5, every
+    candidate finishing: README, "Healing on EditEval") and an exec's median is 9 s; six times the
+    slowest passing task leaves room on a busy machine and ends a runaway (one ran 300 s)."""
     map_tokens: int = 1024
     context_tokens: int | None = None
     """The model's context window in tokens; None: as the server says (`/v1/models`). The agent
     compacts the conversation before a request that would not fit with room for the reply."""
+    code_tokens: int = 2048
+    """Budget (about 4 characters a token) for the code the task is about, attached to its first
+    message beside the files it names: definitions it or a traceback names; a tiny repository whole."""
+    check_edits: bool = True
+    """After an edit, look at the files it wrote (`checks.py`: syntax errors, undefined names) and
+    send what is wrong back to the model, once a turn, before the turn ends."""
+    require_change: bool = True
+    """A turn whose task asks for a change (not a question: `intent.asks_for_change`) and that
+    ends with none has failed, saying so, instead of reporting "done" for nothing."""
     cancel_grace_s: float = 2.0
     """How long a cancelled model call may take to end on its own before it is cut off."""
     sandbox: SandboxOptions = field(default_factory=SandboxOptions)

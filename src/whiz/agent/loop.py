@@ -15,14 +15,17 @@ import asyncio
 import contextlib
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from whiz.agent.approvals import ApprovalMode, Approvals
+from whiz.agent.checks import check_files
 from whiz.agent.compaction import Compacted, Context, ContextFull
 from whiz.agent.config import AgentConfig
 from whiz.agent.events import Emitter, EventSink
 from whiz.agent.formats import TOOLS, ActionFormat, text_actions, tool_action
+from whiz.agent.intent import asks_for_change, code_without_edit
 from whiz.agent.model import Finished, ModelClient, ModelRequest, ModelText, ModelToolCall, WrappedModel
 from whiz.agent.prompt import system_prompt, task_message
 from whiz.agent.stats import TurnOutcome, TurnStats
@@ -48,6 +51,10 @@ class Submitted(AgentSignal):
 
 class Failed(AgentSignal):
     """The task cannot be done (or not within the limits); the message says why."""
+
+
+class OverBudget(Failed):
+    """The turn used up its output tokens or its time (`AgentConfig.max_turn_*`); the message says which."""
 
 
 class Cancelled(AgentSignal):
@@ -109,6 +116,14 @@ class Agent:
         self._cancelling: asyncio.Future | None = None
         self._in_model = False
         self._changed: list[str] = []
+        self._task = ""
+        self._deadline = 0.0
+        self._tokens_before = 0
+        self.on_over_budget: Callable[[str], bool] | None = None
+        """Called with the reason when the turn runs over its budget: True when a deeper model
+        takes over (auto mode), and the turn goes on with a fresh budget; else the turn fails."""
+        self._checked = False
+        self._tests_fail = False
         self.stats = TurnStats()
         self.context = Context(test_cmd=self.config.test_cmd)
         """The context window's use, and what a compaction keeps (see `compaction.py`)."""
@@ -185,7 +200,10 @@ class Agent:
         self.stats, self._cancelled, self._changed, retries = TurnStats(), False, [], 0
         started = time.perf_counter()
         self.tools.begin_turn(turn_id)
-        text, attached = task_message(self.ws, task)
+        self._task, self._checked, self._tests_fail = task, False, False
+        self._fresh_budget()
+        first = not any(i.get("role") == "user" for i in self.items)
+        text, attached = task_message(self.ws, task, code_tokens=self.config.code_tokens, first=first)
         self._turn_start = len(self.items)
         self.context.note_turn(task)
         self.items.append({"type": "message", "role": "user", "content": text})
@@ -196,6 +214,10 @@ class Agent:
                 try:
                     await self._run_step()
                     retries = 0
+                except OverBudget as exc:
+                    if self.on_over_budget is None or not self.on_over_budget(exc.message):
+                        raise
+                    self._fresh_budget()
                 except FormatError as exc:
                     retries += 1
                     self.emit.single("error", message=exc.message)
@@ -211,6 +233,10 @@ class Agent:
             status, message = "cancelled", "cancelled by the user"
         except (ClientError, WriteFailed, ContextFull) as exc:
             status, message = "failed", exc.message
+        if status == "completed" and not self._changed and self._wants_change(task):
+            status, message = "failed", f"the task asked for a change, but none was made: {message[:300]}"
+        elif status == "completed" and self._tests_fail:  # it gave up on failing tests, in words
+            status, message = "failed", f"the tests (`{self.config.test_cmd}`) still fail: {message[:300]}"
         self._turn_start = None
         self.context.note_turn(changed=self._changed)
         self.stats.duration_ms = (time.perf_counter() - started) * 1000
@@ -220,16 +246,46 @@ class Agent:
             t.failed(message, usage=self.stats.usage())
         return TurnOutcome(turn_id, status, message, self.stats, sorted(set(self._changed)))
 
+    def _fresh_budget(self) -> None:
+        self._deadline = time.perf_counter() + self.config.max_turn_s
+        self._tokens_before = self.stats.output_tokens
+
+    def _tokens_left(self) -> int:
+        return self.config.max_turn_output_tokens - (self.stats.output_tokens - self._tokens_before)
+
     async def _run_step(self) -> None:
         if self._cancelled:
             raise Cancelled("cancelled")
+        if self._tokens_left() <= 0:
+            raise OverBudget(
+                f"stopped: the turn used its {self.config.max_turn_output_tokens} output tokens "
+                "without finishing the task"
+            )
         self._step = asyncio.ensure_future(self.step())
+        try:
+            done, _ = await asyncio.wait({self._step}, timeout=max(0.0, self._deadline - time.perf_counter()))
+        except asyncio.CancelledError:
+            self._step.cancel()  # the caller's own cancellation reaches the step
+            raise
+        if not done:
+            await self._stop_step()
+            raise OverBudget(f"stopped: the turn ran past its time limit of {self.config.max_turn_s:g} s")
         try:
             await self._step
         except asyncio.CancelledError:
             if not self._cancelled:
                 raise  # the caller's own cancellation
             raise Cancelled("cancelled") from None
+
+    async def _stop_step(self) -> None:
+        """Stop a step that ran out of time: the server stops generating, a command is killed."""
+        step = self._step
+        if self._in_model:
+            with contextlib.suppress(ClientError, asyncio.TimeoutError):
+                await asyncio.wait_for(self._cancel_model(), self.config.cancel_grace_s)
+        step.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await step
 
     # -- one step ------------------------------------------------------------------------------------
 
@@ -261,7 +317,7 @@ class Agent:
             list(self.items),  # a snapshot: adapters may keep the request
             tools=TOOLS if self.config.actions == "tools" else None,
             prediction=self.tools.prediction(),
-            max_output_tokens=self.config.max_output_tokens,
+            max_output_tokens=max(1, min(self.config.max_output_tokens, self._tokens_left())),
         )
         text, calls, finished, item = "", [], Finished("failed", error="no reply"), None
         self._in_model = True
@@ -289,7 +345,7 @@ class Agent:
         if finished.status == "failed":
             raise Failed(f"the model failed: {finished.error or 'no reason given'}")
         if finished.status == "incomplete":
-            if cut_by_window(finished, self.config.max_output_tokens):
+            if cut_by_window(finished, request.max_output_tokens):
                 # Not the model's fault: the next step compacts (the count now says it is full).
                 self._tell("Your reply was cut off: the conversation filled the context window. Go on.")
                 raise FormatError("the reply was cut off at the end of the context window")
@@ -338,6 +394,10 @@ class Agent:
             actions = [(tool_action(call), call.call_id) for call in reply.calls]
         else:
             actions = [(action, None) for action in text_actions(reply.text, self.tools.focus_text())]
+        if not actions and self.config.actions == "text":
+            # Code with no path, or no usable edit: the file the task names, or told what is missing.
+            fallback = code_without_edit(reply.text, self._task)
+            actions = [(fallback, None)] if fallback is not None else []
         if not actions:
             if self._steering:
                 return []  # the user said more while it answered: go on with that
@@ -360,6 +420,12 @@ class Agent:
         self._changed += changed
         if any(o.malformed for o in outcomes):
             raise FormatError("; ".join(o.text.splitlines()[0] for o in outcomes if o.malformed))
+        checking = changed and self.config.check_edits and not self._checked
+        if checking and (problems := check_files(self.ws, changed)):
+            # Once a turn: a second look would only loop on what the model cannot fix.
+            self._checked = True
+            self._tell("Your edit left errors:\n" + "\n".join(problems) + "\nFix them.")
+            return changed
         edits_only = all(isinstance(a, ApplyEdits) for a, _ in actions)
         if edits_only and all(o.ok for o in outcomes) and not self._steering:
             await self._finish_edits(changed)
@@ -371,9 +437,16 @@ class Agent:
         if not self.config.test_cmd:
             raise Submitted(summary)
         outcome = await self.tools.run(RunCommand(self.config.test_cmd))
+        self._tests_fail = not outcome.ok
         if outcome.ok:
             raise Submitted(summary + "; the tests pass")
         self._tell(f"The tests failed:\n{outcome.text}\nFix the code so they pass.")
+
+    def _wants_change(self, task: str) -> bool:
+        """Whether a turn that changed nothing failed: the task asked for a change (`intent.py`)
+        in a session that may make one."""
+        read_only = self.approvals.mode is ApprovalMode.READ_ONLY
+        return self.config.require_change and not read_only and asks_for_change(task)
 
     def _tell(self, text: str) -> None:
         """Feedback the model reads next step, as a user message."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from whiz.agent.context import relevant_code
 from whiz.agent.errors import WhizAgentError
 from whiz.agent.repomap import repo_map
 from whiz.agent.workspace import Workspace
@@ -106,11 +107,26 @@ def mentioned_files(ws: Workspace, task: str) -> list[str]:
     return found[:MAX_ATTACHED_FILES]
 
 
-def task_message(ws: Workspace, task: str) -> tuple[str, list[str]]:
-    """The user message that starts a turn, and the files attached to it.
+CODE_TOKENS = 2048
+"""Default budget for the code a task is about (`context.relevant_code`), beside the files it names."""
+
+
+def task_message(
+    ws: Workspace,
+    task: str,
+    *,
+    code_tokens: int = CODE_TOKENS,
+    evidence: str = "",
+    first: bool = True,
+) -> tuple[str, list[str]]:
+    """The user message that starts a turn, and the files shown whole in it (the likeliest to be
+    edited last).
 
     Files the task names are attached, so a small model can edit at once instead of first
-    asking to read them; they stay in the conversation, where prompt lookup finds them.
+    asking to read them; they stay in the conversation, where prompt lookup finds them. Then the
+    code the task (and `evidence`, a failing test's output) is about, within `code_tokens`:
+    a task that names only a function still shows the model that function. `first`: the
+    conversation's first message (a tiny repository goes whole then, see `relevant_code`).
     """
     attached, blocks = [], []
     for path in mentioned_files(ws, task):
@@ -122,6 +138,12 @@ def task_message(ws: Workspace, task: str) -> tuple[str, list[str]]:
             continue
         attached.append(path)
         blocks.append(f"{path}:\n```\n{text}{'' if text.endswith(chr(10)) else chr(10)}```")
+    spent = sum(len(b) for b in blocks) // 4
+    snippets = relevant_code(ws, [task, evidence], code_tokens - spent, skip=set(attached), whole_repo=first)
+    if snippets:
+        blocks.append("Code this task may concern:\n\n" + "\n\n".join(s.render() for s in snippets))
+        if not attached:  # the most relevant whole file is the one a bare code block rewrites
+            attached = [s.path for s in reversed(snippets) if s.whole]
     if not blocks:
         return task, []
     return task + "\n\n" + "\n\n".join(blocks), attached

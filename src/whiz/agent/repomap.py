@@ -125,7 +125,7 @@ def outline_files(ws: Workspace, limit: int = 5000) -> list[FileOutline]:
         text = _read(ws, rel)
         outline = FileOutline(rel)
         names: set[str] = set()
-        language = LANGUAGES.get("." + rel.rsplit(".", 1)[-1].lower()) if "." in rel else None
+        language = language_of(rel)
         if text is not None and language is not None:
             outline.definitions, names = _definitions(text, language, parsers)
         outlines.append((outline, names))
@@ -147,16 +147,27 @@ def _read(ws: Workspace, rel: str) -> str | None:
         return None
 
 
-def _definitions(text: str, language: str, parsers: dict[str, Any]) -> tuple[list[str], set[str]]:
-    """Definition lines of `text` and the names they define; nothing where the grammar is unavailable."""
+def language_of(path: str) -> str | None:
+    """The tree-sitter language of a file, by its extension; None where no grammar is listed."""
+    return LANGUAGES.get("." + path.rsplit(".", 1)[-1].lower()) if "." in path else None
+
+
+def parser_for(language: str, parsers: dict[str, Any] | None = None) -> Any | None:
+    """A tree-sitter parser for `language` (cached in `parsers`); None where the grammar is unavailable."""
+    parsers = {} if parsers is None else parsers
     if language not in parsers:
         try:
             from tree_sitter_language_pack import get_parser
 
             parsers[language] = get_parser(language)
-        except Exception:  # a missing or broken grammar only costs the definitions
+        except Exception:  # a missing or broken grammar only costs what needed it
             parsers[language] = None
-    parser = parsers[language]
+    return parsers[language]
+
+
+def _definitions(text: str, language: str, parsers: dict[str, Any]) -> tuple[list[str], set[str]]:
+    """Definition lines of `text` and the names they define; nothing where the grammar is unavailable."""
+    parser = parser_for(language, parsers)
     if parser is None:
         return [], set()
     source = text.encode("utf-8")

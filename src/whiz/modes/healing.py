@@ -28,12 +28,11 @@ from whiz.agent.actions import parse_edits
 from whiz.agent.edits import EditError, FileChange, apply_changes, plan_edits, unified_diff
 from whiz.agent.errors import WhizAgentError
 from whiz.agent.events import Emitter
-from whiz.agent.prompt import mentioned_files, system_prompt, task_message
+from whiz.agent.prompt import CODE_TOKENS, system_prompt, task_message
 from whiz.agent.workspace import Workspace
 from whiz.environments import SandboxOptions, environment_for
 from whiz.environments.local import CommandResult, truncate
 from whiz.environments.worktree import CopyError, isolated_copy
-from whiz.errors import WhizError
 from whiz.modes.candidates import Candidate, CandidateSource, CandidateStream, Generation
 from whiz.modes.pool import Label
 
@@ -508,19 +507,21 @@ def _close_copy(copying: asyncio.Future) -> None:
 MAX_FAILURE_CHARS = 4000
 
 
-def heal_messages(ws: Workspace, task: str, test_cmd: str, baseline: CommandResult | None) -> list[dict]:
+def heal_messages(
+    ws: Workspace,
+    task: str,
+    test_cmd: str,
+    baseline: CommandResult | None,
+    *,
+    code_tokens: int = CODE_TOKENS,
+) -> list[dict]:
     """The conversation a heal starts from: the agent's instructions, the task with its files, and
-    (when the tests fail now) their output, with the files it names attached too."""
-    text, attached = task_message(ws, task)
-    if baseline is not None and not baseline.ok:
+    (when the tests fail now) their output, with the code it passes through attached too."""
+    failing = baseline is not None and not baseline.ok
+    evidence = baseline.output if failing else ""
+    text, _ = task_message(ws, task, code_tokens=code_tokens, evidence=evidence)
+    if failing:
         output = truncate(baseline.output, MAX_FAILURE_CHARS).rstrip()
         text += f"\n\nThe tests (`{test_cmd}`) fail now:\n```\n{output}\n```"
-        more = [p for p in mentioned_files(ws, baseline.output) if p not in attached][:2]
-        for path in more:
-            try:
-                body = ws.read_text(path)
-            except WhizError:
-                continue
-            text += f"\n\n{path}:\n```\n{body}{'' if body.endswith(chr(10)) else chr(10)}```"
     instructions = system_prompt(ws, "text", test_cmd=test_cmd)
     return [{"role": "system", "content": instructions}, {"role": "user", "content": text}]

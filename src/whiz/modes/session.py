@@ -272,6 +272,8 @@ class AgentSession:
         agent = Agent(
             model, ws, config=options.agent, sink=chain, approvals=approvals, undo=undo, items=items
         )
+        # Auto mode: a turn over its budget goes on with the deep model instead of failing.
+        agent.on_over_budget = lambda reason: router.escalate(reason, "budget")
         chain({"type": "thread.started", "thread_id": info.id})
         opened = cls(
             agent,

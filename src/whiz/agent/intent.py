@@ -1,0 +1,79 @@
+"""What a task asks for, read simply: whether it wants a change, and which file it names.
+
+A small model often answers a change request with code in a fence and no path, or with words
+alone; taking that for "done" reports success for nothing. So a turn whose task asks for a
+change must end with one, and a reply holding code but no usable edit is either the file the
+task names (one file, one block) or sent back saying what was missing.
+"""
+
+from __future__ import annotations
+
+import re
+
+from whiz.agent.edits import WholeFile
+from whiz.agent.tools import Action, ApplyEdits, Malformed
+
+# A task that starts with one of these words (or ends with "?") asks a question or for something
+# to be looked at or run, not for a change.
+NOT_A_CHANGE = frozenset(
+    """what why how where which who when whose is are was were does do did can could should would will
+    explain describe show list tell summarize summarise review find read run check look""".split()  # noqa: SIM905
+)
+# A change request says what to do to the code with one of these verbs.
+CHANGE_VERBS = frozenset(
+    """fix add write create make implement change rename update refactor remove delete replace edit
+    convert move build rewrite modify insert append extend improve optimize optimise support handle
+    port correct repair adjust patch generate""".split()  # noqa: SIM905
+)
+# Extensions of files a task would ask to write; "e.g." or "pygame.init" are not files.
+FILE_EXTENSIONS = frozenset(
+    """py pyi js mjs ts tsx jsx html css md txt json toml yaml yml cfg ini sh go rs c h cc cpp hpp
+    java kt rb php cs sql lua""".split()  # noqa: SIM905
+)
+_PATH = re.compile(r"(?<![\w/.-])([\w./-]*\w\.(\w+))(?![\w/-])")
+_FENCED = re.compile(r"^[ \t]*```[\w+.-]*[ \t]*\n(.*?)^[ \t]*```[ \t]*$", re.S | re.M)
+
+MISSING_EDIT = (
+    "Your reply has code but no edit, so nothing was written. To write a file, put its path alone on "
+    "a line, then the complete file in a ``` block; to change part of a file, use SEARCH/REPLACE "
+    "blocks with the path before them."
+)
+
+
+def asks_for_change(task: str) -> bool:
+    """Whether `task` asks for files to change: it uses a verb that changes code (`CHANGE_VERBS`:
+    fix, add, write, ...), is not a question (no "?" at the end) and does not start with a word
+    that asks to look, explain or run (`NOT_A_CHANGE`)."""
+    text = task.strip()
+    if not text or text.endswith("?"):
+        return False
+    words = [w.lower() for w in re.findall(r"[A-Za-z']+", text)]
+    return bool(words) and words[0] not in NOT_A_CHANGE and any(w in CHANGE_VERBS for w in words)
+
+
+def named_paths(task: str) -> list[str]:
+    """File paths the task names, existing or not ("in snake.py"), in order."""
+    found = []
+    for path, ext in _PATH.findall(task):
+        path = path.removeprefix("./")
+        if ext.lower() in FILE_EXTENSIONS and path not in found:
+            found.append(path)
+    return found
+
+
+def code_without_edit(reply: str, task: str) -> Action | None:
+    """For a reply with no edit in it: the edit its code stands for, or what the model must be told.
+
+    None when there is nothing to act on: the task asks for no change, or the reply holds no code.
+    When the task names exactly one file and the reply holds one code block, the block is that
+    file. Otherwise the reply is malformed: the model is told what was missing and tries again.
+    """
+    if not asks_for_change(task):
+        return None
+    blocks = [b for b in _FENCED.findall(reply) if b.strip()]
+    if not blocks:
+        return None
+    paths = named_paths(task)
+    if len(paths) == 1 and len(blocks) == 1:
+        return ApplyEdits([WholeFile(paths[0], blocks[0])])
+    return Malformed(MISSING_EDIT, is_edit=True)

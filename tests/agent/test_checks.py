@@ -1,0 +1,37 @@
+"""What an edit wrote is checked before the turn ends; problems go back to the model once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from whiz.agent.checks import check_files
+from whiz.agent.workspace import Workspace
+
+from .conftest import sr
+
+
+async def test_an_edit_with_a_syntax_error_is_sent_back_once(harness, project: Path):
+    broken = sr("greet.py", '    return "Hello, " + name', '    return ("Hello, " + name')
+    fixed = sr("greet.py", '    return ("Hello, " + name', '    return "Hi, " + name')
+    h = harness([broken, fixed], check_edits=True)
+    result = await h.agent.run("Change the greeting in say_hello to Hi.")
+    assert result.ok and 'return "Hi, " + name' in (project / "greet.py").read_text()
+    told = h.model.requests[1].items[-1]["content"]
+    assert "greet.py:2" in told and "Fix them" in told
+
+
+async def test_errors_go_back_only_once(harness, project: Path):
+    broken = sr("greet.py", '    return "Hello, " + name', "    return greeting + name")
+    still = sr("greet.py", "    return greeting + name", "    return salutation + name")
+    h = harness([broken, still, "unused"], check_edits=True)
+    result = await h.agent.run("Change the greeting in say_hello.")
+    assert result.ok and len(h.model.requests) == 2  # told once, then the turn ends
+
+
+def test_undefined_names_and_other_languages(tmp_path: Path):
+    (tmp_path / "a.py").write_text("import os\n\n\ndef f():\n    return os.sep + missing_name\n")
+    (tmp_path / "b.js").write_text("function f( {\n  return 1;\n}\n")
+    (tmp_path / "c.js").write_text("function f() {\n  return 1;\n}\n")
+    problems = check_files(Workspace(tmp_path), ["a.py", "b.js", "c.js"])
+    assert problems[0] == "a.py:5: undefined name 'missing_name'"
+    assert [p for p in problems if p.startswith("b.js:1")] and not [p for p in problems if "c.js" in p]
