@@ -12,7 +12,10 @@ from tests.agent.conftest import GREET, sr
 from tests.conftest import free_port
 from whiz.engine.fake import last_user_message
 
-RENAME = sr("greet.py", "def say_hello(name):", "def greet(name):")
+# Both places: a rename that left the call behind would be sent back by the edit check.
+RENAME = sr("greet.py", "def say_hello(name):", "def greet(name):") + sr(
+    "greet.py", '    print(say_hello("world"))', '    print(greet("world"))'
+)
 
 
 def whiz(args: list[str], cwd: Path, home: Path, timeout_s: float = 60) -> subprocess.CompletedProcess:

@@ -55,7 +55,10 @@ async def test_a_session_past_a_small_window_keeps_working(real_server, tmp_path
     (repo / "greet.py").write_text(GREET)
     model = Counted(await WhizModel.open(real_server.root))
     events = Collector()
-    config = AgentConfig(context_tokens=WINDOW, max_output_tokens=REPLY, map_tokens=128, max_steps=4)
+    # code_tokens: a repository this small would be attached whole, more than the window holds.
+    config = AgentConfig(
+        context_tokens=WINDOW, max_output_tokens=REPLY, map_tokens=128, code_tokens=200, max_steps=4
+    )
     agent = Agent(model, Workspace(repo), config=config, sink=events)
     try:
         for name in names:

@@ -72,17 +72,16 @@ def heal(root: Path, server, task: str, test_cmd: str, settings: HealSettings, m
     return code, json_events(out.getvalue())
 
 
-def test_healing_finds_a_passing_fix_where_one_greedy_attempt_fails(real_server, tmp_path: Path):
+def test_heal_at_5_finds_a_passing_fix_and_applies_it(real_server, tmp_path: Path):
     root = tmp_path / "project"
     root.mkdir()
     (root / "mathx.py").write_text(BUGGY)
     (root / "test_mathx.py").write_text(TEST)
     task, test_cmd = "Fix the bug in distance in mathx.py so that the tests pass.", "python3 test_mathx.py"
 
-    greedy, _ = heal(root, real_server, task, test_cmd, HealSettings(n=1, temperature=0, rounds=1, seed=None))
-    assert greedy == 1  # one greedy attempt does not fix it
-    assert (root / "mathx.py").read_text() == BUGGY
-
+    # (One greedy attempt used to fail here; since the code the task names is shown first, it may
+    # pass. The rounds themselves, a failure fed back and the winner kept, are tested with a
+    # scripted model in tests/modes/test_healing.py.)
     # heal@5 as `whiz heal` runs it: two rounds, the second seeing the best failure's output.
     healed, events = heal(root, real_server, task, test_cmd, HealSettings(n=5))
     assert healed == 0
