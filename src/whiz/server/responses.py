@@ -305,18 +305,11 @@ class ResponsesService:
         self.backend = backend
         self.defaults = defaults
 
-    async def prepare_async(
-        self,
-        req: ResponsesRequest,
-        previous: Conversation | None,
-        *,
-        session: str | None,
-        tenant: str | None = None,
-    ) -> PreparedTurn:
+    async def prepare_async(self, req: ResponsesRequest, *args: Any, **kwargs: Any) -> PreparedTurn:
         """`prepare`, with a large input tokenized on a worker thread so the event loop keeps serving."""
         if input_chars(req) > OFF_LOOP_CHARS:
-            return await asyncio.to_thread(self.prepare, req, previous, session=session, tenant=tenant)
-        return self.prepare(req, previous, session=session, tenant=tenant)
+            return await asyncio.to_thread(self.prepare, req, *args, **kwargs)
+        return self.prepare(req, *args, **kwargs)
 
     def prepare(
         self,
