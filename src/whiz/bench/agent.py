@@ -35,6 +35,7 @@ from whiz.agent.config import AgentConfig
 from whiz.agent.runs_check import with_check
 from whiz.bench.edit_tasks import EditTask, default_editeval_path, load_editeval, run_check
 from whiz.bench.program_tasks import PROGRAM_TASKS, ProgramTask
+from whiz.bench.report import listed, say
 from whiz.bench.tasks import workspace_for
 from whiz.environments import environment_for
 from whiz.modes.endpoints import DeepSettings, FastSettings, SetupError, ensure_server
@@ -247,11 +248,8 @@ def main(
 ) -> int:
     """0 when it ran; 2 for bad options, missing data or no server."""
 
-    def say(line: str) -> None:
-        print(line, file=sys.stderr, flush=True)
-
-    chosen = [v.strip() for v in variants.split(",") if v.strip()]
-    wanted = {s.strip() for s in suites.split(",") if s.strip()}
+    chosen = listed(variants)
+    wanted = set(listed(suites))
     if not chosen or any(v not in VARIANTS for v in chosen) or not wanted <= {"editeval", "programs"}:
         say("whiz bench agent: --variants takes fast, heal, auto; --suites takes editeval, programs")
         return 2

@@ -38,6 +38,7 @@ from rich.table import Table
 from whiz.agent.events import Collector
 from whiz.agent.workspace import Workspace
 from whiz.bench.edit_tasks import EditTask, default_editeval_path, load_editeval
+from whiz.bench.report import listed, say
 from whiz.bench.tasks import workspace_for
 from whiz.client import ClientError
 from whiz.environments import SandboxOptions, environment_for
@@ -218,10 +219,7 @@ def main(
 ) -> int:
     """0 when it ran; 2 for bad options, missing data or no server; 1 when a server failed midway."""
 
-    def say(line: str) -> None:
-        print(line, file=sys.stderr, flush=True)
-
-    chosen = [v.strip() for v in variants.split(",") if v.strip()]
+    chosen = listed(variants)
     if not chosen or any(v not in VARIANTS for v in chosen):
         say(f"whiz bench heal: --variants takes a comma-separated list of {', '.join(VARIANTS)}")
         return 2

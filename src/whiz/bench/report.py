@@ -45,3 +45,13 @@ def print_report(rows: list[Row], summary: dict[str, Any], console: Console | No
     for note in summary.get("notes", []):
         console.print(f"note: {note}", highlight=False)
     print(json.dumps(summary), flush=True)
+
+
+def say(line: str) -> None:
+    """A progress line on stderr: stdout holds a bench's tables and its one JSON line."""
+    print(line, file=sys.stderr, flush=True)
+
+
+def listed(value: str) -> list[str]:
+    """A comma-separated option (`--variants fast,heal`) as its items."""
+    return [v.strip() for v in value.split(",") if v.strip()]

@@ -31,6 +31,7 @@ from whiz.agent.loop import Agent
 from whiz.agent.whiz_model import WhizModel
 from whiz.agent.workspace import Workspace
 from whiz.bench.edit_tasks import EditTask, default_editeval_path, load_editeval, program, run_check
+from whiz.bench.report import say
 from whiz.client import ClientError
 from whiz.modes.endpoints import FastSettings, SetupError, ensure_server
 
@@ -161,9 +162,6 @@ def main(
     data: Path | None = None,
 ) -> int:
     """0 when it ran; 2 for bad options, missing data or no server."""
-
-    def say(line: str) -> None:
-        print(line, file=sys.stderr, flush=True)
 
     formats = ["text", "tools"] if actions == "both" else [actions]
     if any(f not in ("text", "tools") for f in formats):
