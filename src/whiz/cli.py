@@ -775,6 +775,14 @@ def heal(
             "candidate to pass ends the round and the ones still being written are cancelled.",
         ),
     ] = False,
+    allow_test_edits: Annotated[
+        bool,
+        typer.Option(
+            "--allow-test-edits",
+            help="Let candidates change the tests (files the test command names, test_*.py, "
+            "tests/ ...). Default: such a candidate is rejected, since the tests decide.",
+        ),
+    ] = False,
     json_: JsonOpt = False,
     *,
     flags: ModelFlags,
@@ -800,7 +808,7 @@ def heal(
         raise fail("healing needs --test-cmd or --check to decide")
     settings = HealSettings(
         n=n, temperature=temperature, rounds=rounds, test_timeout_s=test_timeout, parallel=not sequential,
-        seed=seed, first_pass=not all_,
+        seed=seed, first_pass=not all_, allow_test_edits=allow_test_edits,
     )  # fmt: skip
     try:
         settings.check()

@@ -159,6 +159,35 @@ def test_the_best_failures_output_is_fed_back_for_a_second_round(project):
     assert [i["round"] for i in items(events, "heal")] == [1, 2]
 
 
+# Seen with the real 0.5B: the assertion it could not satisfy rewritten into one it could.
+CHEAT = edit("assert average([2, 4]) == 3, average([2, 4])", "assert True", path="check.py")
+
+
+def test_a_candidate_that_rewrites_the_tests_is_rejected_and_told_why(project):
+    code, events, pool = run_heal(project, [[CHEAT], [FIX]])
+    assert code == 0
+    assert statuses(events)[:1] == ["tests_changed"]
+    rejected = next(c for c in items(events, "heal_candidate") if c["round"] == 1)
+    assert "check.py" in rejected["error"] and rejected["exit_code"] is None  # never run
+    second = pool.sources["fast"].calls[1]
+    assert "tests are the specification" in second[-1]["content"]
+    assert (project / "check.py").read_text() == CHECK
+    assert (project / "calc.py").read_text() == BUGGY.replace("(len(xs) + 1)", "len(xs)")
+
+
+def test_only_test_edits_can_never_heal(project):
+    code, _events, _ = run_heal(project, [[CHEAT], [CHEAT]])
+    assert code == 1
+    assert (project / "check.py").read_text() == CHECK
+
+
+def test_test_edits_pass_when_the_user_allows_them(project):
+    code, events, _ = run_heal(project, [[CHEAT]], allow_test_edits=True)
+    assert code == 0
+    assert statuses(events) == ["passed"]
+    assert (project / "check.py").read_text() != CHECK
+
+
 def test_fast_mode_gives_up_after_its_rounds_and_changes_nothing(project):
     code, events, pool = run_heal(project, [[WRONG], [WRONG]], deep_batches=[[FIX]])
     assert code == 1

@@ -35,8 +35,9 @@ from whiz.environments.local import CommandResult, truncate
 from whiz.environments.worktree import CopyError, isolated_copy
 from whiz.modes.candidates import Candidate, CandidateSource, CandidateStream, Generation
 from whiz.modes.pool import Label
+from whiz.modes.test_files import TestFiles
 
-Status = Literal["passed", "failed", "timeout", "malformed", "no_edit", "cancelled"]
+Status = Literal["passed", "failed", "timeout", "tests_changed", "malformed", "no_edit", "cancelled"]
 FEEDBACK_OUTPUT_CHARS = 3000
 
 
@@ -64,6 +65,9 @@ class HealSettings:
 
     sandbox: SandboxOptions = field(default_factory=SandboxOptions)
     """Where a candidate's tests may write and reach: its own copy only, by default."""
+    allow_test_edits: bool = False
+    """Let a candidate change the test files (`test_files.TestFiles`). Off: the tests decide, so a
+    candidate that rewrites them is rejected (`tests_changed`) however its run ends."""
 
     MAX_N: ClassVar[int] = 16
     """The most candidates a round decodes: the one bound for `whiz heal -n`, `--heal` and the web
@@ -148,7 +152,7 @@ def pick_best(results: list[CandidateResult]) -> CandidateResult | None:
     return min(passing, key=selection_key) if passing else None
 
 
-_FAILURE_RANK = {"failed": 0, "timeout": 1, "malformed": 2, "no_edit": 3, "cancelled": 4}
+_FAILURE_RANK = {"failed": 0, "timeout": 1, "tests_changed": 2, "malformed": 3, "no_edit": 4, "cancelled": 5}
 
 
 def best_failure(results: list[CandidateResult]) -> CandidateResult | None:
@@ -179,6 +183,12 @@ def feedback(result: CandidateResult, test_cmd: str) -> str:
             f"```\n{output}\n```\n"
             "The project's files are unchanged: they are still as shown above. "
             "Write a corrected edit as SEARCH/REPLACE blocks."
+        )
+    if result.status == "tests_changed":
+        return (
+            f"That edit was not tried: {result.error}. The tests are the specification; "
+            "the project's files are unchanged. Write an edit of the code under test, as "
+            "SEARCH/REPLACE blocks, that makes the tests pass as they are."
         )
     if result.status == "malformed":
         return f"That edit could not be applied: {result.error}\nWrite it again as SEARCH/REPLACE blocks."
@@ -247,6 +257,7 @@ class Healer:
         self.settings = settings or HealSettings()
         self.emit = emit
         self._listing: list[str] | None = None
+        self._tests = TestFiles(test_cmd)
 
     async def heal(self, models: HealModels, messages: list[dict[str, Any]]) -> HealOutcome:
         """Rounds until a candidate passes: the current model's first, then, where `models`
@@ -343,6 +354,10 @@ class Healer:
             return result
         result.diff = "".join(unified_diff(c) for c in result.changes)
         result.diff_lines = diff_size(result.changes)
+        touched = [c.path for c in result.changes if c.path in self._tests]
+        if touched and not self.settings.allow_test_edits:
+            result.status = "tests_changed"
+            result.error = f"it changed {', '.join(touched)}, which holds tests that decide"
         return result  # "failed" until its tests pass
 
     def _known_path(self, edit):
