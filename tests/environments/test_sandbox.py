@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import os
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -50,6 +51,22 @@ async def test_the_workspace_and_tmpdir_are_writable_and_python_runs(workspace: 
     assert result.ok, result.output
     assert (workspace / "out.txt").read_text() == "made\n"
     assert "42" in result.output
+
+
+async def test_programs_installed_under_tmp_stay_runnable_but_read_only(
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    # A venv or tool folder made under /tmp (CI clones often live there) would be hidden by the
+    # private /tmp, and the test command's `python` would be missing.
+    bin_dir = tmp_path / "venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    tool = bin_dir / "whiz-hello"
+    tool.write_text("#!/bin/sh\necho hello from tmp\n")
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    result = await environment_for(workspace).run(f"whiz-hello && echo x > {bin_dir}/planted")
+    assert "hello from tmp" in result.output
+    assert not result.ok and not (bin_dir / "planted").exists()
 
 
 async def test_writes_outside_the_workspace_do_not_land(workspace: Path, tmp_path: Path, home_file: Path):

@@ -79,6 +79,8 @@ class Bubblewrap:
         # Later mounts cover earlier ones: the read-only root, then a private /tmp (which would hide a
         # workspace under /tmp), then the workspace, then the read-only parts inside it.
         args = [self.executable, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+        for tools in tools_under_tmp():
+            args += ["--ro-bind", tools, tools]
         if self.options.mode is SandboxMode.WORKSPACE_WRITE:
             args += ["--bind", ws, ws]
             for folder in self.options.writable:
@@ -101,6 +103,22 @@ class Bubblewrap:
             args.append("--unshare-net")
         args += ["--setenv", "TMPDIR", "/tmp", "--chdir", ws, "--", "/bin/sh", "-c", command]
         return args
+
+
+def tools_under_tmp() -> list[str]:
+    """Folders under /tmp the command needs to find its programs: whiz's own Python (a venv made
+    in /tmp, as CI clones often are) and PATH entries. The private /tmp would hide them, and then
+    `python` or a test runner is missing inside the sandbox. They are mounted read-only."""
+    found: list[str] = []
+    candidates = [sys.prefix, sys.base_prefix, *os.environ.get("PATH", "").split(os.pathsep)]
+    for folder in candidates:
+        if not folder or not os.path.isabs(folder):
+            continue
+        real = os.path.realpath(folder)
+        if (real + "/").startswith("/tmp/") and os.path.isdir(real) and real not in found:
+            found.append(real)
+    # A folder inside another one is already visible through it.
+    return [f for f in found if not any(f != o and f.startswith(o + "/") for o in found)]
 
 
 def environment_for(
