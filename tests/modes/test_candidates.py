@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from whiz.client import ResponseError
-from whiz.modes.candidates import ChatCandidates, ScriptedCandidates
+from whiz.modes.candidates import ChatCandidates, Draw, ScriptedCandidates
 from whiz.modes.candidates import generate as generate_all
 
 MESSAGES = [{"role": "user", "content": "fix it"}]
@@ -64,9 +64,7 @@ def asked(http: RecordingHttp) -> list[tuple[int | None, int | None]]:
 
 async def generate(http: RecordingHttp, *, parallel: bool = True, seed: int | None = 10, model=None):
     source = ChatCandidates(http, model)  # type: ignore[arg-type]
-    return await generate_all(
-        source, MESSAGES, 3, temperature=0.7, max_tokens=32, seed=seed, parallel=parallel
-    ), source
+    return await generate_all(source, MESSAGES, Draw(3, 0.7, 32, seed=seed, parallel=parallel)), source
 
 
 async def test_parallel_asks_once_with_n_and_the_first_seed():
@@ -119,7 +117,7 @@ async def test_a_server_that_ignores_n_gets_the_missing_candidates_as_single_req
 async def test_candidates_come_as_each_finishes_and_leaving_early_closes_the_stream():
     http = RecordingHttp(slow=(0, 2))
     source = ChatCandidates(http)  # type: ignore[arg-type]
-    async with source.stream(MESSAGES, 3, temperature=0.7, max_tokens=32, seed=10) as found:
+    async with source.stream(MESSAGES, Draw(3, 0.7, 32, seed=10)) as found:
         async for candidate in found:
             assert (candidate.index, candidate.text, candidate.output_tokens) == (1, "seed 11", 3)
             break  # as a heal does once a candidate passes
@@ -137,11 +135,11 @@ async def test_a_server_error_mid_stream_is_raised_to_the_reader():
 
     source = ChatCandidates(Failing())  # type: ignore[arg-type]
     with pytest.raises(ResponseError, match="engine failed"):
-        await generate_all(source, MESSAGES, 2, temperature=0.7, max_tokens=32)
+        await generate_all(source, MESSAGES, Draw(2, 0.7, 32))
 
 
 async def test_scripted_candidates_finish_in_the_order_of_their_delays():
     source = ScriptedCandidates([["a", "b", "c"]], delays_s=[0.2, 0.0, 0.1])
-    async with source.stream(MESSAGES, 3, temperature=0.7, max_tokens=32) as found:
+    async with source.stream(MESSAGES, Draw(3, 0.7, 32)) as found:
         order = [c.text async for c in found]
     assert order == ["b", "c", "a"]

@@ -264,13 +264,13 @@ async def test_a_healer_without_edits_anywhere_reports_no_edit(project):
 
 
 class DeadServer:
-    def stream(self, messages, n, **kw):
+    def stream(self, messages, draw):
         from whiz.client import ConnectError
 
         async def produce(out):
             raise ConnectError("cannot reach http://127.0.0.1:9/v1/chat/completions: connection refused")
 
-        return CandidateStream(n, produce, "n")
+        return CandidateStream(draw.n, produce, "n")
 
 
 def test_a_server_that_goes_away_midway_is_one_clear_line_and_changes_nothing(project):

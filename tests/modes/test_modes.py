@@ -20,7 +20,7 @@ from whiz.agent.sessions import SessionStore
 from whiz.client import HttpClient
 from whiz.commands.common import Output
 from whiz.commands.exec import exec_in_mode
-from whiz.modes.candidates import ChatCandidates, ScriptedCandidates, generate
+from whiz.modes.candidates import ChatCandidates, Draw, ScriptedCandidates, generate
 from whiz.modes.endpoints import DeepSettings, SetupError
 from whiz.modes.notices import ItemEmitter
 from whiz.modes.pool import ModelPool, ScriptedPool
@@ -232,8 +232,8 @@ async def test_candidates_come_back_the_same_decoded_together_or_one_by_one(serv
     async with HttpClient(server.root) as http:
         source = ChatCandidates(http)
         messages = [{"role": "user", "content": "fix it"}]
-        together = await generate(source, messages, 3, temperature=0.7, max_tokens=32, seed=1)
-        apart = await generate(source, messages, 3, temperature=0.7, max_tokens=32, seed=1, parallel=False)
+        together = await generate(source, messages, Draw(3, 0.7, 32, seed=1))
+        apart = await generate(source, messages, Draw(3, 0.7, 32, seed=1, parallel=False))
     assert together.texts == apart.texts == ["candidate text"] * 3
     assert apart.method == "sequential"
     # One request with n where the server takes it; concurrent requests where it refuses n.

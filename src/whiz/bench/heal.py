@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import statistics
 import sys
@@ -42,7 +43,7 @@ from whiz.bench.report import listed, say
 from whiz.bench.tasks import workspace_for
 from whiz.client import ClientError
 from whiz.environments import SandboxOptions, environment_for
-from whiz.modes.candidates import generate
+from whiz.modes.candidates import Draw, generate
 from whiz.modes.endpoints import DeepSettings, FastSettings, SetupError
 from whiz.modes.healing import Healer, HealSettings, heal_messages
 from whiz.modes.notices import ItemEmitter
@@ -104,9 +105,9 @@ async def time_decoding(
     async with task_workspace(task, 30) as (_ws, _command, messages):
         pass
     source = await router.candidates("fast")
-    kw = {"temperature": temperature, "max_tokens": max_tokens, "seed": 7}
-    parallel = await generate(source, messages, n, parallel=True, **kw)
-    sequential = await generate(source, messages, n, parallel=False, **kw)
+    draw = Draw(n, temperature, max_tokens, seed=7)
+    parallel = await generate(source, messages, draw)
+    sequential = await generate(source, messages, dataclasses.replace(draw, parallel=False))
     return {
         "task_id": task.task_id,
         "parallel_ms": parallel.wall_ms,

@@ -135,24 +135,28 @@ class CandidateStream:
         )
 
 
+@dataclass(frozen=True)
+class Draw:
+    """How a round's candidates are sampled."""
+
+    n: int
+    temperature: float
+    max_tokens: int
+    seed: int | None = None
+    """Candidate i samples with seed + i; None for fresh randomness."""
+    parallel: bool = True
+    """Decode the n together (one request with n); False: one after another, to compare."""
+
+
 class CandidateSource(Protocol):
     """Produces `n` sampled replies to a chat conversation, each as it finishes."""
 
-    def stream(
-        self,
-        messages: list[dict[str, Any]],
-        n: int,
-        *,
-        temperature: float,
-        max_tokens: int,
-        seed: int | None = None,
-        parallel: bool = True,
-    ) -> CandidateStream: ...
+    def stream(self, messages: list[dict[str, Any]], draw: Draw) -> CandidateStream: ...
 
 
-async def generate(source: CandidateSource, messages: list[dict[str, Any]], n: int, **kw: Any) -> Generation:
-    """All `n` candidates, once every one has finished."""
-    async with source.stream(messages, n, **kw) as found:
+async def generate(source: CandidateSource, messages: list[dict[str, Any]], draw: Draw) -> Generation:
+    """All `draw.n` candidates, once every one has finished."""
+    async with source.stream(messages, draw) as found:
         async for _ in found:
             pass
     return found.generation()
@@ -175,20 +179,12 @@ class ChatCandidates:
         self.supports_n: bool | None = None
         """Learned on the first parallel call: whether the server returned n choices for n."""
 
-    def stream(
-        self,
-        messages: list[dict[str, Any]],
-        n: int,
-        *,
-        temperature: float,
-        max_tokens: int,
-        seed: int | None = None,
-        parallel: bool = True,
-    ) -> CandidateStream:
+    def stream(self, messages: list[dict[str, Any]], draw: Draw) -> CandidateStream:
+        n, seed = draw.n, draw.seed
         request: dict[str, Any] = {
             "messages": messages,
-            "temperature": temperature,
-            "max_tokens": max_tokens,
+            "temperature": draw.temperature,
+            "max_tokens": draw.max_tokens,
             "stream_options": {"include_usage": True},
         }
         if self.model:
@@ -219,7 +215,7 @@ class ChatCandidates:
             return len(seen)
 
         async def produce(out: CandidateStream) -> None:
-            if not parallel:
+            if not draw.parallel:
                 for i in range(n):
                     await ask(out, 1, i)
                 return
@@ -237,7 +233,7 @@ class ChatCandidates:
                 out.method = "concurrent" if n > 1 else "n"
                 await asyncio.gather(*(ask(out, 1, i) for i in range(have, n)))
 
-        return CandidateStream(n, produce, "n" if parallel else "sequential")
+        return CandidateStream(n, produce, "n" if draw.parallel else "sequential")
 
 
 @dataclass
@@ -252,19 +248,10 @@ class ScriptedCandidates:
     delays_s: Sequence[float] = ()
     cancelled: list[int] = field(default_factory=list)
 
-    def stream(
-        self,
-        messages: list[dict[str, Any]],
-        n: int,
-        *,
-        temperature: float,
-        max_tokens: int,
-        seed: int | None = None,
-        parallel: bool = True,
-    ) -> CandidateStream:
+    def stream(self, messages: list[dict[str, Any]], draw: Draw) -> CandidateStream:
         self.calls.append(messages)
         batch = self.batches.pop(0) if self.batches else []
-        texts = list(batch(messages) if callable(batch) else batch)[:n]
+        texts = list(batch(messages) if callable(batch) else batch)[: draw.n]
 
         async def one(out: CandidateStream, i: int) -> None:
             try:

@@ -33,7 +33,7 @@ from whiz.agent.workspace import Workspace
 from whiz.environments import SandboxOptions, environment_for
 from whiz.environments.local import CommandResult, truncate
 from whiz.environments.worktree import CopyError, isolated_copy
-from whiz.modes.candidates import Candidate, CandidateSource, CandidateStream, Generation
+from whiz.modes.candidates import Candidate, CandidateSource, CandidateStream, Draw, Generation
 from whiz.modes.pool import Label
 from whiz.modes.test_files import TestFiles
 
@@ -305,14 +305,8 @@ class Healer:
         seed = None if s.seed is None else s.seed + 1000 * (number - 1)
         tests = _RoundTests(self, number)
         try:
-            async with source.stream(
-                messages,
-                s.n,
-                temperature=s.temperature,
-                max_tokens=s.max_tokens,
-                seed=seed,
-                parallel=s.parallel,
-            ) as found:
+            draw = Draw(s.n, s.temperature, s.max_tokens, seed, s.parallel)
+            async with source.stream(messages, draw) as found:
                 await tests.read(found, stop_at_pass=s.first_pass)
             # Leaving the block cancelled whatever was still being written.
             generation = found.generation()

@@ -256,6 +256,12 @@ def _text(content: str | list | None, param: str) -> str:
     return "".join(parts)
 
 
+def _require_strings(item: dict[str, Any], kind: str, param: str, keys: tuple[str, ...]) -> None:
+    for key in keys:
+        if not isinstance(item.get(key), str):
+            raise InvalidRequest(f"A {kind} item needs a string {key}.", param=f"{param}.{key}")
+
+
 def _arguments(value: str | dict) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
@@ -403,32 +409,16 @@ def _item_messages(item: Any, param: str) -> list[Message]:
             )
         text = _text(item.get("content"), f"{param}.content")
         return [Message("system" if role == "developer" else role, text)]
-    if kind == "function_call":
-        for key in ("call_id", "name"):
-            if not isinstance(item.get(key), str):
-                raise InvalidRequest(f"A function_call item needs a string {key}.", param=f"{param}.{key}")
-        call = ToolCall(item["call_id"], item["name"], _arguments(item.get("arguments") or ""))
-        return [Message("assistant", "", (call,))]
-    if kind == "function_call_output":
-        if not isinstance(item.get("call_id"), str):
-            raise InvalidRequest(
-                "A function_call_output item needs a string call_id.", param=f"{param}.call_id"
-            )
-        output = item.get("output", "")
-        text = output if isinstance(output, str) else _text(output, f"{param}.output")
-        return [Message("tool", text, tool_call_id=item["call_id"])]
-    if kind == "custom_tool_call":
-        for key in ("call_id", "name"):
-            if not isinstance(item.get(key), str):
-                raise InvalidRequest(f"A custom_tool_call item needs a string {key}.", param=f"{param}.{key}")
-        text = item.get("input") if isinstance(item.get("input"), str) else ""
-        call = ToolCall(item["call_id"], item["name"], json.dumps({CUSTOM_INPUT: text}, ensure_ascii=False))
-        return [Message("assistant", "", (call,))]
-    if kind == "custom_tool_call_output":
-        if not isinstance(item.get("call_id"), str):
-            raise InvalidRequest(
-                "A custom_tool_call_output item needs a string call_id.", param=f"{param}.call_id"
-            )
+    if kind in ("function_call", "custom_tool_call"):
+        _require_strings(item, kind, param, ("call_id", "name"))
+        if kind == "function_call":
+            arguments = _arguments(item.get("arguments") or "")
+        else:
+            text = item.get("input") if isinstance(item.get("input"), str) else ""
+            arguments = json.dumps({CUSTOM_INPUT: text}, ensure_ascii=False)
+        return [Message("assistant", "", (ToolCall(item["call_id"], item["name"], arguments),))]
+    if kind in ("function_call_output", "custom_tool_call_output"):
+        _require_strings(item, kind, param, ("call_id",))
         output = item.get("output", "")
         text = output if isinstance(output, str) else _text(output, f"{param}.output")
         return [Message("tool", text, tool_call_id=item["call_id"])]
