@@ -33,12 +33,12 @@ from rich.table import Table
 from whiz.agent.approvals import ApprovalMode
 from whiz.agent.config import AgentConfig
 from whiz.agent.runs_check import with_check
-from whiz.bench.edit_tasks import EditTask, default_editeval_path, load_editeval, run_check
+from whiz.bench.edit_tasks import EditTask, editeval_tasks, run_check
 from whiz.bench.program_tasks import PROGRAM_TASKS, ProgramTask
-from whiz.bench.report import listed, say
+from whiz.bench.report import listed, run_reported, say
 from whiz.bench.tasks import workspace_for
 from whiz.environments import environment_for
-from whiz.modes.endpoints import DeepSettings, FastSettings, SetupError, ensure_server
+from whiz.modes.endpoints import DeepSettings, FastSettings, ensure_server
 from whiz.modes.pool import Label, ModelPool, Models
 from whiz.modes.router import Mode
 
@@ -255,20 +255,14 @@ def main(
         return 2
     cases: list[Case] = []
     if "editeval" in wanted:
-        path = data or default_editeval_path()
-        if path is None or not Path(path).is_file():
-            say(f"whiz bench agent: no EditEval data at {path or 'shared/bench/editeval.jsonl'}; pass --data")
+        tasks = editeval_tasks(data, limit, say, "agent")
+        if tasks is None:
             return 2
-        cases += [editeval_case(t) for t in load_editeval(path)[:limit]]
+        cases += [editeval_case(t) for t in tasks]
     if "programs" in wanted:
         cases += [program_case(t) for t in PROGRAM_TASKS]
     fast = FastSettings(api_key=api_key, model=model)
-    try:
-        report = asyncio.run(
-            run_bench(target, cases, [VARIANTS[v] for v in chosen], fast, deep or DeepSettings(), say)
-        )
-    except SetupError as exc:
-        say(f"whiz bench agent: {exc.message}")
-        return 2
-    print_report(report)
-    return 0
+    variants = [VARIANTS[v] for v in chosen]
+    return run_reported(
+        "agent", run_bench(target, cases, variants, fast, deep or DeepSettings(), say), print_report
+    )

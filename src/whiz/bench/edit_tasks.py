@@ -21,7 +21,7 @@ import sys
 import sysconfig
 import tempfile
 import tokenize
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -112,6 +112,18 @@ def default_editeval_path() -> Path | None:
         if (candidate := parent / "shared/bench/editeval.jsonl").is_file():
             return candidate
     return None
+
+
+def editeval_tasks(
+    data: Path | str | None, limit: int | None, say: Callable[[str], None], bench: str
+) -> list[EditTask] | None:
+    """The first `limit` EditEval tasks from `data` (default: `default_editeval_path`), or None after
+    telling the user, in `whiz bench <bench>`'s words, that there is no data."""
+    path = data or default_editeval_path()
+    if path is None or not Path(path).is_file():
+        say(f"whiz bench {bench}: no EditEval data at {path or 'shared/bench/editeval.jsonl'}; pass --data")
+        return None
+    return load_editeval(path)[:limit]
 
 
 def load_editeval(path: Path | str) -> list[EditTask]:

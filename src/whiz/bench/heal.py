@@ -20,7 +20,6 @@ same work is timed both ways. The report is a table, then one JSON line.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import json
@@ -38,13 +37,12 @@ from rich.table import Table
 
 from whiz.agent.events import Collector
 from whiz.agent.workspace import Workspace
-from whiz.bench.edit_tasks import EditTask, default_editeval_path, load_editeval
-from whiz.bench.report import listed, say
+from whiz.bench.edit_tasks import EditTask, editeval_tasks
+from whiz.bench.report import listed, run_reported, say
 from whiz.bench.tasks import workspace_for
-from whiz.client import ClientError
 from whiz.environments import SandboxOptions, environment_for
 from whiz.modes.candidates import Draw, generate
-from whiz.modes.endpoints import DeepSettings, FastSettings, SetupError
+from whiz.modes.endpoints import DeepSettings, FastSettings
 from whiz.modes.healing import Healer, HealSettings, heal_messages
 from whiz.modes.notices import ItemEmitter
 from whiz.modes.pool import Label, ModelPool
@@ -227,19 +225,10 @@ def main(
     if not 1 <= n <= 16:
         say("whiz bench heal: -n must be between 1 and 16")
         return 2
-    path = data or default_editeval_path()
-    if path is None or not Path(path).is_file():
-        say(f"whiz bench heal: no EditEval data at {path or 'shared/bench/editeval.jsonl'}; pass --data")
+    tasks = editeval_tasks(data, limit, say, "heal")
+    if tasks is None:
         return 2
-    tasks = load_editeval(path)[:limit]
     fast = FastSettings(base_url=target, api_key=api_key, model=model)
-    try:
-        report = asyncio.run(run_bench(tasks, chosen, n, temperature, fast, deep or DeepSettings(), say))
-    except SetupError as exc:
-        say(f"whiz bench heal: {exc.message}")
-        return 2
-    except ClientError as exc:
-        say(f"whiz bench heal: {exc}")
-        return 1
-    print_report(report)
-    return 0
+    return run_reported(
+        "heal", run_bench(tasks, chosen, n, temperature, fast, deep or DeepSettings(), say), print_report
+    )

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+
+from whiz.client import ClientError
+from whiz.modes.endpoints import SetupError
 
 
 @dataclass
@@ -55,3 +60,18 @@ def say(line: str) -> None:
 def listed(value: str) -> list[str]:
     """A comma-separated option (`--variants fast,heal`) as its items."""
     return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def run_reported(bench: str, work: Coroutine[Any, Any, dict], show: Callable[[dict], None]) -> int:
+    """Run a bench to its report and show it: 0; 2 when it could not start (no server, no model),
+    1 when a server failed midway. Either failure is one line in `whiz bench <bench>`'s words."""
+    try:
+        report = asyncio.run(work)
+    except SetupError as exc:
+        say(f"whiz bench {bench}: {exc.message}")
+        return 2
+    except ClientError as exc:
+        say(f"whiz bench {bench}: {exc}")
+        return 1
+    show(report)
+    return 0

@@ -30,10 +30,9 @@ from whiz.agent.config import AgentConfig
 from whiz.agent.loop import Agent
 from whiz.agent.whiz_model import WhizModel
 from whiz.agent.workspace import Workspace
-from whiz.bench.edit_tasks import EditTask, default_editeval_path, load_editeval, program, run_check
-from whiz.bench.report import say
-from whiz.client import ClientError
-from whiz.modes.endpoints import FastSettings, SetupError, ensure_server
+from whiz.bench.edit_tasks import EditTask, editeval_tasks, program, run_check
+from whiz.bench.report import run_reported, say
+from whiz.modes.endpoints import FastSettings, ensure_server
 
 
 @dataclass
@@ -167,18 +166,7 @@ def main(
     if any(f not in ("text", "tools") for f in formats):
         say(f"whiz bench tasks: --actions must be text, tools or both, not {actions!r}")
         return 2
-    path = data or default_editeval_path()
-    if path is None or not Path(path).is_file():
-        say(f"whiz bench tasks: no EditEval data at {path or 'shared/bench/editeval.jsonl'}; pass --data")
+    tasks = editeval_tasks(data, limit, say, "tasks")
+    if tasks is None:
         return 2
-    tasks = load_editeval(path)[:limit]
-    try:
-        report = asyncio.run(run_bench(target, tasks, formats, api_key, model, say))
-    except SetupError as exc:
-        say(f"whiz bench tasks: {exc.message}")
-        return 2
-    except ClientError as exc:
-        say(f"whiz bench tasks: {exc}")
-        return 1
-    print_report(report)
-    return 0
+    return run_reported("tasks", run_bench(target, tasks, formats, api_key, model, say), print_report)
