@@ -298,12 +298,39 @@ def bench_serve(
     raw_baseline: Annotated[
         Path | None, typer.Option(help="GGUF file: also time raw llama-cpp-python decoding, for the ratio.")
     ] = None,
+    prefix_tokens: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            help="Prefix timed cold, from memory and from disk after a restart, in an engine this command "
+            "loads (default 6000, 1500 with --quick; 0 skips; at least 1024, the shortest prefix saved).",
+        ),
+    ] = None,
+    exec_: Annotated[
+        bool,
+        typer.Option(
+            "--exec/--no-exec",
+            help="Time `whiz exec` from a fresh process, with and without the background server.",
+        ),
+    ] = True,
 ) -> None:
-    """Serving latency: cold and warm TTFT, interleaved sessions, shared prefixes, decode speed."""
+    """Serving latency: cold and warm TTFT, interleaved sessions, shared prefixes, decode speed, and
+    the first turn where the server is new (a prefix from disk, `whiz exec` from a fresh shell)."""
+    from whiz.bench.first_turn import FirstTurnPlan
     from whiz.bench.serve import main
 
+    if prefix_tokens is not None and 0 < prefix_tokens < 1024:
+        raise fail("--prefix-tokens: 0, or at least 1024 (shorter prefixes are not saved to disk)")
+    plan = FirstTurnPlan.make(quick, prefix_tokens, exec_)
     raise typer.Exit(
-        main(target=target, model=model, api_key=api_key, quick=quick, raw_baseline=raw_baseline)
+        main(
+            target=target,
+            model=model,
+            api_key=api_key,
+            quick=quick,
+            raw_baseline=raw_baseline,
+            first_turn=plan,
+        )
     )
 
 
