@@ -349,6 +349,22 @@ def bench_prefix_cache(
     raise typer.Exit(main(model, prefix_tokens, prefix_cache_dir, threads=threads))
 
 
+@bench_app.command("codex-restart")
+def bench_codex_restart(
+    model: Annotated[str, typer.Option(help="Model for `whiz serve`.")] = "qwen2.5-coder-0.5b",
+    codex: Annotated[
+        Path | None, typer.Option(help="The Codex CLI (default: the one in the whiz cache, or `codex`).")
+    ] = None,
+    prefix_cache_dir: Annotated[
+        Path | None, typer.Option(help="The server's cache folder (default: a temporary one, removed after).")
+    ] = None,
+) -> None:
+    """The Codex CLI's first turn after a server restart, over a prompt it sent before."""
+    from whiz.bench.codex_restart import CodexRestartPlan, main
+
+    raise typer.Exit(main(CodexRestartPlan(model, codex, prefix_cache_dir)))
+
+
 @bench_app.command("soak")
 def bench_soak(
     target: Annotated[
