@@ -61,7 +61,11 @@ class EngineSettings(BaseModel):
         "an entry is ~12 MB per 1k tokens with the 0.5B model, and nothing is written with under 1 GB free.",
     )
     prefix_cache_min_tokens: int = Field(
-        1024, ge=256, description="Shortest prompt saved, and the fewest new tokens a longer entry must add."
+        1024,
+        ge=256,
+        description="Shortest prompt saved, and the fewest new tokens a longer entry must add; one that "
+        "only continues the entry it shares most with needs 256 (an agent's next request), and replaces "
+        "that entry when it was such a short step too.",
     )
 
 

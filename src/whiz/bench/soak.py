@@ -31,7 +31,7 @@ from rich.table import Table
 from websockets.asyncio.client import connect
 from websockets.exceptions import WebSocketException
 
-from whiz.bench.serve import rounded
+from whiz.bench.report import rounded
 from whiz.server.browser import is_loopback
 
 LONG_PROMPT = "Explain this code line by line:\n" + "def f(x):\n    return x * 2\n" * 200
