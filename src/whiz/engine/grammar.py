@@ -37,7 +37,7 @@ class Constraint:
         """(gbnf, root rule) -> GrammarMatcher."""
         self._opening = re.compile(grammar.opening.encode()) if grammar.opening else None
         self._tag = grammar.tag.encode() if grammar.tag else None
-        self._out = b""
+        self._out = bytearray()
         self._starts: list[int] = []
         """Byte offset in the output where each token starts."""
         self._tokens: list[int] = []
@@ -140,4 +140,4 @@ class Constraint:
 
     def _off(self) -> None:
         self.matcher, self._mode = None, None
-        self._out, self._starts, self._tokens = b"", [], []
+        self._out, self._starts, self._tokens = bytearray(), [], []
