@@ -30,7 +30,7 @@ from whiz.errors import InvalidRequest, WhizError
 from whiz.server.auth import bearer
 from whiz.server.http import ClientGone, run_to_end
 from whiz.server.http import read_body as read_bounded
-from whiz.server.protocol import MAX_STOP_CHARS, OFF_LOOP_CHARS, WhizOptions, decode_json
+from whiz.server.protocol import MAX_STOP_CHARS, OFF_LOOP_CHARS, WhizOptions, decode_json, wants_tool_grammar
 
 if TYPE_CHECKING:
     from whiz.server.state import ServerState
@@ -204,9 +204,7 @@ def turn_request(
         session=session,
         input_param="messages",
         tenant=tenant,
-        tool_grammar=tool_grammar
-        if req.whiz is None or req.whiz.tool_grammar is None
-        else req.whiz.tool_grammar,
+        tool_grammar=wants_tool_grammar(req.whiz, tool_grammar),
     )
 
 

@@ -126,6 +126,11 @@ class WhizOptions(Wire):
     default)."""
 
 
+def wants_tool_grammar(whiz: WhizOptions | None, default: bool) -> bool:
+    """Whether a request's tool calls are constrained: its `whiz.tool_grammar`, else `default`."""
+    return default if whiz is None or whiz.tool_grammar is None else whiz.tool_grammar
+
+
 @dataclass(frozen=True)
 class TurnDefaults:
     """What a turn gets where its request says nothing: one object for every API's service."""
@@ -154,8 +159,7 @@ class SamplingFields(Wire):
         return not (self.whiz and self.whiz.speculation is False)
 
     def tool_grammar(self, default: bool) -> bool:
-        """Whether this request's tool calls are constrained: its `whiz.tool_grammar`, else `default`."""
-        return default if self.whiz is None or self.whiz.tool_grammar is None else self.whiz.tool_grammar
+        return wants_tool_grammar(self.whiz, default)
 
     def wants_timeline(self) -> bool:
         return bool(self.whiz and self.whiz.timeline)
