@@ -2,9 +2,9 @@
 
 llama.cpp matches grammars for the real model (`llamacpp.LlamaGrammarMatcher`); this reads the
 same text, for the parts of GBNF whiz writes (literals, character classes, rule references,
-groups, alternatives, `? * + {m,n}`), and answers two questions about a text: does the grammar
-accept it whole, and can it still be completed. It parses the text from the start each time,
-which is plenty for a fake model's one-byte tokens and for tests, not for serving.
+groups, alternatives, `? * + {m,n}`). Like llama.cpp's matcher it follows a text one character
+at a time: the state is the set of stacks of what may still come (a stack for each way the text
+so far can be read), so a long call costs the same per character as a short one.
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ import numpy as np
 from whiz.errors import EngineError
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Lit:
     text: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Cls:
     ranges: tuple[tuple[str, str], ...]
     negated: bool
@@ -31,22 +31,22 @@ class Cls:
         return any(lo <= ch <= hi for lo, hi in self.ranges) != self.negated
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Ref:
     name: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Seq:
     items: tuple
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Alt:
     options: tuple
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Rep:
     item: object
     low: int
@@ -178,96 +178,137 @@ class _Parser:
         return item
 
 
-_OPEN = -1
-"""An end position meaning "the text ran out inside this part": the text can still be completed."""
+@dataclass(frozen=True)
+class _LitAt:
+    """Character `i` of a literal, the next to match."""
+
+    text: str
+    i: int
+
+
+@dataclass(frozen=True)
+class _RepAt:
+    """A repetition after `count` items (counted up to its bound only: more are all alike)."""
+
+    rep: Rep
+    count: int
+
+
+Stack = tuple | None
+"""What may still come, innermost first: (frame, rest of the stack), or None when nothing."""
+
+_MAX_EXPANSION = 100_000
 
 
 class Gbnf:
-    """A parsed grammar: `accepts(text)` for a whole text, `viable(text)` for a prefix."""
+    """A parsed grammar: `accepts(text)` for a whole text, `viable(text)` for a prefix, and
+    `start`/`step` to follow a text one character at a time."""
 
     def __init__(self, text: str, root: str = "root"):
         self.rules = _Parser(text).rules()
         if root not in self.rules:
             raise EngineError(f"grammar: no rule named {root!r}")
-        for name in re.findall(r"Ref\(name='([^']+)'\)", repr(self.rules)):
-            if name not in self.rules:
-                raise EngineError(f"grammar: rule {name!r} is used but not defined")
+        for node in self.rules.values():
+            self._check_refs(node)
         self.root = root
+        self._expanded: dict[Stack, frozenset[Stack]] = {}
 
-    def _ends(self, text: str, nexts: list | None = None) -> set[int]:
-        """Where parses of `text` from the root can end (`_OPEN`: past its end). With `nexts`, the
-        literal characters and classes that could come right after the text are appended to it."""
-        memo: dict[tuple[int, int], frozenset[int]] = {}
-        n = len(text)
+    def _check_refs(self, node: object) -> None:
+        if isinstance(node, Ref) and node.name not in self.rules:
+            raise EngineError(f"grammar: rule {node.name!r} is used but not defined")
+        for child in getattr(node, "items", ()) + getattr(node, "options", ()):
+            self._check_refs(child)
+        if isinstance(node, Rep):
+            self._check_refs(node.item)
 
-        def ends(node: object, pos: int) -> frozenset[int]:
-            key = (id(node), pos)
-            if key in memo:
-                return memo[key]
-            memo[key] = frozenset()  # a rule that reaches itself without consuming text: no match
-            out: set[int] = set()
-            if isinstance(node, Lit):
-                rest = text[pos : pos + len(node.text)]
-                if rest == node.text:
-                    out.add(pos + len(node.text))
-                elif pos + len(node.text) > n and node.text.startswith(rest):
-                    out.add(_OPEN)
-                    if nexts is not None:
-                        nexts.append(node.text[n - pos])
-            elif isinstance(node, Cls):
-                if pos == n:
-                    out.add(_OPEN)
-                    if nexts is not None:
-                        nexts.append(node)
-                elif node.matches(text[pos]):
-                    out.add(pos + 1)
-            elif isinstance(node, Ref):
-                out = set(ends(self.rules[node.name], pos))
-            elif isinstance(node, Alt):
-                for option in node.options:
-                    out |= ends(option, pos)
-            elif isinstance(node, Seq):
-                frontier = {pos}
-                for item in node.items:
-                    nxt: set[int] = set()
-                    for p in frontier:
-                        for e in ends(item, p):
-                            (out if e == _OPEN else nxt).add(e)
-                    frontier = nxt
-                out |= frontier
-            elif isinstance(node, Rep):
-                frontier, count, seen = {pos}, 0, set()
-                if node.low == 0:
-                    out.add(pos)
-                while frontier and (node.high is None or count < node.high):
-                    nxt = set()
-                    for p in frontier:
-                        for e in ends(node.item, p):
-                            (out if e == _OPEN else nxt).add(e)
-                    count += 1
-                    if count >= node.low:
-                        nxt -= seen
-                        seen |= nxt
-                        out |= nxt
-                    frontier = nxt
-            memo[key] = frozenset(out)
-            return memo[key]
+    def start(self) -> frozenset[Stack]:
+        return self._expand((Ref(self.root), None))
 
-        return set(ends(Ref(self.root), 0))
+    def _expand(self, stack: Stack) -> frozenset[Stack]:
+        """The stacks `stack` can become before its next character: each has a character to
+        match on top (a literal's or a class), or is None (the text may end here)."""
+        found = self._expanded.get(stack)
+        if found is not None:
+            return found
+        out: set[Stack] = set()
+        seen: set[Stack] = set()
+        todo = [stack]
+        while todo:
+            s = todo.pop()
+            if s in seen:
+                continue
+            seen.add(s)
+            if len(seen) > _MAX_EXPANSION:
+                raise EngineError("grammar: a rule expands without end (left recursion?)")
+            if s is None:
+                out.add(None)
+                continue
+            top, rest = s
+            if isinstance(top, (_LitAt, Cls)):
+                out.add(s)
+            elif isinstance(top, Lit):
+                todo.append((_LitAt(top.text, 0), rest) if top.text else rest)
+            elif isinstance(top, Ref):
+                todo.append((self.rules[top.name], rest))
+            elif isinstance(top, Alt):
+                todo.extend((option, rest) for option in top.options)
+            elif isinstance(top, Seq):
+                for item in reversed(top.items):
+                    rest = (item, rest)
+                todo.append(rest)
+            elif isinstance(top, Rep):
+                todo.append((_RepAt(top, 0), rest))
+            elif isinstance(top, _RepAt):
+                rep, count = top.rep, top.count
+                if count >= rep.low:
+                    todo.append(rest)
+                if rep.high is None or count < rep.high:
+                    after = count + 1 if rep.high is not None or count < rep.low else count
+                    todo.append((rep.item, (_RepAt(rep, after), rest)))
+        found = frozenset(out)
+        self._expanded[stack] = found
+        return found
+
+    def step(self, stacks: frozenset[Stack], ch: str) -> frozenset[Stack]:
+        """The stacks after one more character (empty: the grammar refuses it)."""
+        out: set[Stack] = set()
+        for s in stacks:
+            if s is None:
+                continue
+            top, rest = s
+            if isinstance(top, _LitAt):
+                if top.text[top.i] != ch:
+                    continue
+                if top.i + 1 < len(top.text):
+                    out.add((_LitAt(top.text, top.i + 1), rest))
+                    continue
+            elif not top.matches(ch):
+                continue
+            out |= self._expand(rest)
+        return frozenset(out)
+
+    def follow(self, text: str) -> frozenset[Stack]:
+        stacks = self.start()
+        for ch in text:
+            if not stacks:
+                break
+            stacks = self.step(stacks, ch)
+        return stacks
 
     def accepts(self, text: str) -> bool:
-        return len(text) in self._ends(text)
-
-    def next_chars(self, text: str) -> list:
-        """What may come right after `text`: characters, and `Cls` classes."""
-        nexts: list = []
-        self._ends(text, nexts)
-        return nexts
+        return None in self.follow(text)
 
     def viable(self, text: str) -> bool:
         """True when some text that starts with `text` is accepted (or `text` itself is)."""
-        found = self._ends(text)
-        return _OPEN in found or len(text) in found
+        return bool(self.follow(text))
+
+    def next_chars(self, text: str) -> list:
+        """What may come right after `text`: characters, and `Cls` classes."""
+        return _tops(self.follow(text))
+
+
+def _tops(stacks: frozenset[Stack]) -> list:
+    return [s[0].text[s[0].i] if isinstance(s[0], _LitAt) else s[0] for s in stacks if s is not None]
 
 
 def _split(data: bytes) -> tuple[str, bytes] | None:
@@ -298,41 +339,44 @@ def _could_start(partial: bytes, nexts: list) -> bool:
 
 
 class GbnfMatcher:
-    """A `GrammarMatcher` over a tokenizer, with `Gbnf` (the fake runtime's; slow but exact)."""
+    """A `GrammarMatcher` over a tokenizer, with `Gbnf` (the fake runtime's)."""
 
     def __init__(self, grammar: Gbnf, tokenizer):
         self.grammar = grammar
         self.tokenizer = tokenizer
-        self._bytes = b""
+        self._stacks = grammar.start()
+        self._pending = b""
+        """The first bytes of a character not yet whole."""
+
+    def _advance(self, piece: bytes) -> tuple[frozenset[Stack], bytes] | None:
+        split = _split(self._pending + piece)
+        if split is None:
+            return None
+        text, partial = split
+        stacks = self._stacks
+        for ch in text:
+            stacks = self.grammar.step(stacks, ch)
+            if not stacks:
+                return None
+        if partial and not _could_start(partial, _tops(stacks)):
+            return None
+        return stacks, partial
 
     def allowed(self, ids: np.ndarray) -> np.ndarray:
         out = np.zeros(len(ids), dtype=bool)
-        now = _split(self._bytes)
-        # One parse tells every one-byte token; longer ones are parsed each.
-        nexts = self.grammar.next_chars(now[0]) if now is not None and not now[1] else None
         for k, token in enumerate(ids.tolist()):
             if self.tokenizer.is_eog(token):
                 out[k] = self.can_end()
-                continue
-            piece = self.tokenizer.piece(token)
-            if not piece:
-                continue
-            if nexts is not None and len(piece) == 1:
-                ch = chr(piece[0])
-                if piece[0] < 0x80:
-                    out[k] = any(n == ch if isinstance(n, str) else n.matches(ch) for n in nexts)
-                else:
-                    out[k] = _could_start(piece, nexts)
-                continue
-            split = _split(self._bytes + piece)
-            if split is None or not self.grammar.viable(split[0]):
-                continue
-            out[k] = not split[1] or _could_start(split[1], self.grammar.next_chars(split[0]))
+            else:
+                piece = self.tokenizer.piece(token)
+                out[k] = bool(piece) and self._advance(piece) is not None
         return out
 
     def accept(self, token: int) -> None:
-        self._bytes += self.tokenizer.piece(token)
+        advanced = self._advance(self.tokenizer.piece(token))
+        if advanced is None:
+            raise EngineError(f"grammar: token {token} is not allowed here")
+        self._stacks, self._pending = advanced
 
     def can_end(self) -> bool:
-        now = _split(self._bytes)
-        return now is not None and not now[1] and self.grammar.accepts(now[0])
+        return not self._pending and None in self._stacks
