@@ -70,6 +70,14 @@ def serve(
     max_draft: Annotated[
         int | None, typer.Option(help="Longest draft verified in one batch (default 32).")
     ] = None,
+    tool_grammar: Annotated[
+        bool | None,
+        typer.Option(
+            "--tool-grammar/--no-tool-grammar",
+            help="When a request offers tools, decode each call the model starts under a grammar of "
+            "the tools' schemas, so it parses and fits them; text outside calls stays free (default on).",
+        ),
+    ] = None,
     config: Annotated[Path | None, typer.Option(help="TOML file with a [serve] table.")] = None,
     workspace: Annotated[
         Path | None,
@@ -208,6 +216,7 @@ def serve(
             rate_limit_rpm=rate_limit_rpm,
             speculation=speculation,
             max_draft=max_draft,
+            tool_grammar=tool_grammar,
             workspace=workspace,
             test_cmd=test_cmd,
             draft_model=draft_model,

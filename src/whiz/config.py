@@ -75,6 +75,12 @@ class SamplingSettings(BaseModel):
     temperature: float = Field(0.7, description="Sampling temperature when a request sets none.")
     top_p: float = Field(0.8, description="Nucleus sampling when a request sets none.")
     top_k: int = Field(20, description="Top-k sampling (not part of OpenAI's API).")
+    tool_grammar: bool = Field(
+        True,
+        description="When a request offers tools, decode each tool call the model starts under a grammar "
+        "of the tools' JSON schemas, so the call parses and its arguments fit; text outside calls stays "
+        'free. A request opts out with "whiz": {"tool_grammar": false}.',
+    )
 
 
 class HttpSettings(BaseModel):

@@ -120,3 +120,13 @@ def test_without_tool_names_only_tagged_calls_are_read():
     text = '{"name": "read", "arguments": {}}'
     early, late = run_parser(ToolCallParser(), text)
     assert "".join(p.text for p in early + late) == text
+
+
+def test_a_closing_tag_inside_an_argument_string_does_not_end_the_call():
+    body = '{"name": "write", "arguments": {"text": "print(\\"</tool_call>\\")"}}'
+    parser = ToolCallParser(names=["write"])
+    pieces = [
+        p for chunk in ("<tool_call>\n", body[:30], body[30:], "\n</tool_call>") for p in parser.feed(chunk)
+    ]
+    [call] = pieces + parser.finish()
+    assert json.loads(call.arguments) == {"text": 'print("</tool_call>")'}

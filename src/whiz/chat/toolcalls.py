@@ -66,6 +66,19 @@ def parse_bare_calls(text: str, names: Collection[str]) -> list[ToolCall] | None
     return calls or None
 
 
+def _in_string(json_text: str) -> bool:
+    """True when `json_text` ends inside a JSON string (an odd count of unescaped quotes)."""
+    inside = escaped = False
+    for ch in json_text:
+        if escaped:
+            escaped = False
+        elif ch == "\\" and inside:
+            escaped = True
+        elif ch == '"':
+            inside = not inside
+    return inside
+
+
 class ToolCallParser:
     """Feed text deltas; get back TextPart and ToolCall pieces in order.
 
@@ -112,6 +125,9 @@ class ToolCallParser:
         while True:
             if self._in_call:
                 end = self._buf.find(CLOSE)
+                while end >= 0 and _in_string(self._buf[:end]):
+                    # "</tool_call>" inside an argument (code that mentions the tag): not the end.
+                    end = self._buf.find(CLOSE, end + 1)
                 if end < 0:
                     return out
                 body, self._buf = self._buf[:end], self._buf[end + len(CLOSE) :]
