@@ -33,7 +33,8 @@ from whiz.server.browser import FORBIDDEN_CLOSE_CODE, SUBPROTOCOL, BrowserGuard,
 from whiz.server.codex import codex_routes
 from whiz.server.http import ClientGone, run_to_end, until_disconnected
 from whiz.server.http import read_body as read_bounded
-from whiz.server.messages import messages_routes
+from whiz.server.messages import MESSAGES_PATH, messages_routes
+from whiz.server.messages import error_response as anthropic_error
 from whiz.server.protocol import ChatRequest, ResponsesRequest, decode_json, parse
 from whiz.server.state import ServerState
 from whiz.server.websocket import Session
@@ -56,7 +57,7 @@ class HostAndOrigin:
             try:
                 self.guard.check(headers, scope.get("scheme", "http"))
             except Forbidden as exc:
-                await error_response(exc)(scope, receive, send)
+                await error_response_at(scope["path"], exc)(scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
@@ -64,6 +65,14 @@ class HostAndOrigin:
 def error_response(exc: WhizError) -> JSONResponse:
     headers = {"Retry-After": "1"} if exc.status == 429 else None
     return JSONResponse({"error": exc.to_dict()}, status_code=exc.status, headers=headers)
+
+
+def error_response_at(path: str, exc: WhizError) -> JSONResponse:
+    """The error in the shape the route's clients read: Anthropic's on the Messages routes (its
+    SDK shows `error.message` from that shape only), OpenAI's everywhere else."""
+    if path == MESSAGES_PATH or path.startswith(MESSAGES_PATH + "/"):
+        return anthropic_error(exc)
+    return error_response(exc)
 
 
 def sse(events: AsyncIterator[dict], *, named: bool) -> StreamingResponse:
@@ -220,17 +229,17 @@ def create_app(
 
     async def on_whiz_error(request: Request, exc: WhizError) -> Response:
         state.metrics.error(exc.code)
-        return error_response(exc)
+        return error_response_at(request.url.path, exc)
 
     async def on_http_error(request: Request, exc: HTTPException) -> Response:
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
         err = WhizError(str(exc.detail), code=code)
         err.status, err.type = exc.status_code, "invalid_request_error"
-        return error_response(err)
+        return error_response_at(request.url.path, err)
 
     async def on_crash(request: Request, exc: Exception) -> Response:
         log.exception("unhandled error")
-        return error_response(WhizError("The server failed to handle this request."))
+        return error_response_at(request.url.path, WhizError("The server failed to handle this request."))
 
     api: list[BaseRoute] = [
         Route("/v1/responses", responses_create, methods=["POST"]),

@@ -35,6 +35,8 @@ from whiz.server.protocol import MAX_STOP_CHARS, OFF_LOOP_CHARS, decode_json
 if TYPE_CHECKING:
     from whiz.server.state import ServerState
 
+MESSAGES_PATH = "/v1/messages"
+"""Where Anthropic's API lives; errors under it take Anthropic's shape."""
 MAX_STOP_SEQUENCES = 8
 """Anthropic documents no number; a handful is what clients send (Claude Code sends none)."""
 
@@ -389,6 +391,6 @@ def messages_routes(state: ServerState) -> list[BaseRoute]:
         return JSONResponse({"input_tokens": total})
 
     return [
-        Route("/v1/messages", create, methods=["POST"]),
-        Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
+        Route(MESSAGES_PATH, create, methods=["POST"]),
+        Route(f"{MESSAGES_PATH}/count_tokens", count_tokens, methods=["POST"]),
     ]
