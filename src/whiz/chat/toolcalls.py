@@ -74,21 +74,33 @@ class ToolCallParser:
     def __init__(self, enabled: bool = True, names: Collection[str] = ()):
         self.enabled = enabled
         self.names = frozenset(names)
+        # This runs on the event loop for every token, and one call can be a whole file: text is
+        # kept in pieces and only new text is searched, so a call costs time linear in its length.
         self._buf = ""
-        self._in_call = False
+        """Text not yet passed on: outside a call, at most a partial "<tool_call>" and the new text."""
+        self._call: list[str] | None = None
+        """The body of the call being read, in pieces; None outside a call."""
+        self._tail = ""
+        """The call's last characters, where a "</tool_call>" split across deltas begins."""
+        self._held: list[str] = []
+        """A reply held to its end because it began as JSON."""
         self._start: str | None = None if self.names else "tags"
         """How the reply began: None until known, "tags" (stream, watching for tags), "json" (held)."""
 
     def feed(self, text: str) -> list[TextPart | ToolCall]:
         if not self.enabled:
             return [TextPart(text)] if text else []
+        if self._start == "json":
+            self._held.append(text)
+            return []  # held to the end: a call in another shape, or text after all
         self._buf += text
         if self._start is None:
             self._start = self._opening(self._buf)
             if self._start is None:
                 return []  # not yet known how the reply starts
-        if self._start == "json":
-            return []  # held to the end: a call in another shape, or text after all
+            if self._start == "json":
+                self._held, self._buf = [self._buf], ""
+                return []
         return self._tags()
 
     def _opening(self, text: str) -> str | None:
@@ -110,12 +122,18 @@ class ToolCallParser:
     def _tags(self) -> list[TextPart | ToolCall]:
         out: list[TextPart | ToolCall] = []
         while True:
-            if self._in_call:
-                end = self._buf.find(CLOSE)
+            if self._call is not None:
+                window = self._tail + self._buf  # the body read so far ends with this window
+                end = window.find(CLOSE)
+                self._call.append(self._buf)
+                self._buf = ""
                 if end < 0:
+                    self._tail = window[-(len(CLOSE) - 1) :]
                     return out
-                body, self._buf = self._buf[:end], self._buf[end + len(CLOSE) :]
-                self._in_call = False
+                body = "".join(self._call)
+                close_at = len(body) - len(window) + end
+                body, self._buf = body[:close_at], body[close_at + len(CLOSE) :]
+                self._call, self._tail = None, ""
                 call = parse_call(body.strip())
                 out.append(call if call else TextPart(OPEN + body + CLOSE))
                 continue
@@ -124,7 +142,7 @@ class ToolCallParser:
                 if start:
                     out.append(TextPart(self._buf[:start]))
                 self._buf = self._buf[start + len(OPEN) :]
-                self._in_call = True
+                self._call, self._tail = [], ""
                 continue
             # Hold back a possible partial "<tool_call>" at the end.
             hold = next(
@@ -139,17 +157,21 @@ class ToolCallParser:
     def finish(self) -> list[TextPart | ToolCall]:
         """Flush at the end of generation. An unclosed call is parsed if its JSON is whole."""
         out: list[TextPart | ToolCall] = []
-        if self._start != "tags" and self._buf.strip():
-            calls = parse_bare_calls(self._buf, self.names)
-            if calls:
-                self._buf = ""
-                return list(calls)
-            self._start = "tags"
-            out = self._tags()
-        if self._in_call:
-            call = parse_call(self._buf.strip())
-            out.append(call if call else TextPart(OPEN + self._buf))
+        if self._start != "tags":
+            self._buf = "".join(self._held) + self._buf
+            self._held = []
+            if self._buf.strip():
+                calls = parse_bare_calls(self._buf, self.names)
+                if calls:
+                    self._buf = ""
+                    return list(calls)
+                self._start = "tags"
+                out = self._tags()
+        if self._call is not None:
+            body = "".join(self._call) + self._buf
+            call = parse_call(body.strip())
+            out.append(call if call else TextPart(OPEN + body))
         elif self._buf:
             out.append(TextPart(self._buf))
-        self._buf, self._in_call = "", False
+        self._buf, self._call, self._tail = "", None, ""
         return out
