@@ -443,4 +443,5 @@ def input_chars(req: ChatRequest | ResponsesRequest) -> int:
     """About how much text a request asks to tokenize (a bound, to decide where to tokenize it)."""
     prediction = req.prediction.content if req.prediction else ""
     parts: Any = [req.messages] if isinstance(req, ChatRequest) else [req.input, req.instructions]
-    return len(str(prediction)) + sum(len(str(p)) for p in parts if p)
+    # The tools' schemas are rendered into the prompt too, and can be megabytes of it.
+    return len(str(prediction)) + sum(len(str(p)) for p in [*parts, req.tools] if p)
