@@ -11,6 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from websockets.sync.client import connect
 
 from whiz.gateway.local import LocalServer
 
@@ -197,3 +198,27 @@ def test_draining_refuses_new_requests(serve_fake):
     assert health.status_code == 503 and health.json()["status"] == "draining"
     served.state.draining = False
     assert_still_serves(served)
+
+
+def test_connections_are_capped_in_all(tmp_path: Path):
+    # Each held connection costs memory and a task; past the cap (nginx's worker_connections by
+    # default), a new request gets a 503 at once instead of piling up.
+    server = LocalServer(
+        ["--model", "fake", "--engine-only", "--max-connections", "3"],
+        tmp_path,
+        name="whiz-max-connections",
+        start_timeout_s=60,
+    )
+    try:
+        server.wait_ready()
+        socket_url = server.url.replace("http", "ws", 1) + "/v1/responses"
+        held = [connect(socket_url) for _ in range(3)]
+        try:
+            refused = httpx.get(f"{server.url}/v1/models", timeout=5)
+            assert refused.status_code == 503
+        finally:
+            for ws in held:
+                ws.close()
+        assert wait_for(lambda: httpx.get(f"{server.url}/v1/models", timeout=5).status_code == 200, 5)
+    finally:
+        server.stop()
