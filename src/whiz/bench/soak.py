@@ -371,6 +371,7 @@ class Soak:
             left_at = time.monotonic()
             idle_ms = await self.idle_after_ms(http, left_at)
             rss_after, _ = await self.server_state(http)
+            counted = await self.gateway_counts(http) if self.replicas else {}
         t = self.tally
         ttft = sorted(t.ttft_ms)
         # Memory of the processes alive at both ends (a killed replica's is gone with it).
@@ -397,10 +398,20 @@ class Soak:
             "engine_idle_after_ms": idle_ms,
             "rss_mb_before": before / 1e6 if before else None,
             "rss_mb_after": sum(rss_after.values()) / 1e6 if rss_after else None,
-            "gateway": self.gateway_summary(kill_after_s),
+            "gateway": self.gateway_summary(kill_after_s, counted),
         }
 
-    def gateway_summary(self, kill_after_s: float) -> dict[str, Any] | None:
+    async def gateway_counts(self, http: httpx.AsyncClient) -> dict[str, float]:
+        """The gateway's own counts: turns it moved to another replica before they produced
+        anything (no client saw those), failovers, and turns cut off mid-response."""
+        try:
+            load = (await http.get(f"{self.root}/health")).json().get("load") or {}
+        except (httpx.HTTPError, ValueError):
+            return {}
+        names = ("gateway_retries_total", "gateway_failovers_total", "gateway_lost_turns_total")
+        return {name.removeprefix("gateway_"): load[name] for name in names if name in load}
+
+    def gateway_summary(self, kill_after_s: float, counted: dict[str, float]) -> dict[str, Any] | None:
         if not self.replicas:
             return None
         return {
@@ -408,6 +419,7 @@ class Soak:
             "replica_args": self.plan.replica_args(),
             "killed": self.killed,
             "killed_after_s": kill_after_s if self.killed else None,
+            "counted_by_the_gateway": counted,
         }
 
 
@@ -455,6 +467,13 @@ def print_table(result: dict[str, Any], console: Console) -> None:
     if gateway:
         killed = f"{gateway['killed']} at {gateway['killed_after_s']:g} s" if gateway["killed"] else "none"
         table.add_row("replica killed", killed, " ".join(gateway["replica_args"]))
+        said = {
+            "retries_total": "turns moved to the other replica before any output (unseen by clients)",
+            "failovers_total": "sessions moved off a replica that failed",
+            "lost_turns_total": "turns cut off mid-response (their clients sent them again)",
+        }
+        for name, count in gateway["counted_by_the_gateway"].items():
+            table.add_row(f"gateway: {name}", f"{count:g}", said.get(name, ""))
     console.print(table)
 
 
