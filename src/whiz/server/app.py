@@ -12,6 +12,7 @@ import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import TypeVar
 
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
@@ -35,11 +36,12 @@ from whiz.server.http import ClientGone, run_to_end, until_disconnected
 from whiz.server.http import read_body as read_bounded
 from whiz.server.messages import MESSAGES_PATH, messages_routes
 from whiz.server.messages import error_response as anthropic_error
-from whiz.server.protocol import ChatRequest, ResponsesRequest, decode_json, parse
+from whiz.server.protocol import ChatRequest, ResponsesRequest, parse, read_json
 from whiz.server.state import ServerState
 from whiz.server.websocket import Session
 
 log = logging.getLogger("whiz.server")
+T = TypeVar("T")
 
 
 class HostAndOrigin:
@@ -110,18 +112,17 @@ def create_app(
     backend: Backend = EngineBackend(engine) if hasattr(engine, "generate") else engine  # type: ignore[assignment]
     state = ServerState(backend, settings)
 
-    async def read_body(request: Request) -> tuple[dict, str | None]:
-        """Authenticate, rate-limit and decode a POST body."""
+    async def read_body(request: Request, model: type[T]) -> tuple[T, str | None]:
+        """Authenticate, rate-limit, decode and validate a POST body."""
         state.check_open()
         key = bearer(request.headers.get("authorization"))
         state.keys.check(key)
         state.check_rate(key, request.client.host if request.client else None)
         raw = await read_bounded(request, state.max_body_bytes)
-        return decode_json(raw), key
+        return await read_json(raw, lambda data: parse(model, data)), key
 
     async def responses_create(request: Request) -> Response:
-        data, key = await read_body(request)
-        req = parse(ResponsesRequest, data)
+        req, key = await read_body(request, ResponsesRequest)
         previous = None
         if req.previous_response_id is not None:
             found = state.store.get(req.previous_response_id)
@@ -167,8 +168,7 @@ def create_app(
         return JSONResponse(found[0])
 
     async def chat_completions(request: Request) -> Response:
-        data, key = await read_body(request)
-        req = parse(ChatRequest, data)
+        req, key = await read_body(request, ChatRequest)
         state.metrics.request("chat")
         session = session_header(request.headers)
         tenant = state.keys.tenant(key)

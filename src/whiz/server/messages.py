@@ -30,7 +30,7 @@ from whiz.errors import InvalidRequest, WhizError
 from whiz.server.auth import bearer
 from whiz.server.http import ClientGone, run_to_end
 from whiz.server.http import read_body as read_bounded
-from whiz.server.protocol import MAX_STOP_CHARS, OFF_LOOP_CHARS, decode_json
+from whiz.server.protocol import MAX_STOP_CHARS, OFF_LOOP_CHARS, read_json
 
 if TYPE_CHECKING:
     from whiz.server.state import ServerState
@@ -335,7 +335,7 @@ def messages_routes(state: ServerState) -> list[BaseRoute]:
         state.check_rate(key, request.client.host if request.client else None)
         raw = await read_bounded(request, state.max_body_bytes)
         try:
-            return model.model_validate(decode_json(raw)), key, len(raw)
+            return await read_json(raw, model.model_validate), key, len(raw)
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"])
