@@ -398,6 +398,7 @@ class Soak:
             "engine_idle_after_ms": idle_ms,
             "rss_mb_before": before / 1e6 if before else None,
             "rss_mb_after": sum(rss_after.values()) / 1e6 if rss_after else None,
+            "rss_mb_by_process": {r: [rss_before.get(r, 0) / 1e6, rss_after[r] / 1e6] for r in rss_after},
             "gateway": self.gateway_summary(kill_after_s, counted),
         }
 
