@@ -385,11 +385,34 @@ def bench_soak(
     max_tokens: Annotated[int, typer.Option(help="Output tokens of a well-behaved turn.")] = 48,
     model: Annotated[str | None, typer.Option(help="Model id to request.")] = None,
     api_key: Annotated[str | None, typer.Option(help="Bearer key for the target.")] = None,
+    patience_s: Annotated[
+        float, typer.Option(help="A served turn whose first token comes later is counted as slow.")
+    ] = 60.0,
+    hang_s: Annotated[float, typer.Option(help="A turn with no end after this long is lost (hung).")] = 300.0,
+    gateway: Annotated[
+        bool,
+        typer.Option(
+            help="Instead of --target: start 2 replicas (whiz serve --engine-only) and a gateway on "
+            "loopback, soak through the gateway, and kill one replica partway."
+        ),
+    ] = False,
+    replica_model: Annotated[str, typer.Option(help="The replicas' --model (with --gateway).")] = (
+        "qwen2.5-coder-0.5b"
+    ),
+    replica_slots: Annotated[int, typer.Option(help="The replicas' --slots (with --gateway).")] = 5,
+    kill_after_s: Annotated[
+        float | None, typer.Option(help="When to kill a replica (with --gateway; default 40% of the run).")
+    ] = None,
 ) -> None:
-    """Load and faults on a loopback server: clients vanishing mid-prefill/decode, hostile input mixed in."""
+    """Load and faults on a loopback server: clients vanishing mid-prefill/decode, hostile input
+    mixed in; with --gateway, one replica killed behind a gateway."""
     from whiz.bench.soak import SoakPlan, main
 
-    plan = SoakPlan(target, seconds, ws_sessions, http_clients, max_tokens, api_key=api_key, model=model)
+    plan = SoakPlan(
+        target, seconds, ws_sessions, http_clients, max_tokens, api_key=api_key, model=model,
+        patience_s=patience_s, hang_s=hang_s, gateway=gateway, replica_model=replica_model,
+        replica_slots=replica_slots, kill_after_s=kill_after_s,
+    )  # fmt: skip
     raise typer.Exit(main(plan))
 
 

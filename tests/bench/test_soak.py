@@ -1,23 +1,72 @@
 """`whiz bench soak` against the fake engine, for a few seconds: every well-behaved turn served,
-every hostile input refused, nothing lost, the engine idle soon after, one JSON line."""
+every hostile input refused, nothing lost, the engine idle soon after, one JSON line. Behind a
+gateway, one replica killed partway costs no turn."""
 
+import asyncio
 import json
 
-from whiz.bench.soak import SoakPlan, main
+from whiz.bench.soak import Outcome, Soak, SoakPlan, main
 
 
 def test_a_short_soak_serves_refuses_and_goes_idle(serve_fake, capsys):
     served = serve_fake(engine_kw={"step_s": 0.001})
-    plan = SoakPlan(served.root, seconds=2.0, ws_sessions=2, http_clients=2, max_tokens=8, turn_timeout_s=20)
+    plan = SoakPlan(served.root, seconds=2.0, ws_sessions=2, http_clients=2, max_tokens=8, hang_s=20)
     code = main(plan)
     out = capsys.readouterr().out
     result = json.loads(out.strip().splitlines()[-1])
     assert code == 0, result
     assert result["bench"] == "soak" and result["lost_turns"] == 0 and result["errors"] == {}
     assert result["served"] > 0 and result["hostile_rejected"] > 0 and result["vanished"] > 0
-    assert result["ttft_ms_p50"] is not None and result["rss_mb_after"] > 0
+    assert result["slow_turns"] == 0 and result["gateway"] is None
+    assert 0 < result["ttft_ms_p50"] < 2000 and result["rss_mb_after"] > 0
     assert result["engine_idle_after_ms"] < 2000  # clients that vanished left no work behind
     assert "hostile_rejected" in out
+
+
+def test_slow_turns_are_served_and_counted_apart_from_lost_ones(serve_fake):
+    # A turn whose first token comes after the patience (at 20 ms a step, it does) but ends is slow;
+    # one with no end in time is lost.
+    served = serve_fake(lambda c: "x" * 40, engine_kw={"step_s": 0.02})
+    soak = Soak(SoakPlan(served.root, patience_s=0.01, hang_s=3, max_tokens=5))
+
+    async def slow_then_lost() -> None:
+        async with soak.socket() as ws:
+            event = {"type": "response.create", "input": "go", "whiz": {"speculation": False}}
+            await soak.turn("ws", lambda: soak.ws_attempt(ws, {**event, "max_output_tokens": 5}))
+            soak.plan.hang_s = 0.2  # 40 tokens at 20 ms each: no end in time
+            await soak.turn("ws", lambda: soak.ws_attempt(ws, {**event, "max_output_tokens": 40}))
+
+    asyncio.run(slow_then_lost())
+    assert soak.tally.served["ws"] == 1 and soak.tally.slow == 1
+    assert dict(soak.tally.lost) == {"hung": 1}
+
+
+def test_upstream_lost_is_sent_again_once_and_only_then_lost():
+    soak = Soak(SoakPlan())
+    answers = iter([Outcome(failed="upstream_lost"), Outcome(ttft_ms=5.0)])
+
+    async def attempt() -> Outcome:
+        return next(answers)
+
+    asyncio.run(soak.turn("http", attempt))
+    assert soak.tally.retried == 1 and soak.tally.served["http"] == 1 and not soak.tally.lost
+    asyncio.run(soak.turn("http", lambda: asyncio.sleep(0, Outcome(failed="upstream_lost"))))
+    assert soak.tally.retried == 2 and dict(soak.tally.lost) == {"upstream_lost": 1}
+
+
+def test_behind_a_gateway_a_killed_replica_costs_no_turn(capsys):
+    plan = SoakPlan(
+        seconds=5.0, ws_sessions=3, http_clients=3, max_tokens=8, hang_s=30,
+        gateway=True, replica_model="fake", kill_after_s=2.0,
+    )  # fmt: skip
+    code = main(plan)
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["gateway"]["killed"] is not None and result["gateway"]["killed_after_s"] == 2.0
+    assert code == 0, result
+    assert result["lost_turns"] == 0 and result["errors"] == {} and result["served"] > 0
+    assert result["engine_idle_after_ms"] is not None and result["engine_idle_after_ms"] < 2000
+    assert result["rss_mb_before"] > 0 and result["rss_mb_after"] > 0
+    assert "retries_total" in result["gateway"]["counted_by_the_gateway"]
 
 
 def test_only_loopback_targets(capsys):

@@ -1,5 +1,7 @@
 """Tokens back to text: whole characters only, and stop strings that never leak."""
 
+import time
+
 from whiz.chat.detok import Detokenizer
 from whiz.engine.fake import ByteTokenizer
 
@@ -54,3 +56,16 @@ def test_stop_that_starts_earliest_wins_when_two_complete_together():
     # "é" completes on its second byte, and so does "aé", which starts one character earlier.
     detok = Detokenizer(ByteTokenizer(), stop=["é", "aé"])
     assert "".join(feed_all(detok, "xaé tail")) == "x"
+
+
+def test_stop_strings_are_matched_incrementally():
+    # Every token is checked against the stops on the event loop: only the held-back tail (shorter
+    # than the longest stop) is searched, never the whole text so far, so 200k tokens with four
+    # 64-character stops (the most a request may ask) take well under a second, not minutes.
+    stops = ["a" * 63 + "Z", "b" * 64, "\n\n\n\nEND", "c" * 64]
+    detok = Detokenizer(ByteTokenizer(), stop=stops)
+    text = ("a" * 60 + "b" * 60 + "\n\n\n") * 1650  # near misses all the way: the worst case
+    t0 = time.perf_counter()
+    out = "".join(feed_all(detok, text + "\nEND"))
+    assert time.perf_counter() - t0 < 3.0
+    assert out == text[:-3] and detok.stopped

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 import httpx
 
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
@@ -26,3 +29,32 @@ def test_a_turn_tries_a_bounded_number_of_replicas(upstreams, gateway):
     r = httpx.post(f"{gw.base_url}/chat/completions", json=CHAT, timeout=10)
     assert r.status_code >= 500 and r.json()["error"]["message"]
     assert sum(len(u.fake.bodies) for u in ups) == gw.gateway.max_attempts == 3
+
+
+def test_clients_that_leave_mid_stream_leave_no_upstream_stream_open(upstreams, gateway):
+    # Each stream a client leaves must be closed upstream at once: one left open keeps the replica
+    # generating for no one and holds a pooled connection, and once the pool (100) is used up every
+    # later turn through the gateway waits forever. Seen in `whiz bench soak --gateway`.
+    up = upstreams(script=lambda messages: "word " * 1000, delay_s=0.01)
+    gw = gateway([up.url])
+    body = {**CHAT, "stream": True}
+
+    async def leave(http: httpx.AsyncClient) -> None:
+        async with http.stream("POST", f"{gw.base_url}/chat/completions", json=body) as r:
+            lines = 0
+            async for _ in r.aiter_lines():
+                lines += 1
+                if lines >= 6:
+                    break
+
+    async def many_leave() -> None:
+        async with httpx.AsyncClient(timeout=10) as http:
+            await asyncio.gather(*(leave(http) for _ in range(40)))
+
+    asyncio.run(many_leave())
+    deadline = time.monotonic() + 3  # the replies take 12 s each: only a closed stream ends sooner
+    while up.fake.streams_closed_early < 40 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert up.fake.streams_closed_early == 40
+    r = httpx.post(f"{gw.base_url}/chat/completions", json={**CHAT, "max_tokens": 8}, timeout=10)
+    assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == "word wor"

@@ -3,15 +3,19 @@ default cap, stop strings and `n` are bounded, and SIGTERM ends the server withi
 
 from __future__ import annotations
 
+import json
 import random
 import signal
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 import pytest
+from websockets.sync.client import connect
 
+from tests.conftest import Served
 from whiz.gateway.local import LocalServer
 
 from .test_errors import GOOD_CHAT, assert_error, assert_still_serves
@@ -106,10 +110,52 @@ def test_n_is_bounded_by_a_setting(serve_fake):
     assert [c["message"]["content"] for c in r.json()["choices"]] == ["echo: ok"] * 2
 
 
-def test_a_huge_prompt_does_not_stall_other_clients(serve_fake):
+BIG = "y" * 1_000_000
+BIG_TOOL = {"type": "function", "function": {"name": "big", "description": BIG, "parameters": {}}}
+RESPONSES_TOOL = {"type": "function", "name": "big", "description": BIG, "parameters": {}}
+
+
+def post(path: str, body: dict) -> Callable[[Served], int]:
+    def send(served: Served) -> int:
+        return httpx.post(f"{served.root}/v1/{path}", json=body, timeout=30).status_code
+
+    return send
+
+
+def over_socket(body: dict) -> Callable[[Served], int]:
+    def send(served: Served) -> int:
+        with connect(served.base_url.replace("http", "ws", 1) + "/responses") as ws:
+            ws.send(json.dumps({"type": "response.create", **body}))
+            while True:
+                event = json.loads(ws.recv(timeout=30))
+                if event["type"] == "error":
+                    return event["status"]
+                if event["type"] == "response.completed":
+                    return 200
+
+    return send
+
+
+@pytest.mark.parametrize(
+    ("send", "status"),
+    [
+        (post("chat/completions", chat(BIG, max_tokens=1)), 400),
+        (post("chat/completions", chat(max_tokens=1, prediction={"type": "content", "content": BIG})), 200),
+        (post("chat/completions", chat(max_tokens=1, tools=[BIG_TOOL])), 400),
+        (post("responses", {"input": "go", "max_output_tokens": 1, "tools": [RESPONSES_TOOL]}), 400),
+        (
+            post("messages", {"model": "m", "max_tokens": 1, "messages": [{"role": "user", "content": BIG}]}),
+            400,
+        ),
+        (over_socket({"input": BIG, "max_output_tokens": 1}), 400),
+    ],
+    ids=["prompt", "prediction", "chat tools", "responses tools", "messages", "websocket"],
+)
+def test_a_huge_input_does_not_stall_other_clients(serve_fake, send, status):
     # A slow tokenizer (a real one takes seconds over megabytes) runs on a worker thread, so a small
-    # request meanwhile answers at once.
-    served = serve_fake()
+    # request meanwhile answers at once, wherever in the request the megabytes are and whichever
+    # API carries them.
+    served = serve_fake(engine_kw={"n_ctx": 4096})
     tokenizer = served.engine.tokenizer
     encode = tokenizer.encode
 
@@ -119,11 +165,8 @@ def test_a_huge_prompt_does_not_stall_other_clients(serve_fake):
         return encode(text)
 
     tokenizer.encode = slow_encode
-    done: list[httpx.Response] = []
-    body = chat("y" * 1_000_000, max_tokens=1)
-    big = threading.Thread(
-        target=lambda: done.append(httpx.post(f"{served.base_url}/chat/completions", json=body, timeout=30))
-    )
+    done: list[int] = []
+    big = threading.Thread(target=lambda: done.append(send(served)))
     big.start()
     try:
         time.sleep(0.3)
@@ -132,7 +175,7 @@ def test_a_huge_prompt_does_not_stall_other_clients(serve_fake):
         assert time.perf_counter() - t0 < 1.0
     finally:
         big.join(timeout=30)
-    assert_error(done[0], 400, "context_length_exceeded", "messages")  # and it still gets its answer
+    assert done == [status]  # and it still gets its answer: the overflow, or the reply
 
 
 def test_sigterm_drains_and_exits_within_the_grace(tmp_path: Path):
@@ -177,3 +220,27 @@ def test_draining_refuses_new_requests(serve_fake):
     assert health.status_code == 503 and health.json()["status"] == "draining"
     served.state.draining = False
     assert_still_serves(served)
+
+
+def test_connections_are_capped_in_all(tmp_path: Path):
+    # Each held connection costs memory and a task; past the cap (nginx's worker_connections by
+    # default), a new request gets a 503 at once instead of piling up.
+    server = LocalServer(
+        ["--model", "fake", "--engine-only", "--max-connections", "3"],
+        tmp_path,
+        name="whiz-max-connections",
+        start_timeout_s=60,
+    )
+    try:
+        server.wait_ready()
+        socket_url = server.url.replace("http", "ws", 1) + "/v1/responses"
+        held = [connect(socket_url) for _ in range(3)]
+        try:
+            refused = httpx.get(f"{server.url}/v1/models", timeout=5)
+            assert refused.status_code == 503
+        finally:
+            for ws in held:
+                ws.close()
+        assert wait_for(lambda: httpx.get(f"{server.url}/v1/models", timeout=5).status_code == 200, 5)
+    finally:
+        server.stop()

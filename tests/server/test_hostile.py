@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 import time
 
 import httpx
@@ -182,3 +183,35 @@ def test_metadata_within_openai_limits_is_kept(serve_fake):
     assert r.status_code == 200 and r.json()["metadata"] == metadata
     bad = httpx.post(f"{served.base_url}/responses", json={"input": "hi", "metadata": {"k": "v" * 513}})
     assert_error(bad, 400, "invalid_request", "metadata")
+
+
+WIDE = b'{"messages": [{"role": "user", "content": "hi"}], "x": [' + b"0," * 7_000_000 + b"0]}"
+
+
+@pytest.mark.parametrize("path", ["chat/completions", "responses", "messages", "websocket"])
+def test_a_large_body_is_decoded_without_stalling_other_clients(serve_fake, path):
+    # 14 MB of small numbers (under the 16 MB limit) take seconds to decode and check; on the event
+    # loop that froze every other stream for as long, once per request.
+    served = serve_fake()
+    done: list[object] = []
+
+    def send() -> None:
+        if path == "websocket":
+            with connect(ws_url(served), max_size=None) as ws:
+                ws.send(WIDE.decode())
+                done.append(json.loads(ws.recv(timeout=60))["type"])
+        else:
+            r = httpx.post(f"{served.base_url}/{path}", content=WIDE, timeout=60)
+            done.append(r.status_code)
+
+    big = threading.Thread(target=send)
+    big.start()
+    try:
+        time.sleep(0.5)  # the body is in, and being decoded
+        for _ in range(3):
+            t0 = time.perf_counter()
+            assert httpx.get(f"{served.base_url}/models", timeout=10).status_code == 200
+            assert time.perf_counter() - t0 < 1.0  # a thread holds the GIL ~0.3 s at most; on the loop: 2-3 s
+    finally:
+        big.join(timeout=60)
+    assert done and done[0] in (200, 400, "error", "response.created")

@@ -124,3 +124,24 @@ def test_errors_are_anthropic_shaped_and_the_key_is_x_api_key(serve_fake, claude
         json={"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": [image]}]},
     )
     assert refused.status_code == 400 and "text only" in refused.json()["error"]["message"]
+
+
+def test_host_and_origin_refusals_are_anthropic_shaped_on_its_routes(serve_fake, claude):
+    # An Anthropic client reads `error.type` and `error.message`; an OpenAI-shaped body leaves it
+    # with no message to show for why it was refused.
+    served = serve_fake(allowed_hosts=["box.lan"])
+    body = {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}
+    refusals = [
+        httpx.post(f"{served.root}/v1/messages", json=body, headers={"Host": "rebind.evil"}),
+        httpx.post(f"{served.root}/v1/messages", json=body, headers={"Origin": "https://evil.example"}),
+        httpx.post(
+            f"{served.root}/v1/messages/count_tokens", json=body, headers={"Origin": "https://evil.example"}
+        ),
+    ]
+    for r in refusals:
+        assert r.status_code == 403, r.text
+        assert r.json()["type"] == "error", r.json()
+        assert r.json()["error"]["type"] == "permission_error" and r.json()["error"]["message"]
+    wrong_method = httpx.get(f"{served.root}/v1/messages")
+    assert wrong_method.status_code == 405 and wrong_method.json()["type"] == "error"
+    assert claude(served).messages.create(**{**body, "max_tokens": 50}).content[0].text == "echo: hi"

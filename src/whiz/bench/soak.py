@@ -7,6 +7,15 @@ frames, oversized stop lists). A good server answers every hostile input with a 
 event, serves every well-behaved turn to its end, and goes idle soon after the last client left,
 with its memory where it started.
 
+A well-behaved turn ends served or lost. Served turns whose first token came later than the
+bench's patience are counted apart as slow: on a busy CPU a turn can queue that long, and that is
+a capacity figure, not a fault. Lost turns are the faults: an error, a stream cut short, or no end
+at all within `hang_s` (hung).
+
+With `--gateway` it starts its own cluster on loopback instead: two `whiz serve --engine-only`
+replicas behind a gateway, and kills one replica (SIGKILL) partway through. A turn that fails
+with `upstream_lost` is sent once more, as that error asks; it is lost only if that fails too.
+
 It refuses any target that is not a loopback address: it is a stress test, not a tool to point
 at someone else's server.
 """
@@ -14,14 +23,19 @@ at someone else's server.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import json
+import os
 import random
 import statistics
 import sys
+import tempfile
 import time
 from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -31,7 +45,9 @@ from rich.table import Table
 from websockets.asyncio.client import connect
 from websockets.exceptions import WebSocketException
 
-from whiz.bench.report import rounded
+from whiz.bench.report import rounded, say
+from whiz.errors import WhizError
+from whiz.gateway.local import LocalCluster, LocalServer, kv_budget_mb
 from whiz.server.browser import is_loopback
 
 LONG_PROMPT = "Explain this code line by line:\n" + "def f(x):\n    return x * 2\n" * 200
@@ -62,26 +78,77 @@ class SoakPlan:
     api_key: str | None = None
     model: str | None = None
     seed: int = 0
-    turn_timeout_s: float = 60.0
-    """A well-behaved turn that takes longer than this counts as lost."""
+    patience_s: float = 60.0
+    """A served turn whose first token came later than this counts as slow."""
+    hang_s: float = 300.0
+    """A turn with no end after this long is hung: lost."""
+    gateway: bool = False
+    """Start two replicas and a gateway on loopback (instead of using `target`), and kill one."""
+    replica_model: str = "qwen2.5-coder-0.5b"
+    replica_slots: int = 5
+    replica_ctx: int = 8192
+    kill_after_s: float | None = None
+    """When one replica is killed, in seconds from the start (default: 40% of the run)."""
+
+    def replica_args(self) -> list[str]:
+        if self.replica_model == "fake":  # the fake engine: no KV budget, no threads
+            return ["--model", "fake", "--slots", str(self.replica_slots)]
+        threads = max(1, (os.cpu_count() or 2) // 2)  # the two replicas share the cores
+        kv_mb = kv_budget_mb(self.replica_slots, self.replica_ctx)
+        return [
+            "--model", self.replica_model, "--slots", str(self.replica_slots), "--ctx", str(self.replica_ctx),
+            "--kv-budget-mb", str(kv_mb), "--threads", str(threads),
+        ]  # fmt: skip
+
+
+@dataclass
+class Outcome:
+    """How one attempt at a well-behaved turn ended."""
+
+    failed: str | None = None
+    """Why it was not served: an error code, `cut` (the stream ended early), `hung`, an exception."""
+    ttft_ms: float | None = None
+    """Its first token (or its end, for a reply without text), from when it was sent."""
+    response_id: str | None = None
 
 
 @dataclass
 class Tally:
     served: Counter[str] = field(default_factory=Counter)
+    slow: int = 0
+    """Served turns whose first token came after the plan's patience: queued, not lost."""
+    lost: Counter[str] = field(default_factory=Counter)
+    """Well-behaved turns that were not served, by why."""
+    retried: int = 0
+    """Turns sent again after `upstream_lost` (a replica died under them)."""
     errors: Counter[str] = field(default_factory=Counter)
     """What went wrong, by kind: these are the server's faults (or the network's)."""
     rejected: int = 0
     """Hostile inputs answered with a 4xx or an error event, as they should be."""
     vanished: int = 0
-    lost_turns: int = 0
     ttft_ms: list[float] = field(default_factory=list)
 
 
+def ms_since(t0: float) -> float:
+    return (time.perf_counter() - t0) * 1000
+
+
+def error_code(raw: bytes) -> str | None:
+    with contextlib.suppress(ValueError, AttributeError, TypeError):
+        return json.loads(raw)["error"].get("code")
+    return None
+
+
 class Soak:
-    def __init__(self, plan: SoakPlan):
+    """One run against `root`; with `replicas` (behind a gateway at `root`), one of them is killed."""
+
+    def __init__(self, plan: SoakPlan, root: str | None = None, replicas: Sequence[LocalServer] = ()):
         self.plan = plan
-        self.root = plan.target.rstrip("/").removesuffix("/v1")
+        self.root = (root or plan.target).rstrip("/").removesuffix("/v1")
+        self.replicas = list(replicas)
+        self.watched = [self.root] + [r.url for r in self.replicas]
+        """The processes whose memory and engine load are read: the target, and any replicas."""
+        self.killed: str | None = None
         self.tally = Tally()
         self.headers = {"Authorization": f"Bearer {plan.api_key}"} if plan.api_key else {}
         self.deadline = 0.0
@@ -90,18 +157,41 @@ class Soak:
 
     async def client(self, i: int, ws_first: bool) -> None:
         rng = random.Random(self.plan.seed * 1000 + i)
+        kinds = KINDS[1:2] * 3 + KINDS[2:] if ws_first else KINDS[:1] * 3 + KINDS[2:]
         async with httpx.AsyncClient(
-            base_url=self.root, headers=self.headers, timeout=self.plan.turn_timeout_s
+            base_url=self.root, headers=self.headers, timeout=self.plan.hang_s
         ) as http:
             while time.monotonic() < self.deadline:
-                kind = rng.choice(KINDS[1:2] * 3 + KINDS[2:] if ws_first else KINDS[:1] * 3 + KINDS[2:])
+                kind = rng.choice(kinds)
                 try:
                     await getattr(self, kind)(http, rng)
-                except (httpx.TimeoutException, TimeoutError):
-                    self.tally.lost_turns += 1
-                    self.tally.errors[f"{kind}: timeout"] += 1
-                except (httpx.HTTPError, WebSocketException, OSError) as exc:
+                except (httpx.HTTPError, WebSocketException, OSError, TimeoutError, ValueError) as exc:
                     self.tally.errors[f"{kind}: {type(exc).__name__}"] += 1
+
+    async def turn(self, transport: str, attempt: Callable[[], Awaitable[Outcome]]) -> Outcome:
+        """One well-behaved turn to its end, tallied as served (and maybe slow) or lost."""
+        for again in (False, True):
+            try:
+                async with asyncio.timeout(self.plan.hang_s):
+                    outcome = await attempt()
+            except TimeoutError:
+                outcome = Outcome(failed="hung")
+            except (httpx.HTTPError, WebSocketException, OSError, ValueError) as exc:
+                outcome = Outcome(failed=type(exc).__name__)
+            if outcome.failed != "upstream_lost" or again:
+                break
+            self.tally.retried += 1  # its replica died mid-turn: send it again, as the error asks
+        t = self.tally
+        if outcome.failed:
+            t.lost[outcome.failed] += 1
+            t.errors[f"{transport} turn: {outcome.failed}"] += 1
+            return outcome
+        t.served[transport] += 1
+        assert outcome.ttft_ms is not None
+        t.ttft_ms.append(outcome.ttft_ms)
+        if outcome.ttft_ms > self.plan.patience_s * 1000:
+            t.slow += 1
+        return outcome
 
     def chat_body(self, content: str, **extra: Any) -> dict:
         body = {
@@ -112,83 +202,96 @@ class Soak:
         return {**body, "model": self.plan.model} if self.plan.model else body
 
     async def http_turn(self, http: httpx.AsyncClient, rng: random.Random) -> None:
-        t0 = time.perf_counter()
         body = self.chat_body(f"Write a haiku about the number {rng.randrange(1000)}.", stream=True)
+        await self.turn("http", lambda: self.http_attempt(http, body))
+
+    async def http_attempt(self, http: httpx.AsyncClient, body: dict) -> Outcome:
+        t0 = time.perf_counter()
+        first_ms = None
         async with http.stream("POST", "/v1/chat/completions", json=body) as r:
             if r.status_code != 200:
-                self.tally.errors[f"http_turn: HTTP {r.status_code}"] += 1
-                return
-            first = True
+                return Outcome(failed=error_code(await r.aread()) or f"HTTP {r.status_code}")
             async for line in r.aiter_lines():
-                if first and line.startswith("data: {") and '"content": "' in line:
-                    self.tally.ttft_ms.append((time.perf_counter() - t0) * 1000)
-                    first = False
                 if line == "data: [DONE]":
-                    self.tally.served["http"] += 1
-                    return
-        self.tally.lost_turns += 1
-        self.tally.errors["http_turn: stream ended without [DONE]"] += 1
+                    return Outcome(ttft_ms=first_ms if first_ms is not None else ms_since(t0))
+                if not line.startswith("data: "):
+                    continue
+                chunk = json.loads(line[6:])
+                if "error" in chunk:  # a failure after the stream began (OpenAI's way)
+                    return Outcome(failed=chunk["error"].get("code") or "error")
+                delta = (chunk.get("choices") or [{}])[0].get("delta") or {}
+                if first_ms is None and (delta.get("content") or delta.get("tool_calls")):
+                    first_ms = ms_since(t0)  # the first token, not the role chunk sent at once
+        return Outcome(failed="cut")
 
     async def ws_turn(self, http: httpx.AsyncClient, rng: random.Random) -> None:
         async with self.socket() as ws:
             previous = None
             for _ in range(rng.randint(1, 3)):  # a short conversation: follow-ups send only the new item
-                t0 = time.perf_counter()
                 event = {"type": "response.create", "input": f"Count to {rng.randint(2, 9)}.", "store": False}
                 event["max_output_tokens"] = self.plan.max_tokens
                 if previous:
                     event["previous_response_id"] = previous
-                await ws.send(json.dumps(event))
-                done = await self.until_terminal(ws, t0)
-                if done is None:
+                outcome = await self.turn("ws", lambda e=event: self.ws_attempt(ws, e))
+                if outcome.failed:
                     return
-                previous = done["response"]["id"]
-                self.tally.served["ws"] += 1
+                previous = outcome.response_id
 
-    async def until_terminal(self, ws, t0: float) -> dict | None:  # noqa: ANN001
-        first = True
-        async with asyncio.timeout(self.plan.turn_timeout_s):
-            while True:
-                ev = json.loads(await ws.recv())
-                if first and ev["type"] == "response.output_text.delta":
-                    self.tally.ttft_ms.append((time.perf_counter() - t0) * 1000)
-                    first = False
-                if ev["type"] in ("response.completed", "response.incomplete"):
-                    return ev
-                if ev["type"] in ("response.failed", "error"):
-                    code = (ev.get("error") or ev["response"].get("error") or {}).get("code")
-                    self.tally.errors[f"ws_turn: {code}"] += 1
-                    return None
+    async def ws_attempt(self, ws, event: dict) -> Outcome:  # noqa: ANN001
+        t0 = time.perf_counter()
+        first_ms = None
+        await ws.send(json.dumps(event))
+        while True:
+            ev = json.loads(await ws.recv())
+            kind = ev.get("type")
+            if first_ms is None and kind == "response.output_text.delta":
+                first_ms = ms_since(t0)
+            if kind in ("response.completed", "response.incomplete"):
+                ttft = first_ms if first_ms is not None else ms_since(t0)
+                return Outcome(ttft_ms=ttft, response_id=ev["response"]["id"])
+            if kind == "error" or kind in ("response.failed", "response.cancelled"):
+                error = ev.get("error") or (ev.get("response") or {}).get("error") or {}
+                return Outcome(failed=error.get("code") or kind)
 
     async def vanish_prefill(self, http: httpx.AsyncClient, rng: random.Random) -> None:
         """Send a long prompt and hang up before the first token."""
         body = self.chat_body(LONG_PROMPT + str(rng.random()), stream=True)
-        async with http.stream("POST", "/v1/chat/completions", json=body):
-            pass  # leaving the block closes the connection, headers or not
+        with contextlib.suppress(TimeoutError):  # a client that gave up waiting vanished all the same
+            async with (
+                asyncio.timeout(self.plan.patience_s),
+                http.stream("POST", "/v1/chat/completions", json=body),
+            ):
+                pass  # leaving the block closes the connection, headers or not
         self.tally.vanished += 1
 
     async def vanish_decode(self, http: httpx.AsyncClient, rng: random.Random) -> None:
         """Read a few chunks of a long reply, then hang up (HTTP or WebSocket, in turn)."""
         body = self.chat_body("Write a long story about a lighthouse.", stream=True, max_tokens=4096)
-        if rng.random() < 0.5:
-            async with http.stream("POST", "/v1/chat/completions", json=body) as r:
-                lines = 0
-                async for _ in r.aiter_lines():
-                    lines += 1
-                    if lines >= 6:
-                        break
-        else:
-            async with self.socket() as ws:
-                event = {"type": "response.create", "input": "Write a long story.", "max_output_tokens": 4096}
-                await ws.send(json.dumps(event))
-                for _ in range(4):
-                    await asyncio.wait_for(ws.recv(), self.plan.turn_timeout_s)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.plan.patience_s):
+                if rng.random() < 0.5:
+                    async with http.stream("POST", "/v1/chat/completions", json=body) as r:
+                        lines = 0
+                        async for _ in r.aiter_lines():
+                            lines += 1
+                            if lines >= 6:
+                                break
+                else:
+                    async with self.socket() as ws:
+                        event = {
+                            "type": "response.create",
+                            "input": "Write a long story.",
+                            "max_output_tokens": 4096,
+                        }
+                        await ws.send(json.dumps(event))
+                        for _ in range(4):
+                            await ws.recv()
         self.tally.vanished += 1
 
     async def hostile_http(self, http: httpx.AsyncClient, rng: random.Random) -> None:
         raw = rng.choice(HOSTILE_HTTP)
         r = await http.post("/v1/chat/completions", content=raw, headers={"Content-Type": "application/json"})
-        if 400 <= r.status_code < 500 and "error" in r.json():
+        if 400 <= r.status_code < 500 and error_code(r.content) is not None:
             self.tally.rejected += 1
         else:
             self.tally.errors[f"hostile_http: HTTP {r.status_code}"] += 1
@@ -196,39 +299,53 @@ class Soak:
     async def hostile_ws(self, http: httpx.AsyncClient, rng: random.Random) -> None:
         async with self.socket() as ws:
             await ws.send(rng.choice(HOSTILE_WS))
-            ev = json.loads(await asyncio.wait_for(ws.recv(), self.plan.turn_timeout_s))
+            ev = json.loads(await asyncio.wait_for(ws.recv(), self.plan.patience_s))
             if ev.get("type") != "error":
                 self.tally.errors[f"hostile_ws: {ev.get('type')}"] += 1
                 return
             self.tally.rejected += 1
             # The session goes on after an error: one good turn on the same socket proves it.
-            await ws.send(json.dumps({"type": "response.create", "input": "ok", "max_output_tokens": 4}))
-            if await self.until_terminal(ws, time.perf_counter()) is not None:
-                self.tally.served["ws"] += 1
+            ok = {"type": "response.create", "input": "ok", "max_output_tokens": 4}
+            await self.turn("ws", lambda: self.ws_attempt(ws, ok))
 
     def socket(self):  # noqa: ANN201
         url = self.root.replace("http", "ws", 1) + "/v1/responses"
-        return connect(url, additional_headers=self.headers, max_size=None, open_timeout=10)
+        return connect(url, additional_headers=self.headers, max_size=None, open_timeout=self.plan.patience_s)
 
-    # -- the server's state -------------------------------------------------------------------
+    # -- the replica killed behind the gateway ------------------------------------------------
 
-    async def server_state(self, http: httpx.AsyncClient) -> tuple[int | None, float | None]:
-        """(resident memory in bytes, requests running in the engine), where the server says."""
-        rss = active = None
-        try:
-            for line in (await http.get("/metrics")).text.splitlines():
-                if line.startswith("process_resident_memory_bytes "):
-                    rss = int(float(line.split()[1]))
-            load = (await http.get("/health")).json().get("load") or {}
-            active = load.get("engine_active")
-        except (httpx.HTTPError, ValueError):
-            pass
+    async def kill_one(self, after_s: float) -> None:
+        """Kill the first replica (SIGKILL, as a crash or a power cut does) `after_s` into the run."""
+        await asyncio.sleep(after_s)
+        victim = self.replicas[0]
+        await asyncio.to_thread(victim.kill)
+        self.killed = victim.url
+        self.watched.remove(victim.url)
+        say(f"… killed replica {victim.url} {after_s:.0f} s into the run")
+
+    # -- the servers' state -------------------------------------------------------------------
+
+    async def server_state(self, http: httpx.AsyncClient) -> tuple[dict[str, int], float | None]:
+        """(resident memory in bytes of each watched process, requests running in their engines),
+        where they say (a gateway has no engine of its own)."""
+        rss: dict[str, int] = {}
+        active: float | None = None
+        for root in self.watched:
+            try:
+                for line in (await http.get(f"{root}/metrics")).text.splitlines():
+                    if line.startswith("process_resident_memory_bytes "):
+                        rss[root] = int(float(line.split()[1]))
+                load = (await http.get(f"{root}/health")).json().get("load") or {}
+            except (httpx.HTTPError, ValueError):
+                continue
+            if "engine_active" in load:
+                active = (active or 0) + load["engine_active"]
         return rss, active
 
     async def idle_after_ms(
         self, http: httpx.AsyncClient, left_at: float, limit_s: float = 30.0
     ) -> float | None:
-        """How long the engine kept working after the last client left (None: it does not say)."""
+        """How long the engines kept working after the last client left (None: they do not say)."""
         while time.monotonic() - left_at < limit_s:
             _, active = await self.server_state(http)
             if active is None:
@@ -239,56 +356,124 @@ class Soak:
         return limit_s * 1000
 
     async def run(self) -> dict[str, Any]:
-        async with httpx.AsyncClient(base_url=self.root, headers=self.headers, timeout=10) as http:
+        plan = self.plan
+        async with httpx.AsyncClient(headers=self.headers, timeout=10) as http:
             rss_before, _ = await self.server_state(http)
-            self.deadline = time.monotonic() + self.plan.seconds
-            clients = [self.client(i, ws_first=True) for i in range(self.plan.ws_sessions)]
-            clients += [self.client(100 + i, ws_first=False) for i in range(self.plan.http_clients)]
+            self.deadline = time.monotonic() + plan.seconds
+            clients = [self.client(i, ws_first=True) for i in range(plan.ws_sessions)]
+            clients += [self.client(100 + i, ws_first=False) for i in range(plan.http_clients)]
+            kill_after_s = plan.kill_after_s if plan.kill_after_s is not None else plan.seconds * 0.4
+            killer = asyncio.create_task(self.kill_one(kill_after_s)) if self.replicas else None
             await asyncio.gather(*clients)
+            if killer is not None and not killer.done():
+                killer.cancel()  # the run ended first: nothing was killed
             left_at = time.monotonic()
             idle_ms = await self.idle_after_ms(http, left_at)
             rss_after, _ = await self.server_state(http)
+            counted = await self.gateway_counts(http) if self.replicas else {}
         t = self.tally
         ttft = sorted(t.ttft_ms)
+        # Memory of the processes alive at both ends (a killed replica's is gone with it).
+        before = sum(rss_before[r] for r in rss_after if r in rss_before)
         return {
             "bench": "soak",
             "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             "target": self.root,
-            "seconds": self.plan.seconds,
-            "clients": {"ws": self.plan.ws_sessions, "http": self.plan.http_clients},
+            "seconds": plan.seconds,
+            "clients": {"ws": plan.ws_sessions, "http": plan.http_clients},
             "served": sum(t.served.values()),
             "served_by_transport": dict(t.served),
+            "slow_turns": t.slow,
+            "patience_s": plan.patience_s,
+            "lost_turns": sum(t.lost.values()),
+            "lost_by_why": dict(t.lost),
+            "hang_s": plan.hang_s,
+            "retried_after_upstream_lost": t.retried,
             "vanished": t.vanished,
             "hostile_rejected": t.rejected,
             "errors": dict(t.errors),
-            "lost_turns": t.lost_turns,
             "ttft_ms_p50": statistics.median(ttft) if ttft else None,
             "ttft_ms_p99": ttft[min(len(ttft) - 1, int(len(ttft) * 0.99))] if ttft else None,
             "engine_idle_after_ms": idle_ms,
-            "rss_mb_before": rss_before / 1e6 if rss_before else None,
-            "rss_mb_after": rss_after / 1e6 if rss_after else None,
+            "rss_mb_before": before / 1e6 if before else None,
+            "rss_mb_after": sum(rss_after.values()) / 1e6 if rss_after else None,
+            "rss_mb_by_process": {r: [rss_before.get(r, 0) / 1e6, rss_after[r] / 1e6] for r in rss_after},
+            "gateway": self.gateway_summary(kill_after_s, counted),
+        }
+
+    async def gateway_counts(self, http: httpx.AsyncClient) -> dict[str, float]:
+        """The gateway's own counts: turns it moved to another replica before they produced
+        anything (no client saw those), failovers, and turns cut off mid-response."""
+        try:
+            load = (await http.get(f"{self.root}/health")).json().get("load") or {}
+        except (httpx.HTTPError, ValueError):
+            return {}
+        names = ("gateway_retries_total", "gateway_failovers_total", "gateway_lost_turns_total")
+        return {name.removeprefix("gateway_"): load[name] for name in names if name in load}
+
+    def gateway_summary(self, kill_after_s: float, counted: dict[str, float]) -> dict[str, Any] | None:
+        if not self.replicas:
+            return None
+        return {
+            "replicas": len(self.replicas),
+            "replica_args": self.plan.replica_args(),
+            "killed": self.killed,
+            "killed_after_s": kill_after_s if self.killed else None,
+            "counted_by_the_gateway": counted,
         }
 
 
+async def run_behind_gateway(plan: SoakPlan) -> dict[str, Any]:
+    """Two replicas and a gateway on loopback, the soak through the gateway, then all stopped."""
+    with tempfile.TemporaryDirectory(prefix="whiz-soak-") as logs, LocalCluster(Path(logs)) as cluster:
+        say(f"… starting 2 replicas: whiz serve --engine-only {' '.join(plan.replica_args())}")
+        await asyncio.to_thread(cluster.start_replicas, 2, plan.replica_args())
+        gateway = await asyncio.to_thread(cluster.start_gateway, "affinity")
+        say(f"… gateway at {gateway.url}; soaking for {plan.seconds:g} s")
+        return await Soak(plan, gateway.url, cluster.replicas).run()
+
+
+ROWS = (
+    ("served", "well-behaved turns served to their end"),
+    ("slow_turns", "served, first token after the patience"),
+    ("lost_turns", "failed, cut short or hung"),
+    ("retried_after_upstream_lost", "sent again after their replica died"),
+    ("vanished", "clients that hung up mid-prefill or mid-decode"),
+    ("hostile_rejected", "hostile inputs answered with a 4xx or an error event"),
+    ("ttft_ms_p50", ""),
+    ("ttft_ms_p99", ""),
+    ("engine_idle_after_ms", "after the last client left"),
+    ("rss_mb_before", ""),
+    ("rss_mb_after", ""),
+)
+
+
 def print_table(result: dict[str, Any], console: Console) -> None:
-    table = Table("measure", "value", title=f"soak: {result['seconds']:g} s against {result['target']}")
-    for key in (
-        "served",
-        "vanished",
-        "hostile_rejected",
-        "lost_turns",
-        "ttft_ms_p50",
-        "ttft_ms_p99",
-        "engine_idle_after_ms",
-        "rss_mb_before",
-        "rss_mb_after",
-    ):
+    where = result["target"] + (" (a gateway over 2 replicas, one killed)" if result["gateway"] else "")
+    table = Table("measure", "value", "note", title=f"soak: {result['seconds']:g} s against {where}")
+    notes = {
+        "slow_turns": f"first token after {result['patience_s']:g} s",
+        "lost_turns": f"no end within {result['hang_s']:g} s counts as hung",
+    }
+    for key, note in ROWS:
         value = result[key]
-        table.add_row(
-            key, "n/a" if value is None else f"{value:.1f}" if isinstance(value, float) else str(value)
-        )
+        shown = "n/a" if value is None else f"{value:.1f}" if isinstance(value, float) else str(value)
+        table.add_row(key, shown, notes.get(key, note))
+    for why, count in sorted(result["lost_by_why"].items()):
+        table.add_row(f"lost: {why}", str(count), "")
     for kind, count in sorted(result["errors"].items()):
-        table.add_row(f"error: {kind}", str(count))
+        table.add_row(f"error: {kind}", str(count), "")
+    gateway = result["gateway"]
+    if gateway:
+        killed = f"{gateway['killed']} at {gateway['killed_after_s']:g} s" if gateway["killed"] else "none"
+        table.add_row("replica killed", killed, " ".join(gateway["replica_args"]))
+        said = {
+            "retries_total": "turns moved to the other replica before any output (unseen by clients)",
+            "failovers_total": "sessions moved off a replica that failed",
+            "lost_turns_total": "turns cut off mid-response (their clients sent them again)",
+        }
+        for name, count in gateway["counted_by_the_gateway"].items():
+            table.add_row(f"gateway: {name}", f"{count:g}", said.get(name, ""))
     console.print(table)
 
 
@@ -296,17 +481,20 @@ def main(plan: SoakPlan) -> int:
     """Run the soak; print a table, then one JSON line. 0 when nothing was lost and nothing broke."""
     err = Console(stderr=True)
     host = urlsplit(plan.target).hostname or ""
-    if not is_loopback(host):
+    if not plan.gateway and not is_loopback(host):
         err.print(f"[red]error:[/red] soak runs against a server on this machine only, not {host!r}.")
         return 2
     if plan.seconds <= 0 or plan.ws_sessions < 0 or plan.http_clients < 0 or plan.seconds > 3600:
         err.print("[red]error:[/red] --seconds must be in (0, 3600] and the client counts >= 0.")
         return 2
     try:
-        result = asyncio.run(Soak(plan).run())
+        result = asyncio.run(run_behind_gateway(plan) if plan.gateway else Soak(plan).run())
     except httpx.ConnectError as exc:
         err.print(f"[red]error:[/red] cannot reach {plan.target}: {exc}")
         return 1
-    print_table(result, Console())
+    except WhizError as exc:  # a replica or the gateway did not start
+        err.print(f"[red]error:[/red] {exc.message}")
+        return 2
+    print_table(result, Console(width=None if sys.stdout.isatty() else 160))
     sys.stdout.write(json.dumps(rounded(result)) + "\n")
     return 0 if not result["lost_turns"] and not result["errors"] else 1

@@ -36,10 +36,15 @@ class Detokenizer:
             return out
         keep = 0
         for s in self._stop:
-            for n in range(min(len(s) - 1, len(self._held)), 0, -1):
-                if self._held.endswith(s[:n]):
-                    keep = max(keep, n)
+            # Hold the longest end of the text that could still grow into `s`: try only the places
+            # where `s` could begin, earliest (longest) first. This runs on the event loop for
+            # every token, so it costs a `find` per stop, not a comparison per prefix length.
+            at = self._held.find(s[0], max(0, len(self._held) - len(s) + 1))
+            while at >= 0:
+                if s.startswith(self._held[at:]):
+                    keep = max(keep, len(self._held) - at)
                     break
+                at = self._held.find(s[0], at + 1)
         out = self._held[: len(self._held) - keep]
         self._held = self._held[len(out) :]
         return out

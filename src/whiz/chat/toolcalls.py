@@ -66,17 +66,35 @@ def parse_bare_calls(text: str, names: Collection[str]) -> list[ToolCall] | None
     return calls or None
 
 
-def _in_string(json_text: str) -> bool:
-    """True when `json_text` ends inside a JSON string (an odd count of unescaped quotes)."""
-    inside = escaped = False
-    for ch in json_text:
-        if escaped:
-            escaped = False
-        elif ch == "\\" and inside:
-            escaped = True
-        elif ch == '"':
-            inside = not inside
-    return inside
+class _CallEnd:
+    """Finds a call's closing tag as its body streams in, one character at a time (linear in the
+    call's length), skipping any "</tool_call>" inside a JSON string: code in an argument that
+    mentions the tag must not cut the call short."""
+
+    def __init__(self) -> None:
+        self.in_string = self.escaped = False
+        self.matched = 0
+        """How many characters of CLOSE the text outside strings ends with."""
+
+    def feed(self, text: str) -> int | None:
+        """The index in `text` just past the closing tag, or None when the call goes on."""
+        for i, ch in enumerate(text):
+            if self.in_string:
+                if self.escaped:
+                    self.escaped = False
+                elif ch == "\\":
+                    self.escaped = True
+                elif ch == '"':
+                    self.in_string = False
+            elif ch == '"':
+                self.in_string, self.matched = True, 0
+            elif ch == CLOSE[self.matched]:
+                self.matched += 1
+                if self.matched == len(CLOSE):
+                    return i + 1
+            else:  # "<" occurs once in CLOSE, so a mismatch can only restart at this character
+                self.matched = 1 if ch == CLOSE[0] else 0
+        return None
 
 
 class ToolCallParser:
@@ -87,21 +105,33 @@ class ToolCallParser:
     def __init__(self, enabled: bool = True, names: Collection[str] = ()):
         self.enabled = enabled
         self.names = frozenset(names)
+        # This runs on the event loop for every token, and one call can be a whole file: text is
+        # kept in pieces and only new text is searched, so a call costs time linear in its length.
         self._buf = ""
-        self._in_call = False
+        """Text not yet passed on: outside a call, at most a partial "<tool_call>" and the new text."""
+        self._call: list[str] | None = None
+        """The body of the call being read, in pieces; None outside a call."""
+        self._end = _CallEnd()
+        """Where the call being read ends: its "</tool_call>", outside the JSON's strings."""
+        self._held: list[str] = []
+        """A reply held to its end because it began as JSON."""
         self._start: str | None = None if self.names else "tags"
         """How the reply began: None until known, "tags" (stream, watching for tags), "json" (held)."""
 
     def feed(self, text: str) -> list[TextPart | ToolCall]:
         if not self.enabled:
             return [TextPart(text)] if text else []
+        if self._start == "json":
+            self._held.append(text)
+            return []  # held to the end: a call in another shape, or text after all
         self._buf += text
         if self._start is None:
             self._start = self._opening(self._buf)
             if self._start is None:
                 return []  # not yet known how the reply starts
-        if self._start == "json":
-            return []  # held to the end: a call in another shape, or text after all
+            if self._start == "json":
+                self._held, self._buf = [self._buf], ""
+                return []
         return self._tags()
 
     def _opening(self, text: str) -> str | None:
@@ -123,15 +153,16 @@ class ToolCallParser:
     def _tags(self) -> list[TextPart | ToolCall]:
         out: list[TextPart | ToolCall] = []
         while True:
-            if self._in_call:
-                end = self._buf.find(CLOSE)
-                while end >= 0 and _in_string(self._buf[:end]):
-                    # "</tool_call>" inside an argument (code that mentions the tag): not the end.
-                    end = self._buf.find(CLOSE, end + 1)
-                if end < 0:
+            if self._call is not None:
+                past = self._end.feed(self._buf)
+                if past is None:
+                    self._call.append(self._buf)
+                    self._buf = ""
                     return out
-                body, self._buf = self._buf[:end], self._buf[end + len(CLOSE) :]
-                self._in_call = False
+                self._call.append(self._buf[:past])
+                self._buf = self._buf[past:]
+                body = "".join(self._call)[: -len(CLOSE)]
+                self._call = None
                 call = parse_call(body.strip())
                 out.append(call if call else TextPart(OPEN + body + CLOSE))
                 continue
@@ -140,7 +171,7 @@ class ToolCallParser:
                 if start:
                     out.append(TextPart(self._buf[:start]))
                 self._buf = self._buf[start + len(OPEN) :]
-                self._in_call = True
+                self._call, self._end = [], _CallEnd()
                 continue
             # Hold back a possible partial "<tool_call>" at the end.
             hold = next(
@@ -155,17 +186,21 @@ class ToolCallParser:
     def finish(self) -> list[TextPart | ToolCall]:
         """Flush at the end of generation. An unclosed call is parsed if its JSON is whole."""
         out: list[TextPart | ToolCall] = []
-        if self._start != "tags" and self._buf.strip():
-            calls = parse_bare_calls(self._buf, self.names)
-            if calls:
-                self._buf = ""
-                return list(calls)
-            self._start = "tags"
-            out = self._tags()
-        if self._in_call:
-            call = parse_call(self._buf.strip())
-            out.append(call if call else TextPart(OPEN + self._buf))
+        if self._start != "tags":
+            self._buf = "".join(self._held) + self._buf
+            self._held = []
+            if self._buf.strip():
+                calls = parse_bare_calls(self._buf, self.names)
+                if calls:
+                    self._buf = ""
+                    return list(calls)
+                self._start = "tags"
+                out = self._tags()
+        if self._call is not None:
+            body = "".join(self._call) + self._buf
+            call = parse_call(body.strip())
+            out.append(call if call else TextPart(OPEN + body))
         elif self._buf:
             out.append(TextPart(self._buf))
-        self._buf, self._in_call = "", False
+        self._buf, self._call = "", None
         return out

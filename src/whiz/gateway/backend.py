@@ -80,6 +80,8 @@ class Gateway:
         """Turns tried again on another replica before they produced anything."""
         self.lost = 0
         """Turns that failed mid-response (the client sends them again)."""
+        self.closing: set[asyncio.Task] = set()
+        """Upstream streams being closed (the loop keeps only weak references to tasks)."""
         self._task: asyncio.Task | None = None
 
     @property
@@ -178,8 +180,7 @@ class GatewayTurn:
         # A full queue has a reader that will see the flag before its next wait.
         with contextlib.suppress(asyncio.QueueFull):
             self._queue.put_nowait(_CANCELLED)
-        if self._pump is not None:
-            self._pump.cancel()
+        _stop(self._pump)
 
     async def open(self) -> None:
         if self._t0 is not None:  # opened already: a refusal stays a refusal
@@ -299,20 +300,18 @@ class GatewayTurn:
 
     @staticmethod
     async def _pump_chunks(upstream: Upstream, response: httpx.Response, queue: asyncio.Queue) -> None:
-        """Read the upstream's stream into `queue`, so a cancel can stop the read at any moment."""
+        """Read the upstream's stream into `queue`, so a cancel can stop the read at any moment.
+        The response is closed by `_close`, once this has stopped."""
         try:
             async for chunk in upstream.chunks(response):
-                await queue.put(
-                    chunk
-                )  # a full queue stops the read: the upstream waits, memory does not grow
+                # A full queue stops the read: the upstream waits, memory does not grow.
+                await queue.put(chunk)
             await queue.put(_END)
         except UpstreamError as exc:
             await queue.put(exc)
         except Exception as exc:  # a bug here must fail one turn, not hang it
             log.exception("reading %s failed", upstream.name)
             await queue.put(UpstreamProtocolError(f"Upstream {upstream.name}: unreadable stream ({exc})."))
-        finally:
-            await response.aclose()
 
     def _finish(
         self, reader: ChunkReader, pieces: list, first_at: float | None, *, cancelled: bool
@@ -344,12 +343,29 @@ class GatewayTurn:
         if self._replica is not None:  # left mid-turn: the replica did nothing wrong
             replica, self._replica = self._replica, None
             self._gateway.router.abandoned(replica)
-        if pump is not None:
-            pump.cancel()  # its `finally` closes the response
-        elif response is not None:
-            pump = asyncio.create_task(response.aclose())
-        if pump is not None:
-            # Not `await pump`: when this task is being cancelled (Starlette cancels a stream
-            # whose client left, again and again), awaiting a task cancels it too, and the
-            # connection would stay open with the upstream still generating.
-            await asyncio.wait([pump])
+        _stop(pump)
+        if pump is None and response is None:
+            return
+        # The close runs in a task of its own that nothing cancels, and this one only waits for it
+        # (not `await closer`): Starlette cancels a stream whose client left again and again, and
+        # a cancel landing inside the close leaves the connection checked out of the pool and
+        # open, with the upstream generating for no one. Once the pool's 100 are gone that way,
+        # every later turn waits forever (seen in `whiz bench soak --gateway`).
+        closer = asyncio.create_task(_close_after(pump, response))
+        self._gateway.closing.add(closer)
+        closer.add_done_callback(self._gateway.closing.discard)
+        await asyncio.wait([closer])
+
+
+def _stop(pump: asyncio.Task | None) -> None:
+    """Cancel a pump's read, once: a second cancel would land inside the close the first began."""
+    if pump is not None and not pump.cancelling():
+        pump.cancel()
+
+
+async def _close_after(pump: asyncio.Task | None, response: httpx.Response | None) -> None:
+    """Close `response` once `pump` has stopped reading it (a no-op if it is closed already)."""
+    if pump is not None:
+        await asyncio.wait([pump])
+    if response is not None:
+        await response.aclose()

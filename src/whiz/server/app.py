@@ -12,6 +12,7 @@ import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import TypeVar
 
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
@@ -33,12 +34,14 @@ from whiz.server.browser import FORBIDDEN_CLOSE_CODE, SUBPROTOCOL, BrowserGuard,
 from whiz.server.codex import codex_routes
 from whiz.server.http import ClientGone, run_to_end, until_disconnected
 from whiz.server.http import read_body as read_bounded
-from whiz.server.messages import messages_routes
-from whiz.server.protocol import ChatRequest, ResponsesRequest, decode_json, parse
+from whiz.server.messages import MESSAGES_PATH, messages_routes
+from whiz.server.messages import error_response as anthropic_error
+from whiz.server.protocol import ChatRequest, ResponsesRequest, parse, read_json
 from whiz.server.state import ServerState
 from whiz.server.websocket import Session
 
 log = logging.getLogger("whiz.server")
+T = TypeVar("T")
 
 
 class HostAndOrigin:
@@ -56,7 +59,7 @@ class HostAndOrigin:
             try:
                 self.guard.check(headers, scope.get("scheme", "http"))
             except Forbidden as exc:
-                await error_response(exc)(scope, receive, send)
+                await error_response_at(scope["path"], exc)(scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
@@ -64,6 +67,14 @@ class HostAndOrigin:
 def error_response(exc: WhizError) -> JSONResponse:
     headers = {"Retry-After": "1"} if exc.status == 429 else None
     return JSONResponse({"error": exc.to_dict()}, status_code=exc.status, headers=headers)
+
+
+def error_response_at(path: str, exc: WhizError) -> JSONResponse:
+    """The error in the shape the route's clients read: Anthropic's on the Messages routes (its
+    SDK shows `error.message` from that shape only), OpenAI's everywhere else."""
+    if path == MESSAGES_PATH or path.startswith(MESSAGES_PATH + "/"):
+        return anthropic_error(exc)
+    return error_response(exc)
 
 
 def sse(events: AsyncIterator[dict], *, named: bool) -> StreamingResponse:
@@ -101,18 +112,17 @@ def create_app(
     backend: Backend = EngineBackend(engine) if hasattr(engine, "generate") else engine  # type: ignore[assignment]
     state = ServerState(backend, settings)
 
-    async def read_body(request: Request) -> tuple[dict, str | None]:
-        """Authenticate, rate-limit and decode a POST body."""
+    async def read_body(request: Request, model: type[T]) -> tuple[T, str | None]:
+        """Authenticate, rate-limit, decode and validate a POST body."""
         state.check_open()
         key = bearer(request.headers.get("authorization"))
         state.keys.check(key)
         state.check_rate(key, request.client.host if request.client else None)
         raw = await read_bounded(request, state.max_body_bytes)
-        return decode_json(raw), key
+        return await read_json(raw, lambda data: parse(model, data)), key
 
     async def responses_create(request: Request) -> Response:
-        data, key = await read_body(request)
-        req = parse(ResponsesRequest, data)
+        req, key = await read_body(request, ResponsesRequest)
         previous = None
         if req.previous_response_id is not None:
             found = state.store.get(req.previous_response_id)
@@ -158,8 +168,7 @@ def create_app(
         return JSONResponse(found[0])
 
     async def chat_completions(request: Request) -> Response:
-        data, key = await read_body(request)
-        req = parse(ChatRequest, data)
+        req, key = await read_body(request, ChatRequest)
         state.metrics.request("chat")
         session = session_header(request.headers)
         tenant = state.keys.tenant(key)
@@ -220,17 +229,17 @@ def create_app(
 
     async def on_whiz_error(request: Request, exc: WhizError) -> Response:
         state.metrics.error(exc.code)
-        return error_response(exc)
+        return error_response_at(request.url.path, exc)
 
     async def on_http_error(request: Request, exc: HTTPException) -> Response:
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
         err = WhizError(str(exc.detail), code=code)
         err.status, err.type = exc.status_code, "invalid_request_error"
-        return error_response(err)
+        return error_response_at(request.url.path, err)
 
     async def on_crash(request: Request, exc: Exception) -> Response:
         log.exception("unhandled error")
-        return error_response(WhizError("The server failed to handle this request."))
+        return error_response_at(request.url.path, WhizError("The server failed to handle this request."))
 
     api: list[BaseRoute] = [
         Route("/v1/responses", responses_create, methods=["POST"]),

@@ -30,11 +30,13 @@ from whiz.errors import InvalidRequest, WhizError
 from whiz.server.auth import bearer
 from whiz.server.http import ClientGone, run_to_end
 from whiz.server.http import read_body as read_bounded
-from whiz.server.protocol import MAX_STOP_CHARS, OFF_LOOP_CHARS, WhizOptions, decode_json, wants_tool_grammar
+from whiz.server.protocol import MAX_STOP_CHARS, OFF_LOOP_CHARS, WhizOptions, read_json, wants_tool_grammar
 
 if TYPE_CHECKING:
     from whiz.server.state import ServerState
 
+MESSAGES_PATH = "/v1/messages"
+"""Where Anthropic's API lives; errors under it take Anthropic's shape."""
 MAX_STOP_SEQUENCES = 8
 """Anthropic documents no number; a handful is what clients send (Claude Code sends none)."""
 
@@ -341,7 +343,7 @@ def messages_routes(state: ServerState) -> list[BaseRoute]:
         state.check_rate(key, request.client.host if request.client else None)
         raw = await read_bounded(request, state.max_body_bytes)
         try:
-            return model.model_validate(decode_json(raw)), key, len(raw)
+            return await read_json(raw, model.model_validate), key, len(raw)
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"])
@@ -399,6 +401,6 @@ def messages_routes(state: ServerState) -> list[BaseRoute]:
         return JSONResponse({"input_tokens": total})
 
     return [
-        Route("/v1/messages", create, methods=["POST"]),
-        Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
+        Route(MESSAGES_PATH, create, methods=["POST"]),
+        Route(f"{MESSAGES_PATH}/count_tokens", count_tokens, methods=["POST"]),
     ]

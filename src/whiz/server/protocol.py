@@ -7,9 +7,11 @@ Wrong types and impossible values are errors that name the offending parameter.
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -73,6 +75,18 @@ def decode_json(raw: bytes | str) -> Any:
     escapes = ("\\ud", "\\uD") if isinstance(raw, str) else (b"\\ud", b"\\uD")
     _check_tree(data, surrogates=any(e in raw for e in escapes))  # type: ignore[operator]
     return data
+
+
+T = TypeVar("T")
+
+
+async def read_json(raw: bytes | str, read: Callable[[Any], T]) -> T:
+    """`read(decode_json(raw))`, on a worker thread when `raw` is large: decoding, checking and
+    validating megabytes holds the event loop for seconds (14 MB of small numbers: about 3 s),
+    and every other stream with it."""
+    if len(raw) > OFF_LOOP_CHARS:
+        return await asyncio.to_thread(lambda: read(decode_json(raw)))
+    return read(decode_json(raw))
 
 
 def _too_deep() -> InvalidRequest:
@@ -456,4 +470,5 @@ def input_chars(req: ChatRequest | ResponsesRequest) -> int:
     """About how much text a request asks to tokenize (a bound, to decide where to tokenize it)."""
     prediction = req.prediction.content if req.prediction else ""
     parts: Any = [req.messages] if isinstance(req, ChatRequest) else [req.input, req.instructions]
-    return len(str(prediction)) + sum(len(str(p)) for p in parts if p)
+    # The tools' schemas are rendered into the prompt too, and can be megabytes of it.
+    return len(str(prediction)) + sum(len(str(p)) for p in [*parts, req.tools] if p)

@@ -22,13 +22,26 @@ from typing import TYPE_CHECKING, Literal
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from whiz.errors import InvalidRequest, RateLimited, WhizError
-from whiz.server.protocol import ResponsesRequest, decode_json, parse
+from whiz.server.protocol import ResponsesRequest, parse, read_json
 from whiz.server.responses import Conversation, ResponseRun
 
 if TYPE_CHECKING:
     from whiz.server.state import ServerState
 
 log = logging.getLogger("whiz.server")
+
+
+def read_event(data: object) -> tuple[str, ResponsesRequest | None]:
+    """A decoded event: its type, and for `response.create` the request it carries."""
+    if not isinstance(data, dict) or not isinstance(data.get("type"), str):
+        raise InvalidRequest("Each event must be a JSON object with a string 'type'.", param="type")
+    if data["type"] != "response.create":
+        return data["type"], None
+    body = {k: v for k, v in data.items() if k not in ("type", "event_id")}
+    # Some clients nest the body under "response", as in the Realtime API.
+    if isinstance(body.get("response"), dict):
+        body = {**body.pop("response"), **body}
+    return "response.create", parse(ResponsesRequest, body)
 
 
 class Session:
@@ -102,18 +115,10 @@ class Session:
                 raise InvalidRequest(
                     "This event is larger than the server accepts.", code="payload_too_large"
                 )
-            data = decode_json(raw)
-            if not isinstance(data, dict) or not isinstance(data.get("type"), str):
-                raise InvalidRequest("Each event must be a JSON object with a string 'type'.", param="type")
-            kind = data["type"]
+            kind, req = await read_json(raw, read_event)
             if kind == "response.create":
                 self.app.check_open()  # draining: no new turns; running ones finish or are cancelled
                 self.app.check_rate(self.key, self.client_host)
-                body = {k: v for k, v in data.items() if k not in ("type", "event_id")}
-                # Some clients nest the body under "response", as in the Realtime API.
-                if isinstance(body.get("response"), dict):
-                    body = {**body.pop("response"), **body}
-                req = parse(ResponsesRequest, body)
                 try:
                     self.queue.put_nowait(req)
                 except asyncio.QueueFull:
