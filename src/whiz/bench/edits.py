@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import os
 import platform
 import sys
 from collections.abc import Callable
@@ -288,34 +287,6 @@ def load_tasks(suite: str, limit: int | None, data: str | None, notes: list[str]
     return tasks
 
 
-async def run_edits_bench_async(
-    target: str,
-    suite: str = "all",
-    limit: int | None = None,
-    model: str | None = None,
-    api_key: str | None = None,
-    data: str | None = None,
-    progress: Progress | None = None,
-) -> dict[str, Any]:
-    """Run every task in every mode; returns the summary the JSON line holds."""
-    notes: list[str] = []
-    tasks = load_tasks(suite, limit, data, notes)
-    if not tasks:
-        raise ValueError("no tasks to run")
-    say = progress or (lambda _: None)
-    bench = EditsBench(target, model, api_key, say)
-    bench.notes += notes
-    bench.suite, bench.limit = suite, limit
-    try:
-        await bench.setup(tasks[0].code)
-        for i, task in enumerate(tasks):
-            runs = await bench.run_task(task, i)
-            say(f"[{i + 1}/{len(tasks)}] {progress_line(task, runs)}")
-        return summarize(bench)
-    finally:
-        await bench.close()
-
-
 def main(
     target: str,
     suite: str = "all",
@@ -327,11 +298,29 @@ def main(
     """`whiz bench edits`: the tables and the JSON line; 0 on success, 1 if the server failed us,
     2 for a bad suite or missing data."""
 
-    def progress(message: str) -> None:
+    def say(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
+    async def run() -> dict[str, Any]:
+        """Every task in every mode; the summary the JSON line holds."""
+        notes: list[str] = []
+        tasks = load_tasks(suite, limit, data, notes)
+        if not tasks:
+            raise ValueError("no tasks to run")
+        bench = EditsBench(target, model, api_key, say)
+        bench.notes += notes
+        bench.suite, bench.limit = suite, limit
+        try:
+            await bench.setup(tasks[0].code)
+            for i, task in enumerate(tasks):
+                runs = await bench.run_task(task, i)
+                say(f"[{i + 1}/{len(tasks)}] {progress_line(task, runs)}")
+            return summarize(bench)
+        finally:
+            await bench.close()
+
     try:
-        summary = asyncio.run(run_edits_bench_async(target, suite, limit, model, api_key, data, progress))
+        summary = asyncio.run(run())
     except (ValueError, FileNotFoundError) as exc:
         print(f"whiz bench edits: {exc}", file=sys.stderr)
         return 2
@@ -340,17 +329,3 @@ def main(
         return 1
     print_report(summary)
     return 0
-
-
-if __name__ == "__main__":
-    import argparse
-
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--target", default="http://127.0.0.1:8321")
-    parser.add_argument("--suite", default="all", choices=[*SUITES, "all"])
-    parser.add_argument("--limit", type=int)
-    parser.add_argument("--model")
-    parser.add_argument("--api-key", default=os.environ.get("WHIZ_API_KEY"))
-    parser.add_argument("--data", help="EditEval JSONL (default: shared/bench/editeval.jsonl)")
-    args = parser.parse_args()
-    sys.exit(main(args.target, args.suite, args.limit, args.model, args.api_key, args.data))
