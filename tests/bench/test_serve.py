@@ -35,6 +35,10 @@ def test_quick_bench_ends_with_one_json_line_of_results(serve_fake, capsys, tmp_
     assert result["bench"] == "serve" and result["model"] == "fake" and result["websocket"] is True
     assert set(result["warm_ttft_ms"]["ws"]) == {"0", "256", "512"} == set(result["warm_ttft_ms"]["http"])
     assert all(v > 0 for v in result["warm_ttft_ms"]["ws"].values())
+    # Claude Code's API, the same histories, timed by the server like the others
+    assert set(result["warm_ttft_ms"]["anthropic"]) == {"0", "256", "512"}
+    assert all(v > 0 for v in result["warm_ttft_ms"]["anthropic"].values())
+    assert result["ratios"]["anthropic_over_http_warm512"] > 0
     assert result["interleaved_ttft_ms"] > 0 and result["decode_tokens_per_s"] > 0
     assert result["roundtrip_ms"]["ws"] > 0 and result["roundtrip_ms"]["http"] > 0
     # The fake engine prefills at a fixed cost per token, so a seen prefix must be cheaper.
@@ -65,21 +69,26 @@ def test_first_turn_rows_time_a_prefix_from_disk_and_exec_from_fresh_processes(s
     assert "exec first token, warm server" in out and "TTFT 1.5k prefix, disk, restarted" in out
 
 
-def without_websockets(app):
-    """The same server with its WebSocket route refused, like a plain OpenAI-compatible server."""
+def like_a_plain_openai_server(app):
+    """The same server with its WebSocket route and Anthropic's API refused, like a plain
+    OpenAI-compatible server."""
 
     async def wrapped(scope, receive, send):
         if scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1008})
+            return
+        if scope["type"] == "http" and scope["path"].startswith("/v1/messages"):
+            await send({"type": "http.response.start", "status": 404, "headers": []})
+            await send({"type": "http.response.body", "body": b"Not Found"})
             return
         await app(scope, receive, send)
 
     return wrapped
 
 
-def test_quick_bench_skips_websocket_rows_on_a_server_without_them(capsys):
+def test_quick_bench_skips_websocket_and_anthropic_rows_on_a_server_without_them(capsys):
     engine = fake_engine()
-    app = without_websockets(create_app(engine, ServeSettings(model="fake", temperature=0)))
+    app = like_a_plain_openai_server(create_app(engine, ServeSettings(model="fake", temperature=0)))
     config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", ws="websockets-sansio")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
@@ -100,6 +109,8 @@ def test_quick_bench_skips_websocket_rows_on_a_server_without_them(capsys):
     assert all(v > 0 for v in result["warm_ttft_ms"]["http"].values())
     assert result["interleaved_ttft_ms"] is None and result["cold_ttft_ms"] > 0
     assert "server has no WebSocket mode" in out
+    assert set(result["warm_ttft_ms"]["anthropic"].values()) == {None}
+    assert "server has no Anthropic Messages API" in out
 
 
 def test_an_unreachable_target_fails_with_one_line(capsys):

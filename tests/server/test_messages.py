@@ -3,6 +3,8 @@ fake engine: what Claude Code and other Anthropic clients speak."""
 
 from __future__ import annotations
 
+import json
+
 import anthropic
 import httpx
 import pytest
@@ -145,3 +147,16 @@ def test_host_and_origin_refusals_are_anthropic_shaped_on_its_routes(serve_fake,
     wrong_method = httpx.get(f"{served.root}/v1/messages")
     assert wrong_method.status_code == 405 and wrong_method.json()["type"] == "error"
     assert claude(served).messages.create(**{**body, "max_tokens": 50}).content[0].text == "echo: hi"
+
+
+def test_replies_carry_the_servers_timings_as_on_the_openai_apis(serve_fake):
+    # `whiz bench serve` compares this API's time to first token with Chat Completions' from the
+    # server's own figures; Anthropic clients ignore the extra key (the SDK test above streams it).
+    served = serve_fake()
+    body = {"model": "m", "max_tokens": 50, "messages": [{"role": "user", "content": "hi"}]}
+    whole = httpx.post(f"{served.root}/v1/messages", json=body, timeout=30).json()
+    assert whole["whiz"]["ttft_ms"] > 0 and whole["whiz"]["decode_tokens"] > 0
+    with httpx.stream("POST", f"{served.root}/v1/messages", json={**body, "stream": True}, timeout=30) as r:
+        events = [json.loads(line[5:]) for line in r.iter_lines() if line.startswith("data:")]
+    [last] = [e for e in events if e["type"] == "message_delta"]
+    assert last["whiz"]["ttft_ms"] > 0 and last["usage"]["output_tokens"] > 0

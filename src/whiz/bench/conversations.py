@@ -1,8 +1,8 @@
-"""The two ways a benchmark holds a conversation with a server, behind one small interface.
+"""The ways a benchmark holds a conversation with a server, behind one small interface.
 
 Over WebSocket mode a follow-up sends only the new message and chains `previous_response_id`; over
-HTTP chat completions every turn resends the whole history. Same calls, so the bench compares them
-turn for turn.
+HTTP (Chat Completions, or Anthropic's Messages) every turn resends the whole history. Same calls,
+so the bench compares them turn for turn.
 """
 
 from __future__ import annotations
@@ -76,16 +76,27 @@ class ChatConversation:
         if len(self.messages) == 1:
             self.messages.append({"role": "user", "content": "Let's begin."})
         # One throwaway reply loads the history into whatever prefix cache the server has.
-        await self.http.chat_turn(self._body(1))
+        await self._send(1)
 
     async def say(self, text: str, max_output_tokens: int) -> Exchange:
         self.messages.append({"role": "user", "content": text})
-        turn = await self.http.chat_turn(self._body(max_output_tokens))
+        turn = await self._send(max_output_tokens)
         self.messages.append({"role": "assistant", "content": turn.text})
         return turn
 
-    def _body(self, max_tokens: int) -> dict[str, Any]:
-        return {"model": self.model, "messages": self.messages, "max_tokens": max_tokens, "temperature": 0}
+    async def _send(self, max_tokens: int) -> Exchange:
+        body = {"model": self.model, "messages": self.messages, "max_tokens": max_tokens, "temperature": 0}
+        return await self.http.chat_turn(body)
 
     async def close(self) -> None:
         """Nothing to close: the HTTP client is shared and closed by its owner."""
+
+
+class MessagesConversation(ChatConversation):
+    """A conversation over Anthropic's `POST /v1/messages` (what Claude Code speaks): the same
+    history as Chat Completions, with the instructions as the top-level `system`."""
+
+    async def _send(self, max_tokens: int) -> Exchange:
+        system, *messages = self.messages
+        body = {"model": self.model, "system": system["content"], "messages": messages}
+        return await self.http.messages_turn({**body, "max_tokens": max_tokens, "temperature": 0})

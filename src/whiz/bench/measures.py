@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from whiz.bench.conversations import ChatConversation, Conversation, SocketConversation
+from whiz.bench.conversations import ChatConversation, Conversation, MessagesConversation, SocketConversation
 from whiz.bench.corpus import SYSTEM_TEXT, Corpus, nonce
 from whiz.bench.report import Row
 from whiz.client import (
@@ -87,6 +87,8 @@ class ServeBench:
         self.corpus = Corpus()
         self.ws_ok = False
         self.ws_reason = ""
+        self.messages_ok = False
+        """Whether the target speaks Anthropic's Messages API (whiz does; most OpenAI servers not)."""
         self.rows: list[Row] = []
         self.notes: list[str] = []
         self.summary: dict[str, Any] = {}
@@ -107,6 +109,12 @@ class ServeBench:
         except ConnectError as exc:
             self.ws_reason = str(exc)
             self.notes.append(f"no WebSocket mode, WS rows skipped: {exc}")
+        try:
+            body = {"model": self.model, "max_tokens": 1, "messages": [{"role": "user", "content": "Hi"}]}
+            await self.http.messages_turn(body)
+            self.messages_ok = True
+        except ClientError as exc:
+            self.notes.append(f"no Anthropic Messages API, its rows skipped: {exc}")
         await self.calibrate()
 
     async def calibrate(self) -> None:
@@ -133,6 +141,8 @@ class ServeBench:
         instructions = instructions or f"{nonce()} {SYSTEM_TEXT}"
         if transport == "ws":
             return await SocketConversation.open(self.target, self.api_key, self.model, instructions)
+        if transport == "anthropic":
+            return MessagesConversation(self.http, self.model, instructions)
         return ChatConversation(self.http, self.model, instructions)
 
     @property
@@ -140,7 +150,8 @@ class ServeBench:
         return ["ws", "http"] if self.ws_ok else ["http"]
 
     def skip(self, what: str, transport: str = "ws") -> None:
-        self.rows.append(Row(what, transport, None, note="server has no WebSocket mode"))
+        missing = "WebSocket mode" if transport == "ws" else "Anthropic Messages API"
+        self.rows.append(Row(what, transport, None, note=f"server has no {missing}"))
 
     # -- measurements ----------------------------------------------------------------------------
 
@@ -176,20 +187,26 @@ class ServeBench:
 
     async def measure_warm(self) -> None:
         """Follow-up turns on a conversation whose history the server has already seen."""
-        warm: dict[str, dict[str, float | None]] = {"ws": {}, "http": {}}
+        warm: dict[str, dict[str, float | None]] = {"ws": {}, "http": {}, "anthropic": {}}
+        available = [*self.transports, *(["anthropic"] if self.messages_ok else [])]
+        notes = {
+            "ws": "new message only",
+            "http": "full history resent",
+            "anthropic": "full history, /v1/messages",
+        }
         for size in self.plan.history_tokens:
             label = size_label(size)
-            for transport in ["ws", "http"]:
+            for transport in warm:
                 what = f"TTFT warm turn, {label} history"
-                if transport not in self.transports:
-                    self.skip(what)
+                if transport not in available:
+                    self.skip(what, transport)
                     warm[transport][label] = None
                     continue
                 self.progress(f"warm turn, {label} history ({transport})")
                 turns = await self.warm_series(transport, size)
                 value = median([t.ttft_ms for t in turns])
                 warm[transport][label] = value
-                note = "new message only" if transport == "ws" else "full history resent"
+                note = notes[transport]
                 self.rows.append(
                     Row(
                         what,

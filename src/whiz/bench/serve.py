@@ -72,6 +72,10 @@ def summarize(bench: ServeBench, quick: bool) -> dict[str, Any]:
         f"warm{top}_over_warm0_ws": ratio(warm.get("ws", {}).get(top), ws0),
         f"warm{top}_over_warm0_http": ratio(warm.get("http", {}).get(top), warm.get("http", {}).get("0")),
         f"http_over_ws_warm{top}": ratio(warm.get("http", {}).get(top), warm.get("ws", {}).get(top)),
+        # Claude Code's API against Chat Completions, same history, same run (target: within 10%)
+        f"anthropic_over_http_warm{top}": ratio(
+            warm.get("anthropic", {}).get(top), warm.get("http", {}).get(top)
+        ),
         "interleaved_over_warm0": ratio(bench.summary.get("interleaved_ttft_ms"), ws0),
         "shared_prefix_second_over_first": ratio(
             (bench.summary.get("shared_prefix_ttft_ms") or {}).get("second"),
@@ -87,7 +91,7 @@ def summarize(bench: ServeBench, quick: bool) -> dict[str, Any]:
             "quick": quick,
             "websocket": bench.ws_ok,
             "cold_ttft_ms": None,
-            "warm_ttft_ms": {"ws": {}, "http": {}},
+            "warm_ttft_ms": {"ws": {}, "http": {}, "anthropic": {}},
             "interleaved_ttft_ms": None,
             "shared_prefix_ttft_ms": {"first": None, "second": None},
             "decode_tokens_per_s": None,

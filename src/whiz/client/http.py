@@ -101,6 +101,15 @@ class HttpClient:
             turn.observe_chunk(chunk)
         return turn
 
+    async def messages_turn(self, body: dict[str, Any]) -> Exchange:
+        """One streamed Anthropic `POST /v1/messages`; an `error` event raises `ResponseError`."""
+        turn = Exchange()
+        async for event in self.stream("/messages", body):
+            if event.get("type") == "error":
+                raise ResponseError.from_error(event.get("error") or {})
+            turn.observe_message_event(event)
+        return turn
+
     async def _request(self, method: str, path: str, **kw: Any) -> httpx.Response:
         try:
             response = await self._http.request(method, path, **kw)

@@ -58,6 +58,30 @@ class Exchange:
         self.response = response
         self.finished_at = now
 
+    def observe_message_event(self, event: dict[str, Any]) -> None:
+        """Record one Anthropic Messages streaming event; `message_delta` carries the stop reason,
+        the usage and (from whiz) `whiz`."""
+        now = time.perf_counter()
+        self.events += 1
+        kind = event.get("type")
+        if kind == "message_start":
+            message = event.get("message") or {}
+            self.response = {"id": message.get("id"), "status": None, "usage": message.get("usage") or {}}
+        elif kind == "content_block_delta":
+            delta = event.get("delta") or {}
+            if self.first_delta_at is None:
+                self.first_delta_at = now
+            self.text += delta.get("text") or ""
+        elif kind == "message_delta":
+            response = self.response if self.response is not None else {"id": None}
+            response["status"] = (event.get("delta") or {}).get("stop_reason")
+            response["usage"] = {**(response.get("usage") or {}), **(event.get("usage") or {})}
+            if event.get("whiz"):
+                response["whiz"] = event["whiz"]
+            self.response = response
+        elif kind == "message_stop":
+            self.finished_at = now
+
     @property
     def id(self) -> str | None:
         return (self.response or {}).get("id")
@@ -77,12 +101,14 @@ class Exchange:
 
     @property
     def input_tokens(self) -> int | None:
+        if "cache_read_input_tokens" in self.usage:  # Anthropic's input_tokens leaves the cached out
+            return (self.usage.get("input_tokens") or 0) + (self.usage["cache_read_input_tokens"] or 0)
         return self.usage.get("input_tokens", self.usage.get("prompt_tokens"))
 
     @property
     def cached_tokens(self) -> int | None:
         details = self.usage.get("input_tokens_details") or self.usage.get("prompt_tokens_details") or {}
-        return details.get("cached_tokens")
+        return details.get("cached_tokens", self.usage.get("cache_read_input_tokens"))
 
     @property
     def output_tokens(self) -> int | None:

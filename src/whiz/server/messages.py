@@ -31,6 +31,7 @@ from whiz.server.auth import bearer
 from whiz.server.http import ClientGone, run_to_end
 from whiz.server.http import read_body as read_bounded
 from whiz.server.protocol import MAX_STOP_CHARS, OFF_LOOP_CHARS, WhizOptions, read_json, wants_tool_grammar
+from whiz.server.responses import timings
 
 if TYPE_CHECKING:
     from whiz.server.state import ServerState
@@ -255,6 +256,7 @@ def message_object(req: MessagesRequest, message_id: str, result: TurnResult) ->
         "stop_reason": stop_reason(result),
         "stop_sequence": None,
         "usage": usage(result),
+        "whiz": timings(result.stats),  # as on the OpenAI APIs (PROTOCOL.md §4); clients ignore it
     }
 
 
@@ -325,7 +327,8 @@ async def stream_events(req: MessagesRequest, message_id: str, turn) -> AsyncIte
         yield _sse("error", error_body(WhizError("The reply ended without a result.")))
         return
     delta = {"stop_reason": stop_reason(result), "stop_sequence": None}
-    yield _sse("message_delta", {"type": "message_delta", "delta": delta, "usage": usage(result)})
+    last = {"type": "message_delta", "delta": delta, "usage": usage(result), "whiz": timings(result.stats)}
+    yield _sse("message_delta", last)
     yield _sse("message_stop", {"type": "message_stop"})
 
 
