@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 import sys
+import types
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -12,6 +13,21 @@ from typing import Annotated, get_type_hints
 
 import typer
 from rich.console import Console
+
+
+def _leave_out_httpx_cli() -> None:
+    """Keep httpx's own command-line client out of this process.
+
+    httpx imports it, with click and pygments, whenever they are installed (as they are beside
+    typer and rich), and whiz never runs it: ~80 ms of every command's start on a 2-core machine,
+    a good part of a warm `whiz exec`'s wait for its first token. With an empty module in its place,
+    httpx takes the fallback it has for a missing client.
+    """
+    if "httpx" not in sys.modules:
+        sys.modules.setdefault("httpx._main", types.ModuleType("httpx._main"))
+
+
+_leave_out_httpx_cli()
 
 app = typer.Typer(
     help="whiz: a local, real-time coding-model system. Without a command: `whiz code`.",

@@ -61,7 +61,7 @@ def test_first_turn_rows_time_a_prefix_from_disk_and_exec_from_fresh_processes(s
         prefix["disk_ttft_ms"] < prefix["cold_ttft_ms"] and prefix["memory_ttft_ms"] < prefix["cold_ttft_ms"]
     )
     first = result["exec_first_token_ms"]
-    assert set(first) == {"in_process", "background_cold", "background_warm", "background_warm_again"}
+    assert set(first) == {"in_process", "background_cold", "background_warm", "background_same_task"}
     assert all(ms > 0 for ms in first.values()), result["notes"]
     # The first command waited for the server it started; the next found it running.
     assert first["background_warm"] < first["background_cold"]

@@ -45,17 +45,21 @@ def mean(values: list[float]) -> float:
     return sum(values) / len(values)
 '''
 
+ASK = "In one sentence, what does calc.py do?"
 EXEC_RUNS = (
-    ("in_process", ["--in-process"], "In one sentence, what does calc.py do?"),
-    ("background_cold", [], "In one sentence, what does calc.py do?"),
-    ("background_warm", [], "Name the functions in calc.py, nothing else."),
-    ("background_warm_again", [], "Which function in calc.py can raise, and why? One sentence."),
+    ("in_process", ["--in-process"], ASK),
+    ("background_cold", [], ASK),
+    ("background_warm", [], "Which function in calc.py can raise, and why? One sentence."),
+    ("background_same_task", [], ASK),
 )
+"""A fresh `WHIZ_HOME` each bench: the in-process run prefills cold (and saves its prompt to the
+prefix cache); the background server then starts from disk. The warm run asks something new (its
+words are prefilled), the last repeats the first task (its whole prompt is cached)."""
 EXEC_LABELS = {
     "in_process": ("exec first token, in-process", "the model loads in the command"),
     "background_cold": ("exec first token, new server", "it starts the background server"),
-    "background_warm": ("exec first token, warm server", "the next command"),
-    "background_warm_again": ("exec first token, warm again", "the command after"),
+    "background_warm": ("exec first token, warm server", "the next command, a new task"),
+    "background_same_task": ("exec first token, same task", "the first task again, warm"),
 }
 MODEL_EVENTS = ("item.started", "item.updated", "item.completed")
 
