@@ -75,10 +75,8 @@ class Constraint:
         costs ~20 ms, a few candidates microseconds."""
         assert self.matcher is not None
         n = logits.size
-        if params.temperature <= 0:
-            look = min(_FIRST_LOOK, n)
-        else:
-            look = params.top_k if 0 < params.top_k < n else n
+        top_k = params.top_k if 0 < params.top_k < n else n
+        look = min(_FIRST_LOOK, n) if params.temperature <= 0 else top_k
         best = np.argpartition(logits, -look)[-look:] if look < n else np.arange(n)
         ok = self.matcher.allowed(best)
         if not ok.any() and look < n:
