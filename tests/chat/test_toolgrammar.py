@@ -10,7 +10,7 @@ import pytest
 
 from whiz.chat.messages import Tool
 from whiz.chat.toolcalls import ToolCallParser
-from whiz.chat.toolgrammar import literal, schema_grammar, tool_call_grammar
+from whiz.chat.toolgrammar import ANY_ORDER_KEYS, literal, schema_grammar, tool_call_grammar
 from whiz.engine.gbnf import Gbnf
 
 READ = Tool(
@@ -61,9 +61,26 @@ def test_optional_arguments_may_be_left_out_in_any_combination(tagged):
     assert tagged.accepts(call("edit", {"mode": "append", "lines": ["x"], "where": {"line": 2}}))
 
 
-def test_a_missing_required_argument_is_refused_even_as_a_prefix(tagged):
+def test_a_missing_required_argument_is_refused_where_the_object_would_close(tagged):
     assert not tagged.accepts(call("read_file", {"start": 3}))
-    assert not tagged.viable('<tool_call>\n{"name": "read_file", "arguments": {"start"')
+    args = '<tool_call>\n{"name": "read_file", "arguments": {"start": 3'
+    assert tagged.viable(args) and tagged.viable(args + ', "path"')
+    assert not tagged.viable(args + "}")
+
+
+def test_keys_come_in_any_order_each_once(tagged):
+    assert tagged.accepts(call("read_file", {"end": 4, "path": "a.py", "start": 1}))
+    assert tagged.accepts(call("edit", {"lines": ["x"], "where": {"line": 2}, "mode": "append"}))
+    assert not tagged.accepts(call("read_file", '{"path": "a.py", "path": "b.py"}'))
+
+
+def test_objects_with_many_keys_take_them_in_the_schemas_order():
+    keys = [f"k{i}" for i in range(ANY_ORDER_KEYS + 1)]
+    schema = {"type": "object", "properties": {k: {"type": "integer"} for k in keys}, "required": ["k1"]}
+    g = Gbnf(schema_grammar(schema))
+    assert g.accepts(json.dumps({k: 1 for k in keys}))
+    assert g.accepts('{"k1": 1, "k3": 2}')
+    assert not g.accepts('{"k3": 2, "k1": 1}')
 
 
 def test_only_the_offered_tools_and_their_own_keys(tagged):
@@ -152,7 +169,7 @@ def test_schema_features_tools_use():
     g = Gbnf(schema_grammar(defs))
     good = {"tree": {"kids": [{"kids": []}, {}]}, "id": None, "tag": "t", "kind": "x", "meta": {"a": 1.5}}
     assert g.accepts(json.dumps(good))
-    assert g.accepts(json.dumps({"id": 4, "short": "abc"}))  # in the schema's order
+    assert g.accepts(json.dumps({"id": 4, "short": "abc"}))  # six keys: in the schema's order
     assert not g.accepts(json.dumps({"short": "abcd"}))
     assert not g.accepts(json.dumps({"kind": "y"}))
     assert not g.accepts(json.dumps({"meta": {"a": "b"}}))

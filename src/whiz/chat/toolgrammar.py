@@ -10,8 +10,9 @@ models often write it. The engine switches the grammar on when the model starts 
 JSON schema is read as far as tool schemas use it: types (and lists of them), properties,
 required, additionalProperties, enum, const, anyOf/oneOf, allOf of objects, items, min/maxItems,
 min/maxLength, $ref into $defs or definitions, nullable. `pattern`, `format` and numeric bounds are
-not enforced (any string, any number). Properties come in the schema's order, optional ones may be
-left out, and no other keys are allowed unless `additionalProperties` says so. A custom tool (a
+not enforced (any string, any number). Properties come in any order (in the schema's order for
+objects of more than `ANY_ORDER_KEYS` keys), each once, optional ones may be left out, and no other
+keys are allowed unless `additionalProperties` says so. A custom tool (a
 free-form tool, Codex's `apply_patch`) is a function of one string here: its text is any JSON string,
 its own grammar not enforced.
 """
@@ -44,6 +45,11 @@ _BASICS = {
 }
 """Generic JSON: what a schema that says nothing more allows. Whitespace between tokens is
 bounded, so a model cannot pad a call with newlines until its tokens run out."""
+
+ANY_ORDER_KEYS = 5
+"""Objects with at most this many keys take them in any order (a rule per set of keys written:
+2^n); larger ones in the schema's order. Models write keys in their own order, and a grammar that
+forces another one pushes them off what they meant to write."""
 
 _NEEDS = {
     "value": ("object", "array", "string", "number", "boolean", "null"),
@@ -192,26 +198,61 @@ class _Rules:
             value = self.schema(props.get(key, {}), f"{name}-{key}")
             pairs.append(self.add(f"{name}-{key}-kv", f'{_json_literal(key)} {ws} ":" {ws} {value}'))
         must = [k in required for k in keys]
-        # tail(i): what may follow once a pair is written (each present pair after a comma).
-        tail = ""
+        more = None
         if extra is True or (isinstance(extra, dict) and extra):
             more = self._extra_pairs(extra if isinstance(extra, dict) else {}, name)
-            tail = f'( {ws} "," {ws} {more} )*'
-        tails = {len(keys): tail}
-        for i in range(len(keys) - 1, 0, -1):
+        if len(keys) <= ANY_ORDER_KEYS:
+            body = self._any_order(name, pairs, must, more)
+        else:
+            body = self._schema_order(name, pairs, must, more)
+        return self.add(name, f'"{{" {ws} {body} {ws} "}}"')
+
+    def _any_order(self, name: str, pairs: list[str], must: list[bool], more: str | None) -> str:
+        """The pairs in any order, each at most once, the required ones all there: one rule per set
+        of pairs written so far (2^n of them, so only for a few keys)."""
+        ws = self.basic("ws")
+        full = (1 << len(pairs)) - 1
+        needed = sum(1 << i for i, m in enumerate(must) if m)
+        names: dict[int, str] = {}
+
+        def then(written: int) -> str:
+            """What may follow once the pairs in `written` are (a comma and another pair, or the end)."""
+            if written not in names:
+                if written == full and more is None:
+                    return ""
+                names[written] = self.add(f"{name}-has-{written}", "")
+                options = [
+                    f'{ws} "," {ws} {pairs[i]} {then(written | 1 << i)}'.rstrip()
+                    for i in range(len(pairs))
+                    if not written >> i & 1
+                ]
+                if more is not None:
+                    options.append(f'{ws} "," {ws} {more} {names[written]}')
+                body = "( " + " | ".join(options) + " )"
+                self.rules[names[written]] = body + ("?" if written & needed == needed else "")
+            return names[written]
+
+        first = [f"{pairs[i]} {then(1 << i)}".rstrip() for i in range(len(pairs))]
+        if more is not None:
+            first.append(f"{more} {then(0)}")
+        return "( " + " | ".join(first) + " )" + ("" if needed else "?")
+
+    def _schema_order(self, name: str, pairs: list[str], must: list[bool], more: str | None) -> str:
+        """The pairs in the schema's order, optional ones left out at will (for many keys)."""
+        ws = self.basic("ws")
+        # tails[i]: what may follow once a pair before i is written (each present pair after a comma).
+        tails = {len(pairs): f'( {ws} "," {ws} {more} )*' if more is not None else ""}
+        for i in range(len(pairs) - 1, 0, -1):
             step = f'{ws} "," {ws} {pairs[i]}'
             step = f"( {step} )" if must[i] else f"( {step} )?"
             tails[i] = self.add(f"{name}-after-{i - 1}", f"{step} {tails[i + 1]}".strip())
         # The first pair written: any optional one up to the first required one.
         first = []
-        for i in range(len(keys)):
+        for i in range(len(pairs)):
             first.append(f"{pairs[i]} {tails[i + 1]}".strip())
             if must[i]:
                 break
-        body = " | ".join(first)
-        if not any(must):
-            body = f"( {body} )?"
-        return self.add(name, f'"{{" {ws} ( {body} ) {ws} "}}"')
+        return "( " + " | ".join(first) + " )" + ("" if any(must) else "?")
 
     def _extra_pairs(self, schema: dict, name: str) -> str:
         value = self.schema(schema, f"{name}-extra")

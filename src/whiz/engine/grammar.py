@@ -2,8 +2,8 @@
 
 A `Constraint` follows one job's output token by token. While no trigger has fired it changes
 nothing. Once one fires it asks the runtime's grammar matcher which tokens may come next and
-samples among those: it checks the best few candidates first (the model's own choice is nearly
-always allowed inside a call) and masks the whole vocabulary only when they do not decide it.
+samples among those: it checks the model's best few candidates first (its own choice is nearly
+always allowed inside a call) and the whole vocabulary only when none of them is allowed.
 Masking then sampling is a pure function of the logits, the grammar's state and the job's random
 generator, so a speculative draft verified through `pick` yields exactly what plain decoding does.
 """
@@ -24,7 +24,7 @@ log = logging.getLogger("whiz.engine")
 OPENING_WINDOW_BYTES = 64
 """How far into the output a call's opening (bare JSON) is looked for; past it, text stays free."""
 _FIRST_LOOK = 32
-"""Candidates checked before masking the whole vocabulary (at least top_k of them)."""
+"""Candidates checked, at temperature 0, before the whole vocabulary is."""
 
 
 class Constraint:
@@ -67,16 +67,22 @@ class Constraint:
         return sample(masked, params, rng)
 
     def _masked(self, logits: np.ndarray, params: SamplingParams) -> np.ndarray | None:
-        """The logits with every token the grammar forbids at -inf (None when it allows none)."""
+        """The logits with every token the grammar forbids at -inf (None when it allows none).
+
+        Greedy: the best allowed token, found among the best few when one of them is allowed (then
+        it is the best allowed of all). Top-k sampling: among the model's k best, those allowed;
+        only when none is, the k best of all the allowed ones. Checking a whole 152k vocabulary
+        costs ~20 ms, a few candidates microseconds."""
         assert self.matcher is not None
         n = logits.size
-        look = min(max(_FIRST_LOOK, 2 * params.top_k), n)
-        best = np.argpartition(logits, -look)[-look:]
+        top_k = params.top_k if 0 < params.top_k < n else n
+        look = min(_FIRST_LOOK, n) if params.temperature <= 0 else top_k
+        best = np.argpartition(logits, -look)[-look:] if look < n else np.arange(n)
         ok = self.matcher.allowed(best)
-        # The best `look` tokens decide it when sampling needs no more than them: greedy (the best
-        # allowed one among them is the best allowed one), or top-k with k of them allowed.
-        enough = ok.any() if params.temperature <= 0 else 0 < params.top_k <= int(ok.sum())
-        ids = best[ok] if enough else np.arange(n)[self.matcher.allowed(np.arange(n))]
+        if not ok.any() and look < n:
+            best = np.arange(n)
+            ok = self.matcher.allowed(best)
+        ids = best[ok]
         if ids.size == 0:
             return None
         masked = np.full(n, -np.inf, dtype=np.float32)
