@@ -70,6 +70,14 @@ def serve(
     max_draft: Annotated[
         int | None, typer.Option(help="Longest draft verified in one batch (default 32).")
     ] = None,
+    tool_grammar: Annotated[
+        bool | None,
+        typer.Option(
+            "--tool-grammar/--no-tool-grammar",
+            help="When a request offers tools, decode each call the model starts under a grammar of "
+            "the tools' schemas, so it parses and fits them; text outside calls stays free (default on).",
+        ),
+    ] = None,
     config: Annotated[Path | None, typer.Option(help="TOML file with a [serve] table.")] = None,
     workspace: Annotated[
         Path | None,
@@ -208,6 +216,7 @@ def serve(
             rate_limit_rpm=rate_limit_rpm,
             speculation=speculation,
             max_draft=max_draft,
+            tool_grammar=tool_grammar,
             workspace=workspace,
             test_cmd=test_cmd,
             draft_model=draft_model,
@@ -298,12 +307,39 @@ def bench_serve(
     raw_baseline: Annotated[
         Path | None, typer.Option(help="GGUF file: also time raw llama-cpp-python decoding, for the ratio.")
     ] = None,
+    prefix_tokens: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            help="Prefix timed cold, from memory and from disk after a restart, in an engine this command "
+            "loads (default 6000, 1500 with --quick; 0 skips; at least 1024, the shortest prefix saved).",
+        ),
+    ] = None,
+    exec_: Annotated[
+        bool,
+        typer.Option(
+            "--exec/--no-exec",
+            help="Time `whiz exec` from a fresh process, with and without the background server.",
+        ),
+    ] = True,
 ) -> None:
-    """Serving latency: cold and warm TTFT, interleaved sessions, shared prefixes, decode speed."""
+    """Serving latency: cold and warm TTFT, interleaved sessions, shared prefixes, decode speed, and
+    the first turn where the server is new (a prefix from disk, `whiz exec` from a fresh shell)."""
+    from whiz.bench.first_turn import FirstTurnPlan
     from whiz.bench.serve import main
 
+    if prefix_tokens is not None and 0 < prefix_tokens < 1024:
+        raise fail("--prefix-tokens: 0, or at least 1024 (shorter prefixes are not saved to disk)")
+    plan = FirstTurnPlan.make(quick, prefix_tokens, exec_)
     raise typer.Exit(
-        main(target=target, model=model, api_key=api_key, quick=quick, raw_baseline=raw_baseline)
+        main(
+            target=target,
+            model=model,
+            api_key=api_key,
+            quick=quick,
+            raw_baseline=raw_baseline,
+            first_turn=plan,
+        )
     )
 
 
@@ -320,6 +356,22 @@ def bench_prefix_cache(
     from whiz.bench.prefix_cache import main
 
     raise typer.Exit(main(model, prefix_tokens, prefix_cache_dir, threads=threads))
+
+
+@bench_app.command("codex-restart")
+def bench_codex_restart(
+    model: Annotated[str, typer.Option(help="Model for `whiz serve`.")] = "qwen2.5-coder-0.5b",
+    codex: Annotated[
+        Path | None, typer.Option(help="The Codex CLI (default: the one in the whiz cache, or `codex`).")
+    ] = None,
+    prefix_cache_dir: Annotated[
+        Path | None, typer.Option(help="The server's cache folder (default: a temporary one, removed after).")
+    ] = None,
+) -> None:
+    """The Codex CLI's first turn after a server restart, over a prompt it sent before."""
+    from whiz.bench.codex_restart import CodexRestartPlan, main
+
+    raise typer.Exit(main(CodexRestartPlan(model, codex, prefix_cache_dir)))
 
 
 @bench_app.command("soak")

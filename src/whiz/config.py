@@ -61,7 +61,11 @@ class EngineSettings(BaseModel):
         "an entry is ~12 MB per 1k tokens with the 0.5B model, and nothing is written with under 1 GB free.",
     )
     prefix_cache_min_tokens: int = Field(
-        1024, ge=256, description="Shortest prompt saved, and the fewest new tokens a longer entry must add."
+        1024,
+        ge=256,
+        description="Shortest prompt saved, and the fewest new tokens a longer entry must add; one that "
+        "only continues the entry it shares most with needs 256 (an agent's next request), and replaces "
+        "that entry when it was such a short step too.",
     )
 
 
@@ -71,6 +75,12 @@ class SamplingSettings(BaseModel):
     temperature: float = Field(0.7, description="Sampling temperature when a request sets none.")
     top_p: float = Field(0.8, description="Nucleus sampling when a request sets none.")
     top_k: int = Field(20, description="Top-k sampling (not part of OpenAI's API).")
+    tool_grammar: bool = Field(
+        True,
+        description="When a request offers tools, decode each tool call the model starts under a grammar "
+        "of the tools' JSON schemas, so the call parses and its arguments fit; text outside calls stays "
+        'free. A request opts out with "whiz": {"tool_grammar": false}.',
+    )
 
 
 class HttpSettings(BaseModel):

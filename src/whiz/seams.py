@@ -66,6 +66,22 @@ class Drafter(Protocol):
         ...
 
 
+class GrammarMatcher(Protocol):
+    """Where a grammar stands after the tokens accepted so far (the runtime builds it from GBNF)."""
+
+    def allowed(self, ids: np.ndarray) -> np.ndarray:
+        """For each token id, whether the grammar allows it next (a bool array)."""
+        ...
+
+    def accept(self, token: int) -> None:
+        """Advance past `token`, which `allowed` allowed (anything else may abort the process)."""
+        ...
+
+    def can_end(self) -> bool:
+        """True when the text so far is complete: the output may end here."""
+        ...
+
+
 class Runtime(Protocol):
     """The model itself, driven one batch at a time from a single worker thread.
 
@@ -97,6 +113,12 @@ class Runtime(Protocol):
 
     def seq_cp(self, src: int, dst: int, p0: int, p1: int) -> None:
         """Make dst share src's cache cells for positions [p0, p1)."""
+        ...
+
+    def grammar(self, gbnf: str, root: str) -> GrammarMatcher:
+        """A matcher for `gbnf` from rule `root`, over this runtime's vocabulary.
+
+        Raises `EngineError` when the text is not a grammar the runtime reads."""
         ...
 
 

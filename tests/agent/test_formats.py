@@ -6,7 +6,7 @@ from pathlib import Path
 
 from tests.agent.conftest import GREET, Harness, sr
 from whiz.agent.edits import SearchReplace, WholeFile
-from whiz.agent.formats import text_actions, tool_action
+from whiz.agent.formats import text_actions, tool_action, unparsed_calls
 from whiz.agent.model import ModelToolCall
 from whiz.agent.tools import ApplyEdits, ListFiles, Malformed, ReadFile, RunCommand, SearchText
 
@@ -57,6 +57,13 @@ def test_tool_calls_become_actions() -> None:
     assert edit == ApplyEdits([SearchReplace("a.py", "x", "y")])
     missing = tool_action(ModelToolCall("c3", "edit_file", '{"path": "a.py"}'))
     assert isinstance(missing, Malformed) and "old_text" in missing.message and missing.is_edit
+
+
+def test_calls_left_in_the_text_are_counted_once_each() -> None:
+    unclosed = '<tool_call>\n{"name": "read_file", "arguments": {"path": "a.py"}\n</tool_call>'
+    assert unparsed_calls("I will read it.\n" + unclosed) == 1
+    assert unparsed_calls('```json\n{"name": "read_file", "arguments": {}\n```\n{ "name" : "x"') == 2
+    assert unparsed_calls("Done: renamed foo to bar.") == 0
 
 
 async def test_a_rewrite_that_drops_most_of_the_file_is_refused(project: Path) -> None:

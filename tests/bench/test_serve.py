@@ -1,4 +1,5 @@
-"""`whiz bench serve --quick` against real servers on the fake engine."""
+"""`whiz bench serve --quick` against real servers on the fake engine, and its first-turn rows: a
+prefix from disk after a restart, and `whiz exec` from fresh processes (the fake model)."""
 
 import json
 import threading
@@ -6,6 +7,7 @@ import time
 
 import uvicorn
 
+from whiz.bench.first_turn import FirstTurnPlan
 from whiz.bench.serve import main
 from whiz.config import ServeSettings
 from whiz.engine.fake import fake_engine
@@ -13,8 +15,10 @@ from whiz.server.app import create_app
 
 KEYS = {
     "bench", "target", "model", "date", "cold_ttft_ms", "warm_ttft_ms", "interleaved_ttft_ms",
-    "shared_prefix_ttft_ms", "decode_tokens_per_s", "roundtrip_ms", "ratios",
+    "shared_prefix_ttft_ms", "decode_tokens_per_s", "roundtrip_ms", "ratios", "prefix",
+    "exec_first_token_ms",
 }  # fmt: skip
+NO_FIRST_TURN = FirstTurnPlan(prefix_tokens=0, exec_=False)
 
 
 def last_json_line(out: str) -> dict:
@@ -24,7 +28,8 @@ def last_json_line(out: str) -> dict:
 def test_quick_bench_ends_with_one_json_line_of_results(serve_fake, capsys, tmp_path):
     served = serve_fake()
     # A raw baseline that cannot run is noted, and the measured results survive it.
-    assert main(served.root, None, None, quick=True, raw_baseline=str(tmp_path / "missing.gguf")) == 0
+    missing = str(tmp_path / "missing.gguf")
+    assert main(served.root, None, None, quick=True, raw_baseline=missing, first_turn=NO_FIRST_TURN) == 0
     result = last_json_line(capsys.readouterr().out)
     assert set(result) >= KEYS
     assert result["bench"] == "serve" and result["model"] == "fake" and result["websocket"] is True
@@ -37,6 +42,27 @@ def test_quick_bench_ends_with_one_json_line_of_results(serve_fake, capsys, tmp_
     assert second < first
     assert "interleaved_over_warm0" in result["ratios"]
     assert any(note.startswith("raw baseline skipped") for note in result["notes"])
+    assert result["prefix"] is None and result["exec_first_token_ms"] is None  # not asked for
+
+
+def test_first_turn_rows_time_a_prefix_from_disk_and_exec_from_fresh_processes(serve_fake, capsys):
+    served = serve_fake()
+    assert main(served.root, None, None, quick=True, first_turn=FirstTurnPlan.make(quick=True)) == 0
+    out = capsys.readouterr().out
+    result = last_json_line(out)
+    prefix = result["prefix"]
+    assert prefix["tokens"] == 1500 and prefix["identical"] is True
+    # The fake prefills at a fixed cost per token: a restore after the restart must beat the prefill.
+    assert (
+        prefix["disk_ttft_ms"] < prefix["cold_ttft_ms"] and prefix["memory_ttft_ms"] < prefix["cold_ttft_ms"]
+    )
+    first = result["exec_first_token_ms"]
+    assert set(first) == {"in_process", "background_cold", "background_warm", "background_warm_again"}
+    assert all(ms > 0 for ms in first.values()), result["notes"]
+    # The first command waited for the server it started; the next found it running.
+    assert first["background_warm"] < first["background_cold"]
+    assert all(ms >= first[name] for name, ms in result["exec_done_ms"].items())
+    assert "exec first token, warm server" in out and "TTFT 1.5k prefix, disk, restarted" in out
 
 
 def without_websockets(app):
@@ -62,7 +88,7 @@ def test_quick_bench_skips_websocket_rows_on_a_server_without_them(capsys):
         while not server.started:
             time.sleep(0.01)
         port = server.servers[0].sockets[0].getsockname()[1]
-        assert main(f"http://127.0.0.1:{port}/v1", "fake", None, quick=True) == 0
+        assert main(f"http://127.0.0.1:{port}/v1", "fake", None, quick=True, first_turn=NO_FIRST_TURN) == 0
     finally:
         server.should_exit = True
         thread.join(timeout=10)

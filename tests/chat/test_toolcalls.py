@@ -137,3 +137,13 @@ def test_a_long_call_streamed_token_by_token_costs_time_linear_in_its_length():
         pieces = run(parser, deltas)
         assert time.perf_counter() - t0 < 3.0
         assert squash(pieces) == [("write", {"path": "a.py", "content": content})]
+
+
+def test_a_closing_tag_inside_an_argument_string_does_not_end_the_call():
+    body = '{"name": "write", "arguments": {"text": "print(\\"</tool_call>\\")"}}'
+    parser = ToolCallParser(names=["write"])
+    pieces = [
+        p for chunk in ("<tool_call>\n", body[:30], body[30:], "\n</tool_call>") for p in parser.feed(chunk)
+    ]
+    [call] = pieces + parser.finish()
+    assert json.loads(call.arguments) == {"text": 'print("</tool_call>")'}

@@ -269,3 +269,58 @@ async def test_after_a_restart_only_the_tenant_that_saved_a_prefix_gets_it_resto
         assert (await ask(engine, "key-a")).cached_tokens > 1000
     finally:
         engine.close()
+
+
+def steps(n: int, size: int) -> list[bytes]:
+    """Text a conversation adds, step by step: distinct bytes, so no step repeats another."""
+    return [(f"<step {k}> " * size).encode()[:size] for k in range(n)]
+
+
+async def prefill(engine, tokens: list[int]):
+    """One request over `tokens` (its prompt is prefilled, so the cache may save it)."""
+    return (await run(engine, tokens, max_tokens=1))[1]
+
+
+async def test_an_agents_next_request_is_restored_whole_after_a_restart(tmp_path):
+    # Codex's case: a warm-up over its instructions and tools, then the turn adds ~700 tokens.
+    warm_up = list(SYSTEM.encode())
+    turn = warm_up + list(steps(1, 700)[0])
+    engine = fake_engine(prefix_cache=PrefixCache(tmp_path, FAKE, min_tokens=1024))
+    try:
+        await prefill(engine, warm_up)
+        await prefill(engine, turn)
+        await prefill(engine, turn + list(b"a few more tokens"))  # too few to be worth a file
+    finally:
+        engine.close()
+    assert len(entries(tmp_path)) == 2
+
+    engine = fake_engine(prefix_cache=PrefixCache(tmp_path, FAKE, min_tokens=1024))
+    try:
+        stats = await prefill(engine, turn)
+        assert stats.cached_tokens == len(turn) - 1  # not only the warm-up's share
+    finally:
+        engine.close()
+
+
+async def test_a_conversation_growing_in_short_steps_keeps_few_files(tmp_path):
+    tokens = list(SYSTEM.encode())
+    engine = fake_engine(prefix_cache=PrefixCache(tmp_path, FAKE, min_tokens=1024), n_ctx=16384)
+    try:
+        await prefill(engine, tokens)
+        for step in steps(13, 300):  # 3,900 tokens in steps of 300
+            tokens += list(step)
+            await prefill(engine, tokens)
+    finally:
+        engine.close()
+    lengths = sorted(len(kv_file.read_header(f).tokens) for f in entries(tmp_path))
+    # One file per 1,024 tokens of growth or more, and the tip: not one per step.
+    assert len(lengths) <= 1 + 3900 // 1024 + 1
+    assert lengths[-1] == len(tokens)
+    assert all(b - a >= 1024 for a, b in zip(lengths, lengths[1:-1], strict=False))
+
+    engine = fake_engine(prefix_cache=PrefixCache(tmp_path, FAKE, min_tokens=1024), n_ctx=16384)
+    try:
+        stats = await prefill(engine, tokens)
+        assert stats.cached_tokens == len(tokens) - 1
+    finally:
+        engine.close()

@@ -100,7 +100,7 @@ async def test_qwen_tool_call_text_from_an_upstream_without_a_tool_parser_become
 
 
 @pytest.mark.parametrize(("owned_by", "forwarded"), [("whiz", True), ("vllm", False), ("llamacpp", False)])
-async def test_prediction_and_cache_key_go_only_to_upstreams_that_honour_them(
+async def test_prediction_cache_key_and_whiz_options_go_only_to_upstreams_that_honour_them(
     upstreams, gateway, owned_by, forwarded
 ):
     up = upstreams(owned_by=owned_by)
@@ -109,7 +109,7 @@ async def test_prediction_and_cache_key_go_only_to_upstreams_that_honour_them(
         "messages": [{"role": "user", "content": "edit"}],
         "prediction": {"type": "content", "content": "def f(): pass"},
         "prompt_cache_key": "agent-7",
-        "whiz": {"speculation": False},
+        "whiz": {"speculation": False, "tool_grammar": False},
     }
     async with HttpClient(gw.root) as client:
         out = await client.post("/chat/completions", body)
@@ -117,7 +117,7 @@ async def test_prediction_and_cache_key_go_only_to_upstreams_that_honour_them(
     sent = up.fake.bodies[-1]
     assert ("prediction" in sent) is forwarded
     assert (sent.get("prompt_cache_key") == "agent-7") is forwarded
-    assert (sent.get("whiz") == {"speculation": False}) is forwarded
+    assert (sent.get("whiz") == {"speculation": False, "tool_grammar": False}) is forwarded
 
 
 async def test_websocket_session_id_reaches_a_whiz_upstream_as_its_cache_key(upstreams, gateway):

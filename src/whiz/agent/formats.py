@@ -115,6 +115,15 @@ def tool_action(call: ModelToolCall) -> Action:
 
 _EDITS = ("edit_file", "create_file")
 
+_CALL_JSON = re.compile(r'\{\s*"name"\s*:')
+
+
+def unparsed_calls(text: str) -> int:
+    """Calls the model began in its reply's text that the server could not read as calls: each
+    `<tool_call>` tag, or `{"name": ...` JSON, left in the text (the server removes the ones it read).
+    A tag and the JSON after it count once."""
+    return max(text.count("<tool_call>"), len(_CALL_JSON.findall(text)))
+
 
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and value > 0 else None

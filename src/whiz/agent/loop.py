@@ -24,12 +24,12 @@ from whiz.agent.checks import check_files
 from whiz.agent.compaction import Compacted, Context, ContextFull
 from whiz.agent.config import AgentConfig
 from whiz.agent.events import Emitter, EventSink
-from whiz.agent.formats import TOOLS, ActionFormat, text_actions, tool_action
+from whiz.agent.formats import TOOLS, ActionFormat, text_actions, tool_action, unparsed_calls
 from whiz.agent.intent import asks_for_change, code_without_edit
 from whiz.agent.model import Finished, ModelClient, ModelRequest, ModelText, ModelToolCall, WrappedModel
 from whiz.agent.prompt import system_prompt, task_message
 from whiz.agent.stats import TurnOutcome, TurnStats
-from whiz.agent.tools import ApplyEdits, RunCommand, Toolbox, WriteFailed
+from whiz.agent.tools import ApplyEdits, Malformed, RunCommand, Toolbox, WriteFailed
 from whiz.agent.turns import Turn, turn
 from whiz.agent.undo import UndoStore
 from whiz.agent.workspace import Workspace
@@ -392,6 +392,8 @@ class Agent:
     async def execute(self, reply: Reply) -> list[str]:
         if self.config.actions == "tools":
             actions = [(tool_action(call), call.call_id) for call in reply.calls]
+            self.stats.calls_started += len(actions) + unparsed_calls(reply.text)
+            self.stats.calls_well_formed += sum(not isinstance(a, Malformed) for a, _ in actions)
         else:
             actions = [(action, None) for action in text_actions(reply.text, self.tools.focus_text())]
         if not actions and self.config.actions == "text":

@@ -9,7 +9,6 @@ into one: this file run as a program, `python .../runs_check.py -- CMD`.
 
 from __future__ import annotations
 
-import argparse
 import os
 import shlex
 import signal
@@ -43,6 +42,8 @@ def runs(exit_code: int | None, timed_out: bool, output: str) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import argparse  # only when run as the check: `whiz exec` imports this module for `with_check`
+
     parser = argparse.ArgumentParser(prog="runs_check.py", description=__doc__)
     parser.add_argument("--timeout", type=float, default=CHECK_TIMEOUT_S)
     parser.add_argument("command")

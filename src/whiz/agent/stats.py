@@ -31,6 +31,11 @@ class TurnStats:
     edits_applied: int = 0
     acting_replies: int = 0
     """Replies that asked for at least one action, every one of them well-formed."""
+    calls_started: int = 0
+    """Tool calls the model began (the `tools` format): the ones the server read as calls, and
+    call-shaped text it could not read."""
+    calls_well_formed: int = 0
+    """Of those, calls naming a known tool with arguments that fit it."""
     duration_ms: float = 0.0
 
     def add_call(self, finished: Finished) -> None:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 from pathlib import Path, PurePosixPath
 
 from whiz.agent.errors import WhizAgentError
+from whiz.environments.git import git
 
 # Folders nobody wants the agent to list or search, git or not.
 SKIP_DIRS = frozenset(
@@ -149,17 +149,8 @@ class Workspace:
 
     def _git_files(self, base: Path) -> list[Path] | None:
         """Tracked and untracked-but-not-ignored files from git, or None where git is absent or says no."""
-        try:
-            done = subprocess.run(
-                ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                cwd=base,
-                capture_output=True,
-                timeout=30,
-                check=False,
-            )
-        except (OSError, subprocess.SubprocessError):
-            return None
-        if done.returncode != 0:
+        done = git(base, "ls-files", "-z", "--cached", "--others", "--exclude-standard", timeout=30)
+        if done is None:
             return None
         names = done.stdout.decode("utf-8", errors="surrogateescape").split("\0")
         return [base / name for name in names if name]

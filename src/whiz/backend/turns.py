@@ -15,7 +15,7 @@ from whiz.chat.detok import Detokenizer
 from whiz.chat.messages import Message, ToolCall
 from whiz.chat.template import assistant_body
 from whiz.chat.toolcalls import TextPart, ToolCallParser
-from whiz.engine.types import GenerateRequest, GenerationStats, SamplingParams
+from whiz.engine.types import GenerateRequest, GenerationStats, LazyGrammar, SamplingParams
 from whiz.seams import Engine, Stream
 
 
@@ -32,6 +32,8 @@ class TurnSpec:
     prediction: list[int] | None = None
     speculation: bool = True
     tenant: str | None = None
+    grammar: LazyGrammar | None = None
+    """The offered tools' call grammar, where calls are constrained."""
 
     def request(self) -> GenerateRequest:
         """What the engine is asked to generate."""
@@ -43,6 +45,7 @@ class TurnSpec:
             prediction=self.prediction,
             speculation=self.speculation,
             tenant=self.tenant,
+            grammar=self.grammar,
         )
 
 

@@ -48,6 +48,8 @@ class TurnRequest:
     stop: Sequence[str] = ()
     prediction: str | None = None
     speculation: bool = True
+    tool_grammar: bool = True
+    """Constrain the model's tool calls to the offered tools' schemas (where the backend can)."""
     generate: bool = True
     """False only loads the conversation into the backend's cache (a warm-up); nothing is produced."""
     session: str | None = None

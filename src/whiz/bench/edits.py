@@ -32,7 +32,7 @@ from whiz.bench.edit_tasks import (
     load_editeval,
     rename_tasks,
 )
-from whiz.bench.serve import rounded
+from whiz.bench.report import rounded
 from whiz.client import ClientError, ConnectError, Exchange, HttpClient, api_base
 
 SYSTEM = (

@@ -34,7 +34,7 @@ from rich.console import Console
 from rich.table import Table
 
 from whiz.bench.corpus import SYSTEM_TEXT, Corpus, nonce
-from whiz.bench.serve import rounded
+from whiz.bench.report import rounded
 from whiz.client import ClientError, Exchange, ResponseFailed, ResponsesSocket, user_message
 from whiz.errors import WhizError
 from whiz.gateway.local import LocalCluster, LocalServer, kv_budget_mb

@@ -26,7 +26,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from whiz.bench.serve import rounded
+from whiz.bench.report import rounded
 from whiz.client import ClientError, HttpClient
 
 PROMPTS = (

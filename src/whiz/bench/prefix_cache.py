@@ -33,7 +33,7 @@ from rich.console import Console
 from rich.table import Table
 
 from whiz.bench.corpus import Corpus, nonce
-from whiz.bench.serve import rounded
+from whiz.bench.report import rounded
 from whiz.config import ServeSettings
 from whiz.engine.factory import load_engine
 from whiz.engine.types import GenerateRequest

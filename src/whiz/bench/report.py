@@ -52,6 +52,17 @@ def print_report(rows: list[Row], summary: dict[str, Any], console: Console | No
     print(json.dumps(summary), flush=True)
 
 
+def rounded(value: Any) -> Any:
+    """Floats to 3 decimals, all the way down: microseconds of noise help no script."""
+    if isinstance(value, float):
+        return round(value, 3)
+    if isinstance(value, dict):
+        return {k: rounded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [rounded(v) for v in value]
+    return value
+
+
 def say(line: str) -> None:
     """A progress line on stderr: stdout holds a bench's tables and its one JSON line."""
     print(line, file=sys.stderr, flush=True)

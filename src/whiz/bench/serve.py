@@ -6,6 +6,10 @@ for sessions that interleave, and for a new session over an already-seen prefix;
 and the fixed cost of one round trip. It works against whiz or any OpenAI-compatible server; rows
 that need WebSocket mode are skipped, and say so, where the server has none. Server-reported `whiz`
 timings are used where present, client wall time otherwise, and each row says which.
+
+Last, the first turn's wait where a process is new (`first_turn.py`), with the model the target
+serves loaded here: a long prefix cold, from memory and from disk after a restart, and `whiz exec`
+from a fresh process with and without the background server.
 """
 
 from __future__ import annotations
@@ -17,8 +21,9 @@ import subprocess
 import sys
 from typing import Any
 
+from whiz.bench.first_turn import FirstTurnPlan, add_first_turn
 from whiz.bench.measures import Plan, Progress, ServeBench, ratio, size_label
-from whiz.bench.report import Row, print_report
+from whiz.bench.report import Row, print_report, rounded
 from whiz.client import ClientError, ConnectError
 
 
@@ -87,22 +92,13 @@ def summarize(bench: ServeBench, quick: bool) -> dict[str, Any]:
             "shared_prefix_ttft_ms": {"first": None, "second": None},
             "decode_tokens_per_s": None,
             "roundtrip_ms": {"ws": None, "http": None},
+            "prefix": None,
+            "exec_first_token_ms": None,
             **bench.summary,
             "ratios": ratios,
             "notes": bench.notes,
         }
     )
-
-
-def rounded(value: Any) -> Any:
-    """Floats to 3 decimals, all the way down: microseconds of noise help no script."""
-    if isinstance(value, float):
-        return round(value, 3)
-    if isinstance(value, dict):
-        return {k: rounded(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [rounded(v) for v in value]
-    return value
 
 
 async def run_serve_bench_async(
@@ -112,9 +108,12 @@ async def run_serve_bench_async(
     api_key: str | None = None,
     quick: bool = False,
     raw_baseline: str | None = None,
+    first_turn: FirstTurnPlan | None = None,
     progress: Progress | None = None,
 ) -> tuple[dict[str, Any], list[Row]]:
-    """Run every measurement; returns the JSON summary and the table rows."""
+    """Run every measurement; returns the JSON summary and the table rows. `first_turn` (default:
+    the plan for `quick`) adds a long prefix cold, from memory and from disk, and `whiz exec` from a
+    fresh process, with the model the target serves, loaded here."""
     bench = ServeBench(target, model, api_key, Plan.make(quick), progress or (lambda _: None))
     try:
         await bench.setup()
@@ -135,6 +134,7 @@ async def run_serve_bench_async(
                 bench.notes.append(f"{step.__name__} failed: {exc}")
         if raw_baseline:
             add_raw_baseline(bench, raw_baseline)
+        await add_first_turn(bench, first_turn or FirstTurnPlan.make(quick))
         return summarize(bench, quick), bench.rows
     finally:
         await bench.close()
@@ -152,6 +152,7 @@ def main(
     api_key: str | None,
     quick: bool,
     raw_baseline: str | None = None,
+    first_turn: FirstTurnPlan | None = None,
 ) -> int:
     """`whiz bench serve`: print the table and the JSON line; 0 on success, 1 if the server failed us."""
 
@@ -161,7 +162,13 @@ def main(
     try:
         summary, rows = asyncio.run(
             run_serve_bench_async(
-                target, model, api_key=api_key, quick=quick, raw_baseline=raw_baseline, progress=progress
+                target,
+                model,
+                api_key=api_key,
+                quick=quick,
+                raw_baseline=raw_baseline,
+                first_turn=first_turn,
+                progress=progress,
             )
         )
     except ClientError as exc:
@@ -180,5 +187,8 @@ if __name__ == "__main__":
     parser.add_argument("--api-key", default=os.environ.get("WHIZ_API_KEY"))
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--raw-baseline", metavar="GGUF")
+    parser.add_argument("--prefix-tokens", type=int)
+    parser.add_argument("--no-exec", action="store_true")
     args = parser.parse_args()
-    sys.exit(main(args.target, args.model, args.api_key, args.quick, args.raw_baseline))
+    plan = FirstTurnPlan.make(args.quick, args.prefix_tokens, not args.no_exec)
+    sys.exit(main(args.target, args.model, args.api_key, args.quick, args.raw_baseline, plan))

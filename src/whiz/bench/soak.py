@@ -45,8 +45,7 @@ from rich.table import Table
 from websockets.asyncio.client import connect
 from websockets.exceptions import WebSocketException
 
-from whiz.bench.report import say
-from whiz.bench.serve import rounded
+from whiz.bench.report import rounded, say
 from whiz.errors import WhizError
 from whiz.gateway.local import LocalCluster, LocalServer, kv_budget_mb
 from whiz.server.browser import is_loopback

@@ -6,8 +6,9 @@ as a user would type them; whether it passed is decided afterwards by running th
 against the file as the agent left it. Reported per action format: the pass rate, the median
 seconds per task, the share of the model's edits that were well-formed (parsed and applied), the
 share of its replies that asked for actions, all well-formed ("acting replies": a reply that
-only talks, or writes a call the format does not know, is not one), and the decode speed from
-the server's own timings.
+only talks, or writes a call the format does not know, is not one), with native tools how many of
+the calls the model began came out well-formed (read as a call, a known tool, its arguments fit),
+and the decode speed from the server's own timings.
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ class TaskRun:
     decode_ms: float
     model_calls: int
     message: str
+    calls_started: int = 0
+    calls_well_formed: int = 0
 
 
 def workspace_for(task: EditTask, root: Path) -> None:
@@ -81,6 +84,7 @@ async def run_task(url: str, task: EditTask, actions: str, api_key: str | None, 
     return TaskRun(
         task.task_id, actions, passed, result.status, seconds, s.edit_attempts, s.edits_applied,
         s.acting_replies, s.decode_tokens, s.decode_ms, s.model_calls, result.message,
+        s.calls_started, s.calls_well_formed,
     )  # fmt: skip
 
 
@@ -96,6 +100,8 @@ def summarize(runs: list[TaskRun]) -> dict[str, Any]:
         "well_formed_actions": sum(r.acting_replies for r in runs) / max(1, sum(r.model_calls for r in runs)),
         "tokens_per_s": sum(r.decode_tokens for r in runs) / decode_ms * 1000 if decode_ms else None,
         "model_calls": sum(r.model_calls for r in runs),
+        "calls_started": sum(r.calls_started for r in runs),
+        "calls_well_formed": sum(r.calls_well_formed for r in runs),
     }
 
 
@@ -132,6 +138,7 @@ def print_report(report: dict[str, Any]) -> None:
         "median s/task",
         "well-formed edits",
         "acting replies",
+        "well-formed calls",
         "tokens/s",
     )
     for name in columns:
@@ -145,8 +152,9 @@ def print_report(report: dict[str, Any]) -> None:
         )
         tps = "n/a" if s["tokens_per_s"] is None else f"{s['tokens_per_s']:.1f}"
         acting = f"{s['well_formed_actions']:.0%} of {s['model_calls']}"
+        calls = f"{s['calls_well_formed']} of {s['calls_started']}" if actions == "tools" else "n/a"
         table.add_row(
-            actions, str(s["tasks"]), f"{s['pass_rate']:.0%}", f"{s['median_s']:.1f}", wf, acting, tps
+            actions, str(s["tasks"]), f"{s['pass_rate']:.0%}", f"{s['median_s']:.1f}", wf, acting, calls, tps
         )
     console.print(table)
     print(json.dumps(report), flush=True)

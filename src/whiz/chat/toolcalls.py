@@ -66,6 +66,19 @@ def parse_bare_calls(text: str, names: Collection[str]) -> list[ToolCall] | None
     return calls or None
 
 
+def _string_state(text: str, inside: bool, escaped: bool) -> tuple[bool, bool]:
+    """Whether JSON text that began in state (`inside` a string, after an `escaped` backslash) ends
+    inside a string, and after a backslash: followed a delta at a time, so a long call is scanned once."""
+    for ch in text:
+        if escaped:
+            escaped = False
+        elif ch == "\\" and inside:
+            escaped = True
+        elif ch == '"':
+            inside = not inside
+    return inside, escaped
+
+
 class ToolCallParser:
     """Feed text deltas; get back TextPart and ToolCall pieces in order.
 
@@ -82,6 +95,8 @@ class ToolCallParser:
         """The body of the call being read, in pieces; None outside a call."""
         self._tail = ""
         """The call's last characters, where a "</tool_call>" split across deltas begins."""
+        self._tail_state = (False, False)
+        """Whether the call is inside a JSON string, and after a backslash, where `_tail` begins."""
         self._held: list[str] = []
         """A reply held to its end because it began as JSON."""
         self._start: str | None = None if self.names else "tags"
@@ -124,16 +139,23 @@ class ToolCallParser:
         while True:
             if self._call is not None:
                 window = self._tail + self._buf  # the body read so far ends with this window
-                end = window.find(CLOSE)
+                end, state, scanned = window.find(CLOSE), self._tail_state, 0
+                while end >= 0:
+                    state, scanned = _string_state(window[scanned:end], *state), end
+                    if not state[0]:
+                        break
+                    # "</tool_call>" inside an argument (code that mentions the tag): not the end.
+                    end = window.find(CLOSE, end + 1)
                 self._call.append(self._buf)
                 self._buf = ""
                 if end < 0:
                     self._tail = window[-(len(CLOSE) - 1) :]
+                    self._tail_state = _string_state(window[scanned : len(window) - len(self._tail)], *state)
                     return out
                 body = "".join(self._call)
                 close_at = len(body) - len(window) + end
                 body, self._buf = body[:close_at], body[close_at + len(CLOSE) :]
-                self._call, self._tail = None, ""
+                self._call, self._tail, self._tail_state = None, "", (False, False)
                 call = parse_call(body.strip())
                 out.append(call if call else TextPart(OPEN + body + CLOSE))
                 continue
@@ -142,7 +164,7 @@ class ToolCallParser:
                 if start:
                     out.append(TextPart(self._buf[:start]))
                 self._buf = self._buf[start + len(OPEN) :]
-                self._call, self._tail = [], ""
+                self._call, self._tail, self._tail_state = [], "", (False, False)
                 continue
             # Hold back a possible partial "<tool_call>" at the end.
             hold = next(
@@ -173,5 +195,5 @@ class ToolCallParser:
             out.append(call if call else TextPart(OPEN + body))
         elif self._buf:
             out.append(TextPart(self._buf))
-        self._buf, self._call, self._tail = "", None, ""
+        self._buf, self._call, self._tail, self._tail_state = "", None, "", (False, False)
         return out

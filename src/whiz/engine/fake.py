@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from whiz.engine.draft_model import DraftModel
+from whiz.engine.gbnf import Gbnf, GbnfMatcher
 from whiz.engine.prefix_cache import PrefixCache
 from whiz.engine.scheduler import Scheduler
 from whiz.engine.types import EngineInfo
@@ -165,6 +166,9 @@ class FakeRuntime:
             raise KVCacheFull("the fake KV cache is full")
         self._cells.extend((pos, int(tok), {seq}) for pos, tok in enumerate(tokens))
         self.restored_tokens += len(tokens)
+
+    def grammar(self, gbnf: str, root: str) -> GbnfMatcher:
+        return GbnfMatcher(Gbnf(gbnf, root), self.tokenizer)
 
     def used_cells(self) -> int:
         return len(self._cells)

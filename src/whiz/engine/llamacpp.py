@@ -74,6 +74,42 @@ class LlamaTokenizer:
         return bool(self._ll.llama_vocab_is_eog(self._vocab, token))
 
 
+_TOKEN_DATA = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])
+"""llama_token_data, so a candidate array is one numpy buffer llama.cpp reads in place."""
+
+
+class LlamaGrammarMatcher:
+    """A `GrammarMatcher` over llama.cpp's grammar sampler (its GBNF parser and matcher)."""
+
+    def __init__(self, llama_cpp, vocab, gbnf: str, root: str):
+        self._ll = llama_cpp
+        self._smpl = llama_cpp.llama_sampler_init_grammar(vocab, gbnf.encode(), root.encode())
+        if not self._smpl:
+            raise EngineError(f"llama.cpp could not read the grammar (root {root!r})")
+        self._eos = llama_cpp.llama_vocab_eos(vocab)
+
+    def allowed(self, ids: np.ndarray) -> np.ndarray:
+        data = np.zeros(len(ids), dtype=_TOKEN_DATA)
+        data["id"] = ids
+        array = self._ll.llama_token_data_array(
+            data=data.ctypes.data_as(self._ll.llama_token_data_p), size=len(ids), selected=-1, sorted=False
+        )
+        # The grammar sampler only sets the logit of each token it forbids to -inf.
+        self._ll.llama_sampler_apply(self._smpl, ctypes.byref(array))
+        return np.isfinite(data["logit"])
+
+    def accept(self, token: int) -> None:
+        self._ll.llama_sampler_accept(self._smpl, token)
+
+    def can_end(self) -> bool:
+        return bool(self.allowed(np.array([self._eos]))[0])
+
+    def __del__(self) -> None:
+        if getattr(self, "_smpl", None):
+            self._ll.llama_sampler_free(self._smpl)
+            self._smpl = None
+
+
 class LlamaRuntime:
     """A `Runtime` over a GGUF model file."""
 
@@ -250,6 +286,9 @@ class LlamaRuntime:
             # llama.cpp empties the sequence when a restore fails half-way; make sure of it.
             self._ll.llama_memory_seq_rm(self._mem, seq, -1, -1)
             raise EngineError(f"llama.cpp could not restore sequence {seq} from {len(data)} bytes")
+
+    def grammar(self, gbnf: str, root: str) -> LlamaGrammarMatcher:
+        return LlamaGrammarMatcher(self._ll, self._vocab, gbnf, root)
 
     def meta(self, key: str) -> str | None:
         """A GGUF metadata value, such as `tokenizer.chat_template`."""

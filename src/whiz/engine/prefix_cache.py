@@ -3,9 +3,15 @@
 Prefilling Codex's 6k-token first turn costs over a minute on a small CPU, and a restart used to
 pay it again. When a slot has just prefilled a prompt of at least `min_tokens` that the disk does
 not already hold (to within `min_tokens`), its sequence's state is copied out on the worker thread
-(tens of milliseconds) and written by a writer thread. A later request, in this process or the
-next, whose prompt shares more with a file than with any slot in memory waits while a reader
-thread loads and checks the file, then has it restored into its slot instead of prefilling.
+(tens of milliseconds) and written by a writer thread. A prompt that adds at least `EXTEND_TOKENS`
+to the end of the entry it shares most with is saved too (an agent's next request: Codex's turn
+adds ~700 tokens to its warm-up); when that entry was itself such a short step, the new one
+replaces it, so a conversation growing in short steps leaves a file per `min_tokens` of growth and
+one at its tip, not one per step.
+
+A later request, in this process or the next, whose prompt shares more with a file than with any
+slot in memory waits while a reader thread loads and checks the file, then has it restored into its
+slot instead of prefilling.
 
 Finding the longest stored prefix is cheap: every entry is indexed under the chained hash of each
 of its whole 256-token blocks, a prompt's block hashes are computed once, and the longest block
@@ -40,6 +46,9 @@ from whiz.errors import KVCacheFull
 log = logging.getLogger("whiz.prefix_cache")
 
 BLOCK_TOKENS = 256
+EXTEND_TOKENS = BLOCK_TOKENS
+"""Fewest new tokens a prompt that extends a saved entry must add to be saved as well: less than a
+block would not be restored anyway (a restore must save a block of prefill)."""
 GB = 1024**3
 FREE_SPACE_SPARE_BYTES = GB
 """Writes leave the disk at least this much, plus twice the entry."""
@@ -118,6 +127,8 @@ class PrefixCache:
         self._reader = ThreadPoolExecutor(1, thread_name_prefix="whiz-kv-read")
         self._loading: dict[str, Future] = {}
         self._pending_writes = 0
+        self._replaced: set[str] = set()
+        """Entries a pending write will replace: no longer a step another entry is measured from."""
         self._last_prompt: tuple[list[int] | None, str, list[bytes]] = (None, "", [])
         self._closed = False
         self.saves = 0
@@ -218,8 +229,15 @@ class PrefixCache:
         if self.max_entry_tokens is not None and len(tokens) > self.max_entry_tokens:
             return
         found = self.longest(tokens, tenant=tenant, written_only=False)
+        replaces = None
         if found is not None and len(tokens) - found[1] < self.min_tokens:
-            return  # the disk already holds nearly all of it
+            base, shared = found
+            if shared < len(base.tokens) or len(tokens) - shared < EXTEND_TOKENS:
+                return  # the disk already holds nearly all of it
+            # A short step past a saved prompt: the whole of what a restarted server is likely sent
+            # again. Keep it, but let it replace a short step it extends: one near-copy per chain.
+            if self._short_step(base):
+                replaces = base.name
         if self._pending_writes >= MAX_PENDING_WRITES:
             log.info("prefix cache: the writer is behind; not saving a %d-token prefix", len(tokens))
             return
@@ -235,10 +253,28 @@ class PrefixCache:
         self._add(Entry(name, arr, scope))
         with self._lock:
             self._pending_writes += 1
+            if replaces is not None:
+                self._replaced.add(replaces)
         self.saves += 1
-        self._writer.submit(self._write, name, arr, scope, data)
+        self._writer.submit(self._write, name, arr, scope, data, replaces)
 
-    def _write(self, name: str, tokens: np.ndarray, scope: str, data: bytearray) -> None:
+    def _short_step(self, entry: Entry) -> bool:
+        """Whether `entry` extends another entry whole by fewer than `min_tokens` tokens."""
+        mine = entry.tokens.tolist()
+        with self._lock:
+            names = set().union(*(self._by_block.get(h, set()) for h in entry.blocks))
+            names -= {entry.name, *self._replaced}
+            others = [self._entries[n].tokens for n in names]
+        return any(
+            len(other) < len(mine)
+            and len(mine) - len(other) < self.min_tokens
+            and common_prefix(other.tolist(), mine) == len(other)
+            for other in others
+        )
+
+    def _write(
+        self, name: str, tokens: np.ndarray, scope: str, data: bytearray, replaces: str | None = None
+    ) -> None:
         try:
             size_estimate = len(data) + 4 * len(tokens) + 4096
             if size_estimate > self.max_bytes:
@@ -261,12 +297,18 @@ class PrefixCache:
                 if name in self._entries:
                     self._entries[name].header = header
             log.info("prefix cache: saved %d tokens (%.0f MB)", len(tokens), len(data) / 2**20)
+            if replaces is not None:
+                # It holds all of the entry it extends; that one is only a smaller read now.
+                self._drop(replaces)
+                with contextlib.suppress(OSError):
+                    (self.dir / replaces).unlink()
         except (OSError, kv_file.BadKVFile) as exc:
             log.warning("prefix cache: not saving a %d-token prefix: %s", len(tokens), exc)
             self._drop(name)
         finally:
             with self._lock:
                 self._pending_writes -= 1
+                self._replaced.discard(replaces)
 
     def _make_room(self, incoming: int) -> None:
         """Delete the least recently used files until `incoming` more bytes fit the bound."""

@@ -29,6 +29,7 @@ import numpy as np
 
 from whiz.engine.draft_model import DraftModel
 from whiz.engine.drafters import ChainDrafter, PredictionDrafter, PromptLookupDrafter
+from whiz.engine.grammar import Constraint
 from whiz.engine.prefix_cache import PrefixCache
 from whiz.engine.sampling import sample
 from whiz.engine.slots import Placement, SlotTable
@@ -87,6 +88,8 @@ class Job:
     """For the later candidates of `generate_many`: the job that prefills the shared prompt."""
     prompt_done: bool = False
     """The whole prompt is in the cache."""
+    constraint: Constraint | None = None
+    """The request's grammar, following this job's output (None: the output is free)."""
     t_submit: float = 0.0
     t_first: float = 0.0
 
@@ -191,6 +194,8 @@ class Scheduler:
         job = Job(request=request, t_submit=time.perf_counter(), leader=leader)
         job.stats.prompt_tokens = len(request.prompt)
         job.rng = np.random.default_rng(request.sampling.seed)
+        if request.grammar is not None:
+            job.constraint = Constraint(request.grammar, self.tokenizer, self.runtime.grammar)
         job.stream = TokenStream(asyncio.get_running_loop(), job)
         return job
 
@@ -473,15 +478,22 @@ class Scheduler:
                 if job.decoding:
                     self._verified(job, draft, mine)
                 else:
-                    self._emit(job, [sample(mine[0], job.request.sampling, job.rng)])
+                    self._emit(job, [self._first_token(job, mine[0])])
             except Exception as exc:  # this job's sampling or drafting failed: the others go on
                 log.exception("a job failed after its step")
                 job.stats.error = f"the engine failed on this request: {exc}"
                 self._finish(job, "error")
 
+    def _first_token(self, job: Job, logits: np.ndarray) -> int:
+        if job.constraint is None:
+            return sample(logits, job.request.sampling, job.rng)
+        token = job.constraint.pick(logits, job.request.sampling, job.rng)
+        job.constraint.accept(token)
+        return token
+
     def _verified(self, job: Job, draft: list[int], logits: list[np.ndarray]) -> None:
         """Keep the part of the draft the model agreed with; roll the cache back past it."""
-        verdict = verify(draft, logits, job.request.sampling, job.rng)
+        verdict = verify(draft, logits, job.request.sampling, job.rng, job.constraint)
         kept = verdict.accepted
         slot = job.placement.slot
         if kept < len(draft):

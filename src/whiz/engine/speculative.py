@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from whiz.engine.grammar import Constraint
 from whiz.engine.sampling import sample
 from whiz.engine.types import SamplingParams
 
@@ -33,12 +34,23 @@ class Verdict:
 
 
 def verify(
-    draft: Sequence[int], logits: Sequence[np.ndarray], params: SamplingParams, rng: np.random.Generator
+    draft: Sequence[int],
+    logits: Sequence[np.ndarray],
+    params: SamplingParams,
+    rng: np.random.Generator,
+    constraint: Constraint | None = None,
 ) -> Verdict:
-    """Check `draft` against rows of logits (len(draft) + 1 of them)."""
+    """Check `draft` against rows of logits (len(draft) + 1 of them).
+
+    With a `constraint`, each row's token is the one the grammar allows as plain decoding picks
+    it, and the constraint follows each token kept: a draft token the grammar forbids never is."""
     out: list[int] = []
     for i, row in enumerate(logits):
-        token = sample(row, params, rng)
+        if constraint is None:
+            token = sample(row, params, rng)
+        else:
+            token = constraint.pick(row, params, rng)
+            constraint.accept(token)
         out.append(token)
         if i >= len(draft) or token != draft[i]:
             return Verdict(i, out)

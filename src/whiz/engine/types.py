@@ -18,6 +18,22 @@ class SamplingParams:
     seed: int | None = None
 
 
+@dataclass(frozen=True)
+class LazyGrammar:
+    """A grammar that constrains only part of the output, switched on by what the model writes.
+
+    Before a trigger the output is free. Where the output has `tag` (starting at a token
+    boundary), rule `tagged` constrains it from the tag on; once that rule is complete the output
+    is free again until the next tag. Where the output's start matches the regex `opening` (tried
+    while the output is short), rule `opening` constrains the whole output from its first token to
+    its end. Text is matched in UTF-8 bytes.
+    """
+
+    gbnf: str
+    tag: str | None = None
+    opening: str | None = None
+
+
 @dataclass
 class GenerateRequest:
     """One generation: the full context as token ids, and how much to produce.
@@ -35,6 +51,8 @@ class GenerateRequest:
     session: str | None = None
     prediction: list[int] | None = None
     speculation: bool = True
+    grammar: LazyGrammar | None = None
+    """Constrains part of the output (a tool call, well-formed by construction); None: all free."""
     tenant: str | None = None
     """Whose request this is: cached prefixes are shared only between requests of one tenant, so
     one API key cannot learn another's prompt from `cached_tokens` or timings."""

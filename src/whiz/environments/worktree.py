@@ -17,19 +17,18 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from whiz.environments.dependencies import DEPENDENCY_DIRS
+from whiz.environments.git import git
 from whiz.environments.processes import alive
 from whiz.errors import WhizError
 
 # Never copied: caches and the repository itself.
 SKIP_DIRS = frozenset({".git", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"})
-GIT_TIMEOUT_S = 60.0
 
 
 class CopyError(WhizError):
@@ -55,11 +54,11 @@ class IsolatedCopy:
         """Remove the copy (and the worktree's registration). Safe to call twice."""
         removed = None
         if self._git_top is not None:
-            removed = _git(self._git_top, "worktree", "remove", "--force", str(self._holder / "tree"))
+            removed = git(self._git_top, "worktree", "remove", "--force", str(self._holder / "tree"))
         shutil.rmtree(self._holder, ignore_errors=True)
         if self._git_top is not None and removed is None:
             # The folder is gone now, so pruning drops the worktree's registration in .git/worktrees.
-            _git(self._git_top, "worktree", "prune", check=False)
+            git(self._git_top, "worktree", "prune", check=False)
         self._git_top = None
 
     def __enter__(self) -> IsolatedCopy:
@@ -90,7 +89,7 @@ def sweep_stale_copies(source: Path | None = None, temp_dir: Path | None = None)
         removed.append(holder)
     top = _git_toplevel(Path(source).resolve()) if source is not None else None
     if removed and top is not None:
-        _git(top, "worktree", "prune", check=False)
+        git(top, "worktree", "prune", check=False)
     return removed
 
 
@@ -153,25 +152,8 @@ def _read(path: Path) -> str | None:
 # -- git ---------------------------------------------------------------------------------------------
 
 
-def _git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[bytes] | None:
-    try:
-        done = subprocess.run(
-            ["git", *args],
-            cwd=cwd,
-            capture_output=True,
-            stdin=subprocess.DEVNULL,
-            timeout=GIT_TIMEOUT_S,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if check and done.returncode != 0:
-        return None
-    return done
-
-
 def _git_toplevel(folder: Path) -> Path | None:
-    done = _git(folder, "rev-parse", "--show-toplevel")
+    done = git(folder, "rev-parse", "--show-toplevel")
     if done is None:
         return None
     top = Path(done.stdout.decode().strip()).resolve()
@@ -180,7 +162,7 @@ def _git_toplevel(folder: Path) -> Path | None:
 
 def _worktree_add(top: Path, dest: Path) -> bool:
     """A detached worktree of HEAD at `dest`; False where there is no commit yet (or git says no)."""
-    return _git(top, "worktree", "add", "--detach", "--quiet", str(dest), "HEAD") is not None
+    return git(top, "worktree", "add", "--detach", "--quiet", str(dest), "HEAD") is not None
 
 
 def _sync_dirty(top: Path, tree: Path) -> None:
@@ -189,8 +171,8 @@ def _sync_dirty(top: Path, tree: Path) -> None:
     Changed means against HEAD, not the index: a file that is staged (added, modified, removed)
     and not changed since is as much part of the working tree as an unstaged edit.
     """
-    changed = _git(top, "diff", "--name-only", "--no-renames", "-z", "HEAD", "--")
-    untracked = _git(top, "ls-files", "-z", "--others", "--exclude-standard")
+    changed = git(top, "diff", "--name-only", "--no-renames", "-z", "HEAD", "--")
+    untracked = git(top, "ls-files", "-z", "--others", "--exclude-standard")
     if changed is None or untracked is None:
         raise OSError("git diff or git ls-files failed")
     names = (changed.stdout + untracked.stdout).decode("utf-8", errors="surrogateescape").split("\0")

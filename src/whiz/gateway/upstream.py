@@ -186,8 +186,11 @@ class Upstream:
             body["prediction"] = {"type": "content", "content": request.prediction}
         if cache_key and self.sends_cache_key:
             body["prompt_cache_key"] = cache_key
-        if self.flavour == "whiz" and not request.speculation:
-            body["whiz"] = {"speculation": False}
+        if self.flavour == "whiz":
+            off = {"speculation": False} if not request.speculation else {}
+            off |= {"tool_grammar": False} if not request.tool_grammar else {}
+            if off:
+                body["whiz"] = off
         return body
 
     async def open(self, body: dict[str, Any]) -> httpx.Response:

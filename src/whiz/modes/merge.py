@@ -10,7 +10,6 @@ and the conflict is reported with the worker's diff, never silently overwritten.
 
 from __future__ import annotations
 
-import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +17,7 @@ from pathlib import Path
 from whiz.agent.edits import FileChange, apply_changes, unified_diff
 from whiz.agent.undo import UndoStore
 from whiz.agent.workspace import Workspace
+from whiz.environments.git import git
 
 MERGE_TIMEOUT_S = 30.0
 
@@ -58,19 +58,9 @@ def merge_text(base: str, ours: str, theirs: str) -> str | None:
             path = Path(tmp) / name
             path.write_bytes(text.encode("utf-8"))
             paths.append(str(path))
-        try:
-            done = subprocess.run(
-                ["git", "merge-file", "-p", *paths],
-                capture_output=True,
-                stdin=subprocess.DEVNULL,
-                timeout=MERGE_TIMEOUT_S,
-                check=False,
-            )
-        except (OSError, subprocess.SubprocessError):
-            return None
-    if done.returncode != 0:  # the number of conflicts, or an error
-        return None
-    return done.stdout.decode("utf-8")
+        # merge-file exits with the number of conflicts, so any conflict reads as None too
+        done = git(Path(tmp), "merge-file", "-p", *paths, timeout=MERGE_TIMEOUT_S)
+    return None if done is None else done.stdout.decode("utf-8")
 
 
 def three_way(base: str | None, ours: str | None, theirs: str | None) -> tuple[str | None, str | None]:

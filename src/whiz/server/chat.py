@@ -80,6 +80,7 @@ class ChatService:
             stop=req.stop_list(),
             prediction=req.prediction.text() if req.prediction else None,
             speculation=req.speculation(),
+            tool_grammar=req.tool_grammar(self.defaults.tool_grammar),
             session=session,
             cache_key=req.prompt_cache_key,
             input_param="messages",

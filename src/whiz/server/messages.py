@@ -30,7 +30,7 @@ from whiz.errors import InvalidRequest, WhizError
 from whiz.server.auth import bearer
 from whiz.server.http import ClientGone, run_to_end
 from whiz.server.http import read_body as read_bounded
-from whiz.server.protocol import MAX_STOP_CHARS, OFF_LOOP_CHARS, read_json
+from whiz.server.protocol import MAX_STOP_CHARS, OFF_LOOP_CHARS, WhizOptions, read_json, wants_tool_grammar
 
 if TYPE_CHECKING:
     from whiz.server.state import ServerState
@@ -83,6 +83,8 @@ class MessagesRequest(_Wire):
     top_p: float | None = Field(default=None, gt=0, le=1)
     top_k: int | None = Field(default=None, ge=0)
     stream: bool = False
+    whiz: WhizOptions | None = None
+    """whiz's own options, as on the OpenAI APIs (`tool_grammar` is the one read here)."""
 
 
 class CountTokensRequest(_Wire):
@@ -182,8 +184,13 @@ def _id(block: dict[str, Any], key: str, param: str) -> str:
 
 
 def turn_request(
-    req: MessagesRequest, defaults: SamplingParams, session: str | None, tenant: str | None = None
+    req: MessagesRequest,
+    defaults: SamplingParams,
+    session: str | None,
+    tenant: str | None = None,
+    tool_grammar: bool = True,
 ) -> TurnRequest:
+    """The backend turn a Messages request asks for; `tool_grammar` is the server's default."""
     sampling = SamplingParams(
         temperature=defaults.temperature if req.temperature is None else req.temperature,
         top_p=defaults.top_p if req.top_p is None else req.top_p,
@@ -199,6 +206,7 @@ def turn_request(
         session=session,
         input_param="messages",
         tenant=tenant,
+        tool_grammar=wants_tool_grammar(req.whiz, tool_grammar),
     )
 
 
@@ -345,7 +353,9 @@ def messages_routes(state: ServerState) -> list[BaseRoute]:
         try:
             req, key, size = await read(request, MessagesRequest)
             session = request.headers.get("x-session-id") or request.headers.get("x-claude-code-session-id")
-            spec = turn_request(req, state.defaults.sampling, session, state.keys.tenant(key))
+            spec = turn_request(
+                req, state.defaults.sampling, session, state.keys.tenant(key), state.defaults.tool_grammar
+            )
             if size > OFF_LOOP_CHARS:  # rendering and tokenizing megabytes would stall other streams
                 turn = await asyncio.to_thread(state.backend.start, spec)
             else:

@@ -146,6 +146,14 @@ class WhizOptions(Wire):
     """False turns drafting off for this request (output is the same either way)."""
     timeline: bool | None = None
     """True adds `whiz.timeline` to the finished response: its decode steps, for a speed plot."""
+    tool_grammar: bool | None = None
+    """False lets this request's tool calls go unconstrained (the server's --tool-grammar is the
+    default)."""
+
+
+def wants_tool_grammar(whiz: WhizOptions | None, default: bool) -> bool:
+    """Whether a request's tool calls are constrained: its `whiz.tool_grammar`, else `default`."""
+    return default if whiz is None or whiz.tool_grammar is None else whiz.tool_grammar
 
 
 @dataclass(frozen=True)
@@ -157,6 +165,8 @@ class TurnDefaults:
     sampling: SamplingParams = field(default_factory=SamplingParams)
     max_tokens: int | None = None
     """The output cap of a request that sets none (None: to the end of the context)."""
+    tool_grammar: bool = True
+    """Constrain tool calls to the tools' schemas unless the request opts out."""
 
 
 class SamplingFields(Wire):
@@ -172,6 +182,9 @@ class SamplingFields(Wire):
 
     def speculation(self) -> bool:
         return not (self.whiz and self.whiz.speculation is False)
+
+    def tool_grammar(self, default: bool) -> bool:
+        return wants_tool_grammar(self.whiz, default)
 
     def wants_timeline(self) -> bool:
         return bool(self.whiz and self.whiz.timeline)

@@ -353,6 +353,7 @@ class ResponsesService:
             sampling=sampling,
             prediction=req.prediction.text() if req.prediction else None,
             speculation=req.speculation(),
+            tool_grammar=req.tool_grammar(self.defaults.tool_grammar),
             generate=req.generate,
             session=session,
             chain=chain,

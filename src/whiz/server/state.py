@@ -42,7 +42,9 @@ class ServerState:
         sampling = SamplingParams(
             temperature=settings.temperature, top_p=settings.top_p, top_k=settings.top_k
         )
-        self.defaults = TurnDefaults(self.model_name, sampling, settings.max_output_tokens_default)
+        self.defaults = TurnDefaults(
+            self.model_name, sampling, settings.max_output_tokens_default, tool_grammar=settings.tool_grammar
+        )
         self.responses = ResponsesService(backend, self.defaults)
         self.chat = ChatService(backend, self.defaults, max_n=settings.max_n)
         self.store = ResponseStore(
