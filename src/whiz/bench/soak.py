@@ -57,6 +57,7 @@ HOSTILE_HTTP: list[bytes] = [
     b'{"messages": [{"role": "user", "content": "hi"}], "stop": ' + json.dumps(["x"] * 50).encode() + b"}",
     b'{"messages": [{"role": "user", "content": "hi"}], "n": 1000000}',
     b"\xff\xfe not json",
+    b'{"messages": [' + b"0," * 1_000_000 + b"0]}",  # a million values: once ~10 s and 1.6 GB
 ]
 HOSTILE_WS: list[str | bytes] = [
     b"\x00\x01 binary frame",
@@ -64,6 +65,7 @@ HOSTILE_WS: list[str | bytes] = [
     '{"type": "response.create", "input": "\\ud800"}',
     '{"type": "response.create", "input": [{"type": "message", "role": "robot"}]}',
     "not json at all",
+    '{"type": "response.create", "input": [' + "0," * 1_000_000 + "0]}",
 ]
 KINDS = ("http_turn", "ws_turn", "vanish_prefill", "vanish_decode", "hostile_http", "hostile_ws")
 
