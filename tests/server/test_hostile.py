@@ -215,3 +215,25 @@ def test_a_large_body_is_decoded_without_stalling_other_clients(serve_fake, path
     finally:
         big.join(timeout=60)
     assert done and done[0] in (200, 400, "error", "response.created")
+
+
+MANY = b'{"messages": [' + b"0," * 1_000_000 + b"0]}"
+
+
+@pytest.mark.parametrize("path", ["chat/completions", "messages", "websocket"])
+def test_a_body_of_a_million_small_values_is_refused_quickly(serve_fake, path):
+    # 2 MB, a million wrong messages: validating them made a million error objects, ~10 s of CPU
+    # and 1.6 GB of memory per request (16 MB of them would take the machine's memory).
+    served = serve_fake()
+    t0 = time.perf_counter()
+    if path == "websocket":
+        with connect(ws_url(served), max_size=None) as ws:
+            ws.send(MANY.decode().replace("{", '{"type": "response.create", "input": "hi", ', 1))
+            reply = json.loads(ws.recv(timeout=60))
+            assert reply["type"] == "error" and reply["error"]["code"] == "invalid_json", reply
+    else:
+        r = httpx.post(f"{served.base_url}/{path}", content=MANY, timeout=60)
+        assert r.status_code == 400
+        assert "values" in r.json()["error"]["message"], r.json()
+    assert time.perf_counter() - t0 < 3.0
+    assert_still_serves(served)

@@ -28,7 +28,9 @@ import datetime
 import json
 import os
 import random
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -57,6 +59,7 @@ HOSTILE_HTTP: list[bytes] = [
     b'{"messages": [{"role": "user", "content": "hi"}], "stop": ' + json.dumps(["x"] * 50).encode() + b"}",
     b'{"messages": [{"role": "user", "content": "hi"}], "n": 1000000}',
     b"\xff\xfe not json",
+    b'{"messages": [' + b"0," * 1_000_000 + b"0]}",  # a million values: once ~10 s and 1.6 GB
 ]
 HOSTILE_WS: list[str | bytes] = [
     b"\x00\x01 binary frame",
@@ -64,6 +67,7 @@ HOSTILE_WS: list[str | bytes] = [
     '{"type": "response.create", "input": "\\ud800"}',
     '{"type": "response.create", "input": [{"type": "message", "role": "robot"}]}',
     "not json at all",
+    '{"type": "response.create", "input": [' + "0," * 1_000_000 + "0]}",
 ]
 KINDS = ("http_turn", "ws_turn", "vanish_prefill", "vanish_decode", "hostile_http", "hostile_ws")
 
@@ -371,6 +375,7 @@ class Soak:
             idle_ms = await self.idle_after_ms(http, left_at)
             rss_after, _ = await self.server_state(http)
             counted = await self.gateway_counts(http) if self.replicas else {}
+            sigterm_s = await self.sigterm_exit_s(http) if self.replicas else None
         t = self.tally
         ttft = sorted(t.ttft_ms)
         # Memory of the processes alive at both ends (a killed replica's is gone with it).
@@ -398,7 +403,7 @@ class Soak:
             "rss_mb_before": before / 1e6 if before else None,
             "rss_mb_after": sum(rss_after.values()) / 1e6 if rss_after else None,
             "rss_mb_by_process": {r: [rss_before.get(r, 0) / 1e6, rss_after[r] / 1e6] for r in rss_after},
-            "gateway": self.gateway_summary(kill_after_s, counted),
+            "gateway": self.gateway_summary(kill_after_s, counted, sigterm_s),
         }
 
     async def gateway_counts(self, http: httpx.AsyncClient) -> dict[str, float]:
@@ -411,7 +416,28 @@ class Soak:
         names = ("gateway_retries_total", "gateway_failovers_total", "gateway_lost_turns_total")
         return {name.removeprefix("gateway_"): load[name] for name in names if name in load}
 
-    def gateway_summary(self, kill_after_s: float, counted: dict[str, float]) -> dict[str, Any] | None:
+    async def sigterm_exit_s(self, http: httpx.AsyncClient, limit_s: float = 30.0) -> float | None:
+        """SIGTERM to a live replica while it generates: seconds until the process exited (None if
+        none is live; `limit_s` if it did not exit by then)."""
+        survivor = next((r for r in self.replicas if r.proc.poll() is None), None)
+        if survivor is None:
+            return None
+        body = self.chat_body("Write a long story about a lighthouse.", stream=True, max_tokens=4096)
+        async with http.stream("POST", f"{survivor.url}/v1/chat/completions", json=body, timeout=None) as r:
+            async for line in r.aiter_lines():
+                if line.startswith("data: {") and '"content": ""' not in line and '"content"' in line:
+                    break  # the first token: it is generating
+            t0 = time.monotonic()
+            survivor.proc.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.to_thread(survivor.proc.wait, limit_s)
+            except subprocess.TimeoutExpired:
+                return limit_s
+            return time.monotonic() - t0
+
+    def gateway_summary(
+        self, kill_after_s: float, counted: dict[str, float], sigterm_s: float | None
+    ) -> dict[str, Any] | None:
         if not self.replicas:
             return None
         return {
@@ -420,6 +446,7 @@ class Soak:
             "killed": self.killed,
             "killed_after_s": kill_after_s if self.killed else None,
             "counted_by_the_gateway": counted,
+            "sigterm_exit_s": sigterm_s,
         }
 
 
@@ -474,6 +501,12 @@ def print_table(result: dict[str, Any], console: Console) -> None:
         }
         for name, count in gateway["counted_by_the_gateway"].items():
             table.add_row(f"gateway: {name}", f"{count:g}", said.get(name, ""))
+        exit_s = gateway["sigterm_exit_s"]
+        table.add_row(
+            "SIGTERM mid-generation: exit after",
+            "n/a" if exit_s is None else f"{exit_s:.2f} s",
+            "the live replica, at the end (target: 5 s)",
+        )
     console.print(table)
 
 

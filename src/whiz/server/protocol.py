@@ -62,6 +62,12 @@ MAX_JSON_DEPTH = 64
 ones only exist to exhaust the recursion of whatever walks them next (pydantic, json.dumps)."""
 
 
+MAX_JSON_VALUES = 100_000
+"""Most values (objects, arrays, numbers, strings...) in one body. Real bodies hold a few thousand:
+each message, tool and schema field is a handful. A body of a million wrong ones made pydantic
+build a million error objects: ~10 s and 1.6 GB for 2 MB of JSON."""
+
+
 def decode_json(raw: bytes | str) -> Any:
     """Untrusted JSON, decoded: bad syntax, deep nesting and lone surrogates are a 400, never a crash."""
     try:
@@ -94,20 +100,25 @@ def _too_deep() -> InvalidRequest:
 
 
 def _check_tree(data: Any, *, surrogates: bool) -> None:
-    """Walk the decoded value without recursion: its depth, and its strings when asked."""
+    """Walk the decoded value without recursion: its size, its depth, and its strings when asked."""
     todo: list[tuple[Any, int]] = [(data, 1)]
+    values = 1
     while todo:
         value, depth = todo.pop()
-        if isinstance(value, dict):
+        if isinstance(value, dict | list):
             if depth > MAX_JSON_DEPTH:
                 raise _too_deep()
+            values += len(value)  # counted before they are walked: a huge array costs nothing
+            if values > MAX_JSON_VALUES:
+                raise InvalidRequest(
+                    f"The body holds more than {MAX_JSON_VALUES:,} JSON values.", code="invalid_json"
+                )
+            if isinstance(value, list):
+                todo.extend((v, depth + 1) for v in value)
+                continue
             if surrogates:
                 todo.extend((k, depth) for k in value)
             todo.extend((v, depth + 1) for v in value.values())
-        elif isinstance(value, list):
-            if depth > MAX_JSON_DEPTH:
-                raise _too_deep()
-            todo.extend((v, depth + 1) for v in value)
         elif surrogates and isinstance(value, str):
             try:
                 value.encode("utf-8")
