@@ -77,9 +77,11 @@ def test_qwen_code_answers_with_the_real_model(real_server, tmp_path):
         "OPENAI_API_KEY": "unused",
         "OPENAI_MODEL": "whiz",
     }
-    # --bare drops the skills and context files; what is left of its tools but read_file goes too.
+    # --bare drops the skills and context files, --exclude-tools what is left of its tools. With
+    # read_file kept, the 0.5B sometimes asks for a made-up file.txt again and again, and Qwen
+    # Code's loop guard ends the run with an error: the model's skill, not the protocol.
     trim = ["--bare", "--exclude-tools", "edit", "notebook_edit", "run_shell_command", "get_goal"]
-    trim += ["update_goal"]
+    trim += ["update_goal", "read_file"]
     out = run_turn(real_server, [str(qwen), "-p", QUESTION, "--system-prompt", SYSTEM, *trim], work, env)
     assert out.strip(), "Qwen Code printed no answer"
 
