@@ -45,6 +45,9 @@ class Constraint:
         self._mode: str | None = None
         self._looking_for_opening = self._opening is not None
         self.ended = False
+        if grammar.start is not None:
+            self._looking_for_opening = False
+            self._on(grammar.start, 0)
 
     # -- choosing a token -------------------------------------------------------------------
 
