@@ -10,7 +10,7 @@ import pytest
 
 from whiz.chat.messages import Tool
 from whiz.chat.toolcalls import ToolCallParser
-from whiz.chat.toolgrammar import ANY_ORDER_KEYS, literal, schema_grammar, tool_call_grammar
+from whiz.chat.toolgrammar import ANY_ORDER_KEYS, literal, request_grammar, schema_grammar, tool_call_grammar
 from whiz.engine.gbnf import Gbnf
 
 READ = Tool(
@@ -190,3 +190,22 @@ def test_tool_names_and_keys_are_escaped_as_literals():
     g = Gbnf(tool_call_grammar([odd]).gbnf, "tagged")
     assert g.accepts(call(json.dumps(odd.name)[1:-1], {'k"\n': "v"}))
     assert literal('a"\\\n') == r'"a\"\\\n"'
+
+
+def test_a_required_call_is_constrained_from_the_first_token():
+    g = request_grammar([READ, EDIT], "required")
+    required = Gbnf(g.gbnf, g.start)
+    assert required.accepts(call("read_file", {"path": "a.py"}))
+    assert required.accepts(
+        call("read_file", {"path": "a.py"}) + "\n" + call("edit", {"mode": "append", "lines": ["x"]})
+    )
+    assert required.accepts(json.dumps({"name": "read_file", "arguments": {"path": "a.py"}}))
+    assert not required.viable("Sure, ")
+    assert request_grammar([READ, EDIT], None).start is None
+
+
+def test_a_named_tool_choice_allows_that_tool_only():
+    g = request_grammar([READ, EDIT], "edit")
+    named = Gbnf(g.gbnf, g.start)
+    assert named.accepts(call("edit", {"mode": "append", "lines": ["x"]}))
+    assert not named.viable('<tool_call>\n{"name": "read_file"')

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from whiz.chat.messages import Message, Tool
 from whiz.chat.template import ChatTemplate
 from whiz.chat.toolcalls import TextPart, ToolCallParser
-from whiz.chat.toolgrammar import tool_call_grammar
+from whiz.chat.toolgrammar import request_grammar, tool_call_grammar
 from whiz.engine.fake import fake_engine
+from whiz.engine.grammar import Constraint
 from whiz.engine.types import GenerateRequest, SamplingParams
 
 READ = Tool(
@@ -106,3 +108,18 @@ async def test_speculation_changes_nothing_under_the_grammar(sampling):
     assert drafted == plain
     [call] = [p for p in parsed(plain) if not isinstance(p, TextPart)]
     assert json.loads(call.arguments) == {"path": "a.py"}
+
+
+async def test_a_required_call_leaves_no_room_for_prose():
+    required = request_grammar([READ], "required")
+    call = '<tool_call>\n{"name": "read_file", "arguments": {"path": "a.py"}}\n</tool_call>'
+    text, _ = await generate(call, grammar=required)
+    assert text == call  # a call the model writes anyway is unchanged
+    engine = fake_engine()
+    try:
+        constraint = Constraint(required, engine.tokenizer, engine.runtime.grammar)
+        logits = np.zeros(engine.tokenizer.n_vocab, dtype=np.float32)
+        logits[[ord("S"), ord("<"), ord("{")]] = [9.0, 5.0, 6.0]  # the model would start with prose
+        assert constraint.pick(logits, SamplingParams(), np.random.default_rng(0)) == ord("{")
+    finally:
+        engine.close()

@@ -127,7 +127,7 @@ def test_the_small_models_calls_parse_and_fit_with_the_grammar(client):
             good += sum(fits(c.function.name, c.function.arguments) for c in choice.message.tool_calls or [])
         counts[grammar] = (good, begun)
     (good_off, _), (good_on, begun_on) = counts[False], counts[True]
-    assert begun_on >= len(PROMPTS) - 1, counts  # it still calls tools
+    assert begun_on >= len(PROMPTS) // 2, counts  # it still calls tools
     assert good_on == begun_on, counts  # every call it starts is whole and fits
     assert good_on > good_off, counts  # and the grammar is what made them so
 

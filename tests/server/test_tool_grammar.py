@@ -10,6 +10,10 @@ import anthropic
 import httpx
 import pytest
 
+from whiz.engine.types import SamplingParams
+from whiz.server.messages import MessagesRequest, turn_request
+from whiz.server.protocol import required_tool
+
 UNCLOSED = 'Reading.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}\n</tool_call>'
 CHAT_TOOL = {
     "type": "function",
@@ -76,3 +80,43 @@ def test_responses_and_messages_read_the_switch_too(serve_fake):
             assert [b.type for b in reply.content] == kinds
     finally:
         claude.close()
+
+
+@pytest.mark.parametrize(
+    ("choice", "read"),
+    [
+        ("required", "required"),
+        ({"type": "function", "function": {"name": "get_weather"}}, "get_weather"),
+        ({"type": "function", "name": "get_weather"}, "get_weather"),  # the Responses API's shape
+        ("auto", None),
+        ("none", None),
+    ],
+)
+def test_tool_choice_as_the_backend_reads_it(choice, read):
+    assert required_tool(choice) == read
+
+
+def test_a_required_call_is_a_call_even_where_the_model_would_chat(serve_fake):
+    call = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+    served = serve_fake(script=lambda c: "Sure! " + call)
+    assert chat(served)["message"]["content"] == "Sure!"
+    forced = chat(served, tool_choice="required", max_tokens=80)["message"]["content"]
+    assert forced.lstrip()[0] in "<{[`"  # the fake, pushed off its script, pads; a call it is
+
+
+@pytest.mark.parametrize(
+    ("choice", "read"),
+    [
+        ({"type": "any"}, "required"),
+        ({"type": "tool", "name": "get_weather"}, "get_weather"),
+        ({"type": "auto"}, None),
+    ],
+)
+def test_anthropic_tool_choice_as_the_backend_reads_it(choice, read):
+    body = {
+        "model": "m",
+        "max_tokens": 9,
+        "messages": [{"role": "user", "content": "hi"}],
+        "tool_choice": choice,
+    }
+    assert turn_request(MessagesRequest.model_validate(body), SamplingParams(), None).tool_choice == read

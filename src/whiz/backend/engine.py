@@ -13,7 +13,7 @@ from whiz.backend.turns import DecodedTurn, TurnSpec
 from whiz.backend.types import BackendInfo, TextDelta, TurnRequest, TurnResult
 from whiz.chat.messages import Message, ToolCall
 from whiz.chat.template import ASSISTANT_START, ChatTemplate
-from whiz.chat.toolgrammar import tool_call_grammar
+from whiz.chat.toolgrammar import request_grammar
 from whiz.errors import ContextOverflow, InvalidRequest
 from whiz.seams import Engine, Stream
 
@@ -54,7 +54,9 @@ class EngineBackend:
             prediction=enc.tokenizer.encode(request.prediction) if request.prediction else None,
             speculation=request.speculation,
             tenant=request.tenant,
-            grammar=tool_call_grammar(request.tools) if request.tools and request.tool_grammar else None,
+            grammar=request_grammar(request.tools, request.tool_choice)
+            if request.tools and request.tool_grammar
+            else None,
         )
         return EngineTurn(self, spec, basis, generate=request.generate)
 

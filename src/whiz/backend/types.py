@@ -50,6 +50,9 @@ class TurnRequest:
     speculation: bool = True
     tool_grammar: bool = True
     """Constrain the model's tool calls to the offered tools' schemas (where the backend can)."""
+    tool_choice: str | None = None
+    """None: the model decides whether to call a tool; "required": it must; a tool's name: it must
+    call that one (enforced where the tool grammar is on)."""
     generate: bool = True
     """False only loads the conversation into the backend's cache (a warm-up); nothing is produced."""
     session: str | None = None

@@ -286,10 +286,11 @@ def schema_grammar(schema: dict, root: str = "root") -> str:
     return rules.text()
 
 
-def tool_call_grammar(tools: Sequence[Tool]) -> LazyGrammar:
-    """The grammar of a call to one of `tools`, switched on where the model starts a call."""
+def tool_call_grammar(tools: Sequence[Tool], *, required: bool = False) -> LazyGrammar:
+    """The grammar of a call to one of `tools`, switched on where the model starts a call; with
+    `required`, from the first token (the reply is calls only)."""
     rules = _Rules()
-    rules.rules.update({"tagged": "", "opening": "", "call": "", "calls": ""})
+    rules.rules.update({"tagged": "", "opening": "", "required": "", "call": "", "calls": ""})
     ws = rules.basic("ws")
     options = []
     for i, tool in enumerate(tools):
@@ -307,4 +308,14 @@ def tool_call_grammar(tools: Sequence[Tool]) -> LazyGrammar:
     rules.rules["calls"] = f'call | "[" {ws} call ( {ws} "," {ws} call )* {ws} "]"'
     rules.rules["tagged"] = f"{literal(OPEN)} {ws} call {ws} {literal(CLOSE)}"
     rules.rules["opening"] = f'{ws} ( "```" "json"? {ws} calls {ws} "```" | calls ) "\\n"?'
-    return LazyGrammar(gbnf=rules.text(), tag=OPEN, opening=OPENING)
+    rules.rules["required"] = f"( {ws} tagged )+ {ws} | opening"
+    return LazyGrammar(gbnf=rules.text(), tag=OPEN, opening=OPENING, start="required" if required else None)
+
+
+def request_grammar(tools: Sequence[Tool], choice: str | None) -> LazyGrammar:
+    """The call grammar for a request's `tool_choice`: None (the model decides), "required" (some
+    call), or a tool's name (a call to that tool)."""
+    if choice is None:
+        return tool_call_grammar(tools)
+    named = [t for t in tools if t.name == choice]
+    return tool_call_grammar(named or tools, required=True)

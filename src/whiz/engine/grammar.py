@@ -45,12 +45,9 @@ class Constraint:
         self._mode: str | None = None
         self._looking_for_opening = self._opening is not None
         self.ended = False
-        self.triggered = 0
-        """Times the grammar switched on (calls the model started)."""
-
-    @property
-    def active(self) -> bool:
-        return self.matcher is not None
+        if grammar.start is not None:
+            self._looking_for_opening = False
+            self._on(grammar.start, 0)
 
     # -- choosing a token -------------------------------------------------------------------
 
@@ -138,7 +135,6 @@ class Constraint:
                 return False
             matcher.accept(token)
         self.matcher, self._mode = matcher, root
-        self.triggered += 1
         return True
 
     def _complete(self) -> bool:

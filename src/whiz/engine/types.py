@@ -26,12 +26,14 @@ class LazyGrammar:
     boundary), rule `tagged` constrains it from the tag on; once that rule is complete the output
     is free again until the next tag. Where the output's start matches the regex `opening` (tried
     while the output is short), rule `opening` constrains the whole output from its first token to
-    its end. Text is matched in UTF-8 bytes.
+    its end. With `start`, that rule constrains the output from its first token instead (the
+    request requires a call). Text is matched in UTF-8 bytes.
     """
 
     gbnf: str
     tag: str | None = None
     opening: str | None = None
+    start: str | None = None
 
 
 @dataclass

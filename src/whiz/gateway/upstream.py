@@ -180,6 +180,10 @@ class Upstream:
             body["max_tokens"] = request.max_tokens
         if request.tools:
             body["tools"] = [t.as_chat_tool() for t in request.tools]
+            if request.tool_choice == "required":
+                body["tool_choice"] = "required"
+            elif request.tool_choice is not None:
+                body["tool_choice"] = {"type": "function", "function": {"name": request.tool_choice}}
         if request.stop:
             body["stop"] = list(request.stop)
         if request.prediction and self.sends_prediction:

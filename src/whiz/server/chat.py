@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Sequence
 from whiz.backend.types import TextDelta, TurnRequest, TurnResult
 from whiz.errors import InvalidRequest, WhizError
 from whiz.seams import Backend, BackendTurn
-from whiz.server.protocol import OFF_LOOP_CHARS, ChatRequest, TurnDefaults, input_chars
+from whiz.server.protocol import OFF_LOOP_CHARS, ChatRequest, TurnDefaults, input_chars, required_tool
 from whiz.server.responses import timings
 
 
@@ -81,6 +81,7 @@ class ChatService:
             prediction=req.prediction.text() if req.prediction else None,
             speculation=req.speculation(),
             tool_grammar=req.tool_grammar(self.defaults.tool_grammar),
+            tool_choice=required_tool(req.tool_choice),
             session=session,
             cache_key=req.prompt_cache_key,
             input_param="messages",

@@ -124,6 +124,16 @@ def tool_list(tools: list[dict[str, Any]] | None, tool_choice: dict[str, Any] | 
     return found
 
 
+def _required_tool(choice: dict[str, Any] | None) -> str | None:
+    """Anthropic's `tool_choice` as the backend reads it: `any` is "required", `tool` its name."""
+    if choice is None:
+        return None
+    if choice.get("type") == "any":
+        return "required"
+    name = choice.get("name")
+    return name if choice.get("type") == "tool" and isinstance(name, str) and name else None
+
+
 def conversation(messages: list[MessageParam]) -> list[Message]:
     """Anthropic's messages as the model's: tool results become tool messages, tool uses calls."""
     out: list[Message] = []
@@ -208,6 +218,7 @@ def turn_request(
         input_param="messages",
         tenant=tenant,
         tool_grammar=wants_tool_grammar(req.whiz, tool_grammar),
+        tool_choice=_required_tool(req.tool_choice),
     )
 
 

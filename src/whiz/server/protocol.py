@@ -151,6 +151,18 @@ class WhizOptions(Wire):
     default)."""
 
 
+def required_tool(choice: str | dict | None) -> str | None:
+    """An OpenAI `tool_choice` as the backend reads it: "required", a function's name, or None
+    (auto, none, or a shape this server does not know)."""
+    if choice == "required":
+        return "required"
+    if isinstance(choice, dict):
+        inner = choice.get("function") if isinstance(choice.get("function"), dict) else choice
+        name = inner.get("name")
+        return name if isinstance(name, str) and name else None
+    return None
+
+
 def wants_tool_grammar(whiz: WhizOptions | None, default: bool) -> bool:
     """Whether a request's tool calls are constrained: its `whiz.tool_grammar`, else `default`."""
     return default if whiz is None or whiz.tool_grammar is None else whiz.tool_grammar

@@ -24,7 +24,14 @@ from whiz.chat.messages import Message, Tool, ToolCall
 from whiz.engine.types import GenerationStats, SamplingParams
 from whiz.errors import ContextOverflow, InvalidRequest, WhizError
 from whiz.seams import Backend, BackendTurn
-from whiz.server.protocol import OFF_LOOP_CHARS, ResponsesRequest, TurnDefaults, custom_input, input_chars
+from whiz.server.protocol import (
+    OFF_LOOP_CHARS,
+    ResponsesRequest,
+    TurnDefaults,
+    custom_input,
+    input_chars,
+    required_tool,
+)
 
 
 def new_id(prefix: str) -> str:
@@ -354,6 +361,7 @@ class ResponsesService:
             prediction=req.prediction.text() if req.prediction else None,
             speculation=req.speculation(),
             tool_grammar=req.tool_grammar(self.defaults.tool_grammar),
+            tool_choice=required_tool(req.tool_choice),
             generate=req.generate,
             session=session,
             chain=chain,
