@@ -104,6 +104,14 @@ def test_the_passing_candidate_with_the_smallest_diff_wins_and_every_result_is_s
     assert events[-1]["type"] == "turn.completed"
 
 
+def test_a_candidate_that_is_the_fixed_function_alone_is_tested_as_an_edit(project):
+    # The 0.5B's usual answer to "Fix the bug in average": the function in a fence, no path.
+    bare = "```python\ndef average(xs):\n    return sum(xs) / len(xs)\n```\n"
+    code, events, _ = run_heal(project, [[bare]], task="Fix the bug in average so the tests pass.")
+    assert code == 0 and statuses(events) == ["passed"]
+    assert (project / "calc.py").read_text() == "def average(xs):\n    return sum(xs) / len(xs)\n"
+
+
 def test_candidates_never_touch_the_real_workspace_until_one_is_chosen(project):
     code, _events, _ = run_heal(project, [[WRONG, WRONG, MALFORMED]], rounds=1)
     assert code == 1

@@ -399,7 +399,7 @@ class Agent:
             actions = [(action, None) for action in text_actions(reply.text, self.tools.focus_text())]
         if not actions and self.config.actions == "text":
             # Code with no path, or no usable edit: the file the task names, or told what is missing.
-            fallback = code_without_edit(reply.text, self._task)
+            fallback = code_without_edit(reply.text, self._task, self.ws)
             actions = [(fallback, None)] if fallback is not None else []
         if not actions:
             if self._steering:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol
 
 from whiz.agent.actions import parse_edits
+from whiz.agent.definitions import definition_edits
 from whiz.agent.edits import EditError, FileChange, apply_changes, plan_edits, unified_diff
 from whiz.agent.errors import WhizAgentError
 from whiz.agent.events import Emitter
@@ -329,10 +330,11 @@ class Healer:
     def _plan(self, number: int, index: int, text: str, tokens: int) -> CandidateResult:
         result = CandidateResult(number, index, text, tokens, "failed")
         try:
-            # Small models often answer with the whole file in a fence instead of an edit block;
-            # here the tests judge every candidate, so a whole file is as good as an edit.
+            # Small models often answer with the whole file in a fence instead of an edit block,
+            # or with the corrected function alone; here the tests judge every candidate, so
+            # either is as good as an edit.
             strict = parse_edits(text)
-            edits = strict or parse_edits(text, whole_files=True)
+            edits = strict or parse_edits(text, whole_files=True) or definition_edits(self.ws, text)
             if not edits:
                 result.status = "no_edit"
                 return result
