@@ -28,6 +28,7 @@ from whiz.agent.formats import TOOLS, ActionFormat, text_actions, tool_action
 from whiz.agent.intent import asks_for_change, code_without_edit
 from whiz.agent.model import Finished, ModelClient, ModelRequest, ModelText, ModelToolCall, WrappedModel
 from whiz.agent.prompt import system_prompt, task_message
+from whiz.agent.runs_check import shown
 from whiz.agent.stats import TurnOutcome, TurnStats
 from whiz.agent.tools import ApplyEdits, RunCommand, Toolbox, WriteFailed
 from whiz.agent.turns import Turn, turn
@@ -239,7 +240,10 @@ class Agent:
         if status == "completed" and not self._changed and self._wants_change(task):
             status, message = "failed", f"the task asked for a change, but none was made: {message[:300]}"
         elif status == "completed" and self._tests_fail:  # it gave up on failing tests, in words
-            status, message = "failed", f"the tests (`{self.config.test_cmd}`) still fail: {message[:300]}"
+            status, message = (
+                "failed",
+                f"the tests (`{shown(self.config.test_cmd or '')}`) still fail: {message[:300]}",
+            )
         self._turn_start = None
         self.context.note_turn(changed=self._changed)
         self.stats.duration_ms = (time.perf_counter() - started) * 1000

@@ -30,6 +30,7 @@ from whiz.agent.edits import EditError, FileChange, apply_changes, plan_edits, u
 from whiz.agent.errors import WhizAgentError
 from whiz.agent.events import Emitter
 from whiz.agent.prompt import CODE_TOKENS, system_prompt, task_message
+from whiz.agent.runs_check import shown
 from whiz.agent.workspace import Workspace
 from whiz.environments import SandboxOptions, environment_for
 from whiz.environments.local import CommandResult, truncate
@@ -180,7 +181,7 @@ def feedback(result: CandidateResult, test_cmd: str) -> str:
         what = "timed out" if result.status == "timeout" else f"failed (exit code {result.exit_code})"
         output = truncate(result.test_output, FEEDBACK_OUTPUT_CHARS).rstrip()
         return (
-            f"That edit was tried in a copy of the project, and the tests (`{test_cmd}`) {what}:\n"
+            f"That edit was tried in a copy of the project, and the tests (`{shown(test_cmd)}`) {what}:\n"
             f"```\n{output}\n```\n"
             "The project's files are unchanged: they are still as shown above. "
             "Write a corrected edit as SEARCH/REPLACE blocks."
@@ -533,6 +534,6 @@ def heal_messages(
     text, _ = task_message(ws, task, code_tokens=code_tokens, evidence=evidence)
     if failing:
         output = truncate(baseline.output, MAX_FAILURE_CHARS).rstrip()
-        text += f"\n\nThe tests (`{test_cmd}`) fail now:\n```\n{output}\n```"
+        text += f"\n\nThe tests (`{shown(test_cmd)}`) fail now:\n```\n{output}\n```"
     instructions = system_prompt(ws, "text", test_cmd=test_cmd)
     return [{"role": "system", "content": instructions}, {"role": "user", "content": text}]
