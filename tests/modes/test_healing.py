@@ -183,6 +183,17 @@ def test_a_candidate_that_rewrites_the_tests_is_rejected_and_told_why(project):
     assert (project / "calc.py").read_text() == BUGGY.replace("(len(xs) + 1)", "len(xs)")
 
 
+def test_a_candidate_that_also_changed_the_tests_is_tested_on_its_code_alone(project):
+    # Seen with the real 0.5B: the fixed file, then the test file quoted back with a line added.
+    both = FIX + edit("print('ok')", "print('ok')\nprint('ok')", path="check.py")
+    code, events, _ = run_heal(project, [[both]])
+    assert code == 0 and statuses(events) == ["passed"]
+    (candidate,) = items(events, "heal_candidate")
+    assert "check.py" in candidate["error"] and "left out" in candidate["error"]
+    assert (project / "check.py").read_text() == CHECK
+    assert (project / "calc.py").read_text() == BUGGY.replace("(len(xs) + 1)", "len(xs)")
+
+
 def test_only_test_edits_can_never_heal(project):
     code, _events, _ = run_heal(project, [[CHEAT], [CHEAT]])
     assert code == 1

@@ -69,7 +69,8 @@ class HealSettings:
     """Where a candidate's tests may write and reach: its own copy only, by default."""
     allow_test_edits: bool = False
     """Let a candidate change the test files (`test_files.TestFiles`). Off: the tests decide, so a
-    candidate that rewrites them is rejected (`tests_changed`) however its run ends."""
+    candidate's changes to them are left out, and one that changed nothing else is rejected
+    (`tests_changed`) however its run would end."""
 
     MAX_N: ClassVar[int] = 16
     """The most candidates a round decodes: the one bound for `whiz heal -n`, `--heal` and the web
@@ -349,12 +350,19 @@ class Healer:
         if not result.changes:
             result.status = "no_edit"
             return result
-        result.diff = "".join(unified_diff(c) for c in result.changes)
-        result.diff_lines = diff_size(result.changes)
         touched = [c.path for c in result.changes if c.path in self._tests]
         if touched and not self.settings.allow_test_edits:
-            result.status = "tests_changed"
+            # The tests decide, so they stay as they are. A candidate that changed code too (often
+            # it only quoted a test file back, a line off) is tested on its code changes alone.
             result.error = f"it changed {', '.join(touched)}, which holds tests that decide"
+            result.changes = [c for c in result.changes if c.path not in self._tests]
+            if not result.changes:
+                result.status = "tests_changed"
+                return result
+            result.error += "; that change was left out"
+            result.as_written = False
+        result.diff = "".join(unified_diff(c) for c in result.changes)
+        result.diff_lines = diff_size(result.changes)
         return result  # "failed" until its tests pass
 
     def _known_path(self, edit):
