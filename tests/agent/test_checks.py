@@ -35,3 +35,27 @@ def test_undefined_names_and_other_languages(tmp_path: Path):
     problems = check_files(Workspace(tmp_path), ["a.py", "b.js", "c.js"])
     assert problems[0] == "a.py:5: undefined name 'missing_name'"
     assert [p for p in problems if p.startswith("b.js:1")] and not [p for p in problems if "c.js" in p]
+
+
+async def test_words_after_the_check_do_not_end_the_turn_before_the_tests_run(harness, project: Path):
+    # Seen on EditEval with the 0.5B: told its edit left a syntax error, it explained the error
+    # instead of fixing it, and the turn reported "completed" with the tests never run.
+    (project / "check.py").write_text("import greet\nassert greet.say_hello('a') == 'Hi, a'\n")
+    broken = sr("greet.py", '    return "Hello, " + name', '    return ("Hi, " + name')
+    fixed = sr("greet.py", '    return ("Hi, " + name', '    return "Hi, " + name')
+    words = "The syntax error is due to the unclosed parenthesis."
+    h = harness([broken, words, fixed], check_edits=True, test_cmd="python check.py")
+    result = await h.agent.run("Change the greeting in say_hello to Hi.")
+    assert result.ok and "the tests pass" in result.message
+    told = h.model.requests[2].items[-1]["content"]
+    assert "The tests failed" in told and "SyntaxError" in told
+
+
+async def test_words_again_after_failing_tests_fail_the_turn(harness, project: Path):
+    (project / "check.py").write_text("import greet\nassert greet.say_hello('a') == 'Hi, a'\n")
+    broken = sr("greet.py", '    return "Hello, " + name', '    return ("Hi, " + name')
+    h = harness([broken, "It is a syntax error.", "It is still a syntax error."], check_edits=True,
+                test_cmd="python check.py")  # fmt: skip
+    result = await h.agent.run("Change the greeting in say_hello to Hi.")
+    assert result.status == "failed" and "still fail" in result.message
+    assert [c["status"] for c in h.events.items("command_execution")] == ["failed"]

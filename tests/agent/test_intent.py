@@ -28,6 +28,23 @@ async def test_code_without_an_edit_is_sent_back_saying_what_was_missing(harness
     assert "code but no edit" in told
 
 
+async def test_a_bare_function_replaces_that_function_where_it_is_defined(harness, project: Path):
+    # The task names the function, not its file: the 0.5B often answers with the fixed function alone.
+    fixed = 'def say_hello(name):\n    return "Hello, " + name + "!"\n'
+    h = harness([f"Here is the corrected function:\n\n```python\n{fixed}```\n"])
+    result = await h.agent.run("Fix say_hello so that it ends the greeting with an exclamation mark.")
+    assert result.ok and result.changed == ["greet.py"]
+    text = (project / "greet.py").read_text()
+    assert text.startswith(fixed) and 'print(say_hello("world"))' in text  # main is kept
+
+
+async def test_one_function_of_the_named_file_does_not_overwrite_the_file(harness, project: Path):
+    fixed = 'def say_hello(name):\n    return "Hi, " + name\n'
+    h = harness([f"```python\n{fixed}```"])
+    result = await h.agent.run("In greet.py, change the greeting to Hi.")
+    assert result.ok and "def main():" in (project / "greet.py").read_text()
+
+
 async def test_a_change_request_answered_in_words_fails_with_the_reason(harness, project: Path):
     h = harness(["The function looks fine to me."])
     result = await h.agent.run("Fix the bug in say_hello.")

@@ -39,3 +39,10 @@ async def test_the_check_decides_the_turn_as_a_test_command_does(harness, projec
     assert result.ok and "the tests pass" in result.message
     told = h.model.requests[1].items[-1]["content"]
     assert "Traceback" in told and "it does not run" in told
+    # The model is shown the check as the user wrote it: no path of this machine's Python or of
+    # whiz, which would make the prompt (and so seeded output) differ from machine to machine.
+    for request in h.model.requests:
+        shown = request.instructions + "".join(str(i.get("content", "")) for i in request.items)
+        assert PY not in shown and "runs_check" not in shown
+    assert "`python game.py`" in h.model.requests[0].instructions
+    assert "$ python game.py\n" in told

@@ -104,6 +104,14 @@ def test_the_passing_candidate_with_the_smallest_diff_wins_and_every_result_is_s
     assert events[-1]["type"] == "turn.completed"
 
 
+def test_a_candidate_that_is_the_fixed_function_alone_is_tested_as_an_edit(project):
+    # The 0.5B's usual answer to "Fix the bug in average": the function in a fence, no path.
+    bare = "```python\ndef average(xs):\n    return sum(xs) / len(xs)\n```\n"
+    code, events, _ = run_heal(project, [[bare]], task="Fix the bug in average so the tests pass.")
+    assert code == 0 and statuses(events) == ["passed"]
+    assert (project / "calc.py").read_text() == "def average(xs):\n    return sum(xs) / len(xs)\n"
+
+
 def test_candidates_never_touch_the_real_workspace_until_one_is_chosen(project):
     code, _events, _ = run_heal(project, [[WRONG, WRONG, MALFORMED]], rounds=1)
     assert code == 1
@@ -171,6 +179,17 @@ def test_a_candidate_that_rewrites_the_tests_is_rejected_and_told_why(project):
     assert "check.py" in rejected["error"] and rejected["exit_code"] is None  # never run
     second = pool.sources["fast"].calls[1]
     assert "tests are the specification" in second[-1]["content"]
+    assert (project / "check.py").read_text() == CHECK
+    assert (project / "calc.py").read_text() == BUGGY.replace("(len(xs) + 1)", "len(xs)")
+
+
+def test_a_candidate_that_also_changed_the_tests_is_tested_on_its_code_alone(project):
+    # Seen with the real 0.5B: the fixed file, then the test file quoted back with a line added.
+    both = FIX + edit("print('ok')", "print('ok')\nprint('ok')", path="check.py")
+    code, events, _ = run_heal(project, [[both]])
+    assert code == 0 and statuses(events) == ["passed"]
+    (candidate,) = items(events, "heal_candidate")
+    assert "check.py" in candidate["error"] and "left out" in candidate["error"]
     assert (project / "check.py").read_text() == CHECK
     assert (project / "calc.py").read_text() == BUGGY.replace("(len(xs) + 1)", "len(xs)")
 

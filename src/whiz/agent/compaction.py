@@ -30,6 +30,7 @@ from typing import Any
 
 from whiz.agent.errors import WhizAgentError
 from whiz.agent.model import Finished, ModelClient, ModelRequest, ModelText
+from whiz.agent.runs_check import shown
 from whiz.errors import WhizError
 
 CHARS_PER_TOKEN = 3.5
@@ -300,7 +301,7 @@ def last_test_run(items: list[dict[str, Any]], test_cmd: str | None) -> str:
     """The end of the latest output of the test command in `items` ('' if none)."""
     if not test_cmd:
         return ""
-    marker = f"$ {test_cmd.strip()}\n"
+    marker = f"$ {shown(test_cmd).strip()}\n"  # as the tool's output shows it
     for item in reversed(items):
         found = text_of(item)
         if found and marker in found[1]:

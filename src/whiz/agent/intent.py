@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import re
 
+from whiz.agent.definitions import definition_edits, part_of_file
 from whiz.agent.edits import WholeFile
 from whiz.agent.tools import Action, ApplyEdits, Malformed
+from whiz.agent.workspace import Workspace
 
 # A task that starts with one of these words (or ends with "?") asks a question or for something
 # to be looked at or run, not for a change.
@@ -61,12 +63,15 @@ def named_paths(task: str) -> list[str]:
     return found
 
 
-def code_without_edit(reply: str, task: str) -> Action | None:
+def code_without_edit(reply: str, task: str, ws: Workspace) -> Action | None:
     """For a reply with no edit in it: the edit its code stands for, or what the model must be told.
 
     None when there is nothing to act on: the task asks for no change, or the reply holds no code.
     When the task names exactly one file and the reply holds one code block, the block is that
-    file. Otherwise the reply is malformed: the model is told what was missing and tries again.
+    file, unless it is only some of that file's functions (written over the file, it would delete
+    the rest). Code blocks that only redefine functions or classes of the workspace replace those
+    (`definitions.py`). Otherwise the reply is malformed: the model is told what was missing and
+    tries again.
     """
     if not asks_for_change(task):
         return None
@@ -74,6 +79,8 @@ def code_without_edit(reply: str, task: str) -> Action | None:
     if not blocks:
         return None
     paths = named_paths(task)
-    if len(paths) == 1 and len(blocks) == 1:
+    if len(paths) == 1 and len(blocks) == 1 and not part_of_file(ws, paths[0], blocks[0]):
         return ApplyEdits([WholeFile(paths[0], blocks[0])])
+    if edits := definition_edits(ws, reply):
+        return ApplyEdits(edits)
     return Malformed(MISSING_EDIT, is_edit=True)

@@ -28,6 +28,7 @@ from whiz.agent.formats import TOOLS, ActionFormat, text_actions, tool_action, u
 from whiz.agent.intent import asks_for_change, code_without_edit
 from whiz.agent.model import Finished, ModelClient, ModelRequest, ModelText, ModelToolCall, WrappedModel
 from whiz.agent.prompt import system_prompt, task_message
+from whiz.agent.runs_check import shown
 from whiz.agent.stats import TurnOutcome, TurnStats
 from whiz.agent.tools import ApplyEdits, Malformed, RunCommand, Toolbox, WriteFailed
 from whiz.agent.turns import Turn, turn
@@ -124,6 +125,9 @@ class Agent:
         takes over (auto mode), and the turn goes on with a fresh budget; else the turn fails."""
         self._checked = False
         self._tests_fail = False
+        self._untested = False
+        """Files changed since the tests last ran: with a test command, they run before an answer
+        in words can end the turn."""
         self.stats = TurnStats()
         self.context = Context(test_cmd=self.config.test_cmd)
         """The context window's use, and what a compaction keeps (see `compaction.py`)."""
@@ -200,7 +204,7 @@ class Agent:
         self.stats, self._cancelled, self._changed, retries = TurnStats(), False, [], 0
         started = time.perf_counter()
         self.tools.begin_turn(turn_id)
-        self._task, self._checked, self._tests_fail = task, False, False
+        self._task, self._checked, self._tests_fail, self._untested = task, False, False, False
         self._fresh_budget()
         first = not any(i.get("role") == "user" for i in self.items)
         text, attached = task_message(self.ws, task, code_tokens=self.config.code_tokens, first=first)
@@ -236,7 +240,10 @@ class Agent:
         if status == "completed" and not self._changed and self._wants_change(task):
             status, message = "failed", f"the task asked for a change, but none was made: {message[:300]}"
         elif status == "completed" and self._tests_fail:  # it gave up on failing tests, in words
-            status, message = "failed", f"the tests (`{self.config.test_cmd}`) still fail: {message[:300]}"
+            status, message = (
+                "failed",
+                f"the tests (`{shown(self.config.test_cmd or '')}`) still fail: {message[:300]}",
+            )
         self._turn_start = None
         self.context.note_turn(changed=self._changed)
         self.stats.duration_ms = (time.perf_counter() - started) * 1000
@@ -398,12 +405,12 @@ class Agent:
             actions = [(action, None) for action in text_actions(reply.text, self.tools.focus_text())]
         if not actions and self.config.actions == "text":
             # Code with no path, or no usable edit: the file the task names, or told what is missing.
-            fallback = code_without_edit(reply.text, self._task)
+            fallback = code_without_edit(reply.text, self._task, self.ws)
             actions = [(fallback, None)] if fallback is not None else []
         if not actions:
             if self._steering:
                 return []  # the user said more while it answered: go on with that
-            raise Submitted(reply.text.strip() or "done")
+            return await self._answer(reply.text)
         outcomes = []
         for action, call_id in actions:
             outcome = await self.tools.run(action)
@@ -417,9 +424,10 @@ class Agent:
             self._tell("\n\n".join(o.text for o in outcomes))
         self.stats.acting_replies += not any(o.malformed or o.noop for o in outcomes)
         if all(o.noop for o in outcomes):
-            raise Submitted(reply.text.strip())  # it only quoted a file: an answer, not an edit
+            return await self._answer(reply.text)  # it only quoted a file: an answer, not an edit
         changed = [path for o in outcomes for path in o.changed]
         self._changed += changed
+        self._untested = self._untested or bool(changed)
         if any(o.malformed for o in outcomes):
             raise FormatError("; ".join(o.text.splitlines()[0] for o in outcomes if o.malformed))
         checking = changed and self.config.check_edits and not self._checked
@@ -439,10 +447,20 @@ class Agent:
         if not self.config.test_cmd:
             raise Submitted(summary)
         outcome = await self.tools.run(RunCommand(self.config.test_cmd))
-        self._tests_fail = not outcome.ok
+        self._tests_fail, self._untested = not outcome.ok, False
         if outcome.ok:
             raise Submitted(summary + "; the tests pass")
         self._tell(f"The tests failed:\n{outcome.text}\nFix the code so they pass.")
+
+    async def _answer(self, text: str) -> list[str]:
+        """The model answered in words instead of acting: the turn ends with its answer, unless it
+        edited since the tests last ran (the edit checks sent it back, say, and it explained
+        instead of fixing). Then the tests decide, not its words: they run now, and if they fail
+        it is told so and goes on, as after any failing edit."""
+        if self.config.test_cmd and self._untested:
+            await self._finish_edits(self._changed)
+            return []
+        raise Submitted(text.strip() or "done")
 
     def _wants_change(self, task: str) -> bool:
         """Whether a turn that changed nothing failed: the task asked for a change (`intent.py`)

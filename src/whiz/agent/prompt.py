@@ -12,6 +12,7 @@ import re
 from whiz.agent.context import relevant_code
 from whiz.agent.errors import WhizAgentError
 from whiz.agent.repomap import repo_map
+from whiz.agent.runs_check import shown
 from whiz.agent.workspace import Workspace
 
 RULES = """\
@@ -64,7 +65,8 @@ def system_prompt(
 ) -> str:
     """The instructions for a session: rules, how to act, and a map of the repository."""
     if test_cmd:
-        tests = f"After your edits the tests run with `{test_cmd}`; you will see their output if they fail."
+        command = shown(test_cmd)
+        tests = f"After your edits the tests run with `{command}`; you will see their output if they fail."
     else:
         tests = "Do not run tests or other commands unless the user asks you to."
     parts = [RULES.format(tests=tests)]

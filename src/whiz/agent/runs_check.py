@@ -34,6 +34,21 @@ def with_check(test_cmd: str | None, check: str | None, timeout_s: float = CHECK
     return " && ".join(parts) if parts else None
 
 
+def shown(command: str) -> str:
+    """`command` as the model reads it: a check (`check_command`) as the program it runs. The
+    wrapper names this machine's Python and whiz's own path, which tell the model nothing and
+    would make its prompt, and so its seeded output, differ from one machine to the next."""
+    prefix = f"{shlex.quote(sys.executable)} {shlex.quote(os.path.abspath(__file__))} --timeout "
+    head, found, rest = command.partition(prefix)
+    if not found:
+        return command
+    try:
+        parts = shlex.split(rest)  # the check is the last command (`with_check`): TIMEOUT -- CMD
+    except ValueError:
+        return command
+    return head + parts[2] if len(parts) == 3 and parts[1] == "--" else command
+
+
 def runs(exit_code: int | None, timed_out: bool, output: str) -> bool:
     """The check's verdict: exited 0, or still running at the timeout without a traceback."""
     if TRACEBACK in output:

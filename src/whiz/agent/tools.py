@@ -15,6 +15,7 @@ from whiz.agent.approvals import Approvals
 from whiz.agent.edits import Edit, EditError, FileChange, WholeFile, apply_changes, plan_edits, unified_diff
 from whiz.agent.errors import WhizAgentError
 from whiz.agent.events import Emitter
+from whiz.agent.runs_check import shown
 from whiz.agent.undo import UndoStore
 from whiz.agent.workspace import Workspace
 from whiz.environments import SandboxOptions, environment_for
@@ -249,7 +250,7 @@ class Toolbox:
             note = f"Timed out after {self.command_timeout_s:g} s and was stopped."
         else:
             note = f"Exit code {result.exit_code}."
-        return Outcome(f"$ {command}\n{output}\n{note}", ok=result.ok)
+        return Outcome(f"$ {shown(command)}\n{output}\n{note}", ok=result.ok)
 
 
 async def run_reported(

@@ -25,10 +25,12 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol
 
 from whiz.agent.actions import parse_edits
+from whiz.agent.definitions import definition_edits
 from whiz.agent.edits import EditError, FileChange, apply_changes, plan_edits, unified_diff
 from whiz.agent.errors import WhizAgentError
 from whiz.agent.events import Emitter
 from whiz.agent.prompt import CODE_TOKENS, system_prompt, task_message
+from whiz.agent.runs_check import shown
 from whiz.agent.workspace import Workspace
 from whiz.environments import SandboxOptions, environment_for
 from whiz.environments.local import CommandResult, truncate
@@ -67,7 +69,8 @@ class HealSettings:
     """Where a candidate's tests may write and reach: its own copy only, by default."""
     allow_test_edits: bool = False
     """Let a candidate change the test files (`test_files.TestFiles`). Off: the tests decide, so a
-    candidate that rewrites them is rejected (`tests_changed`) however its run ends."""
+    candidate's changes to them are left out, and one that changed nothing else is rejected
+    (`tests_changed`) however its run would end."""
 
     MAX_N: ClassVar[int] = 16
     """The most candidates a round decodes: the one bound for `whiz heal -n`, `--heal` and the web
@@ -179,7 +182,7 @@ def feedback(result: CandidateResult, test_cmd: str) -> str:
         what = "timed out" if result.status == "timeout" else f"failed (exit code {result.exit_code})"
         output = truncate(result.test_output, FEEDBACK_OUTPUT_CHARS).rstrip()
         return (
-            f"That edit was tried in a copy of the project, and the tests (`{test_cmd}`) {what}:\n"
+            f"That edit was tried in a copy of the project, and the tests (`{shown(test_cmd)}`) {what}:\n"
             f"```\n{output}\n```\n"
             "The project's files are unchanged: they are still as shown above. "
             "Write a corrected edit as SEARCH/REPLACE blocks."
@@ -329,10 +332,11 @@ class Healer:
     def _plan(self, number: int, index: int, text: str, tokens: int) -> CandidateResult:
         result = CandidateResult(number, index, text, tokens, "failed")
         try:
-            # Small models often answer with the whole file in a fence instead of an edit block;
-            # here the tests judge every candidate, so a whole file is as good as an edit.
+            # Small models often answer with the whole file in a fence instead of an edit block,
+            # or with the corrected function alone; here the tests judge every candidate, so
+            # either is as good as an edit.
             strict = parse_edits(text)
-            edits = strict or parse_edits(text, whole_files=True)
+            edits = strict or parse_edits(text, whole_files=True) or definition_edits(self.ws, text)
             if not edits:
                 result.status = "no_edit"
                 return result
@@ -346,12 +350,19 @@ class Healer:
         if not result.changes:
             result.status = "no_edit"
             return result
-        result.diff = "".join(unified_diff(c) for c in result.changes)
-        result.diff_lines = diff_size(result.changes)
         touched = [c.path for c in result.changes if c.path in self._tests]
         if touched and not self.settings.allow_test_edits:
-            result.status = "tests_changed"
+            # The tests decide, so they stay as they are. A candidate that changed code too (often
+            # it only quoted a test file back, a line off) is tested on its code changes alone.
             result.error = f"it changed {', '.join(touched)}, which holds tests that decide"
+            result.changes = [c for c in result.changes if c.path not in self._tests]
+            if not result.changes:
+                result.status = "tests_changed"
+                return result
+            result.error += "; that change was left out"
+            result.as_written = False
+        result.diff = "".join(unified_diff(c) for c in result.changes)
+        result.diff_lines = diff_size(result.changes)
         return result  # "failed" until its tests pass
 
     def _known_path(self, edit):
@@ -531,6 +542,6 @@ def heal_messages(
     text, _ = task_message(ws, task, code_tokens=code_tokens, evidence=evidence)
     if failing:
         output = truncate(baseline.output, MAX_FAILURE_CHARS).rstrip()
-        text += f"\n\nThe tests (`{test_cmd}`) fail now:\n```\n{output}\n```"
+        text += f"\n\nThe tests (`{shown(test_cmd)}`) fail now:\n```\n{output}\n```"
     instructions = system_prompt(ws, "text", test_cmd=test_cmd)
     return [{"role": "system", "content": instructions}, {"role": "user", "content": text}]
