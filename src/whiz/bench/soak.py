@@ -424,11 +424,17 @@ class Soak:
             return None
         body = self.chat_body("Write a long story about a lighthouse.", stream=True, max_tokens=4096)
         async with http.stream("POST", f"{survivor.url}/v1/chat/completions", json=body, timeout=None) as r:
-            async for line in r.aiter_lines():
+            lines = r.aiter_lines()
+            async for line in lines:
                 if line.startswith("data: {") and '"content": ""' not in line and '"content"' in line:
                     break  # the first token: it is generating
             t0 = time.monotonic()
             survivor.proc.send_signal(signal.SIGTERM)
+            # Read on, as a client still waiting for its answer does: one that stopped reading lets
+            # the server end at once, which measures nothing (the grace is for readers).
+            with contextlib.suppress(httpx.HTTPError):
+                async for _ in lines:
+                    pass
             try:
                 await asyncio.to_thread(survivor.proc.wait, limit_s)
             except subprocess.TimeoutExpired:
