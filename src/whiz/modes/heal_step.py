@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+from whiz.agent.actions import parse_edits
 from whiz.agent.chat_model import chat_messages
+from whiz.agent.errors import WhizAgentError
 from whiz.agent.events import Event
 from whiz.agent.model import (
     Finished,
@@ -23,7 +25,7 @@ from whiz.agent.model import (
     output_items,
 )
 from whiz.errors import WhizError
-from whiz.modes.healing import Healer, best_failure
+from whiz.modes.healing import CandidateResult, Healer, best_failure
 from whiz.modes.router import ModeRouter
 
 
@@ -71,7 +73,10 @@ class HealingModel(WrappedModel):
             yield Finished("failed", error=exc.message)
             return
         results = outcome.results
-        if any(r.status in ("passed", "failed", "timeout") for r in results):
+        if any(r.status in ("passed", "failed", "timeout") for r in results) or all_no_ops(results):
+            # Tested edits: the agent applies the best and its tests re-arm the step if they fail.
+            # Edits that all change nothing: another round on nearly the same prompt and the same
+            # seeds writes them again, so the next step is one plain reply to the agent's feedback.
             self._armed = False
         choice = outcome.best or (None if outcome.escalated else best_failure(results))
         if choice is None and results and not outcome.escalated:
@@ -93,3 +98,15 @@ class HealingModel(WrappedModel):
             "decode_ms": sum(r.generation.wall_ms for r in rounds),
         }
         yield Finished("completed", output_items(text, []), usage, timings)
+
+
+def all_no_ops(results: list[CandidateResult]) -> bool:
+    """Whether every candidate wrote edit blocks, and none of them changed anything."""
+    return bool(results) and all(r.status == "no_edit" and _edit_blocks(r.text) for r in results)
+
+
+def _edit_blocks(text: str) -> bool:
+    try:
+        return bool(parse_edits(text))
+    except WhizAgentError:
+        return False
