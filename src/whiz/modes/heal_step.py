@@ -73,14 +73,16 @@ class HealingModel(WrappedModel):
             yield Finished("failed", error=exc.message)
             return
         results = outcome.results
-        if any(r.status in ("passed", "failed", "timeout") for r in results) or all_no_ops(results):
-            # Tested edits: the agent applies the best and its tests re-arm the step if they fail.
-            # Edits that all change nothing: another round on nearly the same prompt and the same
-            # seeds writes them again, so the next step is one plain reply to the agent's feedback.
+        if any(r.status in ("passed", "failed", "timeout") for r in results):
             self._armed = False
         choice = outcome.best or (None if outcome.escalated else best_failure(results))
         if choice is None and results and not outcome.escalated:
             choice = results[0]  # no edits anywhere (it wants to read first): take a reply as is
+        if choice is not None and no_op(choice):
+            # No candidate changed anything, and the best is an edit whose new text is its old:
+            # another round on nearly the same prompt and the same seeds writes it again, so the
+            # next step is one plain reply to the agent's feedback (failing tests re-arm the step).
+            self._armed = False
         if choice is None:
             async for event in self.inner.respond(request):
                 yield event
@@ -100,13 +102,9 @@ class HealingModel(WrappedModel):
         yield Finished("completed", output_items(text, []), usage, timings)
 
 
-def all_no_ops(results: list[CandidateResult]) -> bool:
-    """Whether every candidate wrote edit blocks, and none of them changed anything."""
-    return bool(results) and all(r.status == "no_edit" and _edit_blocks(r.text) for r in results)
-
-
-def _edit_blocks(text: str) -> bool:
+def no_op(result: CandidateResult) -> bool:
+    """Whether a candidate wrote edit blocks that change nothing."""
     try:
-        return bool(parse_edits(text))
+        return result.status == "no_edit" and bool(parse_edits(result.text))
     except WhizAgentError:
         return False
