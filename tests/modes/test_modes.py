@@ -307,3 +307,22 @@ def test_auto_mode_escalates_when_a_turn_runs_over_its_time(project):
     assert code == 0 and 'return "Hi, " + name' in (project / "greet.py").read_text()
     (change,) = items(events, "mode_change")
     assert change["trigger"] == "budget" and "time limit" in change["reason"]
+
+
+def test_a_healing_step_whose_candidates_change_nothing_hands_the_next_step_to_one_reply(project):
+    # Seen in whiz bench agent (heal@5): every candidate an edit whose new text is its old, the
+    # agent told "the edit changes nothing", and the next heal round (same seeds) the same, three
+    # rounds in a row. After such a round the next step is one plain reply; the tests re-arm it.
+    (project / "check.py").write_text("from greet import greet\nassert greet('x') == 'Hello, x'\n")
+    noop = "greet.py\n<<<<<<< SEARCH\ndef say_hello(name):\n=======\ndef say_hello(name):\n>>>>>>> REPLACE\n"
+    candidates = ScriptedCandidates([[noop, noop], [noop, noop]])
+    plain = ScriptedModel([RENAME])
+    pool = ScriptedPool(clients={"fast": lambda: plain}, sources={"fast": candidates})
+    test_cmd = f"{sys.executable} check.py"
+    code, events, _ = run_exec(
+        project, pool, "Rename say_hello to greet in greet.py", test_cmd=test_cmd, heal=2
+    )
+    assert code == 0, events[-1]
+    assert len(candidates.calls) == 2 and len(plain.requests) == 1  # one heal (its two rounds), one reply
+    assert "changes nothing" in plain.requests[0].items[-1]["content"]
+    assert (project / "greet.py").read_text().startswith("def greet(name):")

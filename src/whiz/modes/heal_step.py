@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+from whiz.agent.actions import parse_edits
 from whiz.agent.chat_model import chat_messages
+from whiz.agent.errors import WhizAgentError
 from whiz.agent.events import Event
 from whiz.agent.model import (
     Finished,
@@ -23,7 +25,7 @@ from whiz.agent.model import (
     output_items,
 )
 from whiz.errors import WhizError
-from whiz.modes.healing import Healer, best_failure
+from whiz.modes.healing import CandidateResult, Healer, best_failure
 from whiz.modes.router import ModeRouter
 
 
@@ -76,6 +78,11 @@ class HealingModel(WrappedModel):
         choice = outcome.best or (None if outcome.escalated else best_failure(results))
         if choice is None and results and not outcome.escalated:
             choice = results[0]  # no edits anywhere (it wants to read first): take a reply as is
+        if choice is not None and no_op(choice):
+            # No candidate changed anything, and the best is an edit whose new text is its old:
+            # another round on nearly the same prompt and the same seeds writes it again, so the
+            # next step is one plain reply to the agent's feedback (failing tests re-arm the step).
+            self._armed = False
         if choice is None:
             async for event in self.inner.respond(request):
                 yield event
@@ -93,3 +100,11 @@ class HealingModel(WrappedModel):
             "decode_ms": sum(r.generation.wall_ms for r in rounds),
         }
         yield Finished("completed", output_items(text, []), usage, timings)
+
+
+def no_op(result: CandidateResult) -> bool:
+    """Whether a candidate wrote edit blocks that change nothing."""
+    try:
+        return result.status == "no_edit" and bool(parse_edits(result.text))
+    except WhizAgentError:
+        return False
