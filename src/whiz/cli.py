@@ -165,6 +165,13 @@ def serve(
         int | None, typer.Option(help="Output cap of a request that sets none (default 4096).")
     ] = None,
     max_n: Annotated[int | None, typer.Option(help="Most candidates (n) per request (default 8).")] = None,
+    max_slots_per_key: Annotated[
+        int | None,
+        typer.Option(
+            help="Most slots one API key's requests hold at once; its others wait while other keys' "
+            "start (default: half of --slots; without keys, no cap).",
+        ),
+    ] = None,
     shutdown_grace_s: Annotated[
         float | None,
         typer.Option(help="On SIGTERM, seconds running requests get before they are cancelled (default 3)."),
@@ -246,6 +253,7 @@ def serve(
             allowed_origins=allowed_origin,
             max_output_tokens_default=max_output_tokens_default,
             max_n=max_n,
+            max_slots_per_key=max_slots_per_key,
             shutdown_grace_s=shutdown_grace_s,
             max_connections=max_connections,
             idle_exit_s=idle_exit,

@@ -41,6 +41,13 @@ class EngineSettings(BaseModel):
         True, description="Draft tokens (prediction, prompt lookup) and verify them in batches."
     )
     max_draft: int = Field(32, description="Longest draft verified in one batch.")
+    max_slots_per_key: int | None = Field(
+        None,
+        ge=1,
+        description="Most slots one API key's requests hold at once; its other requests wait while "
+        "other keys' start (default: half the slots when the server has keys; without keys there is "
+        "one owner and no cap).",
+    )
     draft_model: str | None = Field(
         None,
         description="A smaller model with the same tokenizer that drafts tokens for --model, which "

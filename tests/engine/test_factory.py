@@ -1,4 +1,4 @@
-"""load_engine keeps output exact on a llama.cpp build whose batches sum differently."""
+"""load_engine: exact output on a llama.cpp build whose batches sum differently, and its per-key cap."""
 
 from __future__ import annotations
 
@@ -42,5 +42,18 @@ def test_an_invariant_build_keeps_speculation_on(monkeypatch, tmp_path):
     engine = load_engine(ServeSettings(model="qwen2.5-coder-0.5b", prefix_cache=False), progress=notes.append)
     try:
         assert engine.speculation is True and notes == []
+    finally:
+        engine.close()
+
+
+def test_one_keys_slots_are_capped_at_half_unless_set():
+    engine = load_engine(ServeSettings(model="fake", slots=8))
+    try:
+        assert engine.max_slots_per_tenant == 4
+    finally:
+        engine.close()
+    engine = load_engine(ServeSettings(model="fake", slots=8, max_slots_per_key=2))
+    try:
+        assert engine.max_slots_per_tenant == 2
     finally:
         engine.close()

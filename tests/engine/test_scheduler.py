@@ -298,3 +298,40 @@ async def test_a_dead_worker_is_reported_and_restarted():
         assert text(await asyncio.wait_for(collect(after), timeout=5)) == "xxx"
     finally:
         engine.close()
+
+
+async def timed(stream) -> tuple[float, float]:
+    """When a stream's first token came, and when it ended (loop time)."""
+    first = None
+    async for _chunk in stream:
+        first = first if first is not None else asyncio.get_running_loop().time()
+    return first, asyncio.get_running_loop().time()
+
+
+@pytest.mark.parametrize("cap", [1, None])
+async def test_one_key_cannot_take_every_slot_while_another_waits(engine, cap):
+    # Key A sends two requests and key B one; plenty of slots. Capped at one slot per key, A's
+    # second waits for its first while B starts at once; uncapped, A's two run side by side.
+    engine.max_slots_per_tenant = cap
+    long = "x " * 60
+
+    def ask(tenant: str, i: int):
+        request = GenerateRequest(prompt=prompt(engine, f"{tenant}{i} {long}"), max_tokens=300, tenant=tenant)
+        return engine.generate(request)
+
+    (a1_first, a1_done), (a2_first, _), (b1_first, _) = await asyncio.gather(
+        timed(ask("a", 1)), timed(ask("a", 2)), timed(ask("b", 1))
+    )
+    assert b1_first < a1_done
+    if cap == 1:
+        assert a2_first >= a1_done
+    else:
+        assert a2_first < a1_done
+
+
+async def test_requests_without_a_key_are_never_capped(engine):
+    engine.max_slots_per_tenant = 1
+    streams = [engine.generate(GenerateRequest(prompt=prompt(engine, f"q{i} " + "y " * 60), max_tokens=300))
+               for i in range(2)]  # fmt: skip
+    (first1, done1), (first2, _) = await asyncio.gather(*(timed(s) for s in streams))
+    assert first2 < done1

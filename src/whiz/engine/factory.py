@@ -34,6 +34,7 @@ def load_engine(settings: ServeSettings, *, progress=None) -> Scheduler:
             prefix_cache=disk_prefix_cache(settings, None, {}, n_ctx),
         )
         engine.speculation = settings.speculation
+        engine.max_slots_per_tenant = slots_per_key(settings, len(engine.slots.slots))
         return engine
     if settings.draft_model == "fake":
         raise EngineError("the fake draft model drafts only for the fake model (--model fake)")
@@ -98,7 +99,14 @@ def load_engine(settings: ServeSettings, *, progress=None) -> Scheduler:
         max_draft=settings.max_draft,
         draft_model=draft,
         prefix_cache=prefix_cache,
+        max_slots_per_tenant=slots_per_key(settings, runtime.n_seq_max),
     )
+
+
+def slots_per_key(settings: EngineSettings, slots: int) -> int:
+    """The cap on one key's slots: the setting, or half the slots (rounded up), so that one client
+    (one key) filling every slot cannot starve the others. Only requests with a key are capped."""
+    return settings.max_slots_per_key or max(1, (slots + 1) // 2)
 
 
 def disk_prefix_cache(

@@ -112,8 +112,13 @@ class Scheduler:
         max_draft: int = 32,
         draft_model: DraftModel | None = None,
         prefix_cache: PrefixCache | None = None,
+        max_slots_per_tenant: int | None = None,
     ):
         self.runtime = runtime
+        self.max_slots_per_tenant = max_slots_per_tenant
+        """Most slots one tenant's requests (one API key's) hold at once; its further requests wait
+        while other tenants' start, so one key cannot take every slot. None: no cap. Requests with
+        no tenant (a server without keys: one owner) are never capped."""
         self.prefix_cache = prefix_cache
         self.speculation = speculation
         self.max_draft = max_draft
@@ -336,6 +341,8 @@ class Scheduler:
                 if other.leader is old:
                     other.leader = job
         req = job.request
+        if self._tenant_full(req.tenant):
+            return False
         near = job.leader.placement.slot.seq if job.leader is not None and job.leader.placement else None
         placement = self.slots.place(
             req.prompt, req.session, need_logits=req.max_tokens > 0, near=near, tenant=req.tenant
@@ -349,6 +356,12 @@ class Scheduler:
             return False
         self._start(job, placement)
         return True
+
+    def _tenant_full(self, tenant: str | None) -> bool:
+        if tenant is None or self.max_slots_per_tenant is None:
+            return False
+        held = sum(1 for job in self._active if job.request.tenant == tenant)
+        return held >= self.max_slots_per_tenant
 
     def _start(self, job: Job, placement: Placement) -> None:
         slot, keep = placement.slot, placement.keep
