@@ -43,6 +43,16 @@ async def test_a_miss_gets_the_nearest_lines_and_a_retry(harness, project: Path)
     assert result.stats.edit_attempts == 2 and result.stats.edits_applied == 1
 
 
+async def test_an_edit_of_the_prompts_example_path_goes_to_the_one_file_of_that_name(harness, project: Path):
+    # Seen in whiz bench agent (auto, EditEval 1 and 4): "path/to/edit_1.py", copied from the
+    # instructions' example, three times in a row until the turn failed.
+    h = harness([sr("path/to/greet.py", "def say_hello(name):", "def greet(name):")])
+    result = await h.agent.run("Rename say_hello to greet in greet.py")
+    assert result.ok, result.message
+    assert (project / "greet.py").read_text().startswith("def greet(name):")
+    assert not (project / "path").exists()
+
+
 async def test_three_malformed_replies_fail_the_turn_and_change_nothing(harness, project: Path) -> None:
     wrong = sr("greet.py", "def nothing_like_it():", "def greet(name):")
     h = harness([wrong, wrong, wrong, "unused"])

@@ -12,7 +12,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from whiz.agent.approvals import Approvals
-from whiz.agent.edits import Edit, EditError, FileChange, WholeFile, apply_changes, plan_edits, unified_diff
+from whiz.agent.edits import (
+    Edit,
+    EditError,
+    FileChange,
+    SearchReplace,
+    WholeFile,
+    apply_changes,
+    plan_edits,
+    unified_diff,
+)
 from whiz.agent.errors import WhizAgentError
 from whiz.agent.events import Emitter
 from whiz.agent.runs_check import shown
@@ -182,6 +191,15 @@ class Toolbox:
             return Outcome(f"No matches for {action.pattern!r}.")
         return Outcome("\n".join(f"{path}:{line_no}: {line.rstrip()}" for path, line_no, line in hits))
 
+    def _known_path(self, edit: Edit) -> Edit:
+        """A SEARCH in a file that does not exist, aimed at the one file of that name that does
+        ("path/to/edit_1.py" for edit_1.py: small models copy the prompt's example path)."""
+        if not isinstance(edit, SearchReplace) or not edit.search.strip() or self.ws.exists(edit.path):
+            return edit
+        name = edit.path.rsplit("/", 1)[-1]
+        same = [p for p in self.ws.list_files(".", limit=5000) if p.rsplit("/", 1)[-1] == name]
+        return SearchReplace(same[0], edit.search, edit.replace) if len(same) == 1 else edit
+
     async def _edit(self, action: ApplyEdits) -> Outcome:
         try:
             for edit in action.edits:
@@ -189,7 +207,7 @@ class Toolbox:
                     raise EditError(f"{edit.path} already exists; change it with an edit instead.")
                 if isinstance(edit, WholeFile) and self.ws.exists(edit.path):
                     _check_rewrite(edit.path, self.ws.read_text(edit.path), edit.content)
-            changes = plan_edits(self.ws, action.edits)
+            changes = plan_edits(self.ws, [self._known_path(e) for e in action.edits])
         except WhizAgentError as exc:  # EditError, or a path outside the workspace
             return Outcome(exc.message, ok=False, malformed=True)
         if not changes:
