@@ -3,7 +3,9 @@ parse and fit their schemas with it, where without it the same prompts give brok
 
 from __future__ import annotations
 
+import gc
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -38,11 +40,18 @@ def vocab():
     from whiz.engine.llamacpp import LlamaTokenizer
     from whiz.models import ModelStore, default_home
 
+    # Engines earlier tests of this process left for the collector are freed here, before this
+    # load, not from a finalizer in the middle of it (seen once: a crash inside the load).
+    gc.collect()
     llama_cpp.llama_backend_init()
     params = llama_cpp.llama_model_default_params()
     params.vocab_only = True
     path = ModelStore(default_home()).resolve("qwen2.5-coder-0.5b", pull=False)
+    if path is None or not Path(path).is_file():
+        pytest.fail(f"the 0.5B is not installed (looked for {path}); `make model` pulls it")
     model = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
+    if not model:
+        pytest.fail(f"llama.cpp could not read the vocabulary of {path}")
     vocab = llama_cpp.llama_model_get_vocab(model)
     yield llama_cpp, vocab, LlamaTokenizer(llama_cpp, vocab)
     llama_cpp.llama_model_free(model)
