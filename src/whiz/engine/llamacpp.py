@@ -29,8 +29,13 @@ def _quiet_log_callback(llama_cpp):
     """Replace llama.cpp's logger: it prints every tensor and harmless warnings while loading.
 
     Failures reach us as return codes, which become clear errors; WHIZ_LLAMA_LOG=1 shows the log.
-    The callback object is returned so that its owner keeps it alive.
+    llama.cpp's logger is process-wide and outlives any one runtime, so the callback is kept on the
+    llama_cpp module, set once: owned by a runtime, it was freed with it, and the next model load
+    in the process (another engine, a vocabulary-only load) called freed memory and crashed.
     """
+    kept = getattr(llama_cpp, "_whiz_quiet_log", None)
+    if kept is not None:
+        return kept
     verbose = os.environ.get("WHIZ_LLAMA_LOG") == "1"
 
     @llama_cpp.llama_log_callback
@@ -39,6 +44,7 @@ def _quiet_log_callback(llama_cpp):
             sys.stderr.write(text.decode(errors="replace"))
 
     llama_cpp.llama_log_set(callback, ctypes.c_void_p(0))
+    llama_cpp._whiz_quiet_log = callback
     return callback
 
 
