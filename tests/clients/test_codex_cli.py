@@ -8,8 +8,9 @@ import os
 import subprocess
 from pathlib import Path
 
-import httpx
 import pytest
+
+from whiz.bench.codex_restart import configure_codex
 
 from .conftest import npm_client
 
@@ -29,35 +30,13 @@ def patch_then_answer(conversation: str) -> str:
     return f"<tool_call>\n{json.dumps(call)}\n</tool_call>"
 
 
-def configure(home: Path, served, *, websocket: bool) -> None:
-    """The README's config, with the model catalog whiz serves. Codex's own workspace-write sandbox
-    cannot write files on this CI machine (a container, as root: "Failed to write file"), so the
-    test lets it write its temporary folder directly."""
-    home.mkdir()
-    catalog = home / "whiz-models.json"
-    catalog.write_text(httpx.get(f"{served.root}/whiz/codex/models.json").text)
-    (home / "config.toml").write_text(
-        f"""model = "whiz"
-model_provider = "whiz"
-model_catalog_json = "{catalog}"
-approval_policy = "never"
-sandbox_mode = "danger-full-access"
-
-[model_providers.whiz]
-name = "whiz"
-base_url = "{served.base_url}"
-wire_api = "responses"
-supports_websockets = {"true" if websocket else "false"}
-stream_max_retries = 0
-"""
-    )
-
-
 @pytest.mark.parametrize("websocket", [False, True], ids=["http", "websocket"])
 def test_codex_applies_a_patch_the_model_writes(codex_bin, serve_fake, tmp_path, websocket):
     served = serve_fake(script=patch_then_answer, engine_kw={"n_ctx": 65536})
     home, work = tmp_path / "codex-home", tmp_path / "work"
-    configure(home, served, websocket=websocket)
+    # Codex's own workspace-write sandbox cannot write on this CI machine (a container, as root):
+    # the config lets it write its temporary folder directly.
+    configure_codex(home, served.root, websocket=websocket)
     work.mkdir()
     (work / "hello.py").write_text("print('hi')\n")
     env = {**os.environ, "CODEX_HOME": str(home), "RUST_LOG": "codex_api=debug"}

@@ -148,14 +148,15 @@ class Server:
 # -- one codex turn ---------------------------------------------------------------------------------
 
 
-def configure_codex(home: Path, server: Server) -> None:
-    """The README's config for the Codex CLI, pointed at `server`, with whiz's model catalog.
+def configure_codex(home: Path, root: str, *, websocket: bool = True) -> None:
+    """The README's config for the Codex CLI, pointed at the whiz server at `root`, with its model
+    catalog; `websocket=False` keeps Codex on HTTP.
 
     Codex's own workspace-write sandbox cannot write on some machines (a container, as root); the
     turn only reads, in a scratch folder, so it runs unsandboxed."""
     home.mkdir(parents=True, exist_ok=True)
     catalog = home / "whiz-models.json"
-    catalog.write_text(httpx.get(f"{server.root}/whiz/codex/models.json", timeout=10.0).text)
+    catalog.write_text(httpx.get(f"{root}/whiz/codex/models.json", timeout=10.0).text)
     (home / "config.toml").write_text(
         f"""model = "whiz"
 model_provider = "whiz"
@@ -165,9 +166,9 @@ sandbox_mode = "danger-full-access"
 
 [model_providers.whiz]
 name = "whiz"
-base_url = "{server.root}/v1"
+base_url = "{root}/v1"
 wire_api = "responses"
-supports_websockets = true
+supports_websockets = {"true" if websocket else "false"}
 stream_max_retries = 0
 """
     )
@@ -269,7 +270,7 @@ def run_codex_restart(plan: CodexRestartPlan) -> dict[str, Any]:
                 if server.process is None:
                     say(f"… starting whiz serve --model {plan.model}")
                     result["load_s"].append(server.start())
-                    configure_codex(home, server)  # the new server's port
+                    configure_codex(home, server.root)  # the new server's port
                 say(f"… codex exec, {what}")
                 result["runs"][name] = codex_turn(codex, home, work, server)
         finally:
