@@ -59,30 +59,37 @@ def test_qwen_code_writes_a_file_through_whiz(serve_fake, tmp_path):
     assert "I wrote hello.py." in done.stdout
 
 
-def test_opencode_writes_a_file_through_whiz(serve_fake, tmp_path):
-    opencode = npm_client("opencode-ai", OPENCODE_VERSION, "opencode")
-    work, home = tmp_path / "work", tmp_path / "home"
-    work.mkdir()
-    home.mkdir()
-    served = serve(serve_fake, write_then_answer("write", "filePath", work / "hello.py"))
+def opencode_setup(work: Path, home: Path, base_url: str, **more: object) -> dict[str, str]:
+    """OpenCode pointed at whiz as the README says (`more`: other keys of opencode.json); returns
+    the environment it runs in."""
     config = {
         "$schema": "https://opencode.ai/config.json",
         "provider": {
             "whiz": {
                 "npm": "@ai-sdk/openai-compatible",
                 "name": "whiz",
-                "options": {"baseURL": served.base_url, "apiKey": "unused"},
+                "options": {"baseURL": base_url, "apiKey": "unused"},
                 "models": {"whiz": {"name": "whiz"}},
             }
         },
+        **more,
     }
     (work / "opencode.json").write_text(json.dumps(config))
-    # The provider package OpenCode installs on first use is kept with the client, not per test.
+    # The provider package OpenCode installs on first use is kept with the client, not per test;
+    # OpenCode takes its project folder from PWD, not from the working directory it runs in.
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "whiz" / "opencode-cache"
-    env = {**os.environ, "HOME": str(home), "PWD": str(work), "XDG_CACHE_HOME": str(cache)}
+    return {"HOME": str(home), "PWD": str(work), "XDG_CACHE_HOME": str(cache)}
+
+
+def test_opencode_writes_a_file_through_whiz(serve_fake, tmp_path):
+    opencode = npm_client("opencode-ai", OPENCODE_VERSION, "opencode")
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir()
+    home.mkdir()
+    served = serve(serve_fake, write_then_answer("write", "filePath", work / "hello.py"))
+    env = {**os.environ, **opencode_setup(work, home, served.base_url)}
     done = subprocess.run(
         [str(opencode), "run", "--model", "whiz/whiz", "Write hello.py that prints hello"],
-        # OpenCode takes its project folder from PWD, not from the working directory it runs in.
         cwd=work, env=env, capture_output=True, text=True,
         timeout=300,
         check=False,

@@ -11,7 +11,6 @@ back through the real engine is.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 from pathlib import Path
@@ -21,7 +20,7 @@ import pytest
 
 from .conftest import npm_client
 from .test_claude_code import CLAUDE_CODE_VERSION
-from .test_openai_agents import OPENCODE_VERSION, QWEN_CODE_VERSION, aider_client
+from .test_openai_agents import OPENCODE_VERSION, QWEN_CODE_VERSION, aider_client, opencode_setup
 
 pytestmark = pytest.mark.model
 
@@ -89,22 +88,9 @@ def test_qwen_code_answers_with_the_real_model(real_server, tmp_path):
 def test_opencode_answers_with_the_real_model(real_server, tmp_path):
     opencode = npm_client("opencode-ai", OPENCODE_VERSION, "opencode")
     work, home = folders(tmp_path)
-    config = {
-        "$schema": "https://opencode.ai/config.json",
-        "provider": {
-            "whiz": {
-                "npm": "@ai-sdk/openai-compatible",
-                "name": "whiz",
-                "options": {"baseURL": real_server.base_url, "apiKey": "unused"},
-                "models": {"whiz": {"name": "whiz"}},
-            }
-        },
-        # An agent of its own: a one-line prompt and no tools, instead of OpenCode's long default.
-        "agent": {"ask": {"mode": "primary", "prompt": SYSTEM, "tools": {"*": False}}},
-    }
-    (work / "opencode.json").write_text(json.dumps(config))
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "whiz" / "opencode-cache"
-    env = {"HOME": str(home), "PWD": str(work), "XDG_CACHE_HOME": str(cache)}
+    # An agent of its own: a one-line prompt and no tools, instead of OpenCode's long default.
+    agent = {"ask": {"mode": "primary", "prompt": SYSTEM, "tools": {"*": False}}}
+    env = opencode_setup(work, home, real_server.base_url, agent=agent)
     command = [str(opencode), "run", "--model", "whiz/whiz", "--agent", "ask", QUESTION]
     out = run_turn(real_server, command, work, env)
     assert out.strip(), "OpenCode printed no answer"
