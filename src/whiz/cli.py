@@ -1020,6 +1020,10 @@ def bench_agent(
     data: Annotated[
         Path | None, typer.Option(help="EditEval JSONL (default: shared/bench/editeval.jsonl).")
     ] = None,
+    keep: Annotated[
+        Path | None,
+        typer.Option(help="Copy each task's final workspace and session home here (DIR/variant/task)."),
+    ] = None,
 ) -> None:
     """Tasks done per minute: the agent headless over EditEval and 5 small programs, for fast,
     heal@5 and auto: pass rate, median and p90 s/task, turns with no edit, runaways, tokens/task."""
@@ -1029,7 +1033,7 @@ def bench_agent(
     deep = DeepSettings(base_url=deep_base_url, model=deep_model, api_key=deep_api_key)
     raise typer.Exit(
         main(target=target, limit=limit, variants=variants, suites=suites, api_key=api_key, model=model,
-             deep=deep, data=data)
+             deep=deep, data=data, keep=keep)
     )  # fmt: skip
 
 

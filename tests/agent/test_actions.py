@@ -65,6 +65,15 @@ def test_path_inside_the_fence_and_empty_search_for_a_new_file() -> None:
     assert parse_edits(reply) == [SearchReplace("tests/test_new.py", "", "def test_x():\n    pass\n")]
 
 
+def test_a_last_block_the_reply_ends_without_its_replace_marker() -> None:
+    # The 1.5B wrote wc.py this way three times in a row, each refused: the reply was complete,
+    # so the text after '=======' is the new text (inside its fence, words after the fence left out).
+    fenced = "wc.py\n<<<<<<< SEARCH\n=======\n```python\nimport sys\nprint(1)\n```\nThis prints 1.\n"
+    assert parse_edits(fenced) == [SearchReplace("wc.py", "", "import sys\nprint(1)\n")]
+    bare = "a.py\n<<<<<<< SEARCH\nx = 1\n=======\nx = 2\n\n"
+    assert parse_edits(bare) == [SearchReplace("a.py", "x = 1\n", "x = 2\n")]
+
+
 def test_text_without_edits_gives_none() -> None:
     assert parse_edits("Just an answer.\n```python\nprint('hi')\n```\n") == []
 
@@ -74,7 +83,8 @@ def test_text_without_edits_gives_none() -> None:
     [
         ("a.py\n<<<<<<< SEARCH\nx = 1\n>>>>>>> REPLACE\n", "has no '=======' line between"),
         ("a.py\n<<<<<<< SEARCH\nx = 1\n", "has no '=======' line; the reply ended first"),
-        ("a.py\n<<<<<<< SEARCH\nx = 1\n=======\nx = 2\n", "has no '>>>>>>> REPLACE' line; the reply ended"),
+        ("a.py\n<<<<<<< SEARCH\nx = 1\n=======\n\n", "has no '>>>>>>> REPLACE' line; the reply ended"),
+        ("a.py\n<<<<<<< SEARCH\nx\n=======\n```py\ny = 2\n", "has no '>>>>>>> REPLACE' line; the reply"),
         (
             "a.py\n<<<<<<< SEARCH\nx\n=======\ny\n<<<<<<< SEARCH\n",
             "no '>>>>>>> REPLACE' line before the next",

@@ -53,6 +53,18 @@ async def test_an_edit_of_the_prompts_example_path_goes_to_the_one_file_of_that_
     assert not (project / "path").exists()
 
 
+async def test_a_new_program_written_as_search_replace_is_created(harness, project: Path):
+    # Seen in whiz bench agent (programs, fast and auto): "Write fizzbuzz.py" answered with a
+    # SEARCH of what the model imagined and a REPLACE of the program, once under the example
+    # folder "path/to/", refused three times ("does not exist") until the turn failed.
+    program = 'for i in range(3):\n    print("Fizz" if i % 3 == 0 else i)\n'
+    h = harness([sr("path/to/fizz.py", "for i in range(3):\n    print(i)", program.rstrip())])
+    result = await h.agent.run("Write fizz.py: print Fizz for multiples of 3.")
+    assert result.ok, result.message
+    assert (project / "fizz.py").read_text() == program
+    assert not (project / "path").exists()
+
+
 async def test_three_malformed_replies_fail_the_turn_and_change_nothing(harness, project: Path) -> None:
     wrong = sr("greet.py", "def nothing_like_it():", "def greet(name):")
     h = harness([wrong, wrong, wrong, "unused"])

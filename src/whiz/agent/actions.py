@@ -96,8 +96,29 @@ def _search_block(lines: list[str], start: int, path: str) -> tuple[str, str, in
         replace.append(lines[i])
         i += 1
     if i == len(lines):
-        raise ParseError(f"{where} has no '>>>>>>> REPLACE' line; the reply ended first.\n{BLOCK_FORMAT}")
+        replace = _unterminated(replace)
+        if replace is None:
+            raise ParseError(f"{where} has no '>>>>>>> REPLACE' line; the reply ended first.\n{BLOCK_FORMAT}")
     return _text(search), _text(replace), i + 1
+
+
+def _unterminated(replace: list[str]) -> list[str] | None:
+    """The REPLACE part of the reply's last block when the reply ended without '>>>>>>> REPLACE'.
+
+    Small models often end a file they write this way, or wrap the new text in a code fence and
+    stop: the reply was complete (a reply cut off by its limit never gets here), so the new text
+    is what they meant. A fenced REPLACE ends at its fence's close (words after it are not code),
+    an unfenced one at the end of the reply. None when there is no text, or a fence never closes.
+    """
+    body = list(replace)
+    while body and not body[-1].strip():
+        body.pop()
+    if body and (opened := FENCE.match(body[0])):
+        close = next((k for k in range(1, len(body)) if _closes(body[k], opened.group(1))), None)
+        if close is None:
+            return None
+        body = body[1:close]
+    return body if any(line.strip() for line in body) else None
 
 
 def _whole_file(lines: list[str], start: int, edits: list[Edit]) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -129,8 +130,8 @@ def apply_search_replace(path: str, text: str | None, search: str, replace: str)
         return doc.join()
     if text is None:
         raise EditError(
-            f"File {path} does not exist, so its SEARCH text cannot be found. "
-            "To create it, leave the SEARCH section empty and put the whole file in REPLACE."
+            f"File {path} does not exist, so its SEARCH text cannot be found. Check the path; "
+            "to create it, leave the SEARCH section empty and put the whole file in REPLACE."
         )
     doc = _Lines.split(text)
     block = _block_lines(search)
@@ -224,6 +225,25 @@ def _whole_file(text: str | None, content: str) -> str:
 # --- many edits over many files ------------------------------------------------------------------
 
 
+EXAMPLE_DIR = "path/to/"
+"""The folder of the prompts' example paths, which small models copy in front of a real name."""
+
+
+def known_path(path: str, exists: Callable[[str], bool], files: Callable[[], list[str]]) -> str:
+    """Where an edit of `path`, a file that does not exist, was aimed: the one file of that name
+    elsewhere in the workspace (`files()`), or without the prompt's example folder ("path/to/wc.py"
+    for a new wc.py). `path` itself otherwise."""
+    if exists(path):
+        return path
+    name = path.rsplit("/", 1)[-1]
+    same = [p for p in files() if p.rsplit("/", 1)[-1] == name]
+    if len(same) == 1:
+        return same[0]
+    if not same and path.startswith(EXAMPLE_DIR) and not exists(EXAMPLE_DIR.rstrip("/")):
+        return path.removeprefix(EXAMPLE_DIR)
+    return path
+
+
 def plan_edits(ws: Workspace, edits: list[Edit]) -> list[FileChange]:
     """Every file's text after all `edits`, in order, as changes; nothing is written.
 
@@ -241,9 +261,13 @@ def plan_edits(ws: Workspace, edits: list[Edit]) -> list[FileChange]:
             original[key] = state[key] = ws.read_text(key) if path.exists() else None
         return key, state[key]
 
+    def namesakes(key: str) -> list[str]:
+        name = key.rsplit("/", 1)[-1]
+        return [f for f in ws.list_files() if f.rsplit("/", 1)[-1] == name and f != key]
+
     for index, edit in enumerate(edits, start=1):
         try:
-            _plan_one(edit, load, state)
+            _plan_one(edit, load, state, namesakes)
         except WhizAgentError as exc:
             prefix = (
                 f"Edit {index} of {len(edits)} failed, so none of them was applied. "
@@ -254,9 +278,20 @@ def plan_edits(ws: Workspace, edits: list[Edit]) -> list[FileChange]:
     return [FileChange(key, original[key], after) for key, after in state.items() if after != original[key]]
 
 
-def _plan_one(edit: Edit, load, state: dict[str, str | None]) -> None:
+def _plan_one(edit: Edit, load, state: dict[str, str | None], namesakes) -> None:
     if isinstance(edit, SearchReplace):
         key, text = load(edit.path)
+        if text is None and edit.search.strip():
+            # A small model asked to write a new file often writes it as SEARCH (what it imagines is
+            # there) and REPLACE (the program): the REPLACE text is the file it meant. Not when a
+            # file of that name exists elsewhere: then the path is wrong, and the error says so.
+            if others := namesakes(key):
+                raise EditError(
+                    f"File {key} does not exist, so its SEARCH text cannot be found. "
+                    f"Did you mean {' or '.join(others[:3])}? Put that path before the SEARCH block."
+                )
+            state[key] = edit.replace
+            return
         state[key] = apply_search_replace(key, text, edit.search, edit.replace)
     elif isinstance(edit, WholeFile):
         key, text = load(edit.path)

@@ -7,18 +7,21 @@ How the model asks for actions (function tools or text in its reply) is `formats
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from whiz.agent.approvals import Approvals
 from whiz.agent.edits import (
+    EXAMPLE_DIR,
     Edit,
     EditError,
     FileChange,
     SearchReplace,
     WholeFile,
     apply_changes,
+    known_path,
     plan_edits,
     unified_diff,
 )
@@ -192,13 +195,14 @@ class Toolbox:
         return Outcome("\n".join(f"{path}:{line_no}: {line.rstrip()}" for path, line_no, line in hits))
 
     def _known_path(self, edit: Edit) -> Edit:
-        """A SEARCH in a file that does not exist, aimed at the one file of that name that does
-        ("path/to/edit_1.py" for edit_1.py: small models copy the prompt's example path)."""
-        if not isinstance(edit, SearchReplace) or not edit.search.strip() or self.ws.exists(edit.path):
+        """A SEARCH in a file that does not exist, aimed where it was meant (`known_path`: the one
+        file of that name, or the name without the prompts' example folder "path/to/")."""
+        if not isinstance(edit, SearchReplace | WholeFile) or self.ws.exists(edit.path):
             return edit
-        name = edit.path.rsplit("/", 1)[-1]
-        same = [p for p in self.ws.list_files(".", limit=5000) if p.rsplit("/", 1)[-1] == name]
-        return SearchReplace(same[0], edit.search, edit.replace) if len(same) == 1 else edit
+        if isinstance(edit, WholeFile) and not edit.path.startswith(EXAMPLE_DIR):
+            return edit  # a whole new file beside one of the same name may well be meant
+        path = known_path(edit.path, self.ws.exists, lambda: self.ws.list_files(".", limit=5000))
+        return dataclasses.replace(edit, path=path)
 
     async def _edit(self, action: ApplyEdits) -> Outcome:
         try:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import statistics
 import sys
 import tempfile
@@ -126,8 +127,9 @@ class SharedPool:
         return None
 
 
-async def run_case(case: Case, variant: Variant, pool: Models) -> CaseRun:
-    """One task in a fresh workspace and a fresh session, then its judge."""
+async def run_case(case: Case, variant: Variant, pool: Models, keep: Path | None = None) -> CaseRun:
+    """One task in a fresh workspace and a fresh session, then its judge. With `keep`, the workspace
+    and the session's home (its transcript) are copied there afterwards, to see why a task failed."""
     from whiz.modes.session import AgentSession, SessionOptions
 
     with tempfile.TemporaryDirectory(prefix="whiz-bench-agent-") as tmp:
@@ -146,6 +148,10 @@ async def run_case(case: Case, variant: Variant, pool: Models) -> CaseRun:
             await session.close()
         seconds = time.perf_counter() - started
         passed = await case.judge(root)
+        if keep is not None:
+            dest = keep / variant.name.replace("@", "") / case.task_id.replace("/", "_")
+            shutil.rmtree(dest, ignore_errors=True)
+            shutil.copytree(tmp, dest, symlinks=True, ignore_dangling_symlinks=True)
     return CaseRun(
         case.task_id, case.suite, variant.name, passed, result.status, seconds, not result.changed,
         result.message.startswith("stopped: the turn"), result.stats.output_tokens, result.message,
@@ -172,13 +178,15 @@ def summarize(runs: list[CaseRun]) -> dict[str, Any]:
     }
 
 
-async def run_suite(cases: list[Case], variants: list[Variant], pool: Models, say) -> dict[str, Any]:
+async def run_suite(
+    cases: list[Case], variants: list[Variant], pool: Models, say, keep: Path | None = None
+) -> dict[str, Any]:
     """Every variant over every case (variant by variant); the summary and the runs of each."""
     results: dict[str, Any] = {}
     for variant in variants:
         runs = []
         for i, case in enumerate(cases):
-            run = await run_case(case, variant, pool)
+            run = await run_case(case, variant, pool, keep)
             runs.append(run)
             verdict = "pass" if run.passed else f"fail ({run.status}: {run.message[:60]!r})"
             say(f"[{variant.name} {i + 1}/{len(cases)}] {case.task_id}: {verdict}, {run.seconds:.1f} s")
@@ -221,6 +229,7 @@ async def run_bench(
     fast: FastSettings,
     deep: DeepSettings,
     say,
+    keep: Path | None = None,
 ) -> dict[str, Any]:
     # In this process when nothing answers: a benchmark measures a server of its own.
     fast.base_url, fast.in_process = target, True
@@ -228,7 +237,7 @@ async def run_bench(
     fast.base_url, fast.model = reached.url, reached.model
     pool = ModelPool(fast, deep, notice=say)
     try:
-        results = await run_suite(cases, variants, pool, say)
+        results = await run_suite(cases, variants, pool, say, keep)
         return {"bench": "agent", "target": reached.url, "results": results}
     finally:
         await pool.close()
@@ -245,6 +254,7 @@ def main(
     model: str | None = None,
     deep: DeepSettings | None = None,
     data: Path | None = None,
+    keep: Path | None = None,
 ) -> int:
     """0 when it ran; 2 for bad options, missing data or no server."""
 
@@ -264,5 +274,5 @@ def main(
     fast = FastSettings(api_key=api_key, model=model)
     variants = [VARIANTS[v] for v in chosen]
     return run_reported(
-        "agent", run_bench(target, cases, variants, fast, deep or DeepSettings(), say), print_report
+        "agent", run_bench(target, cases, variants, fast, deep or DeepSettings(), say, keep), print_report
     )

@@ -26,7 +26,14 @@ from typing import Any, ClassVar, Literal, Protocol
 
 from whiz.agent.actions import parse_edits
 from whiz.agent.definitions import definition_edits
-from whiz.agent.edits import EditError, FileChange, apply_changes, plan_edits, unified_diff
+from whiz.agent.edits import (
+    EditError,
+    FileChange,
+    apply_changes,
+    known_path,
+    plan_edits,
+    unified_diff,
+)
 from whiz.agent.errors import WhizAgentError
 from whiz.agent.events import Emitter
 from whiz.agent.prompt import CODE_TOKENS, system_prompt, task_message
@@ -368,11 +375,7 @@ class Healer:
     def _known_path(self, edit):
         """An edit of a file that does not exist, aimed at the one file of that name that does
         ("path/to/calc.py" for calc.py: small models copy the prompt's example path)."""
-        if self.ws.exists(edit.path):
-            return edit
-        name = edit.path.rsplit("/", 1)[-1]
-        same = [p for p in self._files() if p.rsplit("/", 1)[-1] == name]
-        return dataclasses.replace(edit, path=same[0]) if len(same) == 1 else edit
+        return dataclasses.replace(edit, path=known_path(edit.path, self.ws.exists, self._files))
 
     def _files(self) -> list[str]:
         if self._listing is None:
