@@ -133,6 +133,36 @@ async def test_with_a_test_command_the_turn_ends_when_tests_pass(harness, projec
     assert [c["status"] for c in commands] == ["failed", "completed"]
 
 
+async def test_the_file_written_back_unchanged_for_a_change_gets_another_try(harness, project: Path):
+    # Seen in whiz bench agent (fast, EditEval 6): the reply was the file as it was; the turn
+    # ended there, "asked for a change, but none was made".
+    same = f"greet.py\n```python\n{GREET}```\n"
+    h = harness([same, sr("greet.py", "def say_hello(name):", "def greet(name):")])
+    result = await h.agent.run("Rename say_hello to greet in greet.py")
+    assert result.ok, result.message
+    feedback = h.model.requests[1].items[-1]["content"]
+    assert "unchanged" in feedback and "Rename say_hello to greet" in feedback  # the task, again
+    assert (project / "greet.py").read_text().startswith("def greet(name):")
+
+
+async def test_the_code_written_back_unchanged_after_failing_tests_is_not_an_answer(harness, project: Path):
+    # Seen in whiz bench agent (fast, EditEval 10): told the tests failed, the model wrote the same
+    # file again, and the turn ended on the failing code.
+    (project / "check.py").write_text("import greet\nassert greet.greet('a') == 'Hello, a'\n")
+    broken = "def greet(name):\n    return name\n"
+    first = f"greet.py\n```python\n{broken}```\n"
+    fixed = f'greet.py\n```python\ndef greet(name):\n    return "Hello, " + name\n```\n'
+    h = harness([first, first, fixed], test_cmd="python check.py")
+    result = await h.agent.run("Rename say_hello to greet in greet.py")
+    assert result.ok, result.message
+    assert "the tests failed on" in h.model.requests[2].items[-1]["content"]
+    # With nothing better, the turn fails on the retries, not "completed".
+    h = harness([first, first, first, first], test_cmd="python check.py")
+    (project / "greet.py").write_text(GREET)
+    result = await h.agent.run("Rename say_hello to greet in greet.py")
+    assert result.status == "failed" and "unchanged" in result.message
+
+
 async def test_tool_calls_edit_and_answer_with_function_outputs(harness, project: Path) -> None:
     call = (
         "edit_file",

@@ -420,10 +420,15 @@ class Agent:
                 self.items.append(
                     {"type": "function_call_output", "call_id": call_id, "output": outcome.text}
                 )
+        unchanged = all(o.noop for o in outcomes)
+        push_back = unchanged and self._still_to_change()
         if self.config.actions == "text":
-            self._tell("\n\n".join(o.text for o in outcomes))
+            told = "\n\n".join(o.text for o in outcomes)
+            self._tell(f"{told} {self._still_to_change_feedback()}" if push_back else told)
         self.stats.acting_replies += not any(o.malformed or o.noop for o in outcomes)
-        if all(o.noop for o in outcomes):
+        if push_back:
+            raise FormatError("the reply wrote the code back unchanged")
+        if unchanged:
             return await self._answer(reply.text)  # it only quoted a file: an answer, not an edit
         changed = [path for o in outcomes for path in o.changed]
         self._changed += changed
@@ -461,6 +466,18 @@ class Agent:
             await self._finish_edits(self._changed)
             return []
         raise Submitted(text.strip() or "done")
+
+    def _still_to_change(self) -> bool:
+        """Whether code written back unchanged leaves the turn undone: the tests fail on that code,
+        or the task asked for a change and none is made yet. Taking it for an answer ended 1 in 20
+        EditEval turns in fast mode with no edit (and others on the failing code); told so, the model
+        gets another try (a format retry: two at most)."""
+        return self._tests_fail or (not self._changed and self._wants_change(self._task))
+
+    def _still_to_change_feedback(self) -> str:
+        if self._tests_fail:
+            return "It is the code the tests failed on: change it so that they pass."
+        return f"The task asks for a change, and none is made yet: {self._task.strip()[:300]}"
 
     def _wants_change(self, task: str) -> bool:
         """Whether a turn that changed nothing failed: the task asked for a change (`intent.py`)

@@ -9,7 +9,8 @@ headless. The agent gets the test command (EditEval) or a `--check` that runs th
     heal@5   the same, with healing steps of 5 candidates where the tests decide
     auto     auto mode: healing steps, and escalation to the deep model
 
-Reported per variant: pass rate, median and p90 seconds per task, the share of turns that ended
+Reported per variant: pass rate (by the judge), for programs how many pass their own check ("it
+runs", what the agent was given), median and p90 seconds per task, the share of turns that ended
 with no edit at all, runaways (turns stopped by their budget), and output tokens per task. The
 report is a table, then one JSON line.
 """
@@ -70,6 +71,9 @@ class Case:
     test_cmd: str
     setup: Callable[[Path], None]
     judge: Callable[[Path], Awaitable[bool]]
+    runs: Callable[[Path], Awaitable[bool]] | None = None
+    """Programs: whether the agent's own check passes on the final workspace ("it runs", the
+    issue's measure), beside the stricter judge's "it does what was asked"."""
 
 
 def editeval_case(task: EditTask) -> Case:
@@ -92,9 +96,13 @@ def program_case(task: ProgramTask) -> Case:
         done = await environment_for(root, timeout_s=JUDGE_TIMEOUT_S).run(f"{sys.executable} _judge.py")
         return done.ok
 
-    return Case(
-        task.task_id, "programs", task.prompt, with_check(None, task.run) or "", lambda root: None, judge
-    )
+    check = with_check(None, task.run) or ""
+
+    async def runs(root: Path) -> bool:
+        done = await environment_for(root, timeout_s=JUDGE_TIMEOUT_S).run(check)
+        return done.ok
+
+    return Case(task.task_id, "programs", task.prompt, check, lambda root: None, judge, runs)
 
 
 @dataclass
@@ -109,6 +117,7 @@ class CaseRun:
     runaway: bool
     output_tokens: int
     message: str
+    runs: bool | None = None
 
 
 class SharedPool:
@@ -148,6 +157,7 @@ async def run_case(case: Case, variant: Variant, pool: Models, keep: Path | None
             await session.close()
         seconds = time.perf_counter() - started
         passed = await case.judge(root)
+        ran = await case.runs(root) if case.runs is not None else None
         if keep is not None:
             dest = keep / variant.name.replace("@", "") / case.task_id.replace("/", "_")
             shutil.rmtree(dest, ignore_errors=True)
@@ -155,6 +165,7 @@ async def run_case(case: Case, variant: Variant, pool: Models, keep: Path | None
     return CaseRun(
         case.task_id, case.suite, variant.name, passed, result.status, seconds, not result.changed,
         result.message.startswith("stopped: the turn"), result.stats.output_tokens, result.message,
+        ran,
     )  # fmt: skip
 
 
@@ -168,6 +179,11 @@ def summarize(runs: list[CaseRun]) -> dict[str, Any]:
         "passed_by_suite": {
             s: f"{sum(r.passed for r in runs if r.suite == s)}/{sum(r.suite == s for r in runs)}"
             for s in suites
+        },
+        "runs_by_suite": {
+            s: f"{sum(bool(r.runs) for r in runs if r.suite == s)}/{sum(r.suite == s for r in runs)}"
+            for s in suites
+            if any(r.runs is not None for r in runs if r.suite == s)
         },
         "median_s": statistics.median(seconds),
         "p90_s": p90,
@@ -189,6 +205,8 @@ async def run_suite(
             run = await run_case(case, variant, pool, keep)
             runs.append(run)
             verdict = "pass" if run.passed else f"fail ({run.status}: {run.message[:60]!r})"
+            if run.runs is not None:
+                verdict += ", its check passes" if run.runs else ", its check fails"
             say(f"[{variant.name} {i + 1}/{len(cases)}] {case.task_id}: {verdict}, {run.seconds:.1f} s")
         results[variant.name] = {"summary": summarize(runs), "runs": [vars(r) for r in runs]}
     return results
@@ -202,6 +220,7 @@ def print_report(report: dict[str, Any]) -> None:
         "tasks",
         "pass rate",
         "by suite",
+        "check passes",
         "median s",
         "p90 s",
         "no edit",
@@ -213,8 +232,9 @@ def print_report(report: dict[str, Any]) -> None:
     for name, result in report["results"].items():
         s = result["summary"]
         suites = ", ".join(f"{k} {v}" for k, v in s["passed_by_suite"].items())
+        checks = ", ".join(f"{k} {v}" for k, v in s["runs_by_suite"].items()) or "-"
         table.add_row(
-            name, str(s["tasks"]), f"{s['pass_rate']:.0%}", suites, f"{s['median_s']:.1f}",
+            name, str(s["tasks"]), f"{s['pass_rate']:.0%}", suites, checks, f"{s['median_s']:.1f}",
             f"{s['p90_s']:.1f}",
             f"{s['no_edit_share']:.0%}", str(s["runaways"]), f"{s['output_tokens_per_task']:.0f}",
         )  # fmt: skip
