@@ -151,7 +151,7 @@ async def test_the_code_written_back_unchanged_after_failing_tests_is_not_an_ans
     (project / "check.py").write_text("import greet\nassert greet.greet('a') == 'Hello, a'\n")
     broken = "def greet(name):\n    return name\n"
     first = f"greet.py\n```python\n{broken}```\n"
-    fixed = f'greet.py\n```python\ndef greet(name):\n    return "Hello, " + name\n```\n'
+    fixed = 'greet.py\n```python\ndef greet(name):\n    return "Hello, " + name\n```\n'
     h = harness([first, first, fixed], test_cmd="python check.py")
     result = await h.agent.run("Rename say_hello to greet in greet.py")
     assert result.ok, result.message
