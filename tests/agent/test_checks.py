@@ -54,8 +54,10 @@ async def test_words_after_the_check_do_not_end_the_turn_before_the_tests_run(ha
 async def test_words_again_after_failing_tests_fail_the_turn(harness, project: Path):
     (project / "check.py").write_text("import greet\nassert greet.say_hello('a') == 'Hi, a'\n")
     broken = sr("greet.py", '    return "Hello, " + name', '    return ("Hi, " + name')
-    h = harness([broken, "It is a syntax error.", "It is still a syntax error."], check_edits=True,
-                test_cmd="python check.py")  # fmt: skip
+    words = ["It is a syntax error.", "It is still a syntax error.", "Still.", "The test is wrong."]
+    h = harness([broken, *words], check_edits=True, test_cmd="python check.py")
     result = await h.agent.run("Change the greeting in say_hello to Hi.")
     assert result.status == "failed" and "still fail" in result.message
+    # Words while the tests fail were sent back twice (an edit is owed), then the turn ended.
+    assert "Your reply made no edit" in h.model.requests[-1].items[-1]["content"]
     assert [c["status"] for c in h.events.items("command_execution")] == ["failed"]

@@ -397,3 +397,11 @@ def test_an_interrupt_midway_puts_every_file_back(ws: Workspace, whiz_home: Path
     assert sorted(p.name for p in ws.root.iterdir()) == ["app.py"]
     assert (ws.root / "app.py").read_text() == APP
     assert list((whiz_home / "journal").iterdir()) == []
+
+
+def test_a_whole_file_that_differs_only_in_trailing_space_is_no_change(ws: Workspace) -> None:
+    # Seen in whiz bench agent (EditEval 0): the file ends without a newline; the model wrote it
+    # back as it was, with one, and that counted as an edit ("Applied the edit").
+    (ws.root / "f.py").write_text("def f():\n    return 1")
+    assert plan_edits(ws, [WholeFile("f.py", "def f():  \n    return 1\n")]) == []
+    assert edit(ws, WholeFile("f.py", "def f():\n    return 2\n")) == {"f.py": "def f():\n    return 2\n"}

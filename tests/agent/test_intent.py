@@ -70,6 +70,6 @@ def test_what_counts_as_asking_for_a_change():
 
 async def test_a_turn_that_stops_on_failing_tests_has_failed(harness, project: Path):
     edit = sr("greet.py", '    return "Hello, " + name', '    return "Hi " + name')
-    h = harness([edit, "The tests expect something else; I cannot tell what."], test_cmd="false")
+    h = harness([edit, *["The tests expect something else; I cannot tell what."] * 3], test_cmd="false")
     result = await h.agent.run("Change the greeting in say_hello.")
     assert not result.ok and "still fail" in result.message

@@ -218,8 +218,12 @@ def _whole_file(text: str | None, content: str) -> str:
     if text is None:
         return content
     doc = _Lines.split(text)
-    new = _Lines(_block_lines(content), doc.newline, doc.final_newline or content.endswith("\n"))
-    return new.join()
+    lines = _block_lines(content)
+    if [x.rstrip() for x in lines] == [x.rstrip() for x in doc.lines]:
+        # The same code, but for trailing spaces or the final newline (a file ending without one,
+        # written back with one): unchanged, not an edit that the tests are run for again.
+        return text
+    return _Lines(lines, doc.newline, doc.final_newline or content.endswith("\n")).join()
 
 
 # --- many edits over many files ------------------------------------------------------------------

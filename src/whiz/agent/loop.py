@@ -427,9 +427,9 @@ class Agent:
             self._tell(f"{told} {self._still_to_change_feedback()}" if push_back else told)
         self.stats.acting_replies += not any(o.malformed or o.noop for o in outcomes)
         if push_back:
-            raise FormatError("the reply wrote the code back unchanged")
+            raise FormatError(f"the reply wrote the code back unchanged, {self._still_owed()}")
         if unchanged:
-            return await self._answer(reply.text)  # it only quoted a file: an answer, not an edit
+            raise Submitted(reply.text.strip() or "done")  # it only quoted a file: an answer, not an edit
         changed = [path for o in outcomes for path in o.changed]
         self._changed += changed
         self._untested = self._untested or bool(changed)
@@ -465,6 +465,12 @@ class Agent:
         if self.config.test_cmd and self._untested:
             await self._finish_edits(self._changed)
             return []
+        if self._tests_fail:
+            # Words while the tests fail: the 0.5B often explains the failure, or blames the test,
+            # and stops. Told so, it gets another try (a format retry: two at most) before the turn
+            # ends on it. (Words before any change end the turn: a refusal is words too.)
+            self._tell(f"Your reply made no edit. {self._still_to_change_feedback()}")
+            raise FormatError(f"the reply made no edit, {self._still_owed()}")
         raise Submitted(text.strip() or "done")
 
     def _still_to_change(self) -> bool:
@@ -473,6 +479,11 @@ class Agent:
         EditEval turns in fast mode with no edit (and others on the failing code); told so, the model
         gets another try (a format retry: two at most)."""
         return self._tests_fail or (not self._changed and self._wants_change(self._task))
+
+    def _still_owed(self) -> str:
+        if self._tests_fail:
+            return f"and the tests (`{shown(self.config.test_cmd or '')}`) still fail"
+        return "and the task asked for a change"
 
     def _still_to_change_feedback(self) -> str:
         if self._tests_fail:
