@@ -142,6 +142,8 @@ async def test_the_file_written_back_unchanged_for_a_change_gets_another_try(har
     assert result.ok, result.message
     feedback = h.model.requests[1].items[-1]["content"]
     assert "unchanged" in feedback and "Rename say_hello to greet" in feedback  # the task, again
+    # ...and sampled: at temperature 0 the same prompt writes the same file again.
+    assert h.model.requests[0].temperature is None and h.model.requests[1].temperature == 0.7
     assert (project / "greet.py").read_text().startswith("def greet(name):")
 
 
@@ -161,6 +163,37 @@ async def test_the_code_written_back_unchanged_after_failing_tests_is_not_an_ans
     (project / "greet.py").write_text(GREET)
     result = await h.agent.run("Rename say_hello to greet in greet.py")
     assert result.status == "failed" and "unchanged" in result.message
+
+
+async def test_the_test_file_the_test_command_runs_is_left_alone(harness, project: Path):
+    # Seen in whiz bench agent (fast, EditEval 11): the reply rewrote the code and quoted the test
+    # file back with a broken line; told of the syntax error it wrote both again unchanged, and
+    # the turn "completed" without the tests ever running.
+    (project / "check.py").write_text("import greet\nassert greet.greet('a') == 'Hello, a'\n")
+    fixed = 'def greet(name):\n    return "Hello, " + name\n'
+    reply = f"greet.py\n```python\n{fixed}```\n\ncheck.py\n```python\nassert (\n```\n"
+    h = harness([reply], test_cmd="python check.py")
+    result = await h.agent.run("Rename say_hello to greet in greet.py")
+    assert result.ok and "the tests pass" in result.message, result.message
+    assert (project / "check.py").read_text().startswith("import greet")
+    told = [i["content"] for i in h.agent.items if i.get("role") == "user"]
+    assert any("Left out the edit of check.py" in t for t in told)
+    # A task that names the test file may change it.
+    h = harness(["check.py\n```python\nassert True\n```\n"], test_cmd="python check.py")
+    result = await h.agent.run("Simplify check.py")
+    assert result.ok and (project / "check.py").read_text() == "assert True\n"
+
+
+async def test_code_written_back_unchanged_after_failing_checks_runs_the_tests(harness, project: Path):
+    # The same turn, before the fix: told its edit left a syntax error, the model wrote the file
+    # again unchanged, and the turn ended "completed" on it, its tests never run.
+    (project / "check.py").write_text("import greet\nassert greet.greet('a') == 'Hello, a'\n")
+    broken = 'greet.py\n```python\ndef greet(name):\n    return ("Hello, " + name\n```\n'
+    fixed = 'greet.py\n```python\ndef greet(name):\n    return "Hello, " + name\n```\n'
+    h = harness([broken, broken, fixed], check_edits=True, test_cmd="python check.py")
+    result = await h.agent.run("Rename say_hello to greet in greet.py")
+    assert result.ok, result.message
+    assert [c["status"] for c in h.events.items("command_execution")] == ["failed", "completed"]
 
 
 async def test_tool_calls_edit_and_answer_with_function_outputs(harness, project: Path) -> None:

@@ -101,7 +101,7 @@ class ChatModel:
     async def respond(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         body: dict[str, Any] = {
             "messages": chat_messages(request.instructions, request.items),
-            "temperature": self.temperature,
+            "temperature": self.temperature if request.temperature is None else request.temperature,
             "stream_options": {"include_usage": True},
         }
         if self.model:

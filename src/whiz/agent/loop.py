@@ -26,16 +26,23 @@ from whiz.agent.config import AgentConfig
 from whiz.agent.events import Emitter, EventSink
 from whiz.agent.formats import TOOLS, ActionFormat, text_actions, tool_action, unparsed_calls
 from whiz.agent.intent import asks_for_change, code_without_edit
+from whiz.agent.intent import named_paths as intent_paths
 from whiz.agent.model import Finished, ModelClient, ModelRequest, ModelText, ModelToolCall, WrappedModel
 from whiz.agent.prompt import system_prompt, task_message
 from whiz.agent.runs_check import shown
 from whiz.agent.stats import TurnOutcome, TurnStats
+from whiz.agent.test_files import named_paths
 from whiz.agent.tools import ApplyEdits, Malformed, RunCommand, Toolbox, WriteFailed
 from whiz.agent.turns import Turn, turn
 from whiz.agent.undo import UndoStore
 from whiz.agent.workspace import Workspace
 from whiz.client import ClientError, ResponseError
 from whiz.environments import Environment, environment_for
+
+RETRY_TEMPERATURE = 0.7
+"""For the reply after one that owed an edit and wrote none (or the same code back): at the
+session's temperature (0 by default) the same prompt gives nearly the same reply again. Healing
+samples its candidates at this temperature too."""
 
 
 class AgentSignal(Exception):
@@ -124,6 +131,8 @@ class Agent:
         """Called with the reason when the turn runs over its budget: True when a deeper model
         takes over (auto mode), and the turn goes on with a fresh budget; else the turn fails."""
         self._checked = False
+        self._stuck = False
+        """The last reply owed an edit and made none: the next is sampled (`RETRY_TEMPERATURE`)."""
         self._tests_fail = False
         self._untested = False
         """Files changed since the tests last ran: with a test command, they run before an answer
@@ -205,6 +214,7 @@ class Agent:
         started = time.perf_counter()
         self.tools.begin_turn(turn_id)
         self._task, self._checked, self._tests_fail, self._untested = task, False, False, False
+        self._stuck = False
         self._fresh_budget()
         first = not any(i.get("role") == "user" for i in self.items)
         text, attached = task_message(self.ws, task, code_tokens=self.config.code_tokens, first=first)
@@ -213,6 +223,7 @@ class Agent:
         self.items.append({"type": "message", "role": "user", "content": text})
         if attached:
             self.tools.focus = attached[-1]
+        self.tools.protected = self._deciding_tests(task)
         try:
             while True:
                 try:
@@ -325,6 +336,7 @@ class Agent:
             tools=TOOLS if self.config.actions == "tools" else None,
             prediction=self.tools.prediction(),
             max_output_tokens=max(1, min(self.config.max_output_tokens, self._tokens_left())),
+            temperature=RETRY_TEMPERATURE if self._stuck else None,
         )
         text, calls, finished, item = "", [], Finished("failed", error="no reply"), None
         self._in_model = True
@@ -427,9 +439,11 @@ class Agent:
             self._tell(f"{told} {self._still_to_change_feedback()}" if push_back else told)
         self.stats.acting_replies += not any(o.malformed or o.noop for o in outcomes)
         if push_back:
+            self._stuck = True
             raise FormatError(f"the reply wrote the code back unchanged, {self._still_owed()}")
+        self._stuck = False
         if unchanged:
-            raise Submitted(reply.text.strip() or "done")  # it only quoted a file: an answer, not an edit
+            return await self._answer(reply.text)  # it only quoted a file: an answer, not an edit
         changed = [path for o in outcomes for path in o.changed]
         self._changed += changed
         self._untested = self._untested or bool(changed)
@@ -470,8 +484,17 @@ class Agent:
             # and stops. Told so, it gets another try (a format retry: two at most) before the turn
             # ends on it. (Words before any change end the turn: a refusal is words too.)
             self._tell(f"Your reply made no edit. {self._still_to_change_feedback()}")
+            self._stuck = True
             raise FormatError(f"the reply made no edit, {self._still_owed()}")
         raise Submitted(text.strip() or "done")
+
+    def _deciding_tests(self, task: str) -> set[str]:
+        """The test files this turn's edits leave alone: those the test command names, unless the
+        task names them too (a task may ask to change a test). Seen in whiz bench agent: the 0.5B
+        quoted EditEval's test file back with a broken line, and the turn ended on it."""
+        if not self.config.test_cmd:
+            return set()
+        return named_paths(self.config.test_cmd) - set(intent_paths(task))
 
     def _still_to_change(self) -> bool:
         """Whether code written back unchanged leaves the turn undone: the tests fail on that code,

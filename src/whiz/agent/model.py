@@ -23,6 +23,9 @@ class ModelRequest:
     prediction: str | None = None
     """Text expected to appear in the reply (the file being edited), for Predicted Outputs."""
     max_output_tokens: int | None = None
+    temperature: float | None = None
+    """None: the client's own (the session's). The agent raises it for a retry after the model
+    wrote the same code back: at temperature 0 the next reply is the same one again."""
 
 
 @dataclass

@@ -117,6 +117,9 @@ class Toolbox:
         self.command_timeout_s = command_timeout_s
         self.focus: str | None = None
         """The file last read or edited: the likeliest one to be rewritten next."""
+        self.protected: set[str] = set()
+        """Files edits leave alone: the tests that decide (see `Agent`), which a small model
+        otherwise quotes back changed, or rewrites until they pass."""
         self._turn_id = ""
 
     def begin_turn(self, turn_id: str) -> None:
@@ -205,6 +208,14 @@ class Toolbox:
         return dataclasses.replace(edit, path=path)
 
     async def _edit(self, action: ApplyEdits) -> Outcome:
+        kept, left_out = self._unprotected(action.edits)
+        if left_out and not kept:
+            note = _protected_note(left_out) + " Change the code, not the tests."
+            return Outcome(note, ok=False, malformed=True)
+        if left_out:
+            outcome = await self._edit(ApplyEdits(kept, action.create_only))
+            outcome.text += f" {_protected_note(left_out)}"
+            return outcome
         try:
             for edit in action.edits:
                 if action.create_only and self.ws.exists(edit.path):
@@ -238,6 +249,20 @@ class Toolbox:
         self.emit.single("file_change", changes=summary, diff=diff, status="completed")
         self.focus = paths[-1] if paths else self.focus
         return Outcome(f"Applied the edit to {', '.join(paths)}.", changed=paths)
+
+    def _unprotected(self, edits: list[Edit]) -> tuple[list[Edit], list[str]]:
+        """The edits that may be made, and the protected files the others would have changed."""
+        kept, left_out = [], []
+        for edit in edits:
+            try:
+                path = self.ws.relative(self.ws.resolve(edit.path))
+            except WhizAgentError:
+                path = edit.path  # outside the workspace: refused with its reason when planned
+            if path in self.protected:
+                left_out.append(path)
+            else:
+                kept.append(edit)
+        return kept, sorted(set(left_out))
 
     def _snapshot(self, changes: list[FileChange]) -> None:
         # The store keeps a file's first before-image in a turn: undo restores the turn's start.
@@ -321,3 +346,10 @@ def _kind(change: FileChange) -> str:
     if change.after is None:
         return "delete"
     return "update"
+
+
+def _protected_note(paths: list[str]) -> str:
+    return (
+        f"Left out the edit of {', '.join(paths)}: the test command runs it, so it decides "
+        "whether the task is done."
+    )

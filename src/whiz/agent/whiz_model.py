@@ -69,7 +69,7 @@ class WhizModel:
         body: dict[str, Any] = {
             "input": items,
             "instructions": request.instructions,
-            "temperature": self.temperature,
+            "temperature": self.temperature if request.temperature is None else request.temperature,
         }
         if previous_id is not None:
             body["previous_response_id"] = previous_id

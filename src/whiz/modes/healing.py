@@ -38,13 +38,13 @@ from whiz.agent.errors import WhizAgentError
 from whiz.agent.events import Emitter
 from whiz.agent.prompt import CODE_TOKENS, system_prompt, task_message
 from whiz.agent.runs_check import shown
+from whiz.agent.test_files import TestFiles
 from whiz.agent.workspace import Workspace
 from whiz.environments import SandboxOptions, environment_for
 from whiz.environments.local import CommandResult, truncate
 from whiz.environments.worktree import CopyError, isolated_copy
 from whiz.modes.candidates import Candidate, CandidateSource, CandidateStream, Draw, Generation
 from whiz.modes.pool import Label
-from whiz.modes.test_files import TestFiles
 
 Status = Literal["passed", "failed", "timeout", "tests_changed", "malformed", "no_edit", "cancelled"]
 FEEDBACK_OUTPUT_CHARS = 3000
