@@ -59,5 +59,5 @@ async def test_words_again_after_failing_tests_fail_the_turn(harness, project: P
     result = await h.agent.run("Change the greeting in say_hello to Hi.")
     assert result.status == "failed" and "still fail" in result.message
     # Words while the tests fail were sent back twice (an edit is owed), then the turn ended.
-    assert "Your reply made no edit" in h.model.requests[-1].items[-1]["content"]
+    assert "Your last reply made no edit" in h.model.requests[-1].items[-1]["content"]
     assert [c["status"] for c in h.events.items("command_execution")] == ["failed"]

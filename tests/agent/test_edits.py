@@ -120,10 +120,9 @@ def test_failed_match_shows_the_nearest_lines(ws: Workspace) -> None:
 
 
 def test_search_in_missing_file_and_create_with_empty_search(ws: Workspace) -> None:
-    # A new file written as SEARCH/REPLACE (the 0.5B's way of "writing fizzbuzz.py"): the REPLACE
-    # text is the file; it was refused three times in a row before.
-    assert edit(ws, SearchReplace("new.py", "x = 1\n", "x = 2\n")) == {"new.py": "x = 2\n"}
-    # ...but not when a file of that name exists elsewhere: the path is wrong, and it is named.
+    with pytest.raises(EditError, match="does not exist.*leave the SEARCH section empty"):
+        plan_edits(ws, [SearchReplace("new.py", "x = 1\n", "x = 2\n")])
+    # When a file of that name exists elsewhere, the path is wrong, and the error names the file.
     (ws.root / "pkg").mkdir()
     (ws.root / "pkg" / "util.py").write_text("x = 1\n")
     with pytest.raises(EditError, match="util.py does not exist.*Did you mean pkg/util.py"):

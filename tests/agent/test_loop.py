@@ -63,6 +63,14 @@ async def test_a_new_program_written_as_search_replace_is_created(harness, proje
     assert result.ok, result.message
     assert (project / "fizz.py").read_text() == program
     assert not (project / "path").exists()
+    # The instructions' own example, echoed back, creates nothing.
+    echo = sr("path/to/file.py", "the exact lines to change", "the new lines")
+    h = harness([echo, echo, echo, "unused"])
+    result = await h.agent.run("Write fizz.py: print Fizz for multiples of 3.")
+    assert (
+        result.status == "failed" and not (project / "path").exists() and not (project / "file.py").exists()
+    )
+    assert "example folder" in h.model.requests[1].items[-1]["content"]
 
 
 async def test_three_malformed_replies_fail_the_turn_and_change_nothing(harness, project: Path) -> None:
@@ -144,6 +152,10 @@ async def test_the_file_written_back_unchanged_for_a_change_gets_another_try(har
     assert "unchanged" in feedback and "Rename say_hello to greet" in feedback  # the task, again
     # ...and sampled: at temperature 0 the same prompt writes the same file again.
     assert h.model.requests[0].temperature is None and h.model.requests[1].temperature == 0.7
+    # ...without the unchanged reply, which a small model would copy: the task, then the feedback.
+    [asked] = h.model.requests[1].items  # the task and the feedback, in one message
+    assert asked["content"].startswith("Rename say_hello") and "unchanged" in asked["content"]
+    assert len(h.agent.items) == 5  # the session keeps all of it (task, reply, feedback, reply, applied)
     assert (project / "greet.py").read_text().startswith("def greet(name):")
 
 

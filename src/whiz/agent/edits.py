@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -233,17 +233,19 @@ EXAMPLE_DIR = "path/to/"
 """The folder of the prompts' example paths, which small models copy in front of a real name."""
 
 
-def known_path(path: str, exists: Callable[[str], bool], files: Callable[[], list[str]]) -> str:
+def known_path(
+    path: str, exists: Callable[[str], bool], files: Callable[[], list[str]], wanted: Collection[str] = ()
+) -> str:
     """Where an edit of `path`, a file that does not exist, was aimed: the one file of that name
-    elsewhere in the workspace (`files()`), or without the prompt's example folder ("path/to/wc.py"
-    for a new wc.py). `path` itself otherwise."""
+    elsewhere in the workspace (`files()`), or a new file the task names (`wanted`) under the
+    prompts' example folder ("path/to/wc.py" for "Write wc.py"). `path` itself otherwise."""
     if exists(path):
         return path
     name = path.rsplit("/", 1)[-1]
     same = [p for p in files() if p.rsplit("/", 1)[-1] == name]
     if len(same) == 1:
         return same[0]
-    if not same and path.startswith(EXAMPLE_DIR) and not exists(EXAMPLE_DIR.rstrip("/")):
+    if not same and path.removeprefix(EXAMPLE_DIR) in wanted:
         return path.removeprefix(EXAMPLE_DIR)
     return path
 
@@ -285,17 +287,11 @@ def plan_edits(ws: Workspace, edits: list[Edit]) -> list[FileChange]:
 def _plan_one(edit: Edit, load, state: dict[str, str | None], namesakes) -> None:
     if isinstance(edit, SearchReplace):
         key, text = load(edit.path)
-        if text is None and edit.search.strip():
-            # A small model asked to write a new file often writes it as SEARCH (what it imagines is
-            # there) and REPLACE (the program): the REPLACE text is the file it meant. Not when a
-            # file of that name exists elsewhere: then the path is wrong, and the error says so.
-            if others := namesakes(key):
-                raise EditError(
-                    f"File {key} does not exist, so its SEARCH text cannot be found. "
-                    f"Did you mean {' or '.join(others[:3])}? Put that path before the SEARCH block."
-                )
-            state[key] = edit.replace
-            return
+        if text is None and edit.search.strip() and (others := namesakes(key)):
+            raise EditError(
+                f"File {key} does not exist, so its SEARCH text cannot be found. "
+                f"Did you mean {' or '.join(others[:3])}? Put that path before the SEARCH block."
+            )
         state[key] = apply_search_replace(key, text, edit.search, edit.replace)
     elif isinstance(edit, WholeFile):
         key, text = load(edit.path)

@@ -131,8 +131,10 @@ class Agent:
         """Called with the reason when the turn runs over its budget: True when a deeper model
         takes over (auto mode), and the turn goes on with a fresh budget; else the turn fails."""
         self._checked = False
-        self._stuck = False
-        """The last reply owed an edit and made none: the next is sampled (`RETRY_TEMPERATURE`)."""
+        self._stuck_at: int | None = None
+        """Where in `items` the replies that owed an edit and made none begin (None: the last
+        reply was not one). The next request leaves them out and is sampled (`_request_items`)."""
+        self._reply_at = 0
         self._tests_fail = False
         self._untested = False
         """Files changed since the tests last ran: with a test command, they run before an answer
@@ -214,7 +216,7 @@ class Agent:
         started = time.perf_counter()
         self.tools.begin_turn(turn_id)
         self._task, self._checked, self._tests_fail, self._untested = task, False, False, False
-        self._stuck = False
+        self._stuck_at = None
         self._fresh_budget()
         first = not any(i.get("role") == "user" for i in self.items)
         text, attached = task_message(self.ws, task, code_tokens=self.config.code_tokens, first=first)
@@ -224,6 +226,7 @@ class Agent:
         if attached:
             self.tools.focus = attached[-1]
         self.tools.protected = self._deciding_tests(task)
+        self.tools.wanted = set(intent_paths(task))
         try:
             while True:
                 try:
@@ -329,14 +332,15 @@ class Agent:
             return await self._ask()
 
     async def _ask(self) -> Reply:
-        await self.compact()
+        if await self.compact() is not None:
+            self._stuck_at = None  # the items were rewritten: a retry sees them as they are now
         request = ModelRequest(
             self.instructions,
-            list(self.items),  # a snapshot: adapters may keep the request
+            self._request_items(),
             tools=TOOLS if self.config.actions == "tools" else None,
             prediction=self.tools.prediction(),
             max_output_tokens=max(1, min(self.config.max_output_tokens, self._tokens_left())),
-            temperature=RETRY_TEMPERATURE if self._stuck else None,
+            temperature=None if self._stuck_at is None else RETRY_TEMPERATURE,
         )
         text, calls, finished, item = "", [], Finished("failed", error="no reply"), None
         self._in_model = True
@@ -356,6 +360,7 @@ class Agent:
             self._in_model = False
             if item is not None:
                 self.emit.complete(item, text=text, whiz=finished.timings)
+        self._reply_at = len(self.items)
         self.items.extend(finished.output_items)
         self.stats.add_call(finished)
         self.context.observe(request, finished)
@@ -436,12 +441,14 @@ class Agent:
         push_back = unchanged and self._still_to_change()
         if self.config.actions == "text":
             told = "\n\n".join(o.text for o in outcomes)
-            self._tell(f"{told} {self._still_to_change_feedback()}" if push_back else told)
+            if push_back:  # said whole: the next request shows this feedback, not the reply
+                told = f"Your last reply wrote the code back unchanged. {self._still_to_change_feedback()}"
+            self._tell(told)
         self.stats.acting_replies += not any(o.malformed or o.noop for o in outcomes)
         if push_back:
-            self._stuck = True
+            self._stuck()
             raise FormatError(f"the reply wrote the code back unchanged, {self._still_owed()}")
-        self._stuck = False
+        self._stuck_at = None
         if unchanged:
             return await self._answer(reply.text)  # it only quoted a file: an answer, not an edit
         changed = [path for o in outcomes for path in o.changed]
@@ -483,8 +490,8 @@ class Agent:
             # Words while the tests fail: the 0.5B often explains the failure, or blames the test,
             # and stops. Told so, it gets another try (a format retry: two at most) before the turn
             # ends on it. (Words before any change end the turn: a refusal is words too.)
-            self._tell(f"Your reply made no edit. {self._still_to_change_feedback()}")
-            self._stuck = True
+            self._tell(f"Your last reply made no edit. {self._still_to_change_feedback()}")
+            self._stuck()
             raise FormatError(f"the reply made no edit, {self._still_owed()}")
         raise Submitted(text.strip() or "done")
 
@@ -502,6 +509,25 @@ class Agent:
         EditEval turns in fast mode with no edit (and others on the failing code); told so, the model
         gets another try (a format retry: two at most)."""
         return self._tests_fail or (not self._changed and self._wants_change(self._task))
+
+    def _stuck(self) -> None:
+        if self._stuck_at is None:
+            self._stuck_at = self._reply_at
+
+    def _request_items(self) -> list[dict[str, Any]]:
+        """The conversation for the next request: a snapshot (adapters may keep it). After replies
+        that owed an edit and made none, those replies are left out and the latest feedback is
+        added to the message they answered: a small model copies a reply it can see (the 0.5B
+        wrote the same file back three times, token for token, even sampled at 0.7), and two user
+        messages in a row set it echoing its instructions. `items` itself keeps everything."""
+        at = self._stuck_at
+        if at is None or at == 0 or self.items[at - 1].get("role") != "user":
+            return list(self.items)
+        asked, feedback = self.items[at - 1], self.items[-1]
+        if not isinstance(asked.get("content"), str) or not isinstance(feedback.get("content"), str):
+            return list(self.items)
+        merged = {**asked, "content": f"{asked['content']}\n\n{feedback['content']}"}
+        return [*self.items[: at - 1], merged]
 
     def _still_owed(self) -> str:
         if self._tests_fail:

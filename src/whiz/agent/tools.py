@@ -117,6 +117,9 @@ class Toolbox:
         self.command_timeout_s = command_timeout_s
         self.focus: str | None = None
         """The file last read or edited: the likeliest one to be rewritten next."""
+        self.wanted: set[str] = set()
+        """Files the task names (`intent.named_paths`): a new one may be written however the
+        model puts it (see `_known_path`)."""
         self.protected: set[str] = set()
         """Files edits leave alone: the tests that decide (see `Agent`), which a small model
         otherwise quotes back changed, or rewrites until they pass."""
@@ -198,14 +201,21 @@ class Toolbox:
         return Outcome("\n".join(f"{path}:{line_no}: {line.rstrip()}" for path, line_no, line in hits))
 
     def _known_path(self, edit: Edit) -> Edit:
-        """A SEARCH in a file that does not exist, aimed where it was meant (`known_path`: the one
-        file of that name, or the name without the prompts' example folder "path/to/")."""
+        """An edit of a file that does not exist, aimed where it was meant (`known_path`: the one
+        file of that name, or a new file the task names, written under the prompts' example
+        folder "path/to/"). A SEARCH/REPLACE that would create a file the task names is that file:
+        a small model asked to "write wc.py" often writes a SEARCH of what it imagines is there and
+        the program as REPLACE (refused three times in a row, "does not exist", before this)."""
         if not isinstance(edit, SearchReplace | WholeFile) or self.ws.exists(edit.path):
             return edit
         if isinstance(edit, WholeFile) and not edit.path.startswith(EXAMPLE_DIR):
             return edit  # a whole new file beside one of the same name may well be meant
-        path = known_path(edit.path, self.ws.exists, lambda: self.ws.list_files(".", limit=5000))
-        return dataclasses.replace(edit, path=path)
+        files = lambda: self.ws.list_files(".", limit=5000)  # noqa: E731
+        edit = dataclasses.replace(edit, path=known_path(edit.path, self.ws.exists, files, self.wanted))
+        new_file = edit.path in self.wanted and not self.ws.exists(edit.path)
+        if isinstance(edit, SearchReplace) and edit.search.strip() and new_file:
+            return WholeFile(edit.path, edit.replace)
+        return edit
 
     async def _edit(self, action: ApplyEdits) -> Outcome:
         kept, left_out = self._unprotected(action.edits)
@@ -222,7 +232,13 @@ class Toolbox:
                     raise EditError(f"{edit.path} already exists; change it with an edit instead.")
                 if isinstance(edit, WholeFile) and self.ws.exists(edit.path):
                     _check_rewrite(edit.path, self.ws.read_text(edit.path), edit.content)
-            changes = plan_edits(self.ws, [self._known_path(e) for e in action.edits])
+            edits = [self._known_path(e) for e in action.edits]
+            if any(e.path.startswith(EXAMPLE_DIR) for e in edits) and not self.ws.exists(EXAMPLE_DIR):
+                raise EditError(
+                    f"{EXAMPLE_DIR} is the instructions' example folder, not a folder here: put the "
+                    "file's own path before its block."
+                )
+            changes = plan_edits(self.ws, edits)
         except WhizAgentError as exc:  # EditError, or a path outside the workspace
             return Outcome(exc.message, ok=False, malformed=True)
         if not changes:
