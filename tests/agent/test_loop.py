@@ -79,6 +79,10 @@ async def test_three_malformed_replies_fail_the_turn_and_change_nothing(harness,
     result = await h.agent.run("Rename say_hello to greet in greet.py")
     assert result.status == "failed"
     assert "3 times" in result.message
+    # The same reply twice (seen: the deep model's SEARCH, word for word, after being told what
+    # was not in the file): the third is sampled, and does not see the two it would copy.
+    assert [r.temperature for r in h.model.requests] == [None, None, 0.7]
+    assert len(h.model.requests[2].items) == 1
     assert (project / "greet.py").read_text() == GREET
     assert h.events.types()[-1] == "turn.failed"
     assert len(h.model.requests) == 3  # two retries, then it stops asking

@@ -135,6 +135,8 @@ class Agent:
         """Where in `items` the replies that owed an edit and made none begin (None: the last
         reply was not one). The next request leaves them out and is sampled (`_request_items`)."""
         self._reply_at = 0
+        self._last_malformed: tuple[str, int] = ("", 0)
+        """The last malformed reply of the turn and where it begins in `items`."""
         self._tests_fail = False
         self._untested = False
         """Files changed since the tests last ran: with a test command, they run before an answer
@@ -216,7 +218,7 @@ class Agent:
         started = time.perf_counter()
         self.tools.begin_turn(turn_id)
         self._task, self._checked, self._tests_fail, self._untested = task, False, False, False
-        self._stuck_at = None
+        self._stuck_at, self._last_malformed = None, ("", 0)
         self._fresh_budget()
         first = not any(i.get("role") == "user" for i in self.items)
         text, attached = task_message(self.ws, task, code_tokens=self.config.code_tokens, first=first)
@@ -455,7 +457,13 @@ class Agent:
         self._changed += changed
         self._untested = self._untested or bool(changed)
         if any(o.malformed for o in outcomes):
+            if reply.text.strip() == self._last_malformed[0] and self._stuck_at is None:
+                # Word for word the reply it was just told was wrong: at the session's temperature
+                # the next one would be the same again, so the retry is sampled without the two.
+                self._stuck_at = self._last_malformed[1]
+            self._last_malformed = (reply.text.strip(), self._reply_at)
             raise FormatError("; ".join(o.text.splitlines()[0] for o in outcomes if o.malformed))
+        self._last_malformed = ("", 0)
         checking = changed and self.config.check_edits and not self._checked
         if checking and (problems := check_files(self.ws, changed)):
             # Once a turn: a second look would only loop on what the model cannot fix.
