@@ -233,6 +233,12 @@ EXAMPLE_DIR = "path/to/"
 """The folder of the prompts' example paths, which small models copy in front of a real name."""
 
 
+def namesakes(path: str, files: list[str]) -> list[str]:
+    """The files among `files` with the name of `path`, in other folders."""
+    name = path.rsplit("/", 1)[-1]
+    return [f for f in files if f.rsplit("/", 1)[-1] == name and f != path]
+
+
 def known_path(
     path: str, exists: Callable[[str], bool], files: Callable[[], list[str]], wanted: Collection[str] = ()
 ) -> str:
@@ -241,8 +247,7 @@ def known_path(
     prompts' example folder ("path/to/wc.py" for "Write wc.py"). `path` itself otherwise."""
     if exists(path):
         return path
-    name = path.rsplit("/", 1)[-1]
-    same = [p for p in files() if p.rsplit("/", 1)[-1] == name]
+    same = namesakes(path, files())
     if len(same) == 1:
         return same[0]
     if not same and path.removeprefix(EXAMPLE_DIR) in wanted:
@@ -267,13 +272,9 @@ def plan_edits(ws: Workspace, edits: list[Edit]) -> list[FileChange]:
             original[key] = state[key] = ws.read_text(key) if path.exists() else None
         return key, state[key]
 
-    def namesakes(key: str) -> list[str]:
-        name = key.rsplit("/", 1)[-1]
-        return [f for f in ws.list_files() if f.rsplit("/", 1)[-1] == name and f != key]
-
     for index, edit in enumerate(edits, start=1):
         try:
-            _plan_one(edit, load, state, namesakes)
+            _plan_one(edit, load, state, lambda key: namesakes(key, ws.list_files()))
         except WhizAgentError as exc:
             prefix = (
                 f"Edit {index} of {len(edits)} failed, so none of them was applied. "
@@ -284,10 +285,10 @@ def plan_edits(ws: Workspace, edits: list[Edit]) -> list[FileChange]:
     return [FileChange(key, original[key], after) for key, after in state.items() if after != original[key]]
 
 
-def _plan_one(edit: Edit, load, state: dict[str, str | None], namesakes) -> None:
+def _plan_one(edit: Edit, load, state: dict[str, str | None], named_like) -> None:
     if isinstance(edit, SearchReplace):
         key, text = load(edit.path)
-        if text is None and edit.search.strip() and (others := namesakes(key)):
+        if text is None and edit.search.strip() and (others := named_like(key)):
             raise EditError(
                 f"File {key} does not exist, so its SEARCH text cannot be found. "
                 f"Did you mean {' or '.join(others[:3])}? Put that path before the SEARCH block."

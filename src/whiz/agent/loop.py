@@ -457,7 +457,7 @@ class Agent:
         self._changed += changed
         self._untested = self._untested or bool(changed)
         if any(o.malformed for o in outcomes):
-            if reply.text.strip() == self._last_malformed[0] and self._stuck_at is None:
+            if reply.text.strip() == self._last_malformed[0]:
                 # Word for word the reply it was just told was wrong: at the session's temperature
                 # the next one would be the same again, so the retry is sampled without the two.
                 self._stuck_at = self._last_malformed[1]

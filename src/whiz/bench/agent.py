@@ -92,17 +92,20 @@ def program_case(task: ProgramTask) -> Case:
         if not (root / task.filename).is_file():
             return False
         (root / "_judge.py").write_text(task.judge)
-        # Model-written code: judged in the sandbox, as the agent's own commands run.
-        done = await environment_for(root, timeout_s=JUDGE_TIMEOUT_S).run(f"{sys.executable} _judge.py")
-        return done.ok
+        return await sandboxed_ok(root, f"{sys.executable} _judge.py")
 
     check = with_check(None, task.run) or ""
+    return Case(
+        task.task_id, "programs", task.prompt, check, lambda root: None, judge,
+        lambda root: sandboxed_ok(root, check),
+    )  # fmt: skip
 
-    async def runs(root: Path) -> bool:
-        done = await environment_for(root, timeout_s=JUDGE_TIMEOUT_S).run(check)
-        return done.ok
 
-    return Case(task.task_id, "programs", task.prompt, check, lambda root: None, judge, runs)
+async def sandboxed_ok(root: Path, command: str) -> bool:
+    """Whether `command` exits 0 in `root`. Model-written code: run in the sandbox, as the agent's
+    own commands run."""
+    done = await environment_for(root, timeout_s=JUDGE_TIMEOUT_S).run(command)
+    return done.ok
 
 
 @dataclass
