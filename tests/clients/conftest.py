@@ -28,3 +28,11 @@ def npm_client(package: str, version: str, binary: str) -> Path:
         if done.returncode != 0 or not path.exists():
             pytest.skip(f"could not install {package}@{version} from npm: {done.stderr.strip()[-300:]}")
     return path
+
+
+def folders(tmp_path: Path) -> tuple[Path, Path]:
+    """A client's working folder and a fresh HOME for its profile, both created."""
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir()
+    home.mkdir()
+    return work, home

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import npm_client
+from .conftest import folders, npm_client
 
 QWEN_CODE_VERSION = "0.24.4"
 OPENCODE_VERSION = "1.18.33"
@@ -37,19 +37,21 @@ def serve(serve_fake, script):
     return serve_fake(script=script, engine_kw={"n_ctx": 262144})
 
 
-def test_qwen_code_writes_a_file_through_whiz(serve_fake, tmp_path):
-    qwen = npm_client("@qwen-code/qwen-code", QWEN_CODE_VERSION, "qwen")
-    work, home = tmp_path / "work", tmp_path / "home"
-    work.mkdir()
-    home.mkdir()
-    served = serve(serve_fake, write_then_answer("write_file", "file_path", work / "hello.py"))
-    env = {
-        **os.environ,
+def qwen_code_env(home: Path, base_url: str) -> dict[str, str]:
+    """Qwen Code pointed at whiz as the README says, with a fresh profile in `home`."""
+    return {
         "HOME": str(home),
-        "OPENAI_BASE_URL": served.base_url,
+        "OPENAI_BASE_URL": base_url,
         "OPENAI_API_KEY": "unused",
         "OPENAI_MODEL": "whiz",
     }
+
+
+def test_qwen_code_writes_a_file_through_whiz(serve_fake, tmp_path):
+    qwen = npm_client("@qwen-code/qwen-code", QWEN_CODE_VERSION, "qwen")
+    work, home = folders(tmp_path)
+    served = serve(serve_fake, write_then_answer("write_file", "file_path", work / "hello.py"))
+    env = {**os.environ, **qwen_code_env(home, served.base_url)}
     done = subprocess.run(
         [str(qwen), "-p", "Write hello.py that prints hello", "--yolo"],
         cwd=work, env=env, capture_output=True, text=True, timeout=300, check=False,
@@ -83,9 +85,7 @@ def opencode_setup(work: Path, home: Path, base_url: str, **more: object) -> dic
 
 def test_opencode_writes_a_file_through_whiz(serve_fake, tmp_path):
     opencode = npm_client("opencode-ai", OPENCODE_VERSION, "opencode")
-    work, home = tmp_path / "work", tmp_path / "home"
-    work.mkdir()
-    home.mkdir()
+    work, home = folders(tmp_path)
     served = serve(serve_fake, write_then_answer("write", "filePath", work / "hello.py"))
     env = {**os.environ, **opencode_setup(work, home, served.base_url)}
     done = subprocess.run(
@@ -122,9 +122,7 @@ def aider_client() -> Path:
 
 def test_aider_applies_an_edit_through_whiz(serve_fake, tmp_path):
     aider = aider_client()
-    work, home = tmp_path / "work", tmp_path / "home"
-    work.mkdir()
-    home.mkdir()
+    work, home = folders(tmp_path)
     (work / "hello.py").write_text("print('hi')\n")
     reply = (
         "hello.py\n```python\n<<<<<<< SEARCH\nprint('hi')\n=======\nprint('hello')\n>>>>>>> REPLACE\n```\n"

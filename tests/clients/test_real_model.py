@@ -18,9 +18,15 @@ from pathlib import Path
 import httpx
 import pytest
 
-from .conftest import npm_client
+from .conftest import folders, npm_client
 from .test_claude_code import CLAUDE_CODE_VERSION
-from .test_openai_agents import OPENCODE_VERSION, QWEN_CODE_VERSION, aider_client, opencode_setup
+from .test_openai_agents import (
+    OPENCODE_VERSION,
+    QWEN_CODE_VERSION,
+    aider_client,
+    opencode_setup,
+    qwen_code_env,
+)
 
 pytestmark = pytest.mark.model
 
@@ -45,13 +51,6 @@ def run_turn(server, command: list[str], work: Path, env: dict[str, str]) -> str
     return done.stdout
 
 
-def folders(tmp_path: Path) -> tuple[Path, Path]:
-    work, home = tmp_path / "work", tmp_path / "home"
-    work.mkdir()
-    home.mkdir()
-    return work, home
-
-
 def test_claude_code_answers_with_the_real_model(real_server, tmp_path):
     claude = npm_client("@anthropic-ai/claude-code", CLAUDE_CODE_VERSION, "claude")
     work, home = folders(tmp_path)
@@ -70,12 +69,7 @@ def test_claude_code_answers_with_the_real_model(real_server, tmp_path):
 def test_qwen_code_answers_with_the_real_model(real_server, tmp_path):
     qwen = npm_client("@qwen-code/qwen-code", QWEN_CODE_VERSION, "qwen")
     work, home = folders(tmp_path)
-    env = {
-        "HOME": str(home),
-        "OPENAI_BASE_URL": real_server.base_url,
-        "OPENAI_API_KEY": "unused",
-        "OPENAI_MODEL": "whiz",
-    }
+    env = qwen_code_env(home, real_server.base_url)
     # --bare drops the skills and context files, --exclude-tools what is left of its tools. With
     # read_file kept, the 0.5B sometimes asks for a made-up file.txt again and again, and Qwen
     # Code's loop guard ends the run with an error: the model's skill, not the protocol.
