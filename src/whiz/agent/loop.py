@@ -227,8 +227,8 @@ class Agent:
         self.items.append({"type": "message", "role": "user", "content": text})
         if attached:
             self.tools.focus = attached[-1]
-        self.tools.protected = self._deciding_tests(task)
         self.tools.wanted = set(intent_paths(task))
+        self.tools.protected = self._deciding_tests(self.tools.wanted)
         try:
             while True:
                 try:
@@ -503,13 +503,13 @@ class Agent:
             raise FormatError(f"the reply made no edit, {self._still_owed()}")
         raise Submitted(text.strip() or "done")
 
-    def _deciding_tests(self, task: str) -> set[str]:
+    def _deciding_tests(self, named_by_task: set[str]) -> set[str]:
         """The test files this turn's edits leave alone: those the test command names, unless the
         task names them too (a task may ask to change a test). Seen in whiz bench agent: the 0.5B
         quoted EditEval's test file back with a broken line, and the turn ended on it."""
         if not self.config.test_cmd:
             return set()
-        return named_paths(self.config.test_cmd) - set(intent_paths(task))
+        return named_paths(self.config.test_cmd) - named_by_task
 
     def _still_to_change(self) -> bool:
         """Whether code written back unchanged leaves the turn undone: the tests fail on that code,
