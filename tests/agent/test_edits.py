@@ -65,6 +65,34 @@ def test_exact_match_replaces_only_that_block(ws: Workspace) -> None:
     assert out["app.py"] == APP.replace('"Hello, " + name', 'f"Hi {name}"')
 
 
+def test_a_def_line_replaced_by_the_whole_new_function_replaces_the_function(ws: Workspace) -> None:
+    # The 0.5B's habit: SEARCH the header alone, REPLACE with the whole function rewritten.
+    # Taken literally the old body would stay below the new one (and still run after it).
+    new = 'def greet(name):\n    name = name.strip()\n    message = "Hello, " + name\n    return message\n'
+    out = edit(ws, SearchReplace("app.py", "def greet(name):\n", new))
+    assert out["app.py"] == APP.replace(
+        "def greet(name):\n    message", "def greet(name):\n    name = name.strip()\n    message"
+    )
+    assert out["app.py"].count("return message") == 1
+
+
+def test_a_def_line_with_something_new_under_it_is_taken_as_written(ws: Workspace) -> None:
+    # A docstring added under the header repeats none of the body: the body stays.
+    out = edit(ws, SearchReplace("app.py", "def greet(name):\n", 'def greet(name):\n    """Say hello."""\n'))
+    assert out["app.py"] == APP.replace("def greet(name):\n", 'def greet(name):\n    """Say hello."""\n')
+
+
+def test_a_method_header_replaced_by_the_whole_method(ws: Workspace) -> None:
+    new = "    def greet(self, name):\n        return greet(name.title())\n"
+    out = edit(
+        ws, SearchReplace("app.py", "    def greet(self, name):\n", new + "        return greet(name)\n")
+    )
+    assert out["app.py"].endswith(
+        "    def greet(self, name):\n        return greet(name.title())\n        return greet(name)\n"
+    )
+    assert out["app.py"].count("return greet(name)\n") == 1
+
+
 def test_trailing_whitespace_in_search_is_ignored(ws: Workspace) -> None:
     search = 'def greet(name):   \n    message = "Hello, " + name  \n'
     out = edit(ws, SearchReplace("app.py", search, "def greet(name, punct):\n    message = name + punct\n"))

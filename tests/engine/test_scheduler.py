@@ -9,7 +9,7 @@ import pytest
 
 from whiz.chat.messages import Message
 from whiz.chat.template import ChatTemplate
-from whiz.engine.fake import echo_script, fake_engine
+from whiz.engine.fake import echo_script, fake_engine, last_user_message
 from whiz.engine.types import GenerateRequest
 from whiz.errors import ContextOverflow
 
@@ -335,3 +335,30 @@ async def test_requests_without_a_key_are_never_capped(engine):
                for i in range(2)]  # fmt: skip
     (first1, done1), (first2, _) = await asyncio.gather(*(timed(s) for s in streams))
     assert first2 < done1
+
+
+def test_a_reply_whose_event_loop_closed_stops_without_failing_the_worker(caplog):
+    # A program that ends mid-reply (a bench stopped at its budget) closes the loop reading it;
+    # the worker used to crash on its next token and restart. Now the job just stops.
+    engine = fake_engine(lambda conv: "z" * 5000 if "go" in last_user_message(conv) else "ok", step_s=0.005)
+    try:
+
+        async def leave_mid_reply() -> None:
+            stream = engine.generate(
+                GenerateRequest(prompt=prompt(engine, "go"), max_tokens=5000, speculation=False)
+            )
+            async for _ in stream:
+                break
+
+        asyncio.run(leave_mid_reply())
+        time.sleep(0.1)  # the worker steps on, with nobody listening
+
+        async def next_reply() -> str:
+            return text(
+                await collect(engine.generate(GenerateRequest(prompt=prompt(engine, "hi"), max_tokens=10)))
+            )
+
+        assert asyncio.run(next_reply()) == "ok"
+        assert "Event loop is closed" not in caplog.text
+    finally:
+        engine.close()

@@ -326,3 +326,46 @@ def test_a_healing_step_whose_candidates_change_nothing_hands_the_next_step_to_o
     assert len(candidates.calls) == 2 and len(plain.requests) == 1  # one heal (its two rounds), one reply
     assert "changes nothing" in plain.requests[0].items[-1]["content"]
     assert (project / "greet.py").read_text().startswith("def greet(name):")
+
+
+def test_auto_modes_healing_is_a_ladder_greedy_fast_then_sampled_then_one_deep_reply(project):
+    # On a CPU a batch of N costs about N/2 lone replies, so auto writes its candidates one after
+    # another, the fast model's most likely reply first, and asks the slow deep model for one.
+    (project / "check.py").write_text("from greet import greet\nassert greet('x') == 'Hello, x'\n")
+    wrong = RENAME.replace("def greet(name):", "def greet(name, extra):")
+    fast = ScriptedCandidates([[wrong, wrong, wrong]])
+    deep = ScriptedCandidates([[RENAME]])
+    pool = ScriptedPool(
+        clients={"fast": lambda: ScriptedModel(["unused"]), "deep": lambda: ScriptedModel(["unused"])},
+        sources={"fast": fast, "deep": deep},
+    )
+    test_cmd = f"{sys.executable} check.py"
+    code, events, _ = run_exec(
+        project, pool, "Rename say_hello to greet in greet.py", mode="auto", test_cmd=test_cmd, heal=3
+    )
+    assert code == 0, events[-1]
+    (fast_draw,) = fast.draws
+    assert (fast_draw.n, fast_draw.greedy_first, fast_draw.parallel) == (3, True, False)
+    (deep_draw,) = deep.draws
+    assert (deep_draw.n, deep_draw.greedy_first) == (1, True)
+    assert [c["to"] for c in items(events, "mode_change")] == ["deep"]
+    assert (project / "greet.py").read_text().startswith("def greet(name):")
+
+
+def test_a_turn_whose_heal_finds_no_passing_candidate_keeps_the_closest_and_ends_saying_why(project):
+    # Seen in whiz bench agent: after a heal with no winner the tests failed again, the step
+    # healed again (the deep model's rounds), and the turn ran to its 240 s budget every time.
+    (project / "check.py").write_text("from greet import greet\nassert greet('x') == 'Hello, x'\n")
+    wrong = RENAME.replace("def greet(name):", "def greet(name, extra):")
+    candidates = ScriptedCandidates([[wrong, wrong], [wrong, wrong], [RENAME, RENAME]])
+    plain = ScriptedModel([RENAME])
+    pool = ScriptedPool(clients={"fast": lambda: plain}, sources={"fast": candidates})
+    test_cmd = f"{sys.executable} check.py"
+    code, events, _ = run_exec(
+        project, pool, "Rename say_hello to greet in greet.py", test_cmd=test_cmd, heal=2
+    )
+    assert code != 0
+    assert len(candidates.calls) == 2 and plain.requests == []  # its two rounds, nothing after
+    message = events[-1]["error"]["message"]
+    assert "no candidate passed" in message and "4 from the fast model" in message and "undo" in message
+    assert (project / "greet.py").read_text().startswith("def greet(name, extra):")  # the closest, undoable

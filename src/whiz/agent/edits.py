@@ -7,6 +7,7 @@ Line endings are kept: a CRLF file stays CRLF, and a file keeps (or keeps lackin
 
 from __future__ import annotations
 
+import ast
 import difflib
 import stat
 from collections.abc import Callable, Collection
@@ -25,6 +26,8 @@ from whiz.agent.matching import (
     reindent,
 )
 from whiz.agent.workspace import Workspace
+
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
 class EditError(WhizAgentError):
@@ -142,10 +145,41 @@ def apply_search_replace(path: str, text: str | None, search: str, replace: str)
         raise EditError(feedback_ambiguous(path, doc.lines, block, amb.starts, "The SEARCH text")) from None
     if match is None:
         return _replace_within_line(path, doc, search, replace)
+    stop = match.stop
+    if path.endswith(".py"):
+        stop = whole_definition(doc.lines, match.start, match.stop, new_lines)
     if match.level >= REINDENT_FROM_LEVEL:
         new_lines = reindent(new_lines, block, doc.lines[match.start : match.stop])
-    doc.lines[match.start : match.stop] = new_lines
+    doc.lines[match.start : stop] = new_lines
     return doc.join()
+
+
+def whole_definition(lines: list[str], start: int, stop: int, new_lines: list[str]) -> int:
+    """Where the replaced lines [start, stop) of a Python file really end: past the body of the
+    definition they begin, when they are only its header and the replacement writes that body
+    again.
+
+    Small models often SEARCH for just a `def` line and REPLACE it with the whole new function:
+    taken literally the old body stays below the new one, valid Python that runs the old code
+    (or dead code after a return). A replacement that repeats at least half of the old body's
+    lines is the definition rewritten; one that does not (a docstring added under the header,
+    a new parameter) is taken as written."""
+    try:
+        tree = ast.parse("\n".join(lines))
+    except (SyntaxError, ValueError):
+        return stop
+    for node in ast.walk(tree):
+        if not isinstance(node, _DEFINITIONS) or node.lineno - 1 != start or node.end_lineno is None:
+            continue
+        body_start = node.body[0].lineno - 1
+        if stop > body_start:  # the SEARCH already reaches into the body
+            return stop
+        old_body = {line.strip() for line in lines[stop : node.end_lineno] if line.strip()}
+        new_body = {line.strip() for line in new_lines[stop - start :] if line.strip()}
+        if old_body and len(old_body & new_body) * 2 >= len(old_body):
+            return node.end_lineno
+        return stop
+    return stop
 
 
 def _replace_within_line(path: str, doc: _Lines, search: str, replace: str) -> str:

@@ -153,7 +153,14 @@ async def run_case(case: Case, variant: Variant, pool: Models, keep: Path | None
             root, agent=agent, mode=variant.mode, heal=variant.heal, home=Path(tmp) / "home"
         )
         started = time.perf_counter()
-        session = await AgentSession.open(options, pool=SharedPool(pool))
+        timeline: list[dict[str, Any]] = []
+
+        def record(event: dict[str, Any]) -> None:
+            # When each step began and ended, for --keep: where a slow task's seconds went.
+            if keep is not None and event.get("type") != "item.updated":
+                timeline.append({"s": round(time.perf_counter() - started, 2)} | brief(event))
+
+        session = await AgentSession.open(options, pool=SharedPool(pool), sink=record)
         try:
             result = await session.run(case.prompt)
         finally:
@@ -165,11 +172,22 @@ async def run_case(case: Case, variant: Variant, pool: Models, keep: Path | None
             dest = keep / variant.name.replace("@", "") / case.task_id.replace("/", "_")
             shutil.rmtree(dest, ignore_errors=True)
             shutil.copytree(tmp, dest, symlinks=True, ignore_dangling_symlinks=True)
+            (dest / "timeline.jsonl").write_text("".join(json.dumps(t) + "\n" for t in timeline))
     return CaseRun(
         case.task_id, case.suite, variant.name, passed, result.status, seconds, not result.changed,
         result.message.startswith("stopped: the turn"), result.stats.output_tokens, result.message,
         ran,
     )  # fmt: skip
+
+
+def brief(event: dict[str, Any]) -> dict[str, Any]:
+    """An event without its long text: its type, and its item's type, status and small fields."""
+    out: dict[str, Any] = {"event": event.get("type")}
+    for key, value in (event.get("item") or {}).items():
+        if key in ("id", "text", "aggregated_output", "changes", "diff") or isinstance(value, (dict, list)):
+            continue
+        out[key] = value if not isinstance(value, str) else value[:200]
+    return out
 
 
 def summarize(runs: list[CaseRun]) -> dict[str, Any]:

@@ -53,7 +53,12 @@ class TokenStream:
 
     def _push(self, item: object) -> None:
         # Called from the worker thread.
-        self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
+        try:
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
+        except RuntimeError:
+            # The loop that read this stream is closed (its program ended mid-reply): nobody is
+            # listening, so the job stops like a cancelled one instead of failing the worker.
+            self._job.cancelled = True
 
     def __aiter__(self) -> AsyncIterator[TokenChunk]:
         return self._iterate()

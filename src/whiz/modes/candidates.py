@@ -146,6 +146,9 @@ class Draw:
     """Candidate i samples with seed + i; None for fresh randomness."""
     parallel: bool = True
     """Decode the n together (one request with n); False: one after another, to compare."""
+    greedy_first: bool = False
+    """Candidate 0 is the model's most likely reply (temperature 0), the others sampled: the one
+    reply most likely to be right, and, one after another, the first to be tested."""
 
 
 class CandidateSource(Protocol):
@@ -196,6 +199,8 @@ class ChatCandidates:
             body = {**request, "n": count} if count > 1 else dict(request)
             if seed is not None:
                 body["seed"] = seed + first
+            if draw.greedy_first and first == 0 and count == 1:
+                body["temperature"] = 0.0
             seen: set[int] = set()
             async for chunk in self.http.stream("/chat/completions", body):
                 if "error" in chunk:
@@ -219,19 +224,28 @@ class ChatCandidates:
                 for i in range(n):
                     await ask(out, 1, i)
                 return
-            have = 0
-            if n > 1 and self.supports_n is not False:
+            if draw.greedy_first and n > 1:
+                # The greedy one alone, beside one request for the sampled rest (one engine
+                # batches the two).
+                await asyncio.gather(ask(out, 1, 0), sampled(out, 1))
+                return
+            await sampled(out, 0)
+
+        async def sampled(out: CandidateStream, start: int) -> None:
+            """Candidates `start`..n-1: one request with n where the server takes it."""
+            want, have = n - start, 0
+            if want > 1 and self.supports_n is not False:
                 try:
-                    have = await ask(out, n, 0)
+                    have = await ask(out, want, start)
                 except ResponseError as exc:
                     if exc.status != 400 or exc.param not in ("n", None):
                         raise
                     self.supports_n = False  # a server limited to n=1 says so with a 400 on `n`
                 else:
-                    self.supports_n = have >= n
-            if have < n:
+                    self.supports_n = have >= want
+            if have < want:
                 out.method = "concurrent" if n > 1 else "n"
-                await asyncio.gather(*(ask(out, 1, i) for i in range(have, n)))
+                await asyncio.gather(*(ask(out, 1, i) for i in range(start + have, n)))
 
         return CandidateStream(n, produce, "n" if draw.parallel else "sequential")
 
@@ -240,16 +254,19 @@ class ChatCandidates:
 class ScriptedCandidates:
     """Replays candidate texts: each call takes the next batch (a list, or a function of the
     messages). Candidate i finishes after `delays_s[i]` seconds (default: all at once, after
-    `delay_s`). Records the messages of every call, and which candidates were cancelled, for tests."""
+    `delay_s`). Records the messages and draw of every call, and which candidates were
+    cancelled, for tests."""
 
     batches: list[Sequence[str] | Callable[[list[dict[str, Any]]], Sequence[str]]]
     calls: list[list[dict[str, Any]]] = field(default_factory=list)
+    draws: list[Draw] = field(default_factory=list)
     delay_s: float = 0.0
     delays_s: Sequence[float] = ()
     cancelled: list[int] = field(default_factory=list)
 
     def stream(self, messages: list[dict[str, Any]], draw: Draw) -> CandidateStream:
         self.calls.append(messages)
+        self.draws.append(draw)
         batch = self.batches.pop(0) if self.batches else []
         texts = list(batch(messages) if callable(batch) else batch)[: draw.n]
 

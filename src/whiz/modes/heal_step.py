@@ -24,8 +24,9 @@ from whiz.agent.model import (
     WrappedModel,
     output_items,
 )
+from whiz.agent.runs_check import shown
 from whiz.errors import WhizError
-from whiz.modes.healing import CandidateResult, Healer, best_failure
+from whiz.modes.healing import CandidateResult, Healer, HealOutcome, best_failure
 from whiz.modes.router import ModeRouter
 
 
@@ -35,9 +36,11 @@ class HealingModel(WrappedModel):
 
     It heals the first step of a turn and every step after the tests failed, until a step yields
     candidates with edits. The agent applies the winning reply like any other (so undo, approvals
-    and the final test run work as usual). With no winner it answers with the best failure,
-    unless auto mode escalated, in which case the deep model answers. `observe` must see the
-    agent's events.
+    and the final test run work as usual). With no winner it answers with the best failure (the
+    closest the candidates came), and the turn ends at its next model call, saying so: a second
+    heal of the same task, on nearly the same prompt, costs as much again and rarely passes where
+    the first found nothing (on EditEval every such turn ran to its time budget). `observe` must
+    see the agent's events.
     """
 
     def __init__(self, inner: ModelClient, healer: Healer, router: ModeRouter):
@@ -45,6 +48,8 @@ class HealingModel(WrappedModel):
         self.healer = healer
         self.router = router
         self._armed = False
+        self._spent: str | None = None
+        """Why the turn ends at its next model call: its heal found no passing candidate."""
 
     @property
     def active(self) -> bool:
@@ -59,10 +64,15 @@ class HealingModel(WrappedModel):
             and item.get("command", "").strip() == self.healer.test_cmd.strip()
             and item.get("status") == "failed"
         )
+        if kind == "turn.started":
+            self._spent = None
         if kind == "turn.started" or tests_failed:
             self._armed = True
 
     async def respond(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        if self._spent is not None:
+            yield Finished("failed", error=self._spent)
+            return
         if not self._armed or not self.active:
             async for event in self.inner.respond(request):
                 yield event
@@ -73,10 +83,13 @@ class HealingModel(WrappedModel):
             yield Finished("failed", error=exc.message)
             return
         results = outcome.results
-        if any(r.status in ("passed", "failed", "timeout") for r in results):
+        tested = [r for r in results if r.status in ("passed", "failed", "timeout")]
+        if tested:
             self._armed = False
-        choice = outcome.best or (None if outcome.escalated else best_failure(results))
-        if choice is None and results and not outcome.escalated:
+        choice = outcome.best or best_failure(results)
+        if outcome.best is None and tested:
+            self._spent = spent(outcome, self.healer.test_cmd)
+        if choice is None and results:
             choice = results[0]  # no edits anywhere (it wants to read first): take a reply as is
         if choice is not None and no_op(choice):
             # No candidate changed anything, and the best is an edit whose new text is its old:
@@ -100,6 +113,19 @@ class HealingModel(WrappedModel):
             "decode_ms": sum(r.generation.wall_ms for r in rounds),
         }
         yield Finished("completed", output_items(text, []), usage, timings)
+
+
+def spent(outcome: HealOutcome, test_cmd: str) -> str:
+    """Why a turn ends after a heal without a winner: how many candidates of which models failed."""
+    by_model: dict[str, int] = {}
+    for rnd in outcome.rounds:
+        by_model[rnd.mode] = by_model.get(rnd.mode, 0) + len(rnd.results)
+    count = sum(by_model.values())
+    parts = ", ".join(f"{k} from the {label} model" for label, k in by_model.items())
+    return (
+        f"no candidate passed `{shown(test_cmd)}` ({count}: {parts}); "
+        "the closest one is applied (`whiz undo` takes it back)"
+    )
 
 
 def no_op(result: CandidateResult) -> bool:

@@ -62,8 +62,15 @@ class HealSettings:
     """Rounds with the mode's own model: the first, then one per best failure fed back."""
     deep_rounds: int = 1
     """Rounds with the deep model after auto mode escalates."""
+    deep_n: int | None = None
+    """Candidates of a deep round (None: `n`). The deep model is the slow one: auto mode's steps
+    ask it for one."""
     parallel: bool = True
     """Decode the N candidates together (one request with n); False: one after another."""
+    greedy_first: bool = False
+    """The first round's candidate 0 is the model's most likely reply (temperature 0), the rest
+    sampled at `temperature`; with `parallel` off it is written and tested first, so a task the
+    greedy reply solves costs one reply."""
     seed: int | None = 1234
     """Candidate i samples with seed + i, so a heal can be repeated; None for fresh randomness."""
     max_parallel_tests: int | None = None
@@ -296,26 +303,37 @@ class Healer:
                         {"role": "user", "content": feedback(failure, self.test_cmd)},
                     ]
                 source = await models.candidates(label)
-                result = await self.round(source, history, len(rounds) + 1, label)
+                n = s.n if stage == 0 else (s.deep_n or s.n)
+                # Greedy first in each stage's first round: the deep model's most likely reply too.
+                greedy = s.greedy_first and (not rounds or rounds[-1].mode != label)
+                result = await self.round(source, history, len(rounds) + 1, label, n=n, greedy=greedy)
                 rounds.append(result)
                 if result.best is not None:
                     return HealOutcome(rounds, result.best, escalated)
         return HealOutcome(rounds, None, escalated)
 
     async def round(
-        self, source: CandidateSource, messages: list[dict[str, Any]], number: int, label: Label
+        self,
+        source: CandidateSource,
+        messages: list[dict[str, Any]],
+        number: int,
+        label: Label,
+        *,
+        n: int | None = None,
+        greedy: bool = False,
     ) -> RoundResult:
         """One round: generate, test each candidate as it finishes, report. With `first_pass`,
         the first candidate to pass ends the round: the candidates still being written or tested
         are cancelled (a passing one tested at the same moment still competes)."""
         s = self.settings
+        n = n or s.n
         item = self.emit.start(
-            "heal", round=number, mode=label, n=s.n, test_cmd=self.test_cmd, status="in_progress"
+            "heal", round=number, mode=label, n=n, test_cmd=self.test_cmd, status="in_progress"
         )
         seed = None if s.seed is None else s.seed + 1000 * (number - 1)
         tests = _RoundTests(self, number)
         try:
-            draw = Draw(s.n, s.temperature, s.max_tokens, seed, s.parallel)
+            draw = Draw(n, s.temperature, s.max_tokens, seed, s.parallel, greedy)
             async with source.stream(messages, draw) as found:
                 await tests.read(found, stop_at_pass=s.first_pass)
             # Leaving the block cancelled whatever was still being written.

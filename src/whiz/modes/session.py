@@ -100,6 +100,21 @@ def heal_candidates(heal: int | None, mode: Mode, agent: AgentConfig) -> int:
     return heal
 
 
+def ladder(settings: HealSettings, mode: Mode) -> None:
+    """Auto mode's healing step is a ladder, cheapest first, and stops at the first pass: the fast
+    model's greedy reply, then its sampled candidates one after another, then one greedy reply of
+    the deep model. On this project's CPUs a batch of N costs about N/2 lone replies, and a lone
+    reply drafts from the prompt, so one after another costs little more in all, and a task the
+    first candidate solves is done in the time of one reply. In the other modes `--heal N` decodes
+    the N together, two rounds (`HealSettings`' defaults)."""
+    auto = mode == "auto"
+    defaults = HealSettings()
+    settings.rounds = 1 if auto else defaults.rounds
+    settings.parallel = not auto
+    settings.greedy_first = auto
+    settings.deep_n = 1 if auto else None
+
+
 def check_heal(heal: int | None, agent: AgentConfig) -> None:
     """ValueError, saying what is wrong, unless `heal` is a usable `--heal` (None: by the mode)."""
     if heal is None:
@@ -305,7 +320,9 @@ class AgentSession:
         if self.healing is not None:
             n = heal_candidates(self.options.heal, self.router.mode, self.options.agent)
             # The step stays once made; a session resumed without a test command must not heal.
-            self.healing.healer.settings.n = n if self.options.agent.test_cmd else 0
+            settings = self.healing.healer.settings
+            settings.n = n if self.options.agent.test_cmd else 0
+            ladder(settings, self.router.mode)
         settings = {
             "mode": self.router.mode,
             "heal": self.options.heal,
