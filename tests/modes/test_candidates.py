@@ -62,9 +62,17 @@ def asked(http: RecordingHttp) -> list[tuple[int | None, int | None]]:
     return [(b.get("n"), b.get("seed")) for b in http.bodies]
 
 
-async def generate(http: RecordingHttp, *, parallel: bool = True, seed: int | None = 10, model=None):
+async def generate(
+    http: RecordingHttp, *, parallel: bool = True, seed: int | None = 10, model=None, greedy_first=False
+):
     source = ChatCandidates(http, model)  # type: ignore[arg-type]
-    return await generate_all(source, MESSAGES, Draw(3, 0.7, 32, seed=seed, parallel=parallel)), source
+    draw = Draw(3, 0.7, 32, seed=seed, parallel=parallel, greedy_first=greedy_first)
+    return await generate_all(source, MESSAGES, draw), source
+
+
+def temperatures(http: RecordingHttp) -> list[tuple[int | None, float]]:
+    """(seed, temperature) of every request, by seed."""
+    return sorted((b.get("seed"), b["temperature"]) for b in http.bodies)
 
 
 async def test_parallel_asks_once_with_n_and_the_first_seed():
@@ -96,6 +104,21 @@ async def test_sequential_asks_one_by_one_with_the_same_seeds_as_parallel():
     assert asked(http) == [(None, 10), (None, 11), (None, 12)]
     assert "model" not in http.bodies[0]
     assert generation.method == "sequential"
+    assert generation.texts == ["seed 10", "seed 11", "seed 12"]
+
+
+async def test_greedy_first_asks_for_the_most_likely_reply_first_and_samples_the_rest():
+    http = RecordingHttp()
+    generation, _ = await generate(http, parallel=False, greedy_first=True)
+    assert [(b.get("seed"), b["temperature"]) for b in http.bodies] == [(10, 0.0), (11, 0.7), (12, 0.7)]
+    assert generation.texts == ["seed 10", "seed 11", "seed 12"]
+
+
+async def test_greedy_first_in_parallel_is_one_greedy_request_beside_one_with_n_for_the_rest():
+    http = RecordingHttp()
+    generation, _ = await generate(http, greedy_first=True)
+    assert sorted(asked(http), key=str) == [(2, 11), (None, 10)]
+    assert temperatures(http) == [(10, 0.0), (11, 0.7)]
     assert generation.texts == ["seed 10", "seed 11", "seed 12"]
 
 

@@ -61,10 +61,18 @@ class Opened:
         )
 
 
-def two_models(fast: list[str], deep: list[str], candidates: list[list[str]] | None = None) -> ScriptedPool:
+def two_models(
+    fast: list[str],
+    deep: list[str],
+    candidates: list[list[str]] | None = None,
+    deep_candidates: list[list[str]] | None = None,
+) -> ScriptedPool:
     return ScriptedPool(
         clients={"fast": lambda: ScriptedModel(list(fast)), "deep": lambda: ScriptedModel(list(deep))},
-        sources={"fast": ScriptedCandidates(candidates or [])},
+        sources={
+            "fast": ScriptedCandidates(candidates or []),
+            "deep": ScriptedCandidates(deep_candidates or []),
+        },
     )
 
 
@@ -134,7 +142,10 @@ async def test_switching_to_auto_heals_as_starting_in_auto_does_and_switching_aw
     await started_auto.close()
     assert started_auto.heal_n == HEAL_N_DEFAULT
 
-    opened = Opened(project, two_models(["The file looks fine to me."], [], [[WRONG, RENAME]]))
+    # Auto's ladder: the fast model's greedy reply, the deep model's, then sampled fast ones.
+    opened = Opened(
+        project, two_models(["The file looks fine to me."], [], [[WRONG], [RENAME, WRONG]], [[WRONG]])
+    )
     session = await opened.open(test_cmd=TEST_CMD)
     try:
         assert session.heal_n == 0
@@ -142,8 +153,9 @@ async def test_switching_to_auto_heals_as_starting_in_auto_does_and_switching_aw
         assert session.heal_n == HEAL_N_DEFAULT
         result = await session.run("Rename say_hello to greet in greet.py")
         assert result.ok, result.message
-        passed = [c["index"] for c in opened.events.items("heal_candidate") if c["status"] == "passed"]
-        assert passed == [1]  # the rename, not the wrong edit
+        tried = opened.events.items("heal_candidate")
+        passed = [(c["round"], c["index"]) for c in tried if c["status"] == "passed"]
+        assert passed == [(3, 0)]  # the rename, not the wrong edits
         assert (project / "greet.py").read_text().startswith("def greet(name):")
 
         session.set_mode("fast")

@@ -328,27 +328,28 @@ def test_a_healing_step_whose_candidates_change_nothing_hands_the_next_step_to_o
     assert (project / "greet.py").read_text().startswith("def greet(name):")
 
 
-def test_auto_modes_healing_is_a_ladder_greedy_fast_then_sampled_then_one_deep_reply(project):
+def test_auto_modes_healing_is_a_ladder_greedy_fast_then_one_deep_reply_then_sampled_fast(project):
     # On a CPU a batch of N costs about N/2 lone replies, so auto writes its candidates one after
-    # another, the fast model's most likely reply first, and asks the slow deep model for one.
+    # another, cheapest first: the fast model's most likely reply, the deep model's, then samples.
     (project / "check.py").write_text("from greet import greet\nassert greet('x') == 'Hello, x'\n")
     wrong = RENAME.replace("def greet(name):", "def greet(name, extra):")
-    fast = ScriptedCandidates([[wrong, wrong, wrong]])
-    deep = ScriptedCandidates([[RENAME]])
+    fast = ScriptedCandidates([[wrong], [RENAME, wrong]])
+    deep = ScriptedCandidates([[wrong]])
     pool = ScriptedPool(
         clients={"fast": lambda: ScriptedModel(["unused"]), "deep": lambda: ScriptedModel(["unused"])},
         sources={"fast": fast, "deep": deep},
     )
     test_cmd = f"{sys.executable} check.py"
     code, events, _ = run_exec(
-        project, pool, "Rename say_hello to greet in greet.py", mode="auto", test_cmd=test_cmd, heal=3
+        project, pool, "Rename say_hello to greet in greet.py", mode="auto", test_cmd=test_cmd, heal=4
     )
     assert code == 0, events[-1]
-    (fast_draw,) = fast.draws
-    assert (fast_draw.n, fast_draw.greedy_first, fast_draw.parallel) == (3, True, False)
+    greedy, sampled = fast.draws
     (deep_draw,) = deep.draws
-    assert (deep_draw.n, deep_draw.greedy_first) == (1, True)
+    assert (greedy.n, greedy.greedy_first) == (1, True) and (deep_draw.n, deep_draw.greedy_first) == (1, True)
+    assert (sampled.n, sampled.greedy_first, sampled.parallel) == (2, False, False)
     assert [c["to"] for c in items(events, "mode_change")] == ["deep"]
+    assert "Traceback" in fast.calls[1][-1]["content"]  # the sampled ones are told what failed
     assert (project / "greet.py").read_text().startswith("def greet(name):")
 
 

@@ -9,7 +9,8 @@ tokens. By default the first candidate to pass ends the round (waiting for the s
 replies would mostly buy a chance at a smaller diff): the replies still being written, and the
 test runs still going, are cancelled (`HealSettings.first_pass`). When
 none passes, the best failure's test output goes back to the model for another round; in auto
-mode, the last round goes to the deep model.
+mode, the last round goes to the deep model. Auto mode's agent steps heal as a ladder instead,
+cheapest first (`HealSettings.ladder`).
 
 `Healer` does the rounds and reports every candidate as a `heal_candidate` item. `whiz heal`
 (`runs.heal_task`) applies the winner to the real workspace itself, atomically and undoably;
@@ -62,15 +63,14 @@ class HealSettings:
     """Rounds with the mode's own model: the first, then one per best failure fed back."""
     deep_rounds: int = 1
     """Rounds with the deep model after auto mode escalates."""
-    deep_n: int | None = None
-    """Candidates of a deep round (None: `n`). The deep model is the slow one: auto mode's steps
-    ask it for one."""
     parallel: bool = True
     """Decode the N candidates together (one request with n); False: one after another."""
-    greedy_first: bool = False
-    """The first round's candidate 0 is the model's most likely reply (temperature 0), the rest
-    sampled at `temperature`; with `parallel` off it is written and tested first, so a task the
-    greedy reply solves costs one reply."""
+    ladder: bool = False
+    """Cheapest first, each rung ended by the first candidate to pass: the model's most likely
+    reply (temperature 0), then, where the mode escalates, one most likely reply of the deep
+    model, then the other n-2 candidates sampled from the first model with the best failure fed
+    back. Auto mode's healing step (`session.ladder`); off: `rounds` rounds of n, then
+    `deep_rounds` of the deep model's."""
     seed: int | None = 1234
     """Candidate i samples with seed + i, so a heal can be repeated; None for fresh randomness."""
     max_parallel_tests: int | None = None
@@ -279,38 +279,48 @@ class Healer:
     async def heal(self, models: HealModels, messages: list[dict[str, Any]]) -> HealOutcome:
         """Rounds until a candidate passes: the current model's first, then, where `models`
         escalates (auto mode), the deep model's."""
-        s = self.settings
         rounds: list[RoundResult] = []
         escalated = False
-        for stage, count in enumerate((s.rounds, s.deep_rounds)):
-            label = models.current
-            if stage == 1:
-                if label == "deep":
-                    break
-                failure = best_failure([r for rnd in rounds for r in rnd.results])
-                why = f"best failure: {failure.status}" if failure else "no candidates"
-                reason = f"healing found no passing candidate in {len(rounds)} round(s) ({why})"
-                escalated = models.escalate(reason, "healing")
+        first = models.current
+        for which, n, greedy in self.rungs():
+            label = first
+            if which == "deep":
+                if first == "deep":
+                    continue  # its own model is the deep one already
                 if not escalated:
-                    break
+                    failure = best_failure([r for rnd in rounds for r in rnd.results])
+                    why = f"best failure: {failure.status}" if failure else "no candidates"
+                    reason = f"healing found no passing candidate in {len(rounds)} round(s) ({why})"
+                    escalated = models.escalate(reason, "healing")
+                    if not escalated:
+                        continue
                 label = "deep"
-            for _ in range(count):
-                history = messages
-                failure = best_failure([r for rnd in rounds for r in rnd.results])
-                if failure is not None:
-                    history = messages + [
-                        {"role": "assistant", "content": failure.text},
-                        {"role": "user", "content": feedback(failure, self.test_cmd)},
-                    ]
-                source = await models.candidates(label)
-                n = s.n if stage == 0 else (s.deep_n or s.n)
-                # Greedy first in each stage's first round: the deep model's most likely reply too.
-                greedy = s.greedy_first and (not rounds or rounds[-1].mode != label)
-                result = await self.round(source, history, len(rounds) + 1, label, n=n, greedy=greedy)
-                rounds.append(result)
-                if result.best is not None:
-                    return HealOutcome(rounds, result.best, escalated)
+            history = messages
+            failure = best_failure([r for rnd in rounds for r in rnd.results])
+            if failure is not None:
+                history = messages + [
+                    {"role": "assistant", "content": failure.text},
+                    {"role": "user", "content": feedback(failure, self.test_cmd)},
+                ]
+            source = await models.candidates(label)
+            result = await self.round(source, history, len(rounds) + 1, label, n=n, greedy=greedy)
+            rounds.append(result)
+            if result.best is not None:
+                return HealOutcome(rounds, result.best, escalated)
         return HealOutcome(rounds, None, escalated)
+
+    def rungs(self) -> list[tuple[Literal["first", "deep"], int, bool]]:
+        """The heal's rounds in order: which model (the one answering at the start, or the deep
+        one where the mode escalates), how many candidates, and whether the first is greedy."""
+        s = self.settings
+        if s.ladder:
+            rungs: list[tuple[Literal["first", "deep"], int, bool]] = [("first", 1, True)]
+            if s.n > 1:
+                rungs.append(("deep", 1, True))
+            if s.n > 2:
+                rungs.append(("first", s.n - 2, False))
+            return rungs
+        return [("first", s.n, False)] * s.rounds + [("deep", s.n, False)] * s.deep_rounds
 
     async def round(
         self,
