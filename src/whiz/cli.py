@@ -551,7 +551,8 @@ HealStepOpt = Annotated[
     typer.Option(
         "--heal",
         help="With --test-cmd: at the first step and after failed tests, decode N candidates and "
-        "keep the one whose tests pass (0 = off; default 5 in auto mode, else off).",
+        "keep the one whose tests pass (0 = off; default 5 in auto mode, else off). In auto mode "
+        "one after another, cheapest first: fast greedy, deep, then N-2 sampled fast.",
     ),
 ]
 PolicyOpt = Annotated[

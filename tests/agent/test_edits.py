@@ -125,6 +125,12 @@ def test_substring_within_a_line(ws: Workspace) -> None:
     assert '"Howdy, " + name' in out["app.py"]
 
 
+def test_a_one_line_search_block_that_is_part_of_a_line_replaces_that_part(ws: Workspace) -> None:
+    # A SEARCH/REPLACE block's lines end with a newline; the part of a line it names does not.
+    out = edit(ws, SearchReplace("app.py", '"Hello, "\n', '"Hi, "\n'))
+    assert '    message = "Hi, " + name\n    return message' in out["app.py"]
+
+
 def test_ambiguous_search_is_an_error_that_says_where(ws: Workspace) -> None:
     with pytest.raises(EditError, match=r"ambiguous: it matches 2 places \(starting at lines 4, 10\)"):
         plan_edits(ws, [SearchReplace("app.py", "def greet(", "def hello(")])

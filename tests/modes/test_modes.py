@@ -349,7 +349,10 @@ def test_auto_modes_healing_is_a_ladder_greedy_fast_then_one_deep_reply_then_sam
     assert (greedy.n, greedy.greedy_first) == (1, True) and (deep_draw.n, deep_draw.greedy_first) == (1, True)
     assert (sampled.n, sampled.greedy_first, sampled.parallel) == (2, False, False)
     assert [c["to"] for c in items(events, "mode_change")] == ["deep"]
-    assert "Traceback" in fast.calls[1][-1]["content"]  # the sampled ones are told what failed
+    assert "Traceback" in fast.calls[1][-1]["content"]  # the sampled ones are told what failed,
+    assert all(
+        wrong not in m["content"] for m in fast.calls[1]
+    )  # without the failing reply, which the 0.5B would copy
     assert (project / "greet.py").read_text().startswith("def greet(name):")
 
 
@@ -370,3 +373,24 @@ def test_a_turn_whose_heal_finds_no_passing_candidate_keeps_the_closest_and_ends
     message = events[-1]["error"]["message"]
     assert "no candidate passed" in message and "4 from the fast model" in message and "undo" in message
     assert (project / "greet.py").read_text().startswith("def greet(name, extra):")  # the closest, undoable
+
+
+def test_a_ladder_where_no_candidate_has_an_edit_is_not_climbed_again_at_the_next_step(project):
+    # Seen in whiz bench agent: every rung answered without an edit, the agent asked again, and
+    # each retry climbed the whole ladder again (three times, 103 s). Now the next step is one reply.
+    (project / "check.py").write_text("from greet import greet\nassert greet('x') == 'Hello, x'\n")
+    same = f"greet.py\n```python\n{GREET}```\n"  # the file written back as it is
+    fast = ScriptedCandidates([[same], [same, same]])
+    deep = ScriptedCandidates([[same]])
+    plain = ScriptedModel([RENAME])
+    pool = ScriptedPool(
+        clients={"fast": lambda: ScriptedModel(["unused"]), "deep": lambda: plain},
+        sources={"fast": fast, "deep": deep},
+    )
+    test_cmd = f"{sys.executable} check.py"
+    code, events, _ = run_exec(
+        project, pool, "Rename say_hello to greet in greet.py", mode="auto", test_cmd=test_cmd, heal=4
+    )
+    assert code == 0, events[-1]
+    assert (len(fast.calls), len(deep.calls), len(plain.requests)) == (2, 1, 1)
+    assert (project / "greet.py").read_text().startswith("def greet(name):")

@@ -186,6 +186,11 @@ def _replace_within_line(path: str, doc: _Lines, search: str, replace: str) -> s
     """A search that is part of a line (a tool call's `search="foo(1)"`): an exact, unique substring."""
     body = _Lines(doc.lines, "\n", doc.final_newline).join()
     needle, found = search.replace("\r\n", "\n"), []
+    replace = replace.replace("\r\n", "\n")
+    if needle.endswith("\n") and "\n" not in needle[:-1] and needle not in body:
+        # A SEARCH block of one line ends with its newline; the part of a line it names may not
+        # (`numbers[:-1]` in `for n in numbers[:-1]:`, written by the 1.5B, was "not found").
+        needle, replace = needle[:-1], replace.removesuffix("\n")
     at = body.find(needle)
     while at != -1 and len(found) < 10:
         found.append(at)
@@ -196,7 +201,7 @@ def _replace_within_line(path: str, doc: _Lines, search: str, replace: str) -> s
     if len(found) > 1:
         starts = [body.count("\n", 0, at) for at in found]
         raise EditError(feedback_ambiguous(path, doc.lines, block, starts, "The SEARCH text"))
-    new = _Lines.split(body[: found[0]] + replace.replace("\r\n", "\n") + body[found[0] + len(needle) :])
+    new = _Lines.split(body[: found[0]] + replace + body[found[0] + len(needle) :])
     return _Lines(new.lines, doc.newline, new.final_newline).join()
 
 

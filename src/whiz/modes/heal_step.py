@@ -84,7 +84,10 @@ class HealingModel(WrappedModel):
             return
         results = outcome.results
         tested = [r for r in results if r.status in ("passed", "failed", "timeout")]
-        if tested:
+        if tested or self.healer.settings.ladder:
+            # A ladder spends its every rung (the deep model's too) even when no candidate has an
+            # edit to test: another heal right after would cost as much for the same replies, so
+            # the next step is one plain reply (failing tests arm the step again).
             self._armed = False
         choice = outcome.best or best_failure(results)
         if outcome.best is None and tested:

@@ -212,6 +212,19 @@ def feedback(result: CandidateResult, test_cmd: str) -> str:
     return "That reply made no change. Write the edit as SEARCH/REPLACE blocks."
 
 
+def told_without_reply(
+    messages: list[dict[str, Any]], failure: CandidateResult, test_cmd: str
+) -> list[dict[str, Any]]:
+    """The conversation with the feedback on the best failure added to its last message, and the
+    failing reply itself left out: the 0.5B copies a reply it can see (in auto's ladder, its three
+    sampled candidates after the deep model's reply were that reply, token for token)."""
+    note = feedback(failure, test_cmd).replace("That ", "An earlier ", 1)
+    last = messages[-1] if messages else {}
+    if last.get("role") != "user" or not isinstance(last.get("content"), str):
+        return [*messages, {"role": "user", "content": note}]
+    return [*messages[:-1], {**last, "content": f"{last['content']}\n\n{note}"}]
+
+
 @dataclass
 class RoundResult:
     round: int
@@ -297,7 +310,9 @@ class Healer:
                 label = "deep"
             history = messages
             failure = best_failure([r for rnd in rounds for r in rnd.results])
-            if failure is not None:
+            if failure is not None and self.settings.ladder and label != "deep":
+                history = told_without_reply(messages, failure, self.test_cmd)
+            elif failure is not None:
                 history = messages + [
                     {"role": "assistant", "content": failure.text},
                     {"role": "user", "content": feedback(failure, self.test_cmd)},
