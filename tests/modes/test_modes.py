@@ -394,3 +394,25 @@ def test_a_ladder_where_no_candidate_has_an_edit_is_not_climbed_again_at_the_nex
     assert code == 0, events[-1]
     assert (len(fast.calls), len(deep.calls), len(plain.requests)) == (2, 1, 1)
     assert (project / "greet.py").read_text().startswith("def greet(name):")
+
+
+def test_a_ladder_is_climbed_once_a_turn_and_failing_tests_after_it_get_plain_replies(project):
+    # Seen in whiz bench agent: after a ladder with no edit to test, a later reply's edit failed
+    # the tests, and that climbed the ladder again (three times in one turn).
+    (project / "check.py").write_text("from greet import greet\nassert greet('x') == 'Hello, x'\n")
+    other = "other.py\n```python\nx = 1\n```\n"  # an edit, but not of the code under test
+    same = f"greet.py\n```python\n{GREET}```\n"  # the file written back as it is
+    fast = ScriptedCandidates([[same], [same, same], [RENAME], [RENAME, RENAME]])
+    deep = ScriptedCandidates([[same], [RENAME]])
+    plain = ScriptedModel([other, RENAME])
+    pool = ScriptedPool(
+        clients={"fast": lambda: ScriptedModel(["unused"]), "deep": lambda: plain},
+        sources={"fast": fast, "deep": deep},
+    )
+    test_cmd = f"{sys.executable} check.py"
+    code, events, _ = run_exec(
+        project, pool, "Rename say_hello to greet in greet.py", mode="auto", test_cmd=test_cmd, heal=4
+    )
+    assert code == 0, events[-1]
+    assert (len(fast.calls), len(deep.calls), len(plain.requests)) == (2, 1, 2)
+    assert (project / "greet.py").read_text().startswith("def greet(name):")

@@ -39,8 +39,8 @@ class HealingModel(WrappedModel):
     and the final test run work as usual). With no winner it answers with the best failure (the
     closest the candidates came), and the turn ends at its next model call, saying so: a second
     heal of the same task, on nearly the same prompt, costs as much again and rarely passes where
-    the first found nothing (on EditEval every such turn ran to its time budget). `observe` must
-    see the agent's events.
+    the first found nothing (on EditEval every such turn ran to its time budget). Auto mode's
+    ladder is climbed once a turn, whatever it found. `observe` must see the agent's events.
     """
 
     def __init__(self, inner: ModelClient, healer: Healer, router: ModeRouter):
@@ -50,6 +50,8 @@ class HealingModel(WrappedModel):
         self._armed = False
         self._spent: str | None = None
         """Why the turn ends at its next model call: its heal found no passing candidate."""
+        self._climbed = False
+        """Whether this turn has climbed its ladder (auto mode's heal, once a turn)."""
 
     @property
     def active(self) -> bool:
@@ -65,8 +67,9 @@ class HealingModel(WrappedModel):
             and item.get("status") == "failed"
         )
         if kind == "turn.started":
-            self._spent = None
-        if kind == "turn.started" or tests_failed:
+            self._spent, self._climbed = None, False
+        # A ladder is climbed once a turn: after it, failing tests get plain replies.
+        if kind == "turn.started" or (tests_failed and not self._climbed):
             self._armed = True
 
     async def respond(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
@@ -84,10 +87,11 @@ class HealingModel(WrappedModel):
             return
         results = outcome.results
         tested = [r for r in results if r.status in ("passed", "failed", "timeout")]
-        if tested or self.healer.settings.ladder:
+        self._climbed = self.healer.settings.ladder
+        if tested or self._climbed:
             # A ladder spends its every rung (the deep model's too) even when no candidate has an
-            # edit to test: another heal right after would cost as much for the same replies, so
-            # the next step is one plain reply (failing tests arm the step again).
+            # edit to test: another climb would cost as much for the same replies (seen in whiz
+            # bench agent: three climbs in a turn), so the rest of the turn is plain replies.
             self._armed = False
         choice = outcome.best or best_failure(results)
         if outcome.best is None and tested:
