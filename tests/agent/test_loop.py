@@ -73,6 +73,15 @@ async def test_a_new_program_written_as_search_replace_is_created(harness, proje
     assert "example folder" in h.model.requests[1].items[-1]["content"]
 
 
+async def test_an_edit_of_the_instructions_example_path_goes_to_the_one_file_the_task_names(harness, project):
+    # Seen in whiz bench agent: the 1.5B put its (right) SEARCH/REPLACE under `path/to/file.py`.
+    h = harness([sr("path/to/file.py", "def say_hello(name):", "def greet(name):")])
+    result = await h.agent.run("Rename say_hello to greet in greet.py")
+    assert result.ok, result.message
+    assert (project / "greet.py").read_text().startswith("def greet(name):")
+    assert not (project / "path").exists()
+
+
 async def test_three_malformed_replies_fail_the_turn_and_change_nothing(harness, project: Path) -> None:
     wrong = sr("greet.py", "def nothing_like_it():", "def greet(name):")
     h = harness([wrong, wrong, wrong, "unused"])

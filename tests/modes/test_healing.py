@@ -312,6 +312,25 @@ def test_an_example_path_copied_from_the_prompt_is_taken_for_the_one_file_of_tha
     assert not (project / "path").exists()
 
 
+def test_the_instructions_example_path_is_taken_for_the_one_file_the_task_names(project):
+    # Seen in whiz bench agent: the 1.5B wrote its edit under `path/to/file.py`, the example
+    # path of the instructions, and the candidate was refused as "does not exist".
+    code, events, _ = run_heal(project, [[FIX.replace("calc.py\n", "path/to/file.py\n", 1)]])
+    assert code == 0
+    assert (project / "calc.py").read_text() == BUGGY.replace("(len(xs) + 1)", "len(xs)")
+    assert not (project / "path").exists()
+
+
+def test_a_bare_code_block_for_the_one_new_file_the_task_names_is_tested_as_that_file(project):
+    # "Write wc.py": a candidate that is the program in a fence with no path is that file, as it
+    # is for the agent; it was "no_edit" before.
+    (project / "check.py").write_text("import wc\nassert wc.count('a b') == 2\n")
+    program = "```python\ndef count(text):\n    return len(text.split())\n```\n"
+    code, events, _ = run_heal(project, [[program]], task="Write wc.py with count(text), the number of words")
+    assert code == 0, events
+    assert (project / "wc.py").read_text() == "def count(text):\n    return len(text.split())\n"
+
+
 def test_the_terminal_says_what_a_heal_did_candidate_by_candidate(project):
     pool = ScriptedPool(sources={"fast": ScriptedCandidates([[WRONG, FIX]], delays_s=[0.0, 1.0])})
     out, err = io.StringIO(), io.StringIO()

@@ -269,6 +269,17 @@ def _whole_file(text: str | None, content: str) -> str:
 
 
 EXAMPLE_DIR = "path/to/"
+EXAMPLE_FILE = EXAMPLE_DIR + "file.py"
+"""The path the instructions' SEARCH/REPLACE example edits (`prompt.TEXT_ACTIONS`)."""
+EXAMPLE_SEARCH, EXAMPLE_REPLACE = "the exact lines to change, copied from the file", "the new lines"
+"""The example's own SEARCH and REPLACE text."""
+
+
+def echoes_example(edit: Edit) -> bool:
+    """Whether `edit` is the instructions' example written back, not an edit meant for a file."""
+    return isinstance(edit, SearchReplace) and edit.replace.strip() == EXAMPLE_REPLACE
+
+
 """The folder of the prompts' example paths, which small models copy in front of a real name."""
 
 
@@ -283,7 +294,8 @@ def known_path(
 ) -> str:
     """Where an edit of `path`, a file that does not exist, was aimed: the one file of that name
     elsewhere in the workspace (`files()`), or a new file the task names (`wanted`) under the
-    prompts' example folder ("path/to/wc.py" for "Write wc.py"). `path` itself otherwise."""
+    prompts' example folder ("path/to/wc.py" for "Write wc.py"), or the one file the task names
+    for the example's own `path/to/file.py`. `path` itself otherwise."""
     if exists(path):
         return path
     same = namesakes(path, files())
@@ -291,6 +303,10 @@ def known_path(
         return same[0]
     if not same and path.removeprefix(EXAMPLE_DIR) in wanted:
         return path.removeprefix(EXAMPLE_DIR)
+    if path == EXAMPLE_FILE and len(wanted) == 1:  # (the callers leave out `echoes_example`)
+        # The instructions' example, copied as it stands (the 1.5B did for wc.py, web and
+        # tic-tac-toe): a task of one file means that file.
+        return next(iter(wanted))
     return path
 
 

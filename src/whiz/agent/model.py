@@ -26,6 +26,9 @@ class ModelRequest:
     temperature: float | None = None
     """None: the client's own (the session's). The agent raises it for a retry after the model
     wrote the same code back: at temperature 0 the next reply is the same one again."""
+    task: str | None = None
+    """The turn's task as the user wrote it, without the files attached to it: a wrapper that
+    plans edits itself (healing) reads which files it names."""
 
 
 @dataclass

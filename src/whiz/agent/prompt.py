@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from whiz.agent.context import relevant_code
+from whiz.agent.edits import EXAMPLE_FILE, EXAMPLE_REPLACE, EXAMPLE_SEARCH
 from whiz.agent.errors import WhizAgentError
 from whiz.agent.repomap import repo_map
 from whiz.agent.runs_check import shown
@@ -21,14 +22,14 @@ Make the smallest change that does the task. Change only the lines that must cha
 rest of the code, its names and its formatting exactly as they are.
 {tests}"""
 
-TEXT_ACTIONS = """\
+TEXT_ACTIONS = f"""\
 To change a file, write the file's path on its own line, then a SEARCH/REPLACE block:
 
-path/to/file.py
+{EXAMPLE_FILE}
 <<<<<<< SEARCH
-the exact lines to change, copied from the file
+{EXAMPLE_SEARCH}
 =======
-the new lines
+{EXAMPLE_REPLACE}
 >>>>>>> REPLACE
 
 Use one block per change. To create a file, leave the SEARCH part empty.
@@ -38,7 +39,7 @@ READ path/to/file.py
 READ path/to/file.py 20-60
 LIST path/to/dir
 GREP some text
-{run}
+{{run}}
 When you have made the change, stop. If nothing needs changing, answer in plain words."""
 
 TOOL_ACTIONS = """\

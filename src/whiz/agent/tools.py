@@ -21,6 +21,7 @@ from whiz.agent.edits import (
     SearchReplace,
     WholeFile,
     apply_changes,
+    echoes_example,
     known_path,
     plan_edits,
     unified_diff,
@@ -206,7 +207,11 @@ class Toolbox:
         folder "path/to/"). A SEARCH/REPLACE that would create a file the task names is that file:
         a small model asked to "write wc.py" often writes a SEARCH of what it imagines is there and
         the program as REPLACE (refused three times in a row, "does not exist", before this)."""
-        if not isinstance(edit, SearchReplace | WholeFile) or self.ws.exists(edit.path):
+        if (
+            not isinstance(edit, SearchReplace | WholeFile)
+            or self.ws.exists(edit.path)
+            or echoes_example(edit)
+        ):
             return edit
         if isinstance(edit, WholeFile) and not edit.path.startswith(EXAMPLE_DIR):
             return edit  # a whole new file beside one of the same name may well be meant

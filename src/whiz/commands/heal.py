@@ -88,7 +88,7 @@ async def _heal_turn(
         # what fails now
         baseline = await run_reported(emit, ws.root, test_cmd, settings.test_timeout_s, settings.sandbox)
         healer = Healer(ws, test_cmd, settings, emit=emit)
-        outcome = await healer.heal(models, heal_messages(ws, task, test_cmd, baseline))
+        outcome = await healer.heal(models, heal_messages(ws, task, test_cmd, baseline), task)
         usage = {"output_tokens": sum(sum(r.generation.output_tokens) for r in outcome.rounds)}
         timings = {**outcome.summary(), "duration_ms": (time.perf_counter() - started) * 1000}
         best = outcome.best

@@ -81,7 +81,8 @@ class HealingModel(WrappedModel):
                 yield event
             return
         try:
-            outcome = await self.healer.heal(self.router, chat_messages(request.instructions, request.items))
+            messages = chat_messages(request.instructions, request.items)
+            outcome = await self.healer.heal(self.router, messages, request.task or "")
         except WhizError as exc:  # no server for the candidates, say: the turn fails with why
             yield Finished("failed", error=exc.message)
             return

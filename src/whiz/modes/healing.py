@@ -31,15 +31,18 @@ from whiz.agent.edits import (
     EditError,
     FileChange,
     apply_changes,
+    echoes_example,
     known_path,
     plan_edits,
     unified_diff,
 )
 from whiz.agent.errors import WhizAgentError
 from whiz.agent.events import Emitter
+from whiz.agent.intent import code_without_edit, named_paths
 from whiz.agent.prompt import CODE_TOKENS, system_prompt, task_message
 from whiz.agent.runs_check import shown
 from whiz.agent.test_files import TestFiles
+from whiz.agent.tools import ApplyEdits
 from whiz.agent.workspace import Workspace
 from whiz.environments import SandboxOptions, environment_for
 from whiz.environments.local import CommandResult, truncate
@@ -288,10 +291,13 @@ class Healer:
         self.emit = emit
         self._listing: list[str] | None = None
         self._tests = TestFiles(test_cmd)
+        self._task = ""
 
-    async def heal(self, models: HealModels, messages: list[dict[str, Any]]) -> HealOutcome:
+    async def heal(self, models: HealModels, messages: list[dict[str, Any]], task: str = "") -> HealOutcome:
         """Rounds until a candidate passes: the current model's first, then, where `models`
-        escalates (auto mode), the deep model's."""
+        escalates (auto mode), the deep model's. `task`, the turn's task as written, says which
+        files a candidate's code without a path is meant for, as it does for the agent."""
+        self._task = task
         rounds: list[RoundResult] = []
         escalated = False
         first = models.current
@@ -387,6 +393,8 @@ class Healer:
             # either is as good as an edit.
             strict = parse_edits(text)
             edits = strict or parse_edits(text, whole_files=True) or definition_edits(self.ws, text)
+            if not edits and isinstance(fallback := code_without_edit(text, self._task, self.ws), ApplyEdits):
+                edits = fallback.edits  # one code block for the one file the task names
             if not edits:
                 result.status = "no_edit"
                 return result
@@ -418,7 +426,10 @@ class Healer:
     def _known_path(self, edit):
         """An edit of a file that does not exist, aimed at the one file of that name that does
         ("path/to/calc.py" for calc.py: small models copy the prompt's example path)."""
-        return dataclasses.replace(edit, path=known_path(edit.path, self.ws.exists, self._files))
+        if echoes_example(edit):
+            return edit
+        wanted = named_paths(self._task)
+        return dataclasses.replace(edit, path=known_path(edit.path, self.ws.exists, self._files, wanted))
 
     def _files(self) -> list[str]:
         if self._listing is None:

@@ -299,7 +299,7 @@ class HealService:
         )
         emit = Emitter(job.observe)
         return await Healer(ws, job.test_cmd, settings, emit=emit).heal(
-            OneModel(self.source(body.model)), messages
+            OneModel(self.source(body.model)), messages, body.task
         )
 
     def _offer(self, job: HealJob, outcome: HealOutcome) -> None:
