@@ -331,6 +331,17 @@ def test_a_bare_code_block_for_the_one_new_file_the_task_names_is_tested_as_that
     assert (project / "wc.py").read_text() == "def count(text):\n    return len(text.split())\n"
 
 
+def test_a_new_file_written_as_search_replace_of_the_example_path_is_that_file(project):
+    # Seen in whiz bench agent (the 1.5B, "Write wc.py"): `path/to/file.py`, a SEARCH of what it
+    # imagined was there, and the program as REPLACE; refused as "does not exist" before.
+    (project / "check.py").write_text("import wc\nassert wc.count('a b') == 2\n")
+    program = edit("import sys", "def count(text):\n    return len(text.split())", "path/to/file.py")
+    code, events, _ = run_heal(project, [[program]], task="Write wc.py with count(text), the number of words")
+    assert code == 0, events
+    assert (project / "wc.py").read_text() == "def count(text):\n    return len(text.split())\n"
+    assert not (project / "path").exists()
+
+
 def test_the_terminal_says_what_a_heal_did_candidate_by_candidate(project):
     pool = ScriptedPool(sources={"fast": ScriptedCandidates([[WRONG, FIX]], delays_s=[0.0, 1.0])})
     out, err = io.StringIO(), io.StringIO()

@@ -8,6 +8,7 @@ Line endings are kept: a CRLF file stays CRLF, and a file keeps (or keeps lackin
 from __future__ import annotations
 
 import ast
+import dataclasses
 import difflib
 import stat
 from collections.abc import Callable, Collection
@@ -308,6 +309,27 @@ def known_path(
         # tic-tac-toe): a task of one file means that file.
         return next(iter(wanted))
     return path
+
+
+def aimed(
+    edit: Edit, exists: Callable[[str], bool], files: Callable[[], list[str]], wanted: Collection[str] = ()
+) -> Edit:
+    """`edit` sent where it was meant, for a file that does not exist (`known_path`); and a
+    SEARCH/REPLACE that would create a file the task names (`wanted`) is that file, from its
+    REPLACE: a small model asked to "write wc.py" often writes a SEARCH of what it imagines is
+    there and the program as REPLACE (refused as "does not exist" three times in a row, before).
+    The instructions' example written back stays as it is, to be refused."""
+    if not isinstance(edit, SearchReplace | WholeFile) or exists(edit.path) or echoes_example(edit):
+        return edit
+    edit = dataclasses.replace(edit, path=known_path(edit.path, exists, files, wanted))
+    if (
+        isinstance(edit, SearchReplace)
+        and edit.search.strip()
+        and edit.path in wanted
+        and not exists(edit.path)
+    ):
+        return WholeFile(edit.path, edit.replace)
+    return edit
 
 
 def plan_edits(ws: Workspace, edits: list[Edit]) -> list[FileChange]:

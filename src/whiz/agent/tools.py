@@ -7,7 +7,6 @@ How the model asks for actions (function tools or text in its reply) is `formats
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,11 +17,9 @@ from whiz.agent.edits import (
     Edit,
     EditError,
     FileChange,
-    SearchReplace,
     WholeFile,
+    aimed,
     apply_changes,
-    echoes_example,
-    known_path,
     plan_edits,
     unified_diff,
 )
@@ -202,25 +199,14 @@ class Toolbox:
         return Outcome("\n".join(f"{path}:{line_no}: {line.rstrip()}" for path, line_no, line in hits))
 
     def _known_path(self, edit: Edit) -> Edit:
-        """An edit of a file that does not exist, aimed where it was meant (`known_path`: the one
-        file of that name, or a new file the task names, written under the prompts' example
-        folder "path/to/"). A SEARCH/REPLACE that would create a file the task names is that file:
-        a small model asked to "write wc.py" often writes a SEARCH of what it imagines is there and
-        the program as REPLACE (refused three times in a row, "does not exist", before this)."""
-        if (
-            not isinstance(edit, SearchReplace | WholeFile)
-            or self.ws.exists(edit.path)
-            or echoes_example(edit)
-        ):
-            return edit
+        """An edit of a file that does not exist, aimed where it was meant (`edits.aimed`: the one
+        file of that name, or a file the task names). A whole new file under another path than
+        the example folder's is taken as written: a new file beside one of the same name may
+        well be meant."""
         if isinstance(edit, WholeFile) and not edit.path.startswith(EXAMPLE_DIR):
-            return edit  # a whole new file beside one of the same name may well be meant
+            return edit
         files = lambda: self.ws.list_files(".", limit=5000)  # noqa: E731
-        edit = dataclasses.replace(edit, path=known_path(edit.path, self.ws.exists, files, self.wanted))
-        new_file = edit.path in self.wanted and not self.ws.exists(edit.path)
-        if isinstance(edit, SearchReplace) and edit.search.strip() and new_file:
-            return WholeFile(edit.path, edit.replace)
-        return edit
+        return aimed(edit, self.ws.exists, files, self.wanted)
 
     async def _edit(self, action: ApplyEdits) -> Outcome:
         kept, left_out = self._unprotected(action.edits)

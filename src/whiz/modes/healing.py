@@ -20,7 +20,6 @@ cheapest first (`HealSettings.ladder`).
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol
@@ -30,9 +29,8 @@ from whiz.agent.definitions import definition_edits
 from whiz.agent.edits import (
     EditError,
     FileChange,
+    aimed,
     apply_changes,
-    echoes_example,
-    known_path,
     plan_edits,
     unified_diff,
 )
@@ -424,12 +422,9 @@ class Healer:
         return result  # "failed" until its tests pass
 
     def _known_path(self, edit):
-        """An edit of a file that does not exist, aimed at the one file of that name that does
-        ("path/to/calc.py" for calc.py: small models copy the prompt's example path)."""
-        if echoes_example(edit):
-            return edit
-        wanted = named_paths(self._task)
-        return dataclasses.replace(edit, path=known_path(edit.path, self.ws.exists, self._files, wanted))
+        """An edit of a file that does not exist, aimed where it was meant (`edits.aimed`: the one
+        file of that name, "path/to/calc.py" for calc.py, or a file the task names)."""
+        return aimed(edit, self.ws.exists, self._files, named_paths(self._task))
 
     def _files(self) -> list[str]:
         if self._listing is None:
