@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol
 
 from whiz.agent.actions import parse_edits
@@ -453,7 +454,13 @@ class Healer:
             return
         finally:
             await asyncio.to_thread(copy.close)
-        result.exit_code, result.test_output = done.exit_code, done.output
+        # The copy's paths read as the workspace's: a traceback through the throwaway copy's
+        # random folder confuses the model, and made the same candidate's feedback (and so the
+        # next candidate) differ from run to run.
+        output = done.output
+        for where in {str(copy.path), str(Path(copy.path).resolve())}:
+            output = output.replace(where, str(self.ws.root))
+        result.exit_code, result.test_output = done.exit_code, output
         result.test_ms = (time.perf_counter() - started) * 1000
         result.status = "passed" if done.ok else ("timeout" if done.timed_out else "failed")
 
