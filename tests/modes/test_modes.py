@@ -416,3 +416,20 @@ def test_a_ladder_is_climbed_once_a_turn_and_failing_tests_after_it_get_plain_re
     assert code == 0, events[-1]
     assert (len(fast.calls), len(deep.calls), len(plain.requests)) == (2, 1, 2)
     assert (project / "greet.py").read_text().startswith("def greet(name):")
+
+
+def test_a_new_program_whose_candidates_all_fail_its_check_gets_one_fix_from_the_model(project):
+    # Seen in whiz bench agent (auto, "Write wc.py"): the closest candidate failed only on a
+    # missing import; one reply that sees it applied, with the error, mends it.
+    (project / "check.py").write_text("import hello\nassert hello.hi() == 'hi'\n")
+    broken = "hello.py\n<<<<<<< SEARCH\n=======\ndef hi():\n    return greeting\n>>>>>>> REPLACE\n"
+    fixed = "hello.py\n<<<<<<< SEARCH\n    return greeting\n=======\n    return 'hi'\n>>>>>>> REPLACE\n"
+    candidates = ScriptedCandidates([[broken, broken], [broken, broken]])
+    plain = ScriptedModel([fixed, "unused"])
+    pool = ScriptedPool(clients={"fast": lambda: plain}, sources={"fast": candidates})
+    test_cmd = f"{sys.executable} check.py"
+    code, events, _ = run_exec(project, pool, "Write hello.py with hi()", test_cmd=test_cmd, heal=2)
+    assert code == 0, events[-1]
+    assert len(candidates.calls) == 2 and len(plain.requests) == 1  # its heal, then one fix
+    assert "undefined name 'greeting'" in plain.requests[0].items[-1]["content"]  # told what is wrong
+    assert (project / "hello.py").read_text() == "def hi():\n    return 'hi'\n"

@@ -52,6 +52,8 @@ class HealingModel(WrappedModel):
         """Why the turn ends at its next model call: its heal found no passing candidate."""
         self._climbed = False
         """Whether this turn has climbed its ladder (auto mode's heal, once a turn)."""
+        self._fixes = 0
+        """Plain replies left before a spent turn ends (a new program's one fix)."""
 
     @property
     def active(self) -> bool:
@@ -73,6 +75,11 @@ class HealingModel(WrappedModel):
             self._armed = True
 
     async def respond(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        if self._spent is not None and self._fixes > 0:
+            self._fixes -= 1  # one plain reply to what the check said about the new program
+            async for event in self.inner.respond(request):
+                yield event
+            return
         if self._spent is not None:
             yield Finished("failed", error=self._spent)
             return
@@ -97,6 +104,11 @@ class HealingModel(WrappedModel):
         choice = outcome.best or best_failure(results)
         if outcome.best is None and tested:
             self._spent = spent(outcome, self.healer.test_cmd)
+            # A new program that fails its check mostly fails on something local (an import left
+            # out, an index off) in code the model wrote from scratch: one reply that sees it
+            # applied, with the error, mends that for less than writing the program again. An
+            # edit of existing code gets no such step: the heal was the whole try.
+            self._fixes = 1 if choice is not None and creates_file(choice) else 0
         if choice is None and results:
             choice = results[0]  # no edits anywhere (it wants to read first): take a reply as is
         if choice is not None and no_op(choice):
@@ -134,6 +146,11 @@ def spent(outcome: HealOutcome, test_cmd: str) -> str:
         f"no candidate passed `{shown(test_cmd)}` ({count}: {parts}); "
         "the closest one is applied (`whiz undo` takes it back)"
     )
+
+
+def creates_file(result: CandidateResult) -> bool:
+    """Whether a candidate writes a file that did not exist (a new program, say)."""
+    return any(c.before is None and c.after is not None for c in result.changes)
 
 
 def no_op(result: CandidateResult) -> bool:
