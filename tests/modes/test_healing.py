@@ -273,6 +273,13 @@ def test_selection_order_is_pass_then_diff_then_tokens():
     assert pick_best(results).index == 3
     assert pick_best([r(0, "failed", 1, 1)]) is None
     assert best_failure([r(0, "malformed", 0, 1), r(1, "timeout", 3, 1), r(2, "failed", 9, 9)]).index == 2
+    # A one-line "program" that does not parse is not the closest attempt: the one that ran is.
+    junk, program = r(0, "failed", 1, 10), r(1, "failed", 30, 400)
+    junk.test_output = (
+        '  File "wc.py", line 1\n    python wc.py a.txt\n           ^^\nSyntaxError: invalid syntax\n'
+    )
+    program.test_output = "NameError: name 'sys' is not defined\n"
+    assert best_failure([junk, program]) is program
 
 
 async def test_a_healer_without_edits_anywhere_reports_no_edit(project):

@@ -175,11 +175,22 @@ _FAILURE_RANK = {"failed": 0, "timeout": 1, "tests_changed": 2, "malformed": 3, 
 
 
 def best_failure(results: list[CandidateResult]) -> CandidateResult | None:
-    """The failure most worth feeding back: an edit that applied and ran, small, short."""
+    """The failure most worth feeding back: an edit that applied and ran, to code that parses,
+    small, short. Code that does not even parse is furthest from working: smallest first, the
+    closest attempt at "Write wc.py" was the one line `python wc.py sample.txt`, not the program
+    that failed on a missing import."""
     failed = [r for r in results if not r.passed]
     if not failed:
         return None
-    return min(failed, key=lambda r: (_FAILURE_RANK[r.status], r.diff_lines, r.output_tokens, r.index))
+    return min(
+        failed,
+        key=lambda r: (_FAILURE_RANK[r.status], unparsed(r), r.diff_lines, r.output_tokens, r.index),
+    )
+
+
+def unparsed(result: CandidateResult) -> bool:
+    """Whether the candidate's tests failed on a syntax error (its code does not parse)."""
+    return any(f"{kind}Error:" in result.test_output for kind in ("Syntax", "Indentation", "Tab"))
 
 
 def diff_size(changes: list[FileChange]) -> int:
