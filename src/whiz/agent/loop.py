@@ -44,8 +44,8 @@ ONLY_THE_LINES = (
     "Do not write the whole file again. Write only the lines that must change, as a SEARCH/REPLACE "
     "block: in SEARCH the lines as they are now, in REPLACE the new lines."
 )
-"""After code written back unchanged: asked for the whole file again, the 0.5B copied it again
-(three times, even sampled); asked for the lines that change, it has to write a new one."""
+"""After code written back unchanged: a narrower request than the whole file, which the 0.5B
+copied three times, even sampled. It often copies the file anyway (whiz bench agent, fast)."""
 """For the reply after one that owed an edit and wrote none (or the same code back): at the
 session's temperature (0 by default) the same prompt gives nearly the same reply again. Healing
 samples its candidates at this temperature too."""
