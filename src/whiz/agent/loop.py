@@ -40,12 +40,7 @@ from whiz.client import ClientError, ResponseError
 from whiz.environments import Environment, environment_for
 
 RETRY_TEMPERATURE = 0.7
-ONLY_THE_LINES = (
-    "Do not write the whole file again. Write only the lines that must change, as a SEARCH/REPLACE "
-    "block: in SEARCH the lines as they are now, in REPLACE the new lines."
-)
-"""After code written back unchanged: a narrower request than the whole file, which the 0.5B
-copied three times, even sampled. It often copies the file anyway (whiz bench agent, fast)."""
+
 """For the reply after one that owed an edit and wrote none (or the same code back): at the
 session's temperature (0 by default) the same prompt gives nearly the same reply again. Healing
 samples its candidates at this temperature too."""
@@ -451,10 +446,7 @@ class Agent:
         if self.config.actions == "text":
             told = "\n\n".join(o.text for o in outcomes)
             if push_back:  # said whole: the next request shows this feedback, not the reply
-                told = (
-                    f"Your last reply wrote the code back unchanged. {self._still_to_change_feedback()}\n"
-                    f"{ONLY_THE_LINES}"
-                )
+                told = f"Your last reply wrote the code back unchanged. {self._still_to_change_feedback()}"
             self._tell(told)
         self.stats.acting_replies += not any(o.malformed or o.noop for o in outcomes)
         if push_back:
