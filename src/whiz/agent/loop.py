@@ -40,7 +40,6 @@ from whiz.client import ClientError, ResponseError
 from whiz.environments import Environment, environment_for
 
 RETRY_TEMPERATURE = 0.7
-
 """For the reply after one that owed an edit and wrote none (or the same code back): at the
 session's temperature (0 by default) the same prompt gives nearly the same reply again. Healing
 samples its candidates at this temperature too."""
