@@ -433,3 +433,23 @@ def test_a_new_program_whose_candidates_all_fail_its_check_gets_one_fix_from_the
     assert len(candidates.calls) == 2 and len(plain.requests) == 1  # its heal, then one fix
     assert "undefined name 'greeting'" in plain.requests[0].items[-1]["content"]  # told what is wrong
     assert (project / "hello.py").read_text() == "def hi():\n    return 'hi'\n"
+
+
+def test_the_ladders_sampled_rung_draws_from_the_task_as_given_after_a_reply_that_did_not_parse(project):
+    # Seen with the real 0.5B ("Write fizzbuzz.py", auto): told that its greedy reply did not
+    # parse, its samples echoed the instructions; drawn from the task as given, one was the program.
+    (project / "check.py").write_text("from greet import greet\nassert greet('x') == 'Hello, x'\n")
+    unparsable = "greet.py\n>>>>>>> REPLACE\n"
+    fast = ScriptedCandidates([[unparsable], [RENAME]])
+    deep = ScriptedCandidates([[unparsable]])
+    pool = ScriptedPool(
+        clients={"fast": lambda: ScriptedModel(["unused"]), "deep": lambda: ScriptedModel(["unused"])},
+        sources={"fast": fast, "deep": deep},
+    )
+    test_cmd = f"{sys.executable} check.py"
+    code, events, _ = run_exec(
+        project, pool, "Rename say_hello to greet in greet.py", mode="auto", test_cmd=test_cmd, heal=3
+    )
+    assert code == 0, events[-1]
+    assert fast.calls[1] == fast.calls[0]  # the same conversation: no feedback on the unparsed reply
+    assert fast.draws[1].seed == fast.draws[0].seed  # seeded as a first round's candidates

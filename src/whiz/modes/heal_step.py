@@ -26,7 +26,7 @@ from whiz.agent.model import (
 )
 from whiz.agent.runs_check import shown
 from whiz.errors import WhizError
-from whiz.modes.healing import CandidateResult, Healer, HealOutcome, best_failure
+from whiz.modes.healing import CandidateResult, Healer, HealOutcome, best_failure, creates_file
 from whiz.modes.router import ModeRouter
 
 
@@ -146,11 +146,6 @@ def spent(outcome: HealOutcome, test_cmd: str) -> str:
         f"no candidate passed `{shown(test_cmd)}` ({count}: {parts}); "
         "the closest one is applied (`whiz undo` takes it back)"
     )
-
-
-def creates_file(result: CandidateResult) -> bool:
-    """Whether a candidate writes a file that did not exist (a new program, say)."""
-    return any(c.before is None and c.after is not None for c in result.changes)
 
 
 def no_op(result: CandidateResult) -> bool:

@@ -225,6 +225,11 @@ def feedback(result: CandidateResult, test_cmd: str) -> str:
     return "That reply made no change. Write the edit as SEARCH/REPLACE blocks."
 
 
+def creates_file(result: CandidateResult) -> bool:
+    """Whether a candidate writes a file that did not exist (a new program, say)."""
+    return any(c.before is None and c.after is not None for c in result.changes)
+
+
 def told_without_reply(
     messages: list[dict[str, Any]], failure: CandidateResult, test_cmd: str
 ) -> list[dict[str, Any]]:
@@ -326,15 +331,24 @@ class Healer:
                 label = "deep"
             history = messages
             failure = best_failure([r for rnd in rounds for r in rnd.results])
-            if failure is not None and self.settings.ladder and label != "deep":
-                history = told_without_reply(messages, failure, self.test_cmd)
+            seed = None
+            if self.settings.ladder and label != "deep":
+                # The sampled rung draws as a round of the first model would, from the task as
+                # given, unless a failure's tests say something about code that exists: a new
+                # file's failure, or a reply that did not parse, fed back without the reply says
+                # nothing it could use, and the 0.5B answered "Write fizzbuzz.py" with the
+                # instructions echoed after such feedback, and with the program without it.
+                seed = self.settings.seed
+                tested = failure is not None and failure.status in ("failed", "timeout")
+                if tested and not creates_file(failure):
+                    history = told_without_reply(messages, failure, self.test_cmd)
             elif failure is not None:
                 history = messages + [
                     {"role": "assistant", "content": failure.text},
                     {"role": "user", "content": feedback(failure, self.test_cmd)},
                 ]
             source = await models.candidates(label)
-            result = await self.round(source, history, len(rounds) + 1, label, n=n, greedy=greedy)
+            result = await self.round(source, history, len(rounds) + 1, label, n=n, greedy=greedy, seed=seed)
             rounds.append(result)
             if result.best is not None:
                 return HealOutcome(rounds, result.best, escalated)
@@ -362,6 +376,7 @@ class Healer:
         *,
         n: int | None = None,
         greedy: bool = False,
+        seed: int | None = None,
     ) -> RoundResult:
         """One round: generate, test each candidate as it finishes, report. With `first_pass`,
         the first candidate to pass ends the round: the candidates still being written or tested
@@ -371,7 +386,8 @@ class Healer:
         item = self.emit.start(
             "heal", round=number, mode=label, n=n, test_cmd=self.test_cmd, status="in_progress"
         )
-        seed = None if s.seed is None else s.seed + 1000 * (number - 1)
+        if seed is None and s.seed is not None:
+            seed = s.seed + 1000 * (number - 1)
         tests = _RoundTests(self, number)
         try:
             draw = Draw(n, s.temperature, s.max_tokens, seed, s.parallel, greedy)
