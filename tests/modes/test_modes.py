@@ -453,3 +453,55 @@ def test_the_ladders_sampled_rung_draws_from_the_task_as_given_after_a_reply_tha
     assert code == 0, events[-1]
     assert fast.calls[1] == fast.calls[0]  # the same conversation: no feedback on the unparsed reply
     assert fast.draws[1].seed == fast.draws[0].seed  # seeded as a first round's candidates
+
+
+def test_a_fast_retry_after_code_written_back_unchanged_draws_three_and_takes_the_one_that_passes(project):
+    # Seen in whiz bench agent (fast, EditEval 0, 15, 19): the 0.5B wrote the file back unchanged,
+    # and each single sampled retry wrote it back again, so the turn ended with no edit.
+    (project / "check.py").write_text("from greet import greet\nassert greet('x') == 'Hello, x'\n")
+    same = f"greet.py\n```python\n{GREET}```\n"  # the file written back as it is
+    wrong = RENAME.replace("def greet(name):", "def greet(name, extra):")
+    candidates = ScriptedCandidates([[same, wrong, RENAME]])
+    plain = ScriptedModel([same, "unused"])
+    pool = ScriptedPool(clients={"fast": lambda: plain}, sources={"fast": candidates})
+    test_cmd = f"{sys.executable} check.py"
+    code, events, _ = run_exec(project, pool, "Rename say_hello to greet in greet.py", test_cmd=test_cmd)
+    assert code == 0, events[-1]
+    assert len(plain.requests) == 1  # the retry was the three candidates, not a second reply
+    (draw,) = candidates.draws
+    assert (draw.n, draw.parallel, draw.greedy_first, draw.temperature) == (3, True, False, 0.7)
+    told = candidates.calls[0]
+    assert "unchanged" in told[-1]["content"] and all(m["role"] != "assistant" for m in told[1:])
+    assert (project / "greet.py").read_text().startswith("def greet(name):")
+
+
+def test_a_retry_whose_candidates_all_fail_applies_the_closest_edit_and_the_next_draws_anew(project):
+    # An edit that ran (and failed) is more than no edit: it is applied and the model hears why it
+    # failed. A second retry in the turn is seeded apart from the first, or it would draw the same.
+    (project / "check.py").write_text("from greet import greet\nassert greet('x') == 'Hello, x'\n")
+    same = f"greet.py\n```python\n{GREET}```\n"
+    wrong = RENAME.replace("def greet(name):", "def greet(name, extra):")
+    fix = "greet.py\n<<<<<<< SEARCH\ndef greet(name, extra):\n=======\ndef greet(name):\n>>>>>>> REPLACE\n"
+    candidates = ScriptedCandidates([[same, same, same], [same, wrong, same]])
+    plain = ScriptedModel([same, fix])
+    pool = ScriptedPool(clients={"fast": lambda: plain}, sources={"fast": candidates})
+    test_cmd = f"{sys.executable} check.py"
+    code, events, _ = run_exec(project, pool, "Rename say_hello to greet in greet.py", test_cmd=test_cmd)
+    assert code == 0, events[-1]
+    first, second = candidates.draws
+    assert first.seed != second.seed
+    # The closest failure was applied, and the model was shown the tests failing on it.
+    assert "extra" in items(events, "file_change")[0]["diff"]
+    assert "The tests failed" in plain.requests[1].items[-1]["content"]
+    assert (project / "greet.py").read_text().startswith("def greet(name):")
+
+
+def test_without_a_test_command_or_in_a_heal_a_retry_is_one_plain_reply(project):
+    same = f"greet.py\n```python\n{GREET}```\n"
+    candidates = ScriptedCandidates([[RENAME, RENAME, RENAME]])
+    plain = ScriptedModel([same, RENAME])
+    pool = ScriptedPool(clients={"fast": lambda: plain}, sources={"fast": candidates})
+    code, events, _ = run_exec(project, pool, "Rename say_hello to greet in greet.py")
+    assert code == 0, events[-1]
+    assert len(plain.requests) == 2 and candidates.calls == []
+    assert plain.requests[1].retry and not plain.requests[0].retry

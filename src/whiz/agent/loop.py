@@ -344,6 +344,7 @@ class Agent:
             max_output_tokens=max(1, min(self.config.max_output_tokens, self._tokens_left())),
             temperature=None if self._stuck_at is None else RETRY_TEMPERATURE,
             task=self._task,
+            retry=self._stuck_at is not None,
         )
         text, calls, finished, item = "", [], Finished("failed", error="no reply"), None
         self._in_model = True

@@ -29,6 +29,9 @@ class ModelRequest:
     task: str | None = None
     """The turn's task as the user wrote it, without the files attached to it: a wrapper that
     plans edits itself (healing) reads which files it names."""
+    retry: bool = False
+    """The reply before owed an edit and made none (or repeated a malformed one word for word):
+    a wrapper that can draw several replies (healing) may answer with one that edits."""
 
 
 @dataclass

@@ -26,8 +26,19 @@ from whiz.agent.model import (
 )
 from whiz.agent.runs_check import shown
 from whiz.errors import WhizError
-from whiz.modes.healing import CandidateResult, Healer, HealOutcome, best_failure, creates_file
+from whiz.modes.healing import (
+    CandidateResult,
+    Healer,
+    HealOutcome,
+    RoundResult,
+    best_failure,
+    creates_file,
+)
 from whiz.modes.router import ModeRouter
+
+
+REDRAW_N = 3
+"""Candidates drawn together for a step whose plain reply made no edit (`HealingModel`)."""
 
 
 class HealingModel(WrappedModel):
@@ -41,6 +52,12 @@ class HealingModel(WrappedModel):
     heal of the same task, on nearly the same prompt, costs as much again and rarely passes where
     the first found nothing (on EditEval every such turn ran to its time budget). Auto mode's
     ladder is climbed once a turn, whatever it found. `observe` must see the agent's events.
+
+    Where it does not heal (fast and deep modes without `--heal`), a step that retries a reply
+    that made no edit (`ModelRequest.retry`) draws `redraw_n` sampled replies together and answers
+    with the one the tests like best: in fast mode the 0.5B wrote the file back unchanged on both
+    of its single sampled retries (3 of 25 turns of whiz bench agent ended with no edit), and a
+    batch of three costs about one and a half replies. (A heal has drawn its samples already.)
     """
 
     def __init__(self, inner: ModelClient, healer: Healer, router: ModeRouter):
@@ -54,6 +71,10 @@ class HealingModel(WrappedModel):
         """Whether this turn has climbed its ladder (auto mode's heal, once a turn)."""
         self._fixes = 0
         """Plain replies left before a spent turn ends (a new program's one fix)."""
+        self._redraws = 0
+        """Retries drawn as several candidates this turn: each is seeded apart from the last."""
+        self.redraw_n = REDRAW_N
+        """Candidates of a retry drawn together (0 or 1: a retry is one plain reply)."""
 
     @property
     def active(self) -> bool:
@@ -69,7 +90,7 @@ class HealingModel(WrappedModel):
             and item.get("status") == "failed"
         )
         if kind == "turn.started":
-            self._spent, self._climbed = None, False
+            self._spent, self._climbed, self._redraws = None, False, 0
         # A ladder is climbed once a turn: after it, failing tests get plain replies.
         if kind == "turn.started" or (tests_failed and not self._climbed):
             self._armed = True
@@ -82,6 +103,10 @@ class HealingModel(WrappedModel):
             return
         if self._spent is not None:
             yield Finished("failed", error=self._spent)
+            return
+        if request.retry and not self.active and self.redraw_n > 1:
+            async for event in self._redraw(request):
+                yield event
             return
         if not self._armed or not self.active:
             async for event in self.inner.respond(request):
@@ -120,19 +145,48 @@ class HealingModel(WrappedModel):
             async for event in self.inner.respond(request):
                 yield event
             return
-        text = choice.reply() if choice.changes else choice.text
-        yield ModelText(text)
-        rounds = outcome.rounds
-        usage = {
-            "input_tokens": sum(r.generation.prompt_tokens for r in rounds),
-            "input_tokens_details": {"cached_tokens": 0},
-            "output_tokens": sum(sum(r.generation.output_tokens) for r in rounds),
-        }
-        timings = {
-            "decode_tokens": usage["output_tokens"],
-            "decode_ms": sum(r.generation.wall_ms for r in rounds),
-        }
-        yield Finished("completed", output_items(text, []), usage, timings)
+        async for event in answer(choice, outcome.rounds):
+            yield event
+
+    async def _redraw(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """A retry as `REDRAW_N` candidates drawn together: the first to pass, else the closest
+        failure (an edit that ran before one that changed nothing). Sampled at the healer's
+        temperature, seeded apart from this turn's earlier retries."""
+        self._redraws += 1
+        seed = self.healer.settings.seed
+        seed = None if seed is None else seed + 7919 * self._redraws
+        try:
+            messages = chat_messages(request.instructions, request.items)
+            found = await self.healer.redraw(
+                self.router, messages, request.task or "", n=self.redraw_n, seed=seed
+            )
+        except WhizError as exc:
+            yield Finished("failed", error=exc.message)
+            return
+        choice = found.best or best_failure(found.results)
+        if choice is None:
+            async for event in self.inner.respond(request):
+                yield event
+            return
+        async for event in answer(choice, [found]):
+            yield event
+
+
+async def answer(choice: CandidateResult, rounds: list[RoundResult]) -> AsyncIterator[ModelEvent]:
+    """The chosen candidate as the step's reply (its edits, or its text where it has none), with
+    what the rounds that found it cost."""
+    text = choice.reply() if choice.changes else choice.text
+    yield ModelText(text)
+    usage = {
+        "input_tokens": sum(r.generation.prompt_tokens for r in rounds),
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": sum(sum(r.generation.output_tokens) for r in rounds),
+    }
+    timings = {
+        "decode_tokens": usage["output_tokens"],
+        "decode_ms": sum(r.generation.wall_ms for r in rounds),
+    }
+    yield Finished("completed", output_items(text, []), usage, timings)
 
 
 def spent(outcome: HealOutcome, test_cmd: str) -> str:

@@ -354,6 +354,15 @@ class Healer:
                 return HealOutcome(rounds, result.best, escalated)
         return HealOutcome(rounds, None, escalated)
 
+    async def redraw(
+        self, models: HealModels, messages: list[dict[str, Any]], task: str, *, n: int, seed: int | None
+    ) -> RoundResult:
+        """One round of `n` candidates of the current model sampled together, for a step whose
+        plain reply made no edit (`heal_step.HealingModel`): the tests pick the one to apply."""
+        self._task = task
+        source = await models.candidates()
+        return await self.round(source, messages, 1, models.current, n=n, seed=seed, parallel=True)
+
     def rungs(self) -> list[tuple[Literal["first", "deep"], int, bool]]:
         """The heal's rounds in order: which model (the one answering at the start, or the deep
         one where the mode escalates), how many candidates, and whether the first is greedy."""
@@ -377,12 +386,14 @@ class Healer:
         n: int | None = None,
         greedy: bool = False,
         seed: int | None = None,
+        parallel: bool | None = None,
     ) -> RoundResult:
         """One round: generate, test each candidate as it finishes, report. With `first_pass`,
         the first candidate to pass ends the round: the candidates still being written or tested
         are cancelled (a passing one tested at the same moment still competes)."""
         s = self.settings
         n = n or s.n
+        parallel = s.parallel if parallel is None else parallel
         item = self.emit.start(
             "heal", round=number, mode=label, n=n, test_cmd=self.test_cmd, status="in_progress"
         )
@@ -390,7 +401,7 @@ class Healer:
             seed = s.seed + 1000 * (number - 1)
         tests = _RoundTests(self, number)
         try:
-            draw = Draw(n, s.temperature, s.max_tokens, seed, s.parallel, greedy)
+            draw = Draw(n, s.temperature, s.max_tokens, seed, parallel, greedy)
             async with source.stream(messages, draw) as found:
                 await tests.read(found, stop_at_pass=s.first_pass)
             # Leaving the block cancelled whatever was still being written.

@@ -36,7 +36,7 @@ from whiz.client import HttpClient
 from whiz.environments import SandboxOptions, SandboxUnavailable, environment_for
 from whiz.environments.worktree import sweep_stale_copies
 from whiz.modes.endpoints import DeepSettings, FastSettings, SetupError
-from whiz.modes.heal_step import HealingModel
+from whiz.modes.heal_step import REDRAW_N, HealingModel
 from whiz.modes.healing import Healer, HealSettings
 from whiz.modes.notices import ItemEmitter, Tee
 from whiz.modes.policy import ChatModelCheck, Policy, PolicyAction, PolicyDecision
@@ -320,6 +320,10 @@ class AgentSession:
             settings = self.healing.healer.settings
             settings.n = n if self.options.agent.test_cmd else 0
             ladder(settings, self.router.mode)
+            # Candidates run the tests in copies, which a read-only session does not (as `--heal`).
+            read_only = self.options.agent.approval is ApprovalMode.READ_ONLY
+            tests = self.options.agent.test_cmd and not read_only
+            self.healing.redraw_n = REDRAW_N if tests else 0
         settings = {
             "mode": self.router.mode,
             "heal": self.options.heal,
