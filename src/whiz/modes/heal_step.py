@@ -36,7 +36,6 @@ from whiz.modes.healing import (
 )
 from whiz.modes.router import ModeRouter
 
-
 REDRAW_N = 3
 """Candidates drawn together for a step whose plain reply made no edit (`HealingModel`)."""
 
@@ -164,6 +163,14 @@ class HealingModel(WrappedModel):
             yield Finished("failed", error=exc.message)
             return
         choice = found.best or best_failure(found.results)
+        if choice is not None and choice.status == "no_edit":
+            # Nothing usable: code written back unchanged is sent back again (the turn's next retry
+            # draws anew), where words would end the turn. The 0.5B's shortest sample was the task
+            # echoed, and it ended EditEval 0 with one retry left.
+            shows_code = [
+                r for r in found.results if r.status == "no_edit" and ("```" in r.text or "<<<<<<<" in r.text)
+            ]
+            choice = shows_code[0] if shows_code else choice
         if choice is None:
             async for event in self.inner.respond(request):
                 yield event
