@@ -182,6 +182,7 @@ async def test_a_read_only_session_never_heals_so_no_candidate_runs_the_tests(pr
     session = await opened.open(test_cmd=TEST_CMD, mode="auto", approval=ApprovalMode.READ_ONLY)
     try:
         assert session.heal_n == 0  # auto mode with a test command heals, but not read-only
+        assert session.healing.redraw_n == 0  # nor does a retry draw candidates that run them
         assert (await session.run("What does greet.py do?")).ok
     finally:
         await session.close()

@@ -506,3 +506,20 @@ def test_without_a_test_command_or_in_a_heal_a_retry_is_one_plain_reply(project)
     assert code == 0, events[-1]
     assert len(plain.requests) == 2 and candidates.calls == []
     assert plain.requests[1].retry and not plain.requests[0].retry
+
+
+def test_once_the_turn_has_edited_a_retry_is_one_plain_reply(project):
+    # Seen in whiz bench agent (fast, EditEval 1): each redraw's closest failure was applied, the
+    # tests failed, the model wrote the code back, and the next redraw again, to the step limit.
+    (project / "check.py").write_text("from greet import greet\nassert greet('x') == 'Hello, x'\n")
+    wrong = RENAME.replace("def greet(name):", "def greet(name, extra):")
+    same = 'greet.py\n```python\ndef greet(name, extra):\n    return "Hello, " + name\n```\n'
+    fix = "greet.py\n<<<<<<< SEARCH\ndef greet(name, extra):\n=======\ndef greet(name):\n>>>>>>> REPLACE\n"
+    candidates = ScriptedCandidates([[RENAME, RENAME, RENAME]])
+    plain = ScriptedModel([wrong, same, fix])
+    pool = ScriptedPool(clients={"fast": lambda: plain}, sources={"fast": candidates})
+    test_cmd = f"{sys.executable} check.py"
+    code, events, _ = run_exec(project, pool, "Rename say_hello to greet in greet.py", test_cmd=test_cmd)
+    assert code == 0, events[-1]
+    assert candidates.calls == [] and len(plain.requests) == 3
+    assert plain.requests[2].retry  # the retry after the failing edit was a plain reply

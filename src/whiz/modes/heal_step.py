@@ -56,7 +56,9 @@ class HealingModel(WrappedModel):
     that made no edit (`ModelRequest.retry`) draws `redraw_n` sampled replies together and answers
     with the one the tests like best: in fast mode the 0.5B wrote the file back unchanged on both
     of its single sampled retries (3 of 25 turns of whiz bench agent ended with no edit), and a
-    batch of three costs about one and a half replies. (A heal has drawn its samples already.)
+    batch of three costs about one and a half replies. Only until the turn's first edit: after
+    it, each redraw's closest failure was applied and the tests failed again, step after step, to
+    the step limit (164 s on EditEval 1). (A heal has drawn its samples already.)
     """
 
     def __init__(self, inner: ModelClient, healer: Healer, router: ModeRouter):
@@ -72,6 +74,8 @@ class HealingModel(WrappedModel):
         """Plain replies left before a spent turn ends (a new program's one fix)."""
         self._redraws = 0
         """Retries drawn as several candidates this turn: each is seeded apart from the last."""
+        self._edited = False
+        """Whether this turn has changed a file: from then on a retry is one plain reply."""
         self.redraw_n = REDRAW_N
         """Candidates of a retry drawn together (0 or 1: a retry is one plain reply)."""
 
@@ -89,7 +93,13 @@ class HealingModel(WrappedModel):
             and item.get("status") == "failed"
         )
         if kind == "turn.started":
-            self._spent, self._climbed, self._redraws = None, False, 0
+            self._spent, self._climbed, self._redraws, self._edited = None, False, 0, False
+        if (
+            kind == "item.completed"
+            and item.get("type") == "file_change"
+            and item.get("status") == "completed"
+        ):
+            self._edited = True
         # A ladder is climbed once a turn: after it, failing tests get plain replies.
         if kind == "turn.started" or (tests_failed and not self._climbed):
             self._armed = True
@@ -103,7 +113,7 @@ class HealingModel(WrappedModel):
         if self._spent is not None:
             yield Finished("failed", error=self._spent)
             return
-        if request.retry and not self.active and self.redraw_n > 1:
+        if request.retry and not self.active and self.redraw_n > 1 and not self._edited:
             async for event in self._redraw(request):
                 yield event
             return
