@@ -297,3 +297,18 @@ async def test_a_turn_over_its_output_tokens_ends_with_the_reason(harness, proje
     assert not result.ok and "150 output tokens" in result.message
     assert len(h.model.requests) == 2
     assert h.model.requests[1].max_output_tokens < 150  # the last call may not overshoot either
+
+
+async def test_a_reply_caught_in_a_loop_is_stopped_and_its_edit_before_the_loop_applied(harness, project: Path):
+    # Seen in whiz bench agent (fast, EditEval 19): the 0.5B ended its edit and then wrote
+    # ">>>>>>> REPLACE" over and over, 70 s to the output limit, and the turn ran out of time.
+    edit = sr("greet.py", "def say_hello(name):", "def greet(name):")
+    looping = edit + ">>>>>>> REPLACE\n" * 300
+    h = harness([Reply(looping, chunk_chars=16)])
+    result = await h.agent.run("Rename say_hello to greet in greet.py")
+    assert result.ok, result.message
+    assert h.model.cancels == 1  # the server was told to stop
+    assert (project / "greet.py").read_text().startswith("def greet(name):")
+    assert any("loop" in e["message"] for e in h.events.items("error"))
+    reply = [i for i in h.agent.items if i.get("role") == "assistant"][0]["content"]
+    assert reply == edit  # the conversation keeps the reply without its loop

@@ -27,8 +27,17 @@ from whiz.agent.events import Emitter, EventSink
 from whiz.agent.formats import TOOLS, ActionFormat, text_actions, tool_action, unparsed_calls
 from whiz.agent.intent import asks_for_change, code_without_edit
 from whiz.agent.intent import named_paths as intent_paths
-from whiz.agent.model import Finished, ModelClient, ModelRequest, ModelText, ModelToolCall, WrappedModel
+from whiz.agent.model import (
+    Finished,
+    ModelClient,
+    ModelRequest,
+    ModelText,
+    ModelToolCall,
+    WrappedModel,
+    output_items,
+)
 from whiz.agent.prompt import system_prompt, task_message
+from whiz.agent.repetition import loop_start
 from whiz.agent.runs_check import shown
 from whiz.agent.stats import TurnOutcome, TurnStats
 from whiz.agent.test_files import named_paths
@@ -347,6 +356,7 @@ class Agent:
             retry=self._stuck_at is not None,
         )
         text, calls, finished, item = "", [], Finished("failed", error="no reply"), None
+        looped: int | None = None
         self._in_model = True
         try:
             async for event in self.model.respond(request):
@@ -356,10 +366,17 @@ class Agent:
                     text += event.text
                     item["text"] = text
                     self.emit.emit("item.updated", item=dict(item), delta=event.text)
+                    if looped is None and "\n" in event.text and (looped := loop_start(text)) is not None:
+                        await self._cancel_model()  # the rest would be the loop, to the output limit
                 elif isinstance(event, ModelToolCall):
                     calls.append(event)
                 elif isinstance(event, Finished):
                     finished = event
+            if looped is not None and not self._cancelled:
+                text = text[:looped]
+                finished.status, finished.output_items = "completed", output_items(text, calls)
+                self.emit.single("error", message="the reply went into a loop, a line over and over: "
+                                 "it was stopped there, and what came before is kept")  # fmt: skip
         finally:
             self._in_model = False
             if item is not None:
