@@ -299,7 +299,9 @@ async def test_a_turn_over_its_output_tokens_ends_with_the_reason(harness, proje
     assert h.model.requests[1].max_output_tokens < 150  # the last call may not overshoot either
 
 
-async def test_a_reply_caught_in_a_loop_is_stopped_and_its_edit_before_the_loop_applied(harness, project: Path):
+async def test_a_reply_caught_in_a_loop_is_stopped_and_its_edit_before_the_loop_applied(
+    harness, project: Path
+):
     # Seen in whiz bench agent (fast, EditEval 19): the 0.5B ended its edit and then wrote
     # ">>>>>>> REPLACE" over and over, 70 s to the output limit, and the turn ran out of time.
     edit = sr("greet.py", "def say_hello(name):", "def greet(name):")

@@ -166,3 +166,31 @@ async def test_scripted_candidates_finish_in_the_order_of_their_delays():
     async with source.stream(MESSAGES, Draw(3, 0.7, 32)) as found:
         order = [c.text async for c in found]
     assert order == ["b", "c", "a"]
+
+
+class LoopingHttp:
+    """A server whose one candidate falls into a loop and would write it forever."""
+
+    def __init__(self):
+        self.lines_sent = 0
+        self.closed = False
+
+    async def stream(self, path: str, body: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
+        try:
+            yield {"choices": [{"index": 0, "delta": {"content": "x = 1\n"}, "finish_reason": None}]}
+            while self.lines_sent < 10_000:
+                self.lines_sent += 1
+                yield {"choices": [{"index": 0, "delta": {"content": "print(x)\n"}, "finish_reason": None}]}
+                await asyncio.sleep(0)
+        finally:
+            self.closed = True
+
+
+async def test_a_candidate_caught_in_a_loop_ends_there_and_its_stream_is_closed():
+    # A looping candidate decoded to its token limit cost a heal's ladder tens of seconds here.
+    http = LoopingHttp()
+    generation = await generate_all(
+        ChatCandidates(http), MESSAGES, Draw(1, 0.7, 1024, seed=1, parallel=False)
+    )  # type: ignore[arg-type]
+    assert generation.texts == ["x = 1\nprint(x)\n"] and generation.finish_reasons == ["loop"]
+    assert http.closed and http.lines_sent < 20  # the server was told to stop, not read to the end

@@ -28,6 +28,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from whiz.agent.repetition import loop_start
 from whiz.agent.repomap import len_based_estimate
 from whiz.client import ResponseError
 
@@ -109,8 +110,18 @@ class CandidateStream:
             yield item
 
     def write(self, index: int, text: str) -> None:
-        """More text of candidate `index`."""
+        """More text of candidate `index`. A candidate caught in a loop (`repetition.py`) ends
+        there, without its loop; what its decoding writes after that is dropped."""
+        if self._reasons[index] is not None:
+            return
         self.texts[index] += text
+        if "\n" in text and (cut := loop_start(self.texts[index])) is not None:
+            self.texts[index] = self.texts[index][:cut]
+            self.finish(index, "loop")
+
+    def reason(self, index: int) -> str | None:
+        """Why candidate `index` ended ("loop": caught in one), or None while it goes on."""
+        return self._reasons[index]
 
     def finish(self, index: int, reason: str, output_tokens: int | None = None) -> None:
         """Candidate `index` is complete (a second finish of the same index is ignored)."""
@@ -202,7 +213,9 @@ class ChatCandidates:
             if draw.greedy_first and first == 0 and count == 1:
                 body["temperature"] = 0.0
             seen: set[int] = set()
-            async for chunk in self.http.stream("/chat/completions", body):
+            ours = range(first, min(first + count, out.n))
+            chunks = self.http.stream("/chat/completions", body)
+            async for chunk in chunks:
                 if "error" in chunk:
                     raise ResponseError.from_error(chunk["error"])
                 usage = chunk.get("usage") or {}
@@ -215,6 +228,13 @@ class ChatCandidates:
                     out.write(index, (choice.get("delta") or {}).get("content") or "")
                     if reason := choice.get("finish_reason"):
                         out.finish(index, reason, (chunk.get("whiz") or {}).get("decode_tokens"))
+                reasons = [out.reason(i) for i in ours]
+                if "loop" in reasons and None not in reasons:
+                    # Every candidate of this request ended, one in a loop: closing the stream
+                    # stops the server decoding the rest of the loop to the token limit.
+                    if close := getattr(chunks, "aclose", None):
+                        await close()
+                    break
             for index in seen:  # a stream that ended without a finish_reason still ended
                 out.finish(index, "stop")
             return len(seen)
