@@ -482,8 +482,12 @@ def test_a_retry_whose_candidates_all_fail_applies_the_closest_edit_and_the_next
     same = f"greet.py\n```python\n{GREET}```\n"
     wrong = RENAME.replace("def greet(name):", "def greet(name, extra):")
     fix = "greet.py\n<<<<<<< SEARCH\ndef greet(name, extra):\n=======\ndef greet(name):\n>>>>>>> REPLACE\n"
-    echo = "Rename say_hello to greet in greet.py"  # words end a turn: the code goes back instead
-    candidates = ScriptedCandidates([[echo, same, same], [same, wrong, same]])
+    echo = "Rename say_hello to greet in greet.py"  # words end a turn: the code goes back instead,
+    example = (  # and so does the instructions' example echoed, which the next reply would echo
+        "path/to/file.py\n<<<<<<< SEARCH\nthe exact lines to change, copied from the file\n"
+        "=======\nthe new lines\n>>>>>>> REPLACE\n"
+    )
+    candidates = ScriptedCandidates([[echo, example, same], [same, wrong, same]])
     plain = ScriptedModel([same, fix])
     pool = ScriptedPool(clients={"fast": lambda: plain}, sources={"fast": candidates})
     test_cmd = f"{sys.executable} check.py"

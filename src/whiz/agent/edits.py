@@ -270,6 +270,7 @@ def _whole_file(text: str | None, content: str) -> str:
 
 
 EXAMPLE_DIR = "path/to/"
+"""The folder of the prompts' example paths, which small models copy in front of a real name."""
 EXAMPLE_FILE = EXAMPLE_DIR + "file.py"
 """The path the instructions' SEARCH/REPLACE example edits (`prompt.TEXT_ACTIONS`)."""
 EXAMPLE_SEARCH, EXAMPLE_REPLACE = "the exact lines to change, copied from the file", "the new lines"
@@ -279,9 +280,6 @@ EXAMPLE_SEARCH, EXAMPLE_REPLACE = "the exact lines to change, copied from the fi
 def echoes_example(edit: Edit) -> bool:
     """Whether `edit` is the instructions' example written back, not an edit meant for a file."""
     return isinstance(edit, SearchReplace) and edit.replace.strip() == EXAMPLE_REPLACE
-
-
-"""The folder of the prompts' example paths, which small models copy in front of a real name."""
 
 
 def namesakes(path: str, files: list[str]) -> list[str]:

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 
 from whiz.agent.actions import parse_edits
 from whiz.agent.chat_model import chat_messages
+from whiz.agent.edits import EXAMPLE_SEARCH
 from whiz.agent.errors import WhizAgentError
 from whiz.agent.events import Event
 from whiz.agent.model import (
@@ -173,14 +174,13 @@ class HealingModel(WrappedModel):
             yield Finished("failed", error=exc.message)
             return
         choice = found.best or best_failure(found.results)
-        if choice is not None and choice.status == "no_edit":
-            # Nothing usable: code written back unchanged is sent back again (the turn's next retry
-            # draws anew), where words would end the turn. The 0.5B's shortest sample was the task
-            # echoed, and it ended EditEval 0 with one retry left.
-            shows_code = [
-                r for r in found.results if r.status == "no_edit" and ("```" in r.text or "<<<<<<<" in r.text)
-            ]
-            choice = shows_code[0] if shows_code else choice
+        # Nothing usable: code written back unchanged is sent back again (the turn's next retry
+        # draws anew), where words would end the turn, and the instructions' example echoed would
+        # get a plain reply, which echoed them again (0.5B, EditEval 0 and 4). An edit that missed
+        # its file still goes back with what it missed.
+        echoed = choice is not None and choice.status == "malformed" and EXAMPLE_SEARCH in choice.text
+        if choice is not None and (choice.status == "no_edit" or echoed):
+            choice = next((r for r in found.results if written_back(r)), choice)
         if choice is None:
             async for event in self.inner.respond(request):
                 yield event
@@ -217,6 +217,14 @@ def spent(outcome: HealOutcome, test_cmd: str) -> str:
         f"no candidate passed `{shown(test_cmd)}` ({count}: {parts}); "
         "the closest one is applied (`whiz undo` takes it back)"
     )
+
+
+def written_back(result: CandidateResult) -> bool:
+    """Whether a candidate with no edit shows code: the file written back as it is, not words and
+    not the instructions' example echoed (the 0.5B's samples did both)."""
+    text = result.text
+    shows_code = "```" in text or "<<<<<<<" in text
+    return result.status == "no_edit" and shows_code and EXAMPLE_SEARCH not in text
 
 
 def no_op(result: CandidateResult) -> bool:
