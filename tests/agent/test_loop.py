@@ -314,3 +314,19 @@ async def test_a_reply_caught_in_a_loop_is_stopped_and_its_edit_before_the_loop_
     assert any("loop" in e["message"] for e in h.events.items("error"))
     reply = [i for i in h.agent.items if i.get("role") == "assistant"][0]["content"]
     assert reply == edit  # the conversation keeps the reply without its loop
+
+
+async def test_a_reply_that_writes_the_instructions_back_is_not_acted_on(harness, project: Path):
+    # Seen in whiz bench agent (fast, EditEval 4 and 6): told its reply changed nothing, the 0.5B
+    # wrote the instructions back, and their example READ, LIST and GREP lines ran on path/to/.
+    from whiz.agent.prompt import TEXT_ACTIONS
+
+    echo = "To change the file, write the file's path on its own line:\n\n" + TEXT_ACTIONS.split("\n", 2)[2]
+    h = harness([echo.format(run="RUN shell command"), sr("greet.py", "def say_hello(name):", "def greet(name):")])
+    result = await h.agent.run("Rename say_hello to greet in greet.py")
+    assert result.ok, result.message
+    retry = h.model.requests[1]
+    assert retry.retry and all("READ path/to" not in str(i.get("content")) for i in retry.items)
+    assert "instructions back" in retry.items[-1]["content"]
+    assert not h.events.items("tool_call") and not h.events.items("command_execution")  # no example ran
+    assert (project / "greet.py").read_text().startswith("def greet(name):")

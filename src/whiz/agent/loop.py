@@ -36,7 +36,7 @@ from whiz.agent.model import (
     WrappedModel,
     output_items,
 )
-from whiz.agent.prompt import system_prompt, task_message
+from whiz.agent.prompt import echoes_instructions, system_prompt, task_message
 from whiz.agent.repetition import loop_start
 from whiz.agent.runs_check import shown
 from whiz.agent.stats import TurnOutcome, TurnStats
@@ -439,6 +439,17 @@ class Agent:
             actions = [(tool_action(call), call.call_id) for call in reply.calls]
             self.stats.calls_started += len(actions) + unparsed_calls(reply.text)
             self.stats.calls_well_formed += sum(not isinstance(a, Malformed) for a, _ in actions)
+        elif echoes_instructions(reply.text):
+            # Its READ, LIST and GREP lines are the examples: acting on them only adds noise. Told
+            # so, and asked again without the echo in view (it would copy it), sampled.
+            owed = (
+                self._still_to_change_feedback()
+                if self._still_to_change()
+                else f"The task: {self._task.strip()[:300]}"
+            )
+            self._tell(f"Your last reply wrote the instructions back instead of acting on them. {owed}")
+            self._stuck()
+            raise FormatError("the reply wrote the instructions back")
         else:
             actions = [(action, None) for action in text_actions(reply.text, self.tools.focus_text())]
         if not actions and self.config.actions == "text":

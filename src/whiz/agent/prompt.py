@@ -42,6 +42,23 @@ GREP some text
 {{run}}
 When you have made the change, stop. If nothing needs changing, answer in plain words."""
 
+EXAMPLE_LINES = (
+    EXAMPLE_SEARCH,
+    f"READ {EXAMPLE_FILE}",
+    "LIST path/to/dir",
+    "GREP some text",
+    "To change a file, write the file's path on its own line",
+)
+"""Lines of the instructions' examples that no reply meant for this repository holds."""
+
+
+def echoes_instructions(text: str) -> bool:
+    """Whether a reply is the instructions written back (two of their example lines), not actions:
+    the 0.5B does so after being told its reply changed nothing, and its example READ, LIST and
+    GREP lines then ran as actions on `path/to/`."""
+    return sum(line in text for line in EXAMPLE_LINES) >= 2
+
+
 TOOL_ACTIONS = """\
 Use the tools: read_file, list_files and search_text to look at code; edit_file to change a
 file (old_text copied exactly from the file, new_text its replacement); create_file for a new
