@@ -322,7 +322,9 @@ async def test_a_reply_that_writes_the_instructions_back_is_not_acted_on(harness
     from whiz.agent.prompt import TEXT_ACTIONS
 
     echo = "To change the file, write the file's path on its own line:\n\n" + TEXT_ACTIONS.split("\n", 2)[2]
-    h = harness([echo.format(run="RUN shell command"), sr("greet.py", "def say_hello(name):", "def greet(name):")])
+    h = harness(
+        [echo.format(run="RUN shell command"), sr("greet.py", "def say_hello(name):", "def greet(name):")]
+    )
     result = await h.agent.run("Rename say_hello to greet in greet.py")
     assert result.ok, result.message
     retry = h.model.requests[1]

@@ -353,7 +353,7 @@ class Agent:
             max_output_tokens=max(1, min(self.config.max_output_tokens, self._tokens_left())),
             temperature=None if self._stuck_at is None else RETRY_TEMPERATURE,
             task=self._task,
-            retry=self._stuck_at is not None,
+            retry_from=None if self._stuck_at is None else self.items[: self._stuck_at],
         )
         text, calls, finished, item = "", [], Finished("failed", error="no reply"), None
         looped: int | None = None

@@ -29,9 +29,16 @@ class ModelRequest:
     task: str | None = None
     """The turn's task as the user wrote it, without the files attached to it: a wrapper that
     plans edits itself (healing) reads which files it names."""
-    retry: bool = False
-    """The reply before owed an edit and made none (or repeated a malformed one word for word):
-    a wrapper that can draw several replies (healing) may answer with one that edits."""
+    retry_from: list[dict[str, Any]] | None = None
+    """Set when the replies before owed an edit and made none (or repeated a malformed one word
+    for word): the conversation before them, without the feedback on them. A wrapper that can
+    draw several replies (healing) samples from it: told what was wrong, the 0.5B wrote its
+    instructions back, and drawn from the task as given it wrote code."""
+
+    @property
+    def retry(self) -> bool:
+        """Whether this call retries replies that made no edit (`retry_from`)."""
+        return self.retry_from is not None
 
 
 @dataclass

@@ -159,14 +159,15 @@ class HealingModel(WrappedModel):
             yield event
 
     async def _redraw(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        """A retry as `REDRAW_N` candidates drawn together: the first to pass, else the closest
-        failure (an edit that ran before one that changed nothing). Sampled at the healer's
-        temperature, seeded apart from this turn's earlier retries."""
+        """A retry as `redraw_n` candidates drawn together from the conversation before the replies
+        that made no edit: the first to pass, else the closest failure (an edit that ran before
+        one that changed nothing). Sampled at the healer's temperature, seeded apart from this
+        turn's earlier retries."""
         self._redraws += 1
         seed = self.healer.settings.seed
         seed = None if seed is None else seed + 7919 * self._redraws
         try:
-            messages = chat_messages(request.instructions, request.items)
+            messages = chat_messages(request.instructions, request.retry_from or request.items)
             found = await self.healer.redraw(
                 self.router, messages, request.task or "", n=self.redraw_n, seed=seed
             )
