@@ -54,10 +54,10 @@ class HealingModel(WrappedModel):
     ladder is climbed once a turn, whatever it found. `observe` must see the agent's events.
 
     Where it does not heal (fast and deep modes without `--heal`), a step that retries a reply
-    that made no edit (`ModelRequest.retry`) draws `redraw_n` sampled replies together and answers
-    with the one the tests like best: in fast mode the 0.5B wrote the file back unchanged on both
-    of its single sampled retries (3 of 25 turns of whiz bench agent ended with no edit), and a
-    batch of three costs about one and a half replies. Only until the turn's first edit: after
+    that made no edit (`ModelRequest.retry_from`) draws `redraw_n` sampled replies together from
+    the conversation before it and answers with the one the tests like best: in fast mode the
+    0.5B wrote the file back unchanged on both of its single sampled retries (3 of 25 turns of
+    whiz bench agent ended with no edit), and a batch of three costs about one and a half replies. Only until the turn's first edit: after
     it, each redraw's closest failure was applied and the tests failed again, step after step, to
     the step limit (164 s on EditEval 1). (A heal has drawn its samples already.)
     """
