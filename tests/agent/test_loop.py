@@ -332,3 +332,15 @@ async def test_a_reply_that_writes_the_instructions_back_is_not_acted_on(harness
     assert "instructions back" in retry.items[-1]["content"]
     assert not h.events.items("tool_call") and not h.events.items("command_execution")  # no example ran
     assert (project / "greet.py").read_text().startswith("def greet(name):")
+
+
+async def test_a_turn_whose_edits_keep_failing_the_tests_stops_after_three(harness, project: Path):
+    # Seen in whiz bench agent (fast, EditEval 6 and 15): every turn that passed did so at its first
+    # test run, while turns whose edits kept failing went on for 11 failing runs, or 240 s.
+    (project / "check.py").write_text("import greet\nassert greet.greet('a') == 'Hello, a'\n")
+    tries = [f'greet.py\n```python\ndef greet(name):\n    return "Hi {n}, " + name\n```\n' for n in range(5)]
+    h = harness(tries, test_cmd="python check.py")
+    result = await h.agent.run("Rename say_hello to greet in greet.py")
+    assert result.status == "failed" and "failed after 3 edits" in result.message
+    assert "undo" in result.message and len(h.model.requests) == 3
+    assert [c["status"] for c in h.events.items("command_execution")] == ["failed"] * 3

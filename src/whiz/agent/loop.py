@@ -71,7 +71,8 @@ class Failed(AgentSignal):
 
 
 class OverBudget(Failed):
-    """The turn used up its output tokens or its time (`AgentConfig.max_turn_*`); the message says which."""
+    """The turn used up its output tokens, its time or its failing test runs (`AgentConfig.max_turn_*`,
+    `max_test_failures`); the message says which."""
 
 
 class Cancelled(AgentSignal):
@@ -136,6 +137,7 @@ class Agent:
         self._task = ""
         self._deadline = 0.0
         self._tokens_before = 0
+        self._test_failures = 0
         self.on_over_budget: Callable[[str], bool] | None = None
         """Called with the reason when the turn runs over its budget: True when a deeper model
         takes over (auto mode), and the turn goes on with a fresh budget; else the turn fails."""
@@ -281,6 +283,7 @@ class Agent:
     def _fresh_budget(self) -> None:
         self._deadline = time.perf_counter() + self.config.max_turn_s
         self._tokens_before = self.stats.output_tokens
+        self._test_failures = 0
 
     def _tokens_left(self) -> int:
         return self.config.max_turn_output_tokens - (self.stats.output_tokens - self._tokens_before)
@@ -514,6 +517,12 @@ class Agent:
         self._tests_fail, self._untested = not outcome.ok, False
         if outcome.ok:
             raise Submitted(summary + "; the tests pass")
+        self._test_failures += 1
+        if self._test_failures >= self.config.max_test_failures:
+            raise OverBudget(
+                f"stopped: the tests (`{shown(self.config.test_cmd)}`) failed after {self._test_failures} "
+                "edits in this turn; the last edit is kept (`whiz undo` takes the turn back)"
+            )
         self._tell(f"The tests failed:\n{outcome.text}\nFix the code so they pass.")
 
     async def _answer(self, text: str) -> list[str]:

@@ -57,9 +57,10 @@ class HealingModel(WrappedModel):
     that made no edit (`ModelRequest.retry_from`) draws `redraw_n` sampled replies together from
     the conversation before it and answers with the one the tests like best: in fast mode the
     0.5B wrote the file back unchanged on both of its single sampled retries (3 of 25 turns of
-    whiz bench agent ended with no edit), and a batch of three costs about one and a half replies. Only until the turn's first edit: after
-    it, each redraw's closest failure was applied and the tests failed again, step after step, to
-    the step limit (164 s on EditEval 1). (A heal has drawn its samples already.)
+    whiz bench agent ended with no edit), and a batch of three costs about one and a half
+    replies. Only until the turn's first edit: after it, each redraw's closest failure was
+    applied and the tests failed again, step after step, to the step limit (164 s on EditEval 1).
+    (A heal has drawn its samples already.)
     """
 
     def __init__(self, inner: ModelClient, healer: Healer, router: ModeRouter):
