@@ -435,6 +435,27 @@ def test_a_new_program_whose_candidates_all_fail_its_check_gets_one_fix_from_the
     assert (project / "hello.py").read_text() == "def hi():\n    return 'hi'\n"
 
 
+def test_a_new_program_gets_a_second_fix_and_then_the_turn_ends(project):
+    (project / "check.py").write_text("import hello\nassert hello.hi() == 'hi'\n")
+    broken = "hello.py\n<<<<<<< SEARCH\n=======\ndef hi():\n    return 'ho'\n>>>>>>> REPLACE\n"
+    wrong = "hello.py\n<<<<<<< SEARCH\n    return 'ho'\n=======\n    return 'hey'\n>>>>>>> REPLACE\n"
+    fixed = "hello.py\n<<<<<<< SEARCH\n    return 'hey'\n=======\n    return 'hi'\n>>>>>>> REPLACE\n"
+    candidates = ScriptedCandidates([[broken, broken], [broken, broken]])
+    plain = ScriptedModel([wrong, fixed, "unused"])
+    pool = ScriptedPool(clients={"fast": lambda: plain}, sources={"fast": candidates})
+    test_cmd = f"{sys.executable} check.py"
+    code, events, _ = run_exec(project, pool, "Write hello.py with hi()", test_cmd=test_cmd, heal=2)
+    assert code == 0, events[-1]
+    assert len(plain.requests) == 2  # two fixes
+    (project / "hello.py").unlink()
+    candidates = ScriptedCandidates([[broken, broken], [broken, broken]])
+    plain = ScriptedModel([wrong, wrong.replace("ho", "hey").replace("'hey'\n>", "'yo'\n>"), fixed])
+    pool = ScriptedPool(clients={"fast": lambda: plain}, sources={"fast": candidates})
+    code, events, _ = run_exec(project, pool, "Write hello.py with hi()", test_cmd=test_cmd, heal=2)
+    assert code != 0 and len(plain.requests) == 2  # no third
+    assert "failed after 3 edits" in events[-1]["error"]["message"]  # its candidate and two fixes
+
+
 def test_the_ladders_sampled_rung_draws_from_the_task_as_given_after_a_reply_that_did_not_parse(project):
     # Seen with the real 0.5B ("Write fizzbuzz.py", auto): told that its greedy reply did not
     # parse, its samples echoed the instructions; drawn from the task as given, one was the program.

@@ -37,6 +37,10 @@ from whiz.modes.healing import (
 )
 from whiz.modes.router import ModeRouter
 
+NEW_PROGRAM_FIXES = 2
+"""Plain replies that may mend a new program after a heal without a winner: with the applied
+candidate's failing check, they make the turn's three failing test runs (`max_test_failures`)."""
+
 REDRAW_N = 3
 """Candidates drawn together for a step whose plain reply made no edit (`HealingModel`)."""
 
@@ -73,7 +77,7 @@ class HealingModel(WrappedModel):
         self._climbed = False
         """Whether this turn has climbed its ladder (auto mode's heal, once a turn)."""
         self._fixes = 0
-        """Plain replies left before a spent turn ends (a new program's one fix)."""
+        """Plain replies left before a spent turn ends (a new program's fixes)."""
         self._redraws = 0
         """Retries drawn as several candidates this turn: each is seeded apart from the last."""
         self._edited = False
@@ -108,7 +112,7 @@ class HealingModel(WrappedModel):
 
     async def respond(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         if self._spent is not None and self._fixes > 0:
-            self._fixes -= 1  # one plain reply to what the check said about the new program
+            self._fixes -= 1  # a plain reply to what the check said about the new program
             async for event in self.inner.respond(request):
                 yield event
             return
@@ -141,10 +145,10 @@ class HealingModel(WrappedModel):
         if outcome.best is None and tested:
             self._spent = spent(outcome, self.healer.test_cmd)
             # A new program that fails its check mostly fails on something local (an import left
-            # out, an index off) in code the model wrote from scratch: one reply that sees it
-            # applied, with the error, mends that for less than writing the program again. An
+            # out, an index off) in code the model wrote from scratch: replies that see it
+            # applied, with the error, mend that for less than writing the program again. An
             # edit of existing code gets no such step: the heal was the whole try.
-            self._fixes = 1 if choice is not None and creates_file(choice) else 0
+            self._fixes = NEW_PROGRAM_FIXES if choice is not None and creates_file(choice) else 0
         if choice is None and results:
             choice = results[0]  # no edits anywhere (it wants to read first): take a reply as is
         if choice is not None and no_op(choice):
