@@ -217,3 +217,16 @@ def test_run_confined_checks_code_in_the_sandbox_and_ends_it_on_timeout(
     done = run_confined(tmp_path, command, timeout_s=30)
     assert done is not None and done.stdout.decode().split() == ["hi"] and not secret.exists()
     assert run_confined(tmp_path, ["sleep", "30"], timeout_s=0.5) is None
+
+
+def test_an_editable_whiz_under_tmp_stays_visible_to_its_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    # Seen in a clean clone under /tmp: `--check` runs whiz's runs_check.py from the source of the
+    # editable install, which the private /tmp hid ("can't open file .../runs_check.py").
+    from whiz.environments import sandbox
+
+    package = tmp_path / "src" / "whiz"
+    (package / "environments").mkdir(parents=True)
+    monkeypatch.setattr(sandbox, "__file__", str(package / "environments" / "sandbox.py"))
+    assert str(package.resolve()) in sandbox.tools_under_tmp()

@@ -107,10 +107,12 @@ class Bubblewrap:
 
 def tools_under_tmp() -> list[str]:
     """Folders under /tmp the command needs to find its programs: whiz's own Python (a venv made
-    in /tmp, as CI clones often are) and PATH entries. The private /tmp would hide them, and then
-    `python` or a test runner is missing inside the sandbox. They are mounted read-only."""
+    in /tmp, as CI clones often are), whiz's own package (an editable install's source: `--check`
+    runs `runs_check.py` from it) and PATH entries. The private /tmp would hide them, and then
+    `python`, the check or a test runner is missing inside the sandbox. They are mounted read-only."""
     found: list[str] = []
-    candidates = [sys.prefix, sys.base_prefix, *os.environ.get("PATH", "").split(os.pathsep)]
+    package = str(Path(__file__).resolve().parents[1])
+    candidates = [sys.prefix, sys.base_prefix, package, *os.environ.get("PATH", "").split(os.pathsep)]
     for folder in candidates:
         if not folder or not os.path.isabs(folder):
             continue
