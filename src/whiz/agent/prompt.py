@@ -22,8 +22,15 @@ Make the smallest change that does the task. Change only the lines that must cha
 rest of the code, its names and its formatting exactly as they are.
 {tests}"""
 
+CHANGE_HOW = "write the file's path on its own line"
+"""How the instructions say to aim an edit; the 0.5B writes it back as "To change the file, ..."."""
+
+EXAMPLE_LOOKS = (f"READ {EXAMPLE_FILE}", f"READ {EXAMPLE_FILE} 20-60", "LIST path/to/dir", "GREP some text")
+"""The instructions' example actions for looking at code."""
+
+_LOOKS = "\n".join(EXAMPLE_LOOKS)
 TEXT_ACTIONS = f"""\
-To change a file, write the file's path on its own line, then a SEARCH/REPLACE block:
+To change a file, {CHANGE_HOW}, then a SEARCH/REPLACE block:
 
 {EXAMPLE_FILE}
 <<<<<<< SEARCH
@@ -35,28 +42,18 @@ To change a file, write the file's path on its own line, then a SEARCH/REPLACE b
 Use one block per change. To create a file, leave the SEARCH part empty.
 To rewrite a short file, write its path on its own line, then the complete new file in a ``` block.
 To look at code, write one of these on its own line:
-READ path/to/file.py
-READ path/to/file.py 20-60
-LIST path/to/dir
-GREP some text
+{_LOOKS}
 {{run}}
 When you have made the change, stop. If nothing needs changing, answer in plain words."""
 
-EXAMPLE_LINES = (
-    EXAMPLE_SEARCH,
-    f"READ {EXAMPLE_FILE}",
-    "LIST path/to/dir",
-    "GREP some text",
-    "To change a file, write the file's path on its own line",
-)
-"""Lines of the instructions' examples that no reply meant for this repository holds."""
-
 
 def echoes_instructions(text: str) -> bool:
-    """Whether a reply is the instructions written back (two of their example lines), not actions:
+    """Whether a reply is the instructions written back (two of their examples), not actions:
     the 0.5B does so after being told its reply changed nothing, and its example READ, LIST and
-    GREP lines then ran as actions on `path/to/`."""
-    return sum(line in text for line in EXAMPLE_LINES) >= 2
+    GREP lines then ran as actions on `path/to/`. No reply meant for this repository holds them."""
+    lines = {line.strip() for line in text.splitlines()}
+    looks = sum(example in lines for example in EXAMPLE_LOOKS)
+    return looks + (EXAMPLE_SEARCH in text) + (CHANGE_HOW in text) >= 2
 
 
 TOOL_ACTIONS = """\

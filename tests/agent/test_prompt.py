@@ -1,0 +1,18 @@
+from whiz.agent.prompt import echoes_instructions
+
+
+def test_the_small_models_own_wording_of_the_instructions_counts_as_an_echo():
+    # The 0.5B writes "To change the file, ..." where the instructions say "To change a file, ...".
+    reply = "To change the file, write the file's path on its own line.\nGREP some text\n"
+    assert echoes_instructions(reply)
+
+
+def test_a_reply_that_reads_real_files_is_not_an_echo():
+    reply = "READ src/app.py 20-60\nGREP def mean\nI will change the file once I have read it."
+    assert not echoes_instructions(reply)
+
+
+def test_a_single_example_line_is_not_enough_to_call_a_reply_an_echo():
+    # One look at the example path is a mistake to answer, not the instructions written back.
+    assert not echoes_instructions("READ path/to/file.py 20-60\n")
+    assert echoes_instructions("READ path/to/file.py\nLIST path/to/dir\n")
