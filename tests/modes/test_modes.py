@@ -549,4 +549,4 @@ def test_once_the_turn_has_edited_a_retry_is_one_plain_reply(project):
     code, events, _ = run_exec(project, pool, "Rename say_hello to greet in greet.py", test_cmd=test_cmd)
     assert code == 0, events[-1]
     assert candidates.calls == [] and len(plain.requests) == 3
-    assert plain.requests[2].retry  # the retry after the failing edit was a plain reply
+    assert plain.requests[2].retry and plain.requests[2].edited  # so the retry was a plain reply

@@ -357,6 +357,7 @@ class Agent:
             temperature=None if self._stuck_at is None else RETRY_TEMPERATURE,
             task=self._task,
             retry_from=None if self._stuck_at is None else self.items[: self._stuck_at],
+            edited=bool(self._changed),
         )
         text, calls, finished, item = "", [], Finished("failed", error="no reply"), None
         looped: int | None = None

@@ -34,6 +34,9 @@ class ModelRequest:
     for word): the conversation before them, without the feedback on them. A wrapper that can
     draw several replies (healing) samples from it: told what was wrong, the 0.5B wrote its
     instructions back, and drawn from the task as given it wrote code."""
+    edited: bool = False
+    """Whether this turn has changed a file already: a wrapper that redraws retries does so only
+    before the first edit."""
 
     @property
     def retry(self) -> bool:

@@ -80,8 +80,6 @@ class HealingModel(WrappedModel):
         """Plain replies left before a spent turn ends (a new program's fixes)."""
         self._redraws = 0
         """Retries drawn as several candidates this turn: each is seeded apart from the last."""
-        self._edited = False
-        """Whether this turn has changed a file: from then on a retry is one plain reply."""
         self.redraw_n = REDRAW_N
         """Candidates of a retry drawn together (0 or 1: a retry is one plain reply)."""
 
@@ -99,13 +97,7 @@ class HealingModel(WrappedModel):
             and item.get("status") == "failed"
         )
         if kind == "turn.started":
-            self._spent, self._climbed, self._redraws, self._edited = None, False, 0, False
-        if (
-            kind == "item.completed"
-            and item.get("type") == "file_change"
-            and item.get("status") == "completed"
-        ):
-            self._edited = True
+            self._spent, self._climbed, self._redraws = None, False, 0
         # A ladder is climbed once a turn: after it, failing tests get plain replies.
         if kind == "turn.started" or (tests_failed and not self._climbed):
             self._armed = True
@@ -119,7 +111,7 @@ class HealingModel(WrappedModel):
         if self._spent is not None:
             yield Finished("failed", error=self._spent)
             return
-        if request.retry and not self.active and self.redraw_n > 1 and not self._edited:
+        if request.retry and not self.active and self.redraw_n > 1 and not request.edited:
             async for event in self._redraw(request):
                 yield event
             return
