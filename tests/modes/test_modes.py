@@ -353,6 +353,8 @@ def test_auto_modes_healing_is_a_ladder_greedy_fast_then_one_deep_reply_then_sam
     assert all(
         wrong not in m["content"] for m in fast.calls[1]
     )  # without the failing reply, which the 0.5B would copy
+    assert "Traceback" in deep.calls[0][-1]["content"]  # and so is the deep model,
+    assert all(wrong not in m["content"] for m in deep.calls[0])  # which copied replies too
     assert (project / "greet.py").read_text().startswith("def greet(name):")
 
 
@@ -392,8 +394,44 @@ def test_a_ladder_where_no_candidate_has_an_edit_is_not_climbed_again_at_the_nex
         project, pool, "Rename say_hello to greet in greet.py", mode="auto", test_cmd=test_cmd, heal=4
     )
     assert code == 0, events[-1]
-    assert (len(fast.calls), len(deep.calls), len(plain.requests)) == (2, 1, 1)
+    assert (len(fast.calls), len(deep.calls), len(plain.requests)) == (1, 1, 1)  # no samples: below
     assert (project / "greet.py").read_text().startswith("def greet(name):")
+
+
+def test_after_a_greedy_reply_that_wrote_the_code_back_the_deep_model_sees_the_task_and_no_samples_follow(
+    project,
+):
+    # Seen in whiz bench agent (auto, EditEval 0 and 10): shown the 0.5B's reply that wrote the
+    # file back and told it changed nothing, the 1.5B wrote the same file back in the same words;
+    # then the three samples of the 0.5B wrote it back again (20-35 s, no sample ever passed).
+    (project / "check.py").write_text("from greet import greet\nassert greet('x') == 'Hello, x'\n")
+    same = f"Here is the updated code:\n\ngreet.py\n```python\n{GREET}```\n"
+    fast = ScriptedCandidates([[same], [RENAME, RENAME]])
+    deep = ScriptedCandidates([[RENAME]])
+    pool = ScriptedPool(
+        clients={"fast": lambda: ScriptedModel(["unused"]), "deep": lambda: ScriptedModel(["unused"])},
+        sources={"fast": fast, "deep": deep},
+    )
+    test_cmd = f"{sys.executable} check.py"
+    code, events, _ = run_exec(
+        project, pool, "Rename say_hello to greet in greet.py", mode="auto", test_cmd=test_cmd, heal=4
+    )
+    assert code == 0, events[-1]
+    assert deep.calls[0] == fast.calls[0]  # the task as given: neither the reply nor "no change"
+    assert (project / "greet.py").read_text().startswith("def greet(name):")
+    # When the deep model fails too, the ladder ends there: the samples are not drawn.
+    (project / "greet.py").write_text(GREET)
+    fast = ScriptedCandidates([[same], [RENAME, RENAME]])
+    deep = ScriptedCandidates([[same]])
+    pool = ScriptedPool(
+        clients={"fast": lambda: ScriptedModel(["unused"]), "deep": lambda: ScriptedModel([same] * 4)},
+        sources={"fast": fast, "deep": deep},
+    )
+    code, events, _ = run_exec(
+        project, pool, "Rename say_hello to greet in greet.py", mode="auto", test_cmd=test_cmd, heal=4
+    )
+    assert code != 0 and len(fast.calls) == 1
+    assert [(h["round"], h["mode"]) for h in items(events, "heal")] == [(1, "fast"), (2, "deep")]
 
 
 def test_a_ladder_is_climbed_once_a_turn_and_failing_tests_after_it_get_plain_replies(project):
@@ -414,7 +452,7 @@ def test_a_ladder_is_climbed_once_a_turn_and_failing_tests_after_it_get_plain_re
         project, pool, "Rename say_hello to greet in greet.py", mode="auto", test_cmd=test_cmd, heal=4
     )
     assert code == 0, events[-1]
-    assert (len(fast.calls), len(deep.calls), len(plain.requests)) == (2, 1, 2)
+    assert (len(fast.calls), len(deep.calls), len(plain.requests)) == (1, 1, 2)
     assert (project / "greet.py").read_text().startswith("def greet(name):")
 
 

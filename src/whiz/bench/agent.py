@@ -186,7 +186,9 @@ def brief(event: dict[str, Any]) -> dict[str, Any]:
     for key, value in (event.get("item") or {}).items():
         if key in ("id", "text", "aggregated_output", "changes", "diff") or isinstance(value, (dict, list)):
             continue
-        out[key] = value if not isinstance(value, str) else value[:200]
+        # A candidate's reply (no edit, or malformed) is what shows why a rung found nothing.
+        keep = 2000 if key == "reply" else 200
+        out[key] = value if not isinstance(value, str) else value[:keep]
     return out
 
 

@@ -70,9 +70,10 @@ class HealSettings:
     ladder: bool = False
     """Cheapest first, each rung ended by the first candidate to pass: the model's most likely
     reply (temperature 0), then, where the mode escalates, one most likely reply of the deep
-    model, then the other n-2 candidates sampled from the first model with the best failure fed
-    back. Auto mode's healing step (`session.ladder`); off: `rounds` rounds of n, then
-    `deep_rounds` of the deep model's."""
+    model, then the other n-2 candidates sampled from the first model (not drawn when its reply
+    wrote the code back unchanged). The later rungs see the task, and what a failing edit's tests
+    said, but not the failing reply. Auto mode's healing step (`session.ladder`); off: `rounds`
+    rounds of n, then `deep_rounds` of the deep model's."""
     seed: int | None = 1234
     """Candidate i samples with seed + i, so a heal can be repeated; None for fresh randomness."""
     max_parallel_tests: int | None = None
@@ -123,6 +124,8 @@ class CandidateResult:
     """The candidate with the same edit, whose test run this one shares."""
     as_written: bool = False
     """Its text is edit blocks that apply as they stand (no whole files, no paths corrected)."""
+    unchanged: bool = False
+    """It has edits, and they change nothing: the code written back as it is (`no_edit`)."""
 
     @property
     def passed(self) -> bool:
@@ -148,6 +151,8 @@ class CandidateResult:
             "error": self.error,
             "diff": self.diff,
             "same_as": self.same_as,
+            # A candidate with no edit to show is shown by what it said instead.
+            "reply": truncate(self.text, 2000) if self.status in ("no_edit", "malformed") else "",
         }
 
 
@@ -223,6 +228,11 @@ def feedback(result: CandidateResult, test_cmd: str) -> str:
     if result.status == "malformed":
         return f"That edit could not be applied: {result.error}\nWrite it again as SEARCH/REPLACE blocks."
     return "That reply made no change. Write the edit as SEARCH/REPLACE blocks."
+
+
+def nothing_to_change(rung: RoundResult) -> bool:
+    """Whether every candidate of a rung wrote the code back as it was."""
+    return bool(rung.results) and all(r.unchanged for r in rung.results)
 
 
 def creates_file(result: CandidateResult) -> bool:
@@ -329,16 +339,23 @@ class Healer:
                     if not escalated:
                         continue
                 label = "deep"
+            elif self.settings.ladder and escalated and nothing_to_change(rounds[0]):
+                # The first model wrote the code back as it was: its samples do the same. On
+                # EditEval none of the seven tasks whose greedy reply did so got a passing sample,
+                # and the three samples cost 20-35 s a task.
+                continue
             history = messages
             failure = best_failure([r for rnd in rounds for r in rnd.results])
             seed = None
-            if self.settings.ladder and label != "deep":
-                # The sampled rung draws as a round of the first model would, from the task as
-                # given, unless a failure's tests say something about code that exists: a new
-                # file's failure, or a reply that did not parse, fed back without the reply says
-                # nothing it could use, and the 0.5B answered "Write fizzbuzz.py" with the
-                # instructions echoed after such feedback, and with the program without it.
-                seed = self.settings.seed
+            if self.settings.ladder:
+                # A later rung draws from the task as given, unless a failure's tests say
+                # something about code that exists; then it is told what they said, without the
+                # failing reply, which both models copy: after a greedy reply that wrote the code
+                # back, the 1.5B wrote it back too, with the 0.5B's wording. A new file's failure,
+                # or a reply that did not parse, fed back says nothing it could use: the 0.5B
+                # answered "Write fizzbuzz.py" with the instructions echoed after such feedback,
+                # and with the program without it. The sampled rung is seeded as a first round.
+                seed = None if label == "deep" else self.settings.seed
                 tested = failure is not None and failure.status in ("failed", "timeout")
                 if tested and not creates_file(failure):
                     history = told_without_reply(messages, failure, self.test_cmd)
@@ -443,7 +460,7 @@ class Healer:
             result.status, result.error = "malformed", exc.message.splitlines()[0]
             return result
         if not result.changes:
-            result.status = "no_edit"
+            result.status, result.unchanged = "no_edit", True
             return result
         touched = [c.path for c in result.changes if c.path in self._tests]
         if touched and not self.settings.allow_test_edits:
