@@ -293,6 +293,24 @@ async def test_a_healer_without_edits_anywhere_reports_no_edit(project):
     assert {r.status for r in outcome.results} == {"no_edit"}
 
 
+async def test_a_candidate_that_writes_the_code_back_says_so_and_shows_its_reply(project):
+    # The bench's timelines showed only "no_edit": whether the model wrote the file back or wrote
+    # words, and what it said, was lost (both decide what the ladder does next).
+    collector = Collector()
+    emit = ItemEmitter(collector)
+    same = f"Here is the fixed code:\n\ncalc.py\n```python\n{BUGGY}```\n"
+    router = ModeRouter(
+        ScriptedPool(sources={"fast": ScriptedCandidates([[same, "The code is fine as it is."]])}), "fast", emit
+    )
+    healer = Healer(Workspace(project), TEST_CMD, HealSettings(n=2, rounds=1), emit=emit)
+    outcome = await healer.heal(router, [])
+    back, words = outcome.results
+    assert back.unchanged and not words.unchanged
+    shown = collector.items("heal_candidate")
+    assert "code back unchanged" in shown[0]["error"] and shown[0]["reply"] == same
+    assert shown[1]["reply"] == "The code is fine as it is."
+
+
 class DeadServer:
     def stream(self, messages, draw):
         from whiz.client import ConnectError

@@ -461,6 +461,7 @@ class Healer:
             return result
         if not result.changes:
             result.status, result.unchanged = "no_edit", True
+            result.error = "it wrote the code back unchanged"
             return result
         touched = [c.path for c in result.changes if c.path in self._tests]
         if touched and not self.settings.allow_test_edits:

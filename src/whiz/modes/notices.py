@@ -8,7 +8,7 @@ renders them like any other item:
     policy_decision  {action, category, reason, rules, checked_by}   only when routing changes
     heal             {round, mode, n, method, decode_ms, passed, cancelled, best, status}
     heal_candidate   {round, index, status, diff_lines, output_tokens, exit_code, test_output,
-                      error, diff, same_as}
+                      error, diff, same_as, reply}   reply: its text, when it has no edit
     swarm_plan       {tasks: [{id, title, files, check}]}
     micro_task       {task_id, title, files, status, attempt, mode, message, check_output}
     merge            {task_id, status, paths, conflicts: [{path, reason}], diff}
