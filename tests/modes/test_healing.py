@@ -299,9 +299,8 @@ async def test_a_candidate_that_writes_the_code_back_says_so_and_shows_its_reply
     collector = Collector()
     emit = ItemEmitter(collector)
     same = f"Here is the fixed code:\n\ncalc.py\n```python\n{BUGGY}```\n"
-    router = ModeRouter(
-        ScriptedPool(sources={"fast": ScriptedCandidates([[same, "The code is fine as it is."]])}), "fast", emit
-    )
+    candidates = ScriptedCandidates([[same, "The code is fine as it is."]])
+    router = ModeRouter(ScriptedPool(sources={"fast": candidates}), "fast", emit)
     healer = Healer(Workspace(project), TEST_CMD, HealSettings(n=2, rounds=1), emit=emit)
     outcome = await healer.heal(router, [])
     back, words = outcome.results

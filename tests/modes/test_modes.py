@@ -61,6 +61,22 @@ def run_exec(
     return code, [json.loads(line) for line in out.getvalue().splitlines()], err.getvalue()
 
 
+def auto_ladder(project, fast, deep, *, plain=None, heal=4):
+    """`whiz exec` in auto mode with healing, on "Rename say_hello to greet" tested by check.py:
+    the ladder's candidates from `fast` and `deep`; `plain` gives the deep model's plain replies."""
+    pool = ScriptedPool(
+        clients={
+            "fast": lambda: ScriptedModel(["unused"]),
+            "deep": lambda: plain or ScriptedModel(["unused"]),
+        },
+        sources={"fast": fast, "deep": deep},
+    )
+    test_cmd = f"{sys.executable} check.py"
+    return run_exec(
+        project, pool, "Rename say_hello to greet in greet.py", mode="auto", test_cmd=test_cmd, heal=heal
+    )
+
+
 def items(events, type_):
     return [e["item"] for e in events if e["type"] == "item.completed" and e["item"]["type"] == type_]
 
@@ -335,14 +351,7 @@ def test_auto_modes_healing_is_a_ladder_greedy_fast_then_one_deep_reply_then_sam
     wrong = RENAME.replace("def greet(name):", "def greet(name, extra):")
     fast = ScriptedCandidates([[wrong], [RENAME, wrong]])
     deep = ScriptedCandidates([[wrong]])
-    pool = ScriptedPool(
-        clients={"fast": lambda: ScriptedModel(["unused"]), "deep": lambda: ScriptedModel(["unused"])},
-        sources={"fast": fast, "deep": deep},
-    )
-    test_cmd = f"{sys.executable} check.py"
-    code, events, _ = run_exec(
-        project, pool, "Rename say_hello to greet in greet.py", mode="auto", test_cmd=test_cmd, heal=4
-    )
+    code, events, _ = auto_ladder(project, fast, deep)
     assert code == 0, events[-1]
     greedy, sampled = fast.draws
     (deep_draw,) = deep.draws
@@ -385,14 +394,7 @@ def test_a_ladder_where_no_candidate_has_an_edit_is_not_climbed_again_at_the_nex
     fast = ScriptedCandidates([[same], [same, same]])
     deep = ScriptedCandidates([[same]])
     plain = ScriptedModel([RENAME])
-    pool = ScriptedPool(
-        clients={"fast": lambda: ScriptedModel(["unused"]), "deep": lambda: plain},
-        sources={"fast": fast, "deep": deep},
-    )
-    test_cmd = f"{sys.executable} check.py"
-    code, events, _ = run_exec(
-        project, pool, "Rename say_hello to greet in greet.py", mode="auto", test_cmd=test_cmd, heal=4
-    )
+    code, events, _ = auto_ladder(project, fast, deep, plain=plain)
     assert code == 0, events[-1]
     assert (len(fast.calls), len(deep.calls), len(plain.requests)) == (1, 1, 1)  # no samples: below
     assert (project / "greet.py").read_text().startswith("def greet(name):")
@@ -408,14 +410,7 @@ def test_after_a_greedy_reply_that_wrote_the_code_back_the_deep_model_sees_the_t
     same = f"Here is the updated code:\n\ngreet.py\n```python\n{GREET}```\n"
     fast = ScriptedCandidates([[same], [RENAME, RENAME]])
     deep = ScriptedCandidates([[RENAME]])
-    pool = ScriptedPool(
-        clients={"fast": lambda: ScriptedModel(["unused"]), "deep": lambda: ScriptedModel(["unused"])},
-        sources={"fast": fast, "deep": deep},
-    )
-    test_cmd = f"{sys.executable} check.py"
-    code, events, _ = run_exec(
-        project, pool, "Rename say_hello to greet in greet.py", mode="auto", test_cmd=test_cmd, heal=4
-    )
+    code, events, _ = auto_ladder(project, fast, deep)
     assert code == 0, events[-1]
     assert deep.calls[0] == fast.calls[0]  # the task as given: neither the reply nor "no change"
     assert (project / "greet.py").read_text().startswith("def greet(name):")
@@ -423,13 +418,7 @@ def test_after_a_greedy_reply_that_wrote_the_code_back_the_deep_model_sees_the_t
     (project / "greet.py").write_text(GREET)
     fast = ScriptedCandidates([[same], [RENAME, RENAME]])
     deep = ScriptedCandidates([[same]])
-    pool = ScriptedPool(
-        clients={"fast": lambda: ScriptedModel(["unused"]), "deep": lambda: ScriptedModel([same] * 4)},
-        sources={"fast": fast, "deep": deep},
-    )
-    code, events, _ = run_exec(
-        project, pool, "Rename say_hello to greet in greet.py", mode="auto", test_cmd=test_cmd, heal=4
-    )
+    code, events, _ = auto_ladder(project, fast, deep, plain=ScriptedModel([same] * 4))
     assert code != 0 and len(fast.calls) == 1
     assert [(h["round"], h["mode"]) for h in items(events, "heal")] == [(1, "fast"), (2, "deep")]
 
@@ -443,14 +432,7 @@ def test_a_ladder_is_climbed_once_a_turn_and_failing_tests_after_it_get_plain_re
     fast = ScriptedCandidates([[same], [same, same], [RENAME], [RENAME, RENAME]])
     deep = ScriptedCandidates([[same], [RENAME]])
     plain = ScriptedModel([other, RENAME])
-    pool = ScriptedPool(
-        clients={"fast": lambda: ScriptedModel(["unused"]), "deep": lambda: plain},
-        sources={"fast": fast, "deep": deep},
-    )
-    test_cmd = f"{sys.executable} check.py"
-    code, events, _ = run_exec(
-        project, pool, "Rename say_hello to greet in greet.py", mode="auto", test_cmd=test_cmd, heal=4
-    )
+    code, events, _ = auto_ladder(project, fast, deep, plain=plain)
     assert code == 0, events[-1]
     assert (len(fast.calls), len(deep.calls), len(plain.requests)) == (1, 1, 2)
     assert (project / "greet.py").read_text().startswith("def greet(name):")
@@ -501,14 +483,7 @@ def test_the_ladders_sampled_rung_draws_from_the_task_as_given_after_a_reply_tha
     unparsable = "greet.py\n>>>>>>> REPLACE\n"
     fast = ScriptedCandidates([[unparsable], [RENAME]])
     deep = ScriptedCandidates([[unparsable]])
-    pool = ScriptedPool(
-        clients={"fast": lambda: ScriptedModel(["unused"]), "deep": lambda: ScriptedModel(["unused"])},
-        sources={"fast": fast, "deep": deep},
-    )
-    test_cmd = f"{sys.executable} check.py"
-    code, events, _ = run_exec(
-        project, pool, "Rename say_hello to greet in greet.py", mode="auto", test_cmd=test_cmd, heal=3
-    )
+    code, events, _ = auto_ladder(project, fast, deep, heal=3)
     assert code == 0, events[-1]
     assert fast.calls[1] == fast.calls[0]  # the same conversation: no feedback on the unparsed reply
     assert fast.draws[1].seed == fast.draws[0].seed  # seeded as a first round's candidates
