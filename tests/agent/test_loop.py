@@ -334,6 +334,22 @@ async def test_a_reply_that_writes_the_instructions_back_is_not_acted_on(harness
     assert (project / "greet.py").read_text().startswith("def greet(name):")
 
 
+async def test_a_reply_that_writes_back_the_message_it_answers_is_no_answer(harness, project: Path):
+    # Seen in whiz bench agent (fast, EditEval 47): told "Your reply has code but no edit, ...", the
+    # 0.5B wrote the second sentence of that back, and the turn ended on it as its answer.
+    two_blocks = "```python\ndef greet(name):\n    pass\n```\n\n```python\nprint(greet('x'))\n```\n"
+
+    def written_back(request):
+        return request.items[-1]["content"].split(". ", 1)[1]  # the feedback's second sentence
+
+    h = harness([two_blocks, written_back, sr("greet.py", "def say_hello(name):", "def greet(name):")])
+    result = await h.agent.run("Rename say_hello to greet in greet.py")
+    assert result.ok, result.message
+    retry = h.model.requests[2]
+    assert retry.retry and "wrote my last message back" in retry.items[-1]["content"]
+    assert (project / "greet.py").read_text().startswith("def greet(name):")
+
+
 async def test_a_turn_whose_edits_keep_failing_the_tests_stops_after_three(harness, project: Path):
     # Seen in whiz bench agent (fast, EditEval 6 and 15): every turn that passed did so at its first
     # test run, while turns whose edits kept failing went on for 11 failing runs, or 240 s.

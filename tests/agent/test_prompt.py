@@ -1,4 +1,4 @@
-from whiz.agent.prompt import echoes_instructions
+from whiz.agent.prompt import echoes_instructions, repeats
 
 
 def test_the_small_models_own_wording_of_the_instructions_counts_as_an_echo():
@@ -16,3 +16,10 @@ def test_a_single_example_line_is_not_enough_to_call_a_reply_an_echo():
     # One look at the example path is a mistake to answer, not the instructions written back.
     assert not echoes_instructions("READ path/to/file.py 20-60\n")
     assert echoes_instructions("READ path/to/file.py\nLIST path/to/dir\n")
+
+
+def test_a_reply_made_only_of_the_message_it_answers_repeats_it():
+    told = "Your reply has code but no edit. To write a file, put its path alone on a line."
+    assert repeats("To write a file, put its path alone on a line.", told)
+    assert not repeats("Done.", told)  # short words that happen to be in it are an answer
+    assert not repeats("To write a file, put its path alone on a line.\ngreet.py", told)

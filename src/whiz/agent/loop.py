@@ -36,7 +36,7 @@ from whiz.agent.model import (
     WrappedModel,
     output_items,
 )
-from whiz.agent.prompt import echoes_instructions, system_prompt, task_message
+from whiz.agent.prompt import echoes_instructions, repeats, system_prompt, task_message
 from whiz.agent.repetition import loop_start
 from whiz.agent.runs_check import shown
 from whiz.agent.stats import TurnOutcome, TurnStats
@@ -443,17 +443,18 @@ class Agent:
             actions = [(tool_action(call), call.call_id) for call in reply.calls]
             self.stats.calls_started += len(actions) + unparsed_calls(reply.text)
             self.stats.calls_well_formed += sum(not isinstance(a, Malformed) for a, _ in actions)
-        elif echoes_instructions(reply.text):
-            # Its READ, LIST and GREP lines are the examples: acting on them only adds noise. Told
-            # so, and asked again without the echo in view (it would copy it), sampled.
+        elif (echo := self._echo(reply.text)) is not None:
+            # The instructions' READ, LIST and GREP lines are examples: acting on them only adds
+            # noise, and a message written back is no answer. Told so, and asked again without the
+            # echo in view (it would copy it), sampled.
             owed = (
                 self._still_to_change_feedback()
                 if self._still_to_change()
                 else f"The task: {self._task.strip()[:300]}"
             )
-            self._tell(f"Your last reply wrote the instructions back instead of acting on them. {owed}")
+            self._tell(f"Your last reply wrote {echo} back instead of acting on it. {owed}")
             self._stuck()
-            raise FormatError("the reply wrote the instructions back")
+            raise FormatError(f"the reply wrote {echo} back")
         else:
             actions = [(action, None) for action in text_actions(reply.text, self.tools.focus_text())]
         if not actions and self.config.actions == "text":
@@ -508,6 +509,17 @@ class Agent:
         if edits_only and all(o.ok for o in outcomes) and not self._steering:
             await self._finish_edits(changed)
         return changed
+
+    def _echo(self, text: str) -> str | None:
+        """What a reply only writes back instead of acting: the instructions (their examples), or
+        the message it answers; None for a reply of its own."""
+        if echoes_instructions(text):
+            return "the instructions"
+        asked = self.items[self._reply_at - 1] if self._reply_at > 0 else {}
+        message = asked.get("content")
+        if asked.get("role") == "user" and isinstance(message, str) and repeats(text, message):
+            return "my last message"
+        return None
 
     async def _finish_edits(self, changed: list[str]) -> None:
         """A reply that only edited, and all of it applied: done, once the tests (if set) pass."""

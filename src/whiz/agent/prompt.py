@@ -56,6 +56,14 @@ def echoes_instructions(text: str) -> bool:
     return looks + (EXAMPLE_SEARCH in text) + (CHANGE_HOW in text) >= 2
 
 
+def repeats(reply: str, message: str) -> bool:
+    """Whether a reply is only lines of the message it answers, written back (40 characters at
+    the least): told "To write a file, put its path alone on a line, ...", the 0.5B wrote that
+    back, and the turn ended on it as if it were an answer."""
+    lines = [line.strip() for line in reply.splitlines() if line.strip()]
+    return sum(map(len, lines)) >= 40 and all(line in message for line in lines)
+
+
 TOOL_ACTIONS = """\
 Use the tools: read_file, list_files and search_text to look at code; edit_file to change a
 file (old_text copied exactly from the file, new_text its replacement); create_file for a new
