@@ -379,7 +379,7 @@ class Agent:
             if looped is not None and not self._cancelled:
                 text = text[:looped]
                 finished.status, finished.output_items = "completed", output_items(text, calls)
-                self.emit.single("error", message="the reply went into a loop, a line over and over: "
+                self.emit.single("error", message="the reply went into a loop, the same lines over and over: "
                                  "it was stopped there, and what came before is kept")  # fmt: skip
         finally:
             self._in_model = False
