@@ -23,7 +23,7 @@ LOOP_LINES = 36
 does not repeat a block of five lines or more word for word three times in a row."""
 
 
-def repeats(period: int) -> int:
+def copies(period: int) -> int:
     """How many copies of a cycle of `period` lines make a loop."""
     return REPEATS if period <= SHORT_PERIOD else max(3, -(-LOOP_LINES // period))
 
@@ -33,7 +33,7 @@ def loop_start(text: str) -> int | None:
     there is the reply without its loop); None when the complete lines at its end do not cycle."""
     lines = text.split("\n")[:-1]  # complete lines only: the last one may still be streaming
     for period in range(1, MAX_PERIOD + 1):
-        span = period * repeats(period)
+        span = period * copies(period)
         if len(lines) < span:
             continue  # a longer cycle may need fewer lines
         tail = lines[-span:]
