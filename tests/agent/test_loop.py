@@ -175,6 +175,24 @@ async def test_the_file_written_back_unchanged_for_a_change_gets_another_try(har
     assert (project / "greet.py").read_text().startswith("def greet(name):")
 
 
+async def test_code_written_back_unchanged_before_any_edit_is_shown_its_failing_tests(harness, project: Path):
+    # Seen in whiz bench agent (fast, EditEval 10, 28, 40, 43): the 0.5B took the code for done and
+    # wrote it back, six times with the retries, told only that the task asks for a change. The
+    # failing assertion says what is still wrong.
+    (project / "check.py").write_text("import greet\nassert greet.greet('a') == 'Hello, a'\n")
+    same = f"greet.py\n```python\n{GREET}```\n"
+    h = harness([same, same, sr("greet.py", "def say_hello(name):", "def greet(name):")], test_cmd="python check.py")
+    result = await h.agent.run("Rename say_hello to greet in greet.py")
+    assert result.ok and "the tests pass" in result.message, result.message
+    told = h.model.requests[1].items[-1]["content"]
+    assert "the tests fail on it" in told and "AttributeError" in told and "greet.greet('a')" in told
+    # A retry drawn from the task as given (healing's redraw) is told too, without the reply.
+    assert "AttributeError" in h.model.requests[1].retry_from[-1]["content"]
+    assert all(i.get("role") != "assistant" for i in h.model.requests[1].retry_from)
+    # Run once, on the code as it was; then once more on the edit that passed.
+    assert [c["status"] for c in h.events.items("command_execution")] == ["failed", "completed"]
+
+
 async def test_the_code_written_back_unchanged_after_failing_tests_is_not_an_answer(harness, project: Path):
     # Seen in whiz bench agent (fast, EditEval 10): told the tests failed, the model wrote the same
     # file again, and the turn ended on the failing code.

@@ -41,7 +41,9 @@ def test_the_workspace_test_script_checks_the_file(tmp_path: Path) -> None:
     task = load_editeval(data)[0]
     workspace_for(task, tmp_path)
     check = [sys.executable, "test_edit_0.py"]
-    assert subprocess.run(check, cwd=tmp_path, capture_output=True).returncode != 0
+    failed = subprocess.run(check, cwd=tmp_path, capture_output=True, text=True)
+    assert failed.returncode != 0
+    assert "assert add(1, 2) == 3" in failed.stderr  # the failing assertion is quoted, not only named
     (tmp_path / "edit_0.py").write_text("def add(a, b):\n    return a + b\n")
     assert subprocess.run(check, cwd=tmp_path, capture_output=True).returncode == 0
 

@@ -508,6 +508,9 @@ def test_a_fast_retry_after_code_written_back_unchanged_draws_three_and_takes_th
     asked = candidates.calls[0]
     assert asked[-1]["content"].startswith("Rename say_hello") and "unchanged" not in asked[-1]["content"]
     assert all(m["role"] != "assistant" for m in asked)
+    # ...with what the tests said about the code as it is: the one thing that says it is not done.
+    assert "The tests fail on the code as it is now" in asked[-1]["content"]
+    assert "ImportError" in asked[-1]["content"]
     assert (project / "greet.py").read_text().startswith("def greet(name):")
 
 

@@ -149,6 +149,9 @@ class Agent:
         self._last_malformed: tuple[str, int] = ("", 0)
         """The last malformed reply of the turn and where it begins in `items`."""
         self._tests_fail = False
+        self._failing_as_is: str | None = None
+        """The tests' output on the code as it was, run once a turn when a reply wrote it back
+        unchanged before any edit ("" where they passed; None: not run this turn)."""
         self._untested = False
         """Files changed since the tests last ran: with a test command, they run before an answer
         in words can end the turn."""
@@ -229,7 +232,7 @@ class Agent:
         started = time.perf_counter()
         self.tools.begin_turn(turn_id)
         self._task, self._checked, self._tests_fail, self._untested = task, False, False, False
-        self._stuck_at, self._last_malformed = None, ("", 0)
+        self._stuck_at, self._last_malformed, self._failing_as_is = None, ("", 0), None
         self._fresh_budget()
         first = not any(i.get("role") == "user" for i in self.items)
         text, attached = task_message(self.ws, task, code_tokens=self.config.code_tokens, first=first)
@@ -356,7 +359,7 @@ class Agent:
             max_output_tokens=max(1, min(self.config.max_output_tokens, self._tokens_left())),
             temperature=None if self._stuck_at is None else RETRY_TEMPERATURE,
             task=self._task,
-            retry_from=None if self._stuck_at is None else self.items[: self._stuck_at],
+            retry_from=self._retry_items(),
             edited=bool(self._changed),
         )
         text, calls, finished, item = "", [], Finished("failed", error="no reply"), None
@@ -476,7 +479,13 @@ class Agent:
                 )
         unchanged = all(o.noop for o in outcomes)
         push_back = unchanged and self._still_to_change()
-        if self.config.actions == "text":
+        failing = await self._test_as_is() if push_back else ""
+        if failing:  # with native tools too: the calls' outputs do not hold it
+            self._tell(
+                f"Your last reply wrote the code back unchanged, and the tests fail on it:\n{failing}\n"
+                "Change the code so that they pass."
+            )
+        elif self.config.actions == "text":
             told = "\n\n".join(o.text for o in outcomes)
             if push_back:  # said whole: the next request shows this feedback, not the reply
                 told = f"Your last reply wrote the code back unchanged. {self._still_to_change_feedback()}"
@@ -509,6 +518,31 @@ class Agent:
         if edits_only and all(o.ok for o in outcomes) and not self._steering:
             await self._finish_edits(changed)
         return changed
+
+    async def _test_as_is(self) -> str:
+        """The tests' output where they fail on code a reply wrote back unchanged before this
+        turn's first edit (once a turn; "" otherwise). The model took the code for done: the
+        0.5B wrote EditEval 10's `longest` back six times, sampled too, told only that the task
+        asks for a change; the failing assertion is the one thing that says what is still wrong."""
+        if not self.config.test_cmd or self._changed or self._tests_fail or self._failing_as_is is not None:
+            return ""
+        outcome = await self.tools.run(RunCommand(self.config.test_cmd))
+        self._tests_fail = not outcome.ok
+        self._failing_as_is = "" if outcome.ok else outcome.text
+        return self._failing_as_is
+
+    def _retry_items(self) -> list[dict[str, Any]] | None:
+        """`ModelRequest.retry_from`: the conversation before the replies that owed an edit, with
+        what the tests said about the code as it is added to the message they answered (a redraw
+        from the task alone wrote the same code back again)."""
+        if self._stuck_at is None:
+            return None
+        items = self.items[: self._stuck_at]
+        asked = items[-1] if items else {}
+        if not self._failing_as_is or asked.get("role") != "user" or not isinstance(asked.get("content"), str):
+            return items
+        note = f"The tests fail on the code as it is now:\n{self._failing_as_is}\nChange the code so that they pass."
+        return [*items[:-1], {**asked, "content": f"{asked['content']}\n\n{note}"}]
 
     def _echo(self, text: str) -> str | None:
         """What a reply only writes back instead of acting: the instructions (their examples), or

@@ -55,12 +55,20 @@ class TaskRun:
 
 
 def workspace_for(task: EditTask, root: Path) -> None:
-    """The file to edit, and a test script that checks it (`python test_<file>` exits 0 if right)."""
+    """The file to edit, and a test script that checks it (`python test_<file>` exits 0 if right).
+    Its traceback quotes the failing line, as a test suite's would: the program it runs is built
+    from a string, which the interpreter's own traceback cannot quote (it reads lines from disk),
+    so the `traceback` module prints it, from `linecache`. Without this, a failing EditEval test
+    said only "AssertionError", not which assertion."""
     (root / task.filename).write_text(task.code)
     loader = (
+        "import linecache, sys, traceback\n"
         "from pathlib import Path\n"
+        "sys.excepthook = traceback.print_exception\n"
         f"code = Path(__file__).with_name({task.filename!r}).read_text()\n"
-        f"exec(compile({program(task, '{{FILE}}')!r}.replace('{{{{FILE}}}}', code), 'check', 'exec'))\n"
+        f"program = {program(task, '{{FILE}}')!r}.replace('{{{{FILE}}}}', code)\n"
+        "linecache.cache['check'] = (len(program), None, program.splitlines(True), 'check')\n"
+        "exec(compile(program, 'check', 'exec'))\n"
     )
     (root / f"test_{task.filename}").write_text(loader)
 
