@@ -191,6 +191,8 @@ async def test_code_written_back_unchanged_before_any_edit_is_shown_its_failing_
     assert all(i.get("role") != "assistant" for i in h.model.requests[1].retry_from)
     # Run once, on the code as it was; then once more on the edit that passed.
     assert [c["status"] for c in h.events.items("command_execution")] == ["failed", "completed"]
+    # The second time it is written back, the retry (which shows only the latest feedback) says so again.
+    assert "AttributeError" in h.model.requests[2].items[-1]["content"]
 
 
 async def test_the_code_written_back_unchanged_after_failing_tests_is_not_an_answer(harness, project: Path):

@@ -629,6 +629,9 @@ class Agent:
         return "and the task asked for a change"
 
     def _still_to_change_feedback(self) -> str:
+        if self._tests_fail and self._failing_as_is and not self._changed:
+            # Each time: the merged retry shows only the latest feedback (`_request_items`).
+            return f"It is the code the tests failed on:\n{self._failing_as_is}\nChange it so that they pass."
         if self._tests_fail:
             return "It is the code the tests failed on: change it so that they pass."
         return f"The task asks for a change, and none is made yet: {self._task.strip()[:300]}"
