@@ -344,6 +344,26 @@ def test_a_healing_step_whose_candidates_change_nothing_hands_the_next_step_to_o
     assert (project / "greet.py").read_text().startswith("def greet(name):")
 
 
+def test_a_heal_that_writes_the_file_back_unchanged_after_failing_tests_hands_over_to_one_reply(project):
+    # The same for whole files written back as they were: once the tests have failed on that code,
+    # another heal on nearly the same prompt writes it again.
+    (project / "check.py").write_text("from greet import greet\nassert greet('x') == 'Hello, x'\n")
+    same = f"greet.py\n```python\n{GREET}```\n"
+    candidates = ScriptedCandidates([[same, same]] * 4 + [[RENAME, RENAME]])
+    plain = ScriptedModel([RENAME])
+    pool = ScriptedPool(clients={"fast": lambda: plain}, sources={"fast": candidates})
+    test_cmd = f"{sys.executable} check.py"
+    code, events, _ = run_exec(
+        project, pool, "Rename say_hello to greet in greet.py", test_cmd=test_cmd, heal=2
+    )
+    assert code == 0, events[-1]
+    # A heal (two rounds); the tests run on the code as it is and fail, which arms a second heal,
+    # shown their output; then one plain reply, not a third heal.
+    assert len(candidates.calls) == 4 and len(plain.requests) == 1
+    assert "ImportError" in candidates.calls[2][-1]["content"]
+    assert (project / "greet.py").read_text().startswith("def greet(name):")
+
+
 def test_auto_modes_healing_is_a_ladder_greedy_fast_then_one_deep_reply_then_sampled_fast(project):
     # On a CPU a batch of N costs about N/2 lone replies, so auto writes its candidates one after
     # another, cheapest first: the fast model's most likely reply, the deep model's, then samples.

@@ -11,10 +11,8 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from whiz.agent.actions import parse_edits
 from whiz.agent.chat_model import chat_messages
 from whiz.agent.edits import EXAMPLE_SEARCH
-from whiz.agent.errors import WhizAgentError
 from whiz.agent.events import Event
 from whiz.agent.model import (
     Finished,
@@ -143,9 +141,9 @@ class HealingModel(WrappedModel):
             self._fixes = NEW_PROGRAM_FIXES if choice is not None and creates_file(choice) else 0
         if choice is None and results:
             choice = results[0]  # no edits anywhere (it wants to read first): take a reply as is
-        if choice is not None and no_op(choice):
-            # No candidate changed anything, and the best is an edit whose new text is its old:
-            # another round on nearly the same prompt and the same seeds writes it again, so the
+        if choice is not None and choice.unchanged:
+            # No candidate changed anything, and the best wrote the code back as it was (edit
+            # blocks whose new text is their old, or the whole file): another round on nearly the same prompt and the same seeds writes it again, so the
             # next step is one plain reply to the agent's feedback (failing tests re-arm the step).
             self._armed = False
         if choice is None:
@@ -223,11 +221,3 @@ def written_back(result: CandidateResult) -> bool:
     text = result.text
     shows_code = "```" in text or "<<<<<<<" in text
     return result.status == "no_edit" and shows_code and EXAMPLE_SEARCH not in text
-
-
-def no_op(result: CandidateResult) -> bool:
-    """Whether a candidate wrote edit blocks that change nothing."""
-    try:
-        return result.status == "no_edit" and bool(parse_edits(result.text))
-    except WhizAgentError:
-        return False
