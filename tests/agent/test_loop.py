@@ -181,11 +181,13 @@ async def test_code_written_back_unchanged_before_any_edit_is_shown_its_failing_
     # failing assertion says what is still wrong.
     (project / "check.py").write_text("import greet\nassert greet.greet('a') == 'Hello, a'\n")
     same = f"greet.py\n```python\n{GREET}```\n"
-    h = harness([same, same, sr("greet.py", "def say_hello(name):", "def greet(name):")], test_cmd="python check.py")
+    rename = sr("greet.py", "def say_hello(name):", "def greet(name):")
+    h = harness([same, same, rename], test_cmd="python check.py")
     result = await h.agent.run("Rename say_hello to greet in greet.py")
     assert result.ok and "the tests pass" in result.message, result.message
     told = h.model.requests[1].items[-1]["content"]
-    assert "the tests fail on it" in told and "AttributeError" in told and "greet.greet('a')" in told
+    assert "unchanged" in told and "the tests failed on" in told
+    assert "AttributeError" in told and "greet.greet('a')" in told  # the failing line, and why
     # A retry drawn from the task as given (healing's redraw) is told too, without the reply.
     assert "AttributeError" in h.model.requests[1].retry_from[-1]["content"]
     assert all(i.get("role") != "assistant" for i in h.model.requests[1].retry_from)

@@ -479,13 +479,9 @@ class Agent:
                 )
         unchanged = all(o.noop for o in outcomes)
         push_back = unchanged and self._still_to_change()
-        failing = await self._test_as_is() if push_back else ""
-        if failing:  # with native tools too: the calls' outputs do not hold it
-            self._tell(
-                f"Your last reply wrote the code back unchanged, and the tests fail on it:\n{failing}\n"
-                "Change the code so that they pass."
-            )
-        elif self.config.actions == "text":
+        if push_back:
+            await self._test_as_is()
+        if self.config.actions == "text":
             told = "\n\n".join(o.text for o in outcomes)
             if push_back:  # said whole: the next request shows this feedback, not the reply
                 told = f"Your last reply wrote the code back unchanged. {self._still_to_change_feedback()}"
@@ -519,17 +515,17 @@ class Agent:
             await self._finish_edits(changed)
         return changed
 
-    async def _test_as_is(self) -> str:
-        """The tests' output where they fail on code a reply wrote back unchanged before this
-        turn's first edit (once a turn; "" otherwise). The model took the code for done: the
-        0.5B wrote EditEval 10's `longest` back six times, sampled too, told only that the task
-        asks for a change; the failing assertion is the one thing that says what is still wrong."""
+    async def _test_as_is(self) -> None:
+        """Run the tests on code a reply wrote back unchanged before this turn's first edit (once
+        a turn): where they fail, their output goes back with the push-back and into every retry
+        (`_still_to_change_feedback`, `_retry_items`). The model took the code for done: the 0.5B
+        wrote EditEval 10's `longest` back six times, sampled too, told only that the task asks
+        for a change; the failing assertion is the one thing that says what is still wrong."""
         if not self.config.test_cmd or self._changed or self._tests_fail or self._failing_as_is is not None:
-            return ""
+            return
         outcome = await self.tools.run(RunCommand(self.config.test_cmd))
         self._tests_fail = not outcome.ok
         self._failing_as_is = "" if outcome.ok else outcome.text
-        return self._failing_as_is
 
     def _retry_items(self) -> list[dict[str, Any]] | None:
         """`ModelRequest.retry_from`: the conversation before the replies that owed an edit, with
@@ -539,9 +535,11 @@ class Agent:
             return None
         items = self.items[: self._stuck_at]
         asked = items[-1] if items else {}
-        if not self._failing_as_is or asked.get("role") != "user" or not isinstance(asked.get("content"), str):
+        told = asked.get("role") == "user" and isinstance(asked.get("content"), str)
+        if not self._failing_as_is or not told:
             return items
-        note = f"The tests fail on the code as it is now:\n{self._failing_as_is}\nChange the code so that they pass."
+        note = f"The tests fail on the code as it is now:\n{self._failing_as_is}\n"
+        note += "Change the code so that they pass."
         return [*items[:-1], {**asked, "content": f"{asked['content']}\n\n{note}"}]
 
     def _echo(self, text: str) -> str | None:

@@ -143,8 +143,9 @@ class HealingModel(WrappedModel):
             choice = results[0]  # no edits anywhere (it wants to read first): take a reply as is
         if choice is not None and choice.unchanged:
             # No candidate changed anything, and the best wrote the code back as it was (edit
-            # blocks whose new text is their old, or the whole file): another round on nearly the same prompt and the same seeds writes it again, so the
-            # next step is one plain reply to the agent's feedback (failing tests re-arm the step).
+            # blocks whose new text is their old, or the whole file): another round on nearly the
+            # same prompt and the same seeds writes it again, so the next step is one plain reply
+            # to the agent's feedback (failing tests re-arm the step).
             self._armed = False
         if choice is None:
             async for event in self.inner.respond(request):
