@@ -338,6 +338,19 @@ async def test_a_reply_caught_in_a_loop_is_stopped_and_its_edit_before_the_loop_
     assert reply == edit  # the conversation keeps the reply without its loop
 
 
+async def test_a_loop_within_one_line_is_stopped_while_the_line_streams(harness, project: Path):
+    # Seen in whiz bench agent (fast, EditEval 15): `eighth_notes = ['o|', 'o|', ...` on one line
+    # to the output limit, 122 s; no line ever ended, so no line repeated.
+    same = "greet.py\n```python\ndef say_hello(name):\n    notes = [" + "'o|', " * 400
+    fixed = 'greet.py\n```python\ndef greet(name):\n    return "Hello, " + name\n```\n'
+    h = harness([Reply(same, chunk_chars=8), fixed])
+    result = await h.agent.run("Rename say_hello to greet in greet.py")
+    assert result.ok, result.message
+    assert h.model.cancels == 1 and any("loop" in e["message"] for e in h.events.items("error"))
+    reply = [i for i in h.agent.items if i.get("role") == "assistant"][0]["content"]
+    assert reply.endswith("notes = ['o|', ")  # kept up to the loop's first copy
+
+
 async def test_a_reply_that_writes_the_instructions_back_is_not_acted_on(harness, project: Path):
     # Seen in whiz bench agent (fast, EditEval 4 and 6): told its reply changed nothing, the 0.5B
     # wrote the instructions back, and their example READ, LIST and GREP lines ran on path/to/.

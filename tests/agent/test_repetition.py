@@ -37,3 +37,18 @@ def test_code_with_similar_blocks_is_no_loop():
     body = "    x = make()\n    x.run()\n    assert x.ok\n    assert x.done\n\n"
     text = "".join(f"def test_{n}():\n{body}" for n in "abcdefgh")
     assert loop_start(text) is None
+
+
+def test_a_loop_within_one_line_is_seen_before_the_line_ends():
+    # The 0.5B's reply to EditEval 15: `eighth_notes = ['o|', 'o|', ...` on one line, to its output
+    # limit (122 s, twice), where no complete line ever repeated.
+    start = "edit.py\n```\ndef f():\n    notes = ["
+    text = start + "'o|', " * 60 + "'o"
+    assert text[: loop_start(text)] == start + "'o|', "
+
+
+def test_long_lines_of_code_and_data_are_no_loop():
+    assert loop_start("weights = [" + "0.0, " * 40 + "]") is None  # a short run of zeros is data
+    assert loop_start("# " + "=" * 300) is None  # a rule: one character over and over
+    row = ", ".join(f"'{c}{c}{n}'" for n in range(3) for c in "abcdefghijklmnopqrstuvwxyz")
+    assert loop_start(f"names = [{row}]") is None  # alike, but not the same

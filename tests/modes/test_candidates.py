@@ -171,16 +171,17 @@ async def test_scripted_candidates_finish_in_the_order_of_their_delays():
 class LoopingHttp:
     """A server whose one candidate falls into a loop and would write it forever."""
 
-    def __init__(self):
+    def __init__(self, first: str = "x = 1\n", again: str = "print(x)\n"):
+        self.first, self.again = first, again
         self.lines_sent = 0
         self.closed = False
 
     async def stream(self, path: str, body: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
         try:
-            yield {"choices": [{"index": 0, "delta": {"content": "x = 1\n"}, "finish_reason": None}]}
+            yield {"choices": [{"index": 0, "delta": {"content": self.first}, "finish_reason": None}]}
             while self.lines_sent < 10_000:
                 self.lines_sent += 1
-                yield {"choices": [{"index": 0, "delta": {"content": "print(x)\n"}, "finish_reason": None}]}
+                yield {"choices": [{"index": 0, "delta": {"content": self.again}, "finish_reason": None}]}
                 await asyncio.sleep(0)
         finally:
             self.closed = True
@@ -194,3 +195,12 @@ async def test_a_candidate_caught_in_a_loop_ends_there_and_its_stream_is_closed(
     )  # type: ignore[arg-type]
     assert generation.texts == ["x = 1\nprint(x)\n"] and generation.finish_reasons == ["loop"]
     assert http.closed and http.lines_sent < 20  # the server was told to stop, not read to the end
+
+
+async def test_a_candidate_looping_within_one_line_ends_there_too():
+    http = LoopingHttp("notes = [", "'o|', ")
+    generation = await generate_all(
+        ChatCandidates(http), MESSAGES, Draw(1, 0.7, 1024, seed=1, parallel=False)
+    )  # type: ignore[arg-type]
+    assert generation.texts == ["notes = ['o|', "] and generation.finish_reasons == ["loop"]
+    assert http.closed and http.lines_sent < 100

@@ -37,7 +37,7 @@ from whiz.agent.model import (
     output_items,
 )
 from whiz.agent.prompt import echoes_instructions, repeats, system_prompt, task_message
-from whiz.agent.repetition import loop_start
+from whiz.agent.repetition import looping
 from whiz.agent.runs_check import shown
 from whiz.agent.stats import TurnOutcome, TurnStats
 from whiz.agent.test_files import named_paths
@@ -373,7 +373,7 @@ class Agent:
                     text += event.text
                     item["text"] = text
                     self.emit.emit("item.updated", item=dict(item), delta=event.text)
-                    if looped is None and "\n" in event.text and (looped := loop_start(text)) is not None:
+                    if looped is None and (looped := looping(text, event.text)) is not None:
                         await self._cancel_model()  # the rest would be the loop, to the output limit
                 elif isinstance(event, ModelToolCall):
                     calls.append(event)

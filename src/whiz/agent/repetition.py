@@ -1,4 +1,5 @@
-"""A reply caught in a loop: the same line (or block of lines) over and over at its end.
+"""A reply caught in a loop: the same line (or block of lines, or piece of a line) over and over
+at its end.
 
 A small model at temperature 0 sometimes falls into a cycle and repeats it until the output limit:
 the 0.5B ended an edit with `>>>>>>> REPLACE` and wrote that line 1,900 tokens more (70 s on this
@@ -23,14 +24,58 @@ LOOP_LINES = 36
 does not repeat a block of five lines or more word for word three times in a row."""
 
 
+LINE_PERIODS = range(4, 41)
+"""Pieces of a line looked for, in characters: shorter ones are rules (`=====`) and padding."""
+
+LINE_LOOP_CHARS = 256
+LINE_REPEATS = 32
+"""A piece of a line is a loop once its copies fill `LINE_LOOP_CHARS` characters, and number
+`LINE_REPEATS` at the least. The 0.5B wrote `'o|', ` on one line to its output limit (EditEval
+15, 122 s), where no complete line ever repeated; a literal list of 40 zeros is still data."""
+
+
 def copies(period: int) -> int:
     """How many copies of a cycle of `period` lines make a loop."""
     return REPEATS if period <= SHORT_PERIOD else max(3, -(-LOOP_LINES // period))
 
 
+def looping(text: str, new: str) -> int | None:
+    """`loop_start(text)` once `new`, just added to the end of `text`, may have closed a loop: it
+    ends a line, or the line it writes is long enough to hold one. (Streaming calls this for
+    every piece; a check on each would split the whole reply each time.)"""
+    if "\n" in new or len(text) - text.rfind("\n") > LINE_LOOP_CHARS:
+        return loop_start(text)
+    return None
+
+
 def loop_start(text: str) -> int | None:
     """Where the loop at the end of `text` begins, after the cycle's first copy (the text up to
-    there is the reply without its loop); None when the complete lines at its end do not cycle."""
+    there is the reply without its loop); None when neither its complete lines at the end, nor
+    the line it ends with, cycle."""
+    return _lines_loop(text) or _line_loop(text)
+
+
+def _line_loop(text: str) -> int | None:
+    """A piece of the last line (complete or still streaming) written again and again."""
+    at = text.rfind("\n") + 1
+    line = text[at:]
+    for period in LINE_PERIODS:
+        span = period * max(LINE_REPEATS, -(-LINE_LOOP_CHARS // period))
+        if len(line) < span:
+            break  # spans grow with the period
+        tail = line[-span:]
+        piece = tail[:period]
+        if (piece + piece).find(piece, 1) < period:
+            continue  # a shorter piece over and over: a rule (`=====`), found at its own period
+        if piece.strip() and tail == piece * (span // period):
+            start = len(line) - span
+            while start > 0 and line[start - 1] == line[start - 1 + period]:
+                start -= 1  # the loop began before the characters looked at
+            return at + start + period
+    return None
+
+
+def _lines_loop(text: str) -> int | None:
     lines = text.split("\n")[:-1]  # complete lines only: the last one may still be streaming
     for period in range(1, MAX_PERIOD + 1):
         span = period * copies(period)

@@ -28,7 +28,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from whiz.agent.repetition import loop_start
+from whiz.agent.repetition import looping
 from whiz.agent.repomap import len_based_estimate
 from whiz.client import ResponseError
 
@@ -115,7 +115,7 @@ class CandidateStream:
         if self._reasons[index] is not None:
             return
         self.texts[index] += text
-        if "\n" in text and (cut := loop_start(self.texts[index])) is not None:
+        if (cut := looping(self.texts[index], text)) is not None:
             self.texts[index] = self.texts[index][:cut]
             self.finish(index, "loop")
 
