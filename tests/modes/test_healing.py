@@ -132,6 +132,17 @@ def test_a_hanging_candidate_times_out_while_the_others_are_judged(project):
     assert [c["status"] for c in items(events, "heal_candidate")] == ["passed", "timeout"]  # as each ended
 
 
+def test_once_the_tests_were_seen_to_end_a_hanging_candidate_gets_ten_times_their_time(project):
+    # Seen in whiz bench agent (fast, EditEval 16): a candidate that looped forever held its round
+    # for the whole 120 s timeout, where the tests took 0.05 s. The baseline run sets the bound.
+    code, events, _ = run_heal(
+        project, [[HANG, WRONG]], test_timeout_s=120, test_timeout_floor_s=1, first_pass=False, rounds=1
+    )
+    assert code == 1
+    hung = next(c for c in items(events, "heal_candidate") if c["index"] == 0)
+    assert hung["status"] == "timeout" and "ran past 1 s" in hung["error"]
+
+
 def test_the_first_candidate_to_pass_ends_the_round_and_the_slower_ones_are_cancelled(project):
     # Candidate 1 would pass with a smaller diff than 0, but is still being written when 0 passes.
     code, events, pool = run_heal(project, [[BIG_FIX, FIX]], delays_s=[0.0, 30.0])

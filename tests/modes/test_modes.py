@@ -534,6 +534,49 @@ def test_a_fast_retry_after_code_written_back_unchanged_draws_three_and_takes_th
     assert (project / "greet.py").read_text().startswith("def greet(name):")
 
 
+def fast_retry_with_a_hang(project, monkeypatch, floor_s: float, *others: str) -> dict:
+    """A fast turn whose file is written back unchanged, then a retry of a hanging candidate, the
+    file again, and `others`, with candidates' test timeouts bottoming out at `floor_s`. Returns
+    the hanging candidate's item."""
+    import functools
+
+    import whiz.modes.session as session_module
+    from whiz.modes.healing import HealSettings
+
+    floor = functools.partial(HealSettings, test_timeout_floor_s=floor_s)
+    monkeypatch.setattr(session_module, "HealSettings", floor)
+    (project / "check.py").write_text("from greet import greet\nassert greet('x') == 'Hello, x'\n")
+    same = f"greet.py\n```python\n{GREET}```\n"
+    hang = RENAME.replace("def greet(name):", "def greet(name):\n    while True:\n        pass")
+    candidates = ScriptedCandidates([[hang, same, *others]], delays_s=[0.0, 0.0, 0.3])
+    plain = ScriptedModel([same, same, same])
+    pool = ScriptedPool(clients={"fast": lambda: plain}, sources={"fast": candidates})
+    test_cmd = f"{sys.executable} check.py"
+    _, events, _ = run_exec(project, pool, "Rename say_hello to greet in greet.py", test_cmd=test_cmd)
+    return next(c for c in items(events, "heal_candidate") if c["index"] == 0)
+
+
+def test_a_fast_retrys_candidates_are_tested_together_and_the_first_pass_stops_a_hanging_one(
+    project, monkeypatch
+):
+    # Seen in whiz bench agent (fast, EditEval 16): a retry's three candidates were tested one at a
+    # time (the settings' n, 0 without a heal, set the limit), and one that looped forever held
+    # the others' runs 120 s.
+    hung = fast_retry_with_a_hang(project, monkeypatch, 60, RENAME)
+    assert hung["status"] == "cancelled" and "passed first" in hung["error"]
+    assert (project / "greet.py").read_text().startswith("def greet(name):")
+
+
+def test_a_fast_retrys_hanging_candidate_gets_ten_times_the_agents_own_test_run(project, monkeypatch):
+    # ...and with no candidate to pass, the hanging one ran to the 120 s timeout, where the
+    # agent's own run of the same tests had taken 0.05 s.
+    hung = fast_retry_with_a_hang(project, monkeypatch, 1)
+    assert hung["status"] == "timeout" and "ran past 1 s" in hung["error"]
+    # Nor is it applied while another candidate wrote the code (here: back as it was), or the
+    # agent's own test run would hang in turn.
+    assert (project / "greet.py").read_text() == GREET
+
+
 def test_a_retry_whose_candidates_all_fail_applies_the_closest_edit_and_the_next_draws_anew(project):
     # An edit that ran (and failed) is more than no edit: it is applied and the model hears why it
     # failed. A second retry in the turn is seeded apart from the first, or it would draw the same.

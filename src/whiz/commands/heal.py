@@ -86,8 +86,10 @@ async def _heal_turn(
     with turn(emit) as t:
         started = time.perf_counter()
         # what fails now
-        baseline = await run_reported(emit, ws.root, test_cmd, settings.test_timeout_s, settings.sandbox)
         healer = Healer(ws, test_cmd, settings, emit=emit)
+        baseline = await run_reported(emit, ws.root, test_cmd, settings.test_timeout_s, settings.sandbox)
+        if not baseline.timed_out:
+            healer.saw_tests(baseline.duration_ms / 1000)
         outcome = await healer.heal(models, heal_messages(ws, task, test_cmd, baseline), task)
         usage = {"output_tokens": sum(sum(r.generation.output_tokens) for r in outcome.rounds)}
         timings = {**outcome.summary(), "duration_ms": (time.perf_counter() - started) * 1000}

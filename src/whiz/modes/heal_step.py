@@ -9,7 +9,9 @@ test run work as usual.
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 from whiz.agent.chat_model import chat_messages
 from whiz.agent.edits import EXAMPLE_SEARCH
@@ -79,6 +81,8 @@ class HealingModel(WrappedModel):
         self._redraws = 0
         """Retries drawn as several candidates this turn: each is seeded apart from the last."""
         self.redraw_n = REDRAW_N
+        self._testing: dict[Any, float] = {}
+        """When each of the agent's runs of the test command began, by item id (for `Healer.saw_tests`)."""
         """Candidates of a retry drawn together (0 or 1: a retry is one plain reply)."""
 
     @property
@@ -88,12 +92,16 @@ class HealingModel(WrappedModel):
 
     def observe(self, event: Event) -> None:
         kind, item = event.get("type"), event.get("item") or {}
-        tests_failed = (
-            kind == "item.completed"
-            and item.get("type") == "command_execution"
-            and item.get("command", "").strip() == self.healer.test_cmd.strip()
-            and item.get("status") == "failed"
+        tests = item.get("type") == "command_execution" and (
+            item.get("command", "").strip() == self.healer.test_cmd.strip()
         )
+        if tests and kind == "item.started":
+            self._testing[item.get("id")] = time.perf_counter()
+        elif tests and kind == "item.completed":
+            began = self._testing.pop(item.get("id"), None)
+            if began is not None and item.get("exit_code") is not None:  # not killed at its timeout
+                self.healer.saw_tests(time.perf_counter() - began)
+        tests_failed = tests and kind == "item.completed" and item.get("status") == "failed"
         if kind == "turn.started":
             self._spent, self._climbed, self._redraws = None, False, 0
         # A ladder is climbed once a turn: after it, failing tests get plain replies.
@@ -174,9 +182,10 @@ class HealingModel(WrappedModel):
         # Nothing usable: code written back unchanged is sent back again (the turn's next retry
         # draws anew), where words would end the turn, and the instructions' example echoed would
         # get a plain reply, which echoed them again (0.5B, EditEval 0 and 4). An edit that missed
-        # its file still goes back with what it missed.
+        # its file still goes back with what it missed. An edit whose tests never ended is not
+        # applied while there is another: the agent's own run of them would hang to its timeout.
         echoed = choice is not None and choice.status == "malformed" and EXAMPLE_SEARCH in choice.text
-        if choice is not None and (choice.status == "no_edit" or echoed):
+        if choice is not None and (choice.status in ("no_edit", "timeout") or echoed):
             choice = next((r for r in found.results if written_back(r)), choice)
         if choice is None:
             async for event in self.inner.respond(request):

@@ -49,6 +49,9 @@ from whiz.environments.worktree import CopyError, isolated_copy
 from whiz.modes.candidates import Candidate, CandidateSource, CandidateStream, Draw, Generation
 from whiz.modes.pool import Label
 
+TEST_TIME_MARGIN = 10
+"""How many times as long as the slowest run of the tests seen a candidate's run may take."""
+
 Status = Literal["passed", "failed", "timeout", "tests_changed", "malformed", "no_edit", "cancelled"]
 FEEDBACK_OUTPUT_CHARS = 3000
 
@@ -61,6 +64,12 @@ class HealSettings:
     temperature: float = 0.7
     max_tokens: int = 1024
     test_timeout_s: float = 120.0
+    test_timeout_floor_s: float = 10.0
+    """Once a run of the tests has been seen to its end (`Healer.saw_tests`: the baseline, the
+    agent's own run, another candidate's), a candidate's run may take ten times as long as the
+    slowest of them, and this long at the least, never more than `test_timeout_s`. A candidate
+    that loops forever otherwise held its round for the whole timeout: 120 s of a fast-mode
+    retry whose tests take 0.05 s (EditEval 16)."""
     rounds: int = 2
     """Rounds with the mode's own model: the first, then one per best failure fed back."""
     deep_rounds: int = 1
@@ -317,6 +326,18 @@ class Healer:
         self._listing: list[str] | None = None
         self._tests = TestFiles(test_cmd)
         self._task = ""
+        self._tests_took: float | None = None
+
+    def saw_tests(self, seconds: float) -> None:
+        """A run of the test command that ended by itself took `seconds` (see `test_timeout_s`)."""
+        self._tests_took = max(self._tests_took or 0.0, seconds)
+
+    def test_timeout_s(self) -> float:
+        """How long a candidate's tests may run (`HealSettings.test_timeout_floor_s`)."""
+        s = self.settings
+        if self._tests_took is None:
+            return s.test_timeout_s
+        return min(s.test_timeout_s, max(s.test_timeout_floor_s, TEST_TIME_MARGIN * self._tests_took))
 
     async def heal(self, models: HealModels, messages: list[dict[str, Any]], task: str = "") -> HealOutcome:
         """Rounds until a candidate passes: the current model's first, then, where `models`
@@ -416,7 +437,7 @@ class Healer:
         )
         if seed is None and s.seed is not None:
             seed = s.seed + 1000 * (number - 1)
-        tests = _RoundTests(self, number)
+        tests = _RoundTests(self, number, n)
         try:
             draw = Draw(n, s.temperature, s.max_tokens, seed, parallel, greedy)
             async with source.stream(messages, draw) as found:
@@ -503,7 +524,8 @@ class Healer:
             return
         try:
             apply_changes(Workspace(copy.path), result.changes)
-            env = environment_for(copy.path, self.settings.sandbox, timeout_s=self.settings.test_timeout_s)
+            timeout_s = self.test_timeout_s()
+            env = environment_for(copy.path, self.settings.sandbox, timeout_s=timeout_s)
             done = await env.run(self.test_cmd)
         except (EditError, WhizAgentError, OSError) as exc:
             result.error = f"could not apply the edit in a copy: {getattr(exc, 'message', exc)}"
@@ -519,13 +541,17 @@ class Healer:
         result.exit_code, result.test_output = done.exit_code, output
         result.test_ms = (time.perf_counter() - started) * 1000
         result.status = "passed" if done.ok else ("timeout" if done.timed_out else "failed")
+        if done.timed_out:
+            result.error = f"its tests ran past {timeout_s:g} s and were stopped"
+        else:
+            self.saw_tests(done.duration_ms / 1000)
 
 
 class _RoundTests:
     """One round's candidates, each parsed and tested (in its own copy) as soon as it arrives.
     A candidate with the same edit as an earlier one shares that one's test run."""
 
-    def __init__(self, healer: Healer, number: int):
+    def __init__(self, healer: Healer, number: int, n: int):
         self.healer = healer
         self.number = number
         self.results: dict[int, CandidateResult] = {}
@@ -533,8 +559,9 @@ class _RoundTests:
         self.passed = asyncio.Event()
         self._reported: set[int] = set()
         self._firsts: dict[tuple, tuple[CandidateResult, asyncio.Task]] = {}
-        settings = healer.settings
-        self._limit = asyncio.Semaphore(settings.max_parallel_tests or max(1, settings.n))
+        # The round's own n: a fast-mode retry draws 3 where its settings say 0 (no heal), and
+        # its candidates' tests ran one at a time, a hanging one holding up the rest (EditEval 16).
+        self._limit = asyncio.Semaphore(healer.settings.max_parallel_tests or max(1, n))
 
     async def read(self, found: CandidateStream, *, stop_at_pass: bool) -> None:
         """Take candidates until all have come, or (`stop_at_pass`) until one passes its tests."""
