@@ -48,6 +48,24 @@ def test_the_workspace_test_script_checks_the_file(tmp_path: Path) -> None:
     assert subprocess.run(check, cwd=tmp_path, capture_output=True).returncode == 0
 
 
+def test_a_task_whose_code_runs_in_a_context_is_checked_in_it(tmp_path: Path) -> None:
+    row = {
+        "task_id": "EditEval/2",
+        "instruction": "Make area return the area.",
+        "input": "    def area(self):\n        return 0\n",
+        "context": "class Square:\n    side = 3\n{{Code}}\n",
+        "test": "def check():\n    assert Square().area() == 9\n",
+    }
+    data = tmp_path / "e.jsonl"
+    data.write_text(json.dumps(row))
+    workspace_for(load_editeval(data)[0], tmp_path)
+    check = [sys.executable, "test_edit_2.py"]
+    failed = subprocess.run(check, cwd=tmp_path, capture_output=True, text=True)
+    assert failed.returncode != 0 and "assert Square().area() == 9" in failed.stderr
+    (tmp_path / "edit_2.py").write_text("    def area(self):\n        return self.side**2\n")
+    assert subprocess.run(check, cwd=tmp_path, capture_output=True).returncode == 0
+
+
 def test_bench_tasks_reports_pass_rate_and_well_formed_edits(serve_fake, tmp_path: Path, capsys) -> None:
     server = serve_fake(script=script)
     data = tmp_path / "e.jsonl"

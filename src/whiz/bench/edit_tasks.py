@@ -88,11 +88,21 @@ def normalize(code: str) -> str:
 
 def program(task: EditTask, code: str) -> str:
     """The script that passes when it exits 0: the code (inside its context) then the test."""
-    if task.context and "{{Code}}" in task.context:
+    if in_context(task):
         code = task.context.replace("{{Code}}", code)
+    return f"{code}\n{test_code(task)}"
+
+
+def in_context(task: EditTask) -> bool:
+    """Whether the task's code runs inside its context (the `{{Code}}` in it)."""
+    return bool(task.context) and "{{Code}}" in task.context
+
+
+def test_code(task: EditTask) -> str:
+    """The task's test, calling its `check()`."""
     test = task.test or ""
     calls_check = re.search(r"^check\(", test, re.M)
-    return f"{code}\n{test}\n" + ("" if calls_check else "check()\n")
+    return f"{test}\n" + ("" if calls_check else "check()\n")
 
 
 def run_check(task: EditTask, code: str, timeout_s: float = CHECK_TIMEOUT_S) -> bool:

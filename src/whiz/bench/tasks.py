@@ -31,7 +31,7 @@ from whiz.agent.config import AgentConfig
 from whiz.agent.loop import Agent
 from whiz.agent.whiz_model import WhizModel
 from whiz.agent.workspace import Workspace
-from whiz.bench.edit_tasks import EditTask, editeval_tasks, program, run_check
+from whiz.bench.edit_tasks import EditTask, editeval_tasks, in_context, run_check, test_code
 from whiz.bench.report import run_reported, say
 from whiz.modes.endpoints import FastSettings, ensure_server
 
@@ -56,20 +56,17 @@ class TaskRun:
 
 def workspace_for(task: EditTask, root: Path) -> None:
     """The file to edit, and a test script that checks it (`python test_<file>` exits 0 if right).
-    Its traceback quotes the failing line, as a test suite's would: the program it runs is built
-    from a string, which the interpreter's own traceback cannot quote (it reads lines from disk),
-    so the `traceback` module prints it, from `linecache`. Without this, a failing EditEval test
-    said only "AssertionError", not which assertion."""
+    The script reads as a test file would: it runs the file, then the task's test as code of its
+    own, so a failure's traceback quotes the failing assertion. (It held the whole program as one
+    escaped string once: the model read the test as `'...\\n    assert ...'`, and a failure
+    said only "AssertionError", not which assertion.)"""
     (root / task.filename).write_text(task.code)
-    loader = (
-        "import linecache, sys, traceback\n"
-        "from pathlib import Path\n"
-        "sys.excepthook = traceback.print_exception\n"
-        f"code = Path(__file__).with_name({task.filename!r}).read_text()\n"
-        f"program = {program(task, '{{FILE}}')!r}.replace('{{{{FILE}}}}', code)\n"
-        "linecache.cache['check'] = (len(program), None, program.splitlines(True), 'check')\n"
-        "exec(compile(program, 'check', 'exec'))\n"
-    )
+    source = f"Path(__file__).with_name({task.filename!r}).read_text()"
+    name = task.filename
+    if in_context(task):
+        # Its lines are not the file's: named so that no traceback quotes the file's lines for them.
+        source, name = f"{task.context!r}.replace('{{{{Code}}}}', {source})", f"{name} in its context"
+    loader = f"from pathlib import Path\n\nexec(compile({source}, {name!r}, 'exec'))\n\n\n{test_code(task)}"
     (root / f"test_{task.filename}").write_text(loader)
 
 
