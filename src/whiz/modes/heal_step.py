@@ -81,9 +81,9 @@ class HealingModel(WrappedModel):
         self._redraws = 0
         """Retries drawn as several candidates this turn: each is seeded apart from the last."""
         self.redraw_n = REDRAW_N
-        self._testing: dict[Any, float] = {}
-        """When each of the agent's runs of the test command began, by item id (for `Healer.saw_tests`)."""
         """Candidates of a retry drawn together (0 or 1: a retry is one plain reply)."""
+        self._testing: dict[Any, float] = {}
+        """When each of the agent's runs of the test command began, by item id (`Healer.saw_tests`)."""
 
     @property
     def active(self) -> bool:
