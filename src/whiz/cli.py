@@ -862,7 +862,13 @@ def heal(
     rounds: Annotated[
         int, typer.Option(help="Rounds before giving up (each later one sees the best failure).")
     ] = 2,
-    test_timeout: Annotated[float, typer.Option(help="Seconds each candidate's tests may run.")] = 120.0,
+    test_timeout: Annotated[
+        float,
+        typer.Option(
+            help="Seconds each candidate's tests may run at most; once a run of them has ended by "
+            "itself (the baseline's), ten times the slowest such run, and 10 s at least."
+        ),
+    ] = 120.0,
     sequential: Annotated[
         bool, typer.Option("--sequential", help="Decode candidates one after another (to compare).")
     ] = False,
