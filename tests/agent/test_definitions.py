@@ -42,6 +42,17 @@ def test_decorators_go_with_their_function(tmp_path: Path):
     assert "@staticmethod\ndef spread(xs):\n    return abs(" in change.after
 
 
+def test_a_function_in_a_list_items_indented_block_counts_and_code_quoted_as_it_is_does_not(tmp_path: Path):
+    # Seen in whiz bench agent (fast, EditEval 25): the 0.5B wrote its fix as numbered steps, the
+    # function in a block indented under "- Replace the line with:", then quoted a file as it is.
+    ws = workspace(tmp_path)
+    steps = "1. **Fix mean**:\n   - Replace it with:\n     ```python\n     def mean(xs):\n"
+    steps += "         return sum(xs) / len(xs)\n     ```\n\nThe spread stays:\n\n"
+    steps += "```python\n@staticmethod\ndef spread(xs):\n    return max(xs) - min(xs)\n```\n"
+    [change] = plan_edits(ws, definition_edits(ws, steps))
+    assert change.path == "stats.py" and change.after == STATS.replace("(len(xs) + 1)", "len(xs)")
+
+
 def test_no_guess_where_the_block_is_more_than_definitions_or_the_name_is_unknown_or_ambiguous(
     tmp_path: Path,
 ):

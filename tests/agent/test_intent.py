@@ -19,6 +19,13 @@ async def test_a_fenced_block_with_no_path_becomes_the_file_the_task_names(harne
     assert (project / "snake.py").read_text() == GAME
 
 
+async def test_a_block_indented_in_a_list_item_is_the_file_without_that_indent(harness, project: Path):
+    indented = "".join(f"   {line}\n" if line else "\n" for line in GAME.splitlines())
+    h = harness([f"1. Create the game:\n   ```python\n{indented}   ```\n"])
+    result = await h.agent.run("Write a complete, playable game in Python in snake.py.")
+    assert result.ok and (project / "snake.py").read_text() == GAME
+
+
 async def test_code_without_an_edit_is_sent_back_saying_what_was_missing(harness, project: Path):
     # Two files named: a bare block cannot say which one it is.
     h = harness(["```python\nprint('hi')\n```", f"snake.py\n```python\n{GAME}```"])

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import re
+import textwrap
 from dataclasses import dataclass
 
 from whiz.agent.edits import SearchReplace
@@ -37,7 +38,8 @@ class Definition:
 def definition_edits(ws: Workspace, reply: str) -> list[SearchReplace]:
     """The edits the reply's definitions-only code blocks stand for (none when it has none, or
     when a name it defines is not defined in exactly one Python file of `ws`)."""
-    blocks = [b for b in _FENCED.findall(reply) if b.strip()]
+    # A block in a list item is indented with it ("1. Fix it:" then "   ```python"), its code too.
+    blocks = [textwrap.dedent(b) for b in _FENCED.findall(reply) if b.strip()]
     # By name, the last one written winning: a reply that shows a function twice means its last.
     news = {d.name: d for block in blocks for d in definitions_only(block)}.values()
     if not news:
@@ -49,7 +51,8 @@ def definition_edits(ws: Workspace, reply: str) -> list[SearchReplace]:
         if len(places) != 1:
             return []  # a name that is nowhere, or in several files: no safe guess where it goes
         path, old = places[0]
-        edits.append(SearchReplace(path, old.text, new.text))
+        if old.text != new.text:  # one quoted as it is changes nothing (a test file, say)
+            edits.append(SearchReplace(path, old.text, new.text))
     return edits
 
 

@@ -9,6 +9,7 @@ task names (one file, one block) or sent back saying what was missing.
 from __future__ import annotations
 
 import re
+import textwrap
 
 from whiz.agent.definitions import definition_edits, part_of_file
 from whiz.agent.edits import WholeFile
@@ -75,7 +76,7 @@ def code_without_edit(reply: str, task: str, ws: Workspace) -> Action | None:
     """
     if not asks_for_change(task):
         return None
-    blocks = [b for b in _FENCED.findall(reply) if b.strip()]
+    blocks = [textwrap.dedent(b) for b in _FENCED.findall(reply) if b.strip()]  # a list item's: indented
     if not blocks:
         return None
     paths = named_paths(task)
