@@ -443,6 +443,20 @@ def test_after_a_greedy_reply_that_wrote_the_code_back_the_deep_model_sees_the_t
     assert [(h["round"], h["mode"]) for h in items(events, "heal")] == [(1, "fast"), (2, "deep")]
 
 
+def test_after_a_greedy_reply_that_only_changed_the_tests_no_samples_follow_either(project):
+    # Seen in whiz bench agent (auto, EditEval 0, 6, 16, 19), once EditEval's test file read as
+    # code: the 0.5B wrote the code back and rewrote the test file (left out: the tests decide),
+    # then its three samples did the same or wrote the code back (25-30 s; none passed).
+    (project / "check.py").write_text("from greet import greet\nassert greet('x') == 'Hello, x'\n")
+    cheat = f"greet.py\n```python\n{GREET}```\n\ncheck.py\n```python\nassert True\n```\n"
+    fast = ScriptedCandidates([[cheat], [RENAME, RENAME]])
+    deep = ScriptedCandidates([[cheat]])
+    code, events, _ = auto_ladder(project, fast, deep, plain=ScriptedModel([cheat] * 4))
+    assert code != 0 and len(fast.calls) == 1
+    assert [(h["round"], h["mode"]) for h in items(events, "heal")] == [(1, "fast"), (2, "deep")]
+    assert "assert greet" in (project / "check.py").read_text()
+
+
 def test_a_ladder_is_climbed_once_a_turn_and_failing_tests_after_it_get_plain_replies(project):
     # Seen in whiz bench agent: after a ladder with no edit to test, a later reply's edit failed
     # the tests, and that climbed the ladder again (three times in one turn).

@@ -80,7 +80,7 @@ class HealSettings:
     """Cheapest first, each rung ended by the first candidate to pass: the model's most likely
     reply (temperature 0), then, where the mode escalates, one most likely reply of the deep
     model, then the other n-2 candidates sampled from the first model (not drawn when its reply
-    wrote the code back unchanged). The later rungs see the task, and what a failing edit's tests
+    wrote the code back unchanged, or changed only the tests). The later rungs see the task, and what a failing edit's tests
     said, but not the failing reply. Auto mode's healing step (`session.ladder`); off: `rounds`
     rounds of n, then `deep_rounds` of the deep model's."""
     seed: int | None = 1234
@@ -240,8 +240,9 @@ def feedback(result: CandidateResult, test_cmd: str) -> str:
 
 
 def nothing_to_change(rung: RoundResult) -> bool:
-    """Whether every candidate of a rung wrote the code back as it was."""
-    return bool(rung.results) and all(r.unchanged for r in rung.results)
+    """Whether every candidate of a rung wrote the code back as it was, or changed only the tests
+    (which decide, so their changes are left out: the code is as it was either way)."""
+    return bool(rung.results) and all(r.unchanged or r.status == "tests_changed" for r in rung.results)
 
 
 def creates_file(result: CandidateResult) -> bool:
@@ -363,7 +364,8 @@ class Healer:
             elif self.settings.ladder and escalated and nothing_to_change(rounds[0]):
                 # The first model wrote the code back as it was: its samples do the same. On
                 # EditEval none of the seven tasks whose greedy reply did so got a passing sample,
-                # and the three samples cost 20-35 s a task.
+                # and the three samples cost 20-35 s a task; nor did any of the four whose greedy
+                # reply changed only the test file.
                 continue
             history = messages
             failure = best_failure([r for rnd in rounds for r in rnd.results])
