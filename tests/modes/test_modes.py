@@ -325,13 +325,11 @@ def test_auto_mode_escalates_when_a_turn_runs_over_its_time(project):
     assert change["trigger"] == "budget" and "time limit" in change["reason"]
 
 
-def test_a_healing_step_whose_candidates_change_nothing_hands_the_next_step_to_one_reply(project):
-    # Seen in whiz bench agent (heal@5): every candidate an edit whose new text is its old, the
-    # agent told "the edit changes nothing", and the next heal round (same seeds) the same, three
-    # rounds in a row. After such a round the next step is one plain reply; the tests re-arm it.
+def heal_two_then_rename(project, batches):
+    """`whiz exec --heal 2` on "Rename say_hello to greet", tested by check.py, with these candidate
+    batches and a plain model that renames; it must pass. The candidates and the plain model."""
     (project / "check.py").write_text("from greet import greet\nassert greet('x') == 'Hello, x'\n")
-    noop = "greet.py\n<<<<<<< SEARCH\ndef say_hello(name):\n=======\ndef say_hello(name):\n>>>>>>> REPLACE\n"
-    candidates = ScriptedCandidates([[noop, noop], [noop, noop]])
+    candidates = ScriptedCandidates(batches)
     plain = ScriptedModel([RENAME])
     pool = ScriptedPool(clients={"fast": lambda: plain}, sources={"fast": candidates})
     test_cmd = f"{sys.executable} check.py"
@@ -339,6 +337,15 @@ def test_a_healing_step_whose_candidates_change_nothing_hands_the_next_step_to_o
         project, pool, "Rename say_hello to greet in greet.py", test_cmd=test_cmd, heal=2
     )
     assert code == 0, events[-1]
+    return candidates, plain
+
+
+def test_a_healing_step_whose_candidates_change_nothing_hands_the_next_step_to_one_reply(project):
+    # Seen in whiz bench agent (heal@5): every candidate an edit whose new text is its old, the
+    # agent told "the edit changes nothing", and the next heal round (same seeds) the same, three
+    # rounds in a row. After such a round the next step is one plain reply; the tests re-arm it.
+    noop = "greet.py\n<<<<<<< SEARCH\ndef say_hello(name):\n=======\ndef say_hello(name):\n>>>>>>> REPLACE\n"
+    candidates, plain = heal_two_then_rename(project, [[noop, noop], [noop, noop]])
     assert len(candidates.calls) == 2 and len(plain.requests) == 1  # one heal (its two rounds), one reply
     assert "changes nothing" in plain.requests[0].items[-1]["content"]
     assert (project / "greet.py").read_text().startswith("def greet(name):")
@@ -347,16 +354,8 @@ def test_a_healing_step_whose_candidates_change_nothing_hands_the_next_step_to_o
 def test_a_heal_that_writes_the_file_back_unchanged_after_failing_tests_hands_over_to_one_reply(project):
     # The same for whole files written back as they were: once the tests have failed on that code,
     # another heal on nearly the same prompt writes it again.
-    (project / "check.py").write_text("from greet import greet\nassert greet('x') == 'Hello, x'\n")
     same = f"greet.py\n```python\n{GREET}```\n"
-    candidates = ScriptedCandidates([[same, same]] * 4 + [[RENAME, RENAME]])
-    plain = ScriptedModel([RENAME])
-    pool = ScriptedPool(clients={"fast": lambda: plain}, sources={"fast": candidates})
-    test_cmd = f"{sys.executable} check.py"
-    code, events, _ = run_exec(
-        project, pool, "Rename say_hello to greet in greet.py", test_cmd=test_cmd, heal=2
-    )
-    assert code == 0, events[-1]
+    candidates, plain = heal_two_then_rename(project, [[same, same]] * 4 + [[RENAME, RENAME]])
     # A heal (two rounds); the tests run on the code as it is and fail, which arms a second heal,
     # shown their output; then one plain reply, not a third heal.
     assert len(candidates.calls) == 4 and len(plain.requests) == 1
