@@ -35,11 +35,16 @@ class Definition:
     text: str
 
 
+def code_blocks(reply: str) -> list[str]:
+    """The reply's fenced code blocks that hold something, each without the indent it shares: a
+    block in a list item is indented with it ("1. Fix it:" then "   ```python"), its code too."""
+    return [textwrap.dedent(b) for b in _FENCED.findall(reply) if b.strip()]
+
+
 def definition_edits(ws: Workspace, reply: str) -> list[SearchReplace]:
     """The edits the reply's definitions-only code blocks stand for (none when it has none, or
     when a name it defines is not defined in exactly one Python file of `ws`)."""
-    # A block in a list item is indented with it ("1. Fix it:" then "   ```python"), its code too.
-    blocks = [textwrap.dedent(b) for b in _FENCED.findall(reply) if b.strip()]
+    blocks = code_blocks(reply)
     # By name, the last one written winning: a reply that shows a function twice means its last.
     news = {d.name: d for block in blocks for d in definitions_only(block)}.values()
     if not news:

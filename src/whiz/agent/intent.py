@@ -9,9 +9,8 @@ task names (one file, one block) or sent back saying what was missing.
 from __future__ import annotations
 
 import re
-import textwrap
 
-from whiz.agent.definitions import definition_edits, part_of_file
+from whiz.agent.definitions import code_blocks, definition_edits, part_of_file
 from whiz.agent.edits import WholeFile
 from whiz.agent.tools import Action, ApplyEdits, Malformed
 from whiz.agent.workspace import Workspace
@@ -34,7 +33,6 @@ FILE_EXTENSIONS = frozenset(
     java kt rb php cs sql lua""".split()  # noqa: SIM905
 )
 _PATH = re.compile(r"(?<![\w/.-])([\w./-]*\w\.(\w+))(?![\w/-])")
-_FENCED = re.compile(r"^[ \t]*```[\w+.-]*[ \t]*\n(.*?)^[ \t]*```[ \t]*$", re.S | re.M)
 
 MISSING_EDIT = (
     "Your reply has code but no edit, so nothing was written. To write a file, put its path alone on "
@@ -76,7 +74,7 @@ def code_without_edit(reply: str, task: str, ws: Workspace) -> Action | None:
     """
     if not asks_for_change(task):
         return None
-    blocks = [textwrap.dedent(b) for b in _FENCED.findall(reply) if b.strip()]  # a list item's: indented
+    blocks = code_blocks(reply)
     if not blocks:
         return None
     paths = named_paths(task)
