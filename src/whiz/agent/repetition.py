@@ -40,11 +40,13 @@ def copies(period: int) -> int:
 
 
 def looping(text: str, new: str) -> int | None:
-    """`loop_start(text)` once `new`, just added to the end of `text`, may have closed a loop: it
-    ends a line, or the line it writes is long enough to hold one. (Streaming calls this for
-    every piece; a check on each would split the whole reply each time.)"""
-    if "\n" in new or len(text) - text.rfind("\n") > LINE_LOOP_CHARS:
-        return loop_start(text)
+    """`loop_start(text)`, checking only what `new`, just added to the end of `text`, can have
+    changed: the complete lines once it ends one, the last line once that is long enough to hold
+    a loop. (Streaming calls this for every piece; the lines' check splits the whole reply.)"""
+    if "\n" in new and (cut := _lines_loop(text)) is not None:
+        return cut
+    if len(text) - text.rfind("\n") > LINE_LOOP_CHARS:
+        return _line_loop(text)
     return None
 
 
