@@ -142,10 +142,8 @@ async def test_switching_to_auto_heals_as_starting_in_auto_does_and_switching_aw
     await started_auto.close()
     assert started_auto.heal_n == HEAL_N_DEFAULT
 
-    # Auto's ladder: the fast model's greedy reply, the deep model's, then sampled fast ones.
-    opened = Opened(
-        project, two_models(["The file looks fine to me."], [], [[WRONG], [RENAME, WRONG]], [[WRONG]])
-    )
+    # Auto's ladder: the fast model's greedy reply, then the deep model's.
+    opened = Opened(project, two_models(["The file looks fine to me."], [], [[WRONG]], [[RENAME]]))
     session = await opened.open(test_cmd=TEST_CMD)
     try:
         assert session.heal_n == 0
@@ -155,7 +153,7 @@ async def test_switching_to_auto_heals_as_starting_in_auto_does_and_switching_aw
         assert result.ok, result.message
         tried = opened.events.items("heal_candidate")
         passed = [(c["round"], c["index"]) for c in tried if c["status"] == "passed"]
-        assert passed == [(3, 0)]  # the rename, not the wrong edits
+        assert passed == [(2, 0)]  # the deep model's rename, not the wrong edit
         assert (project / "greet.py").read_text().startswith("def greet(name):")
 
         session.set_mode("fast")
