@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from whiz.bench.edit_tasks import load_editeval
-from whiz.bench.tasks import main, workspace_for
+from whiz.bench.tasks import command_for_tests, main, workspace_for
 from whiz.engine.fake import last_user_message
 
 ROWS = [
@@ -44,8 +44,16 @@ def test_the_workspace_test_script_checks_the_file(tmp_path: Path) -> None:
     failed = subprocess.run(check, cwd=tmp_path, capture_output=True, text=True)
     assert failed.returncode != 0
     assert "assert add(1, 2) == 3" in failed.stderr  # the failing assertion is quoted, not only named
+    # The agent's command runs it with pytest (whiz's tests have it): the failure shows the values.
+    command = command_for_tests(task)
+    assert "-m pytest" in command
+    failed = subprocess.run(command, shell=True, cwd=tmp_path, capture_output=True, text=True)
+    assert failed.returncode != 0 and "where -1 = add(1, 2)" in failed.stdout, failed.stdout
     (tmp_path / "edit_0.py").write_text("def add(a, b):\n    return a + b\n")
     assert subprocess.run(check, cwd=tmp_path, capture_output=True).returncode == 0
+    passed = subprocess.run(command, shell=True, cwd=tmp_path, capture_output=True, text=True)
+    assert passed.returncode == 0 and "1 passed" in passed.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["e.jsonl", "edit_0.py", "test_edit_0.py"]
 
 
 def test_a_task_whose_code_runs_in_a_context_is_checked_in_it(tmp_path: Path) -> None:

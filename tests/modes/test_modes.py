@@ -449,18 +449,18 @@ def test_after_a_greedy_reply_that_wrote_the_code_back_the_deep_model_sees_the_t
     assert deep.calls[0] == fast.calls[0]  # the task as given: neither the reply nor "no change"
     assert (project / "greet.py").read_text().startswith("def greet(name):")
     # When the deep model writes it back too, the ladder ends there: the samples are not drawn,
-    # and two plain replies, which see the failing tests, are all the turn has left.
+    # and one plain reply, which sees the failing tests, is all the turn has left.
     (project / "greet.py").write_text(GREET)
     fast = ScriptedCandidates([[same], [RENAME, RENAME]])
     deep = ScriptedCandidates([[same]])
     wrong = RENAME.replace("def greet(name):", "def greet(name, extra):")
-    plain = ScriptedModel([same, wrong, RENAME])
+    plain = ScriptedModel([wrong, RENAME])
     code, events, _ = auto_ladder(project, fast, deep, plain=plain)
-    assert code != 0 and len(fast.calls) == 1 and len(plain.requests) == 2
+    assert code != 0 and len(fast.calls) == 1 and len(plain.requests) == 1
     assert [(h["round"], h["mode"]) for h in items(events, "heal")] == [(1, "fast"), (2, "deep")]
     assert "ImportError" in plain.requests[0].items[-1]["content"]  # the tests, run on the code as is
     message = events[-1]["error"]["message"]
-    assert "no candidate changed the code" in message and "the 2 replies after them" in message
+    assert "no candidate changed the code" in message and "the reply after them" in message
 
 
 def test_after_a_greedy_reply_that_only_changed_the_tests_no_samples_follow_either(project):
@@ -477,7 +477,7 @@ def test_after_a_greedy_reply_that_only_changed_the_tests_no_samples_follow_eith
     assert "assert greet" in (project / "check.py").read_text()
 
 
-def test_a_ladder_is_climbed_once_a_turn_and_failing_tests_after_it_get_plain_replies(project):
+def test_a_ladder_is_climbed_once_a_turn_and_failing_tests_after_it_do_not_climb_it_again(project):
     # Seen in whiz bench agent: after a ladder with no edit to test, a later reply's edit failed
     # the tests, and that climbed the ladder again (three times in one turn).
     (project / "check.py").write_text("from greet import greet\nassert greet('x') == 'Hello, x'\n")
@@ -487,9 +487,9 @@ def test_a_ladder_is_climbed_once_a_turn_and_failing_tests_after_it_get_plain_re
     deep = ScriptedCandidates([[same], [RENAME]])
     plain = ScriptedModel([other, RENAME])
     code, events, _ = auto_ladder(project, fast, deep, plain=plain)
-    assert code == 0, events[-1]
-    assert (len(fast.calls), len(deep.calls), len(plain.requests)) == (1, 1, 2)
-    assert (project / "greet.py").read_text().startswith("def greet(name):")
+    assert code != 0
+    assert (len(fast.calls), len(deep.calls), len(plain.requests)) == (1, 1, 1)
+    assert len(items(events, "heal")) == 2
 
 
 def test_a_new_program_whose_candidates_all_fail_its_check_gets_one_fix_from_the_model(project):

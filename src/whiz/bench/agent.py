@@ -38,7 +38,7 @@ from whiz.agent.runs_check import with_check
 from whiz.bench.edit_tasks import EditTask, editeval_tasks, run_check
 from whiz.bench.program_tasks import PROGRAM_TASKS, ProgramTask
 from whiz.bench.report import listed, run_reported, say
-from whiz.bench.tasks import workspace_for
+from whiz.bench.tasks import command_for_tests, workspace_for
 from whiz.environments import environment_for
 from whiz.modes.endpoints import DeepSettings, FastSettings, ensure_server
 from whiz.modes.pool import Label, ModelPool, Models
@@ -83,7 +83,7 @@ def editeval_case(task: EditTask) -> Case:
 
     return Case(
         task.task_id, "editeval", f"In {task.filename}: {task.instruction}",
-        f"{sys.executable} test_{task.filename}", lambda root: workspace_for(task, root), judge,
+        command_for_tests(task), lambda root: workspace_for(task, root), judge,
     )  # fmt: skip
 
 

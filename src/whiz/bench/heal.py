@@ -39,7 +39,7 @@ from whiz.agent.events import Collector
 from whiz.agent.workspace import Workspace
 from whiz.bench.edit_tasks import EditTask, editeval_tasks
 from whiz.bench.report import listed, run_reported, say
-from whiz.bench.tasks import workspace_for
+from whiz.bench.tasks import command_for_tests, workspace_for
 from whiz.environments import SandboxOptions, environment_for
 from whiz.modes.candidates import Draw, generate
 from whiz.modes.endpoints import DeepSettings, FastSettings
@@ -61,10 +61,6 @@ class VariantRun:
     decode_ms: float
 
 
-def test_command(task: EditTask) -> str:
-    return f"{sys.executable} test_{task.filename}"
-
-
 @contextlib.asynccontextmanager
 async def task_workspace(
     task: EditTask, timeout_s: float, sandbox: SandboxOptions | None = None
@@ -75,7 +71,7 @@ async def task_workspace(
         root = Path(tmp)
         workspace_for(task, root)
         ws = Workspace(root)
-        command = test_command(task)
+        command = command_for_tests(task)
         baseline = await environment_for(root, sandbox, timeout_s=timeout_s).run(command)
         yield ws, command, heal_messages(ws, f"In {task.filename}: {task.instruction}", command, baseline)
 

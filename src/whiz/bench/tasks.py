@@ -14,6 +14,7 @@ and the decode speed from the server's own timings.
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import statistics
 import sys
@@ -31,7 +32,7 @@ from whiz.agent.config import AgentConfig
 from whiz.agent.loop import Agent
 from whiz.agent.whiz_model import WhizModel
 from whiz.agent.workspace import Workspace
-from whiz.bench.edit_tasks import EditTask, editeval_tasks, in_context, run_check, test_code
+from whiz.bench.edit_tasks import EditTask, editeval_tasks, in_context, run_check
 from whiz.bench.report import run_reported, say
 from whiz.modes.endpoints import FastSettings, ensure_server
 
@@ -55,19 +56,35 @@ class TaskRun:
 
 
 def workspace_for(task: EditTask, root: Path) -> None:
-    """The file to edit, and a test script that checks it (`python test_<file>` exits 0 if right).
-    The script reads as a test file would: it runs the file, then the task's test as code of its
-    own, so a failure's traceback quotes the failing assertion. (It held the whole program as one
-    escaped string once: the model read the test as `'...\\n    assert ...'`, and a failure
-    said only "AssertionError", not which assertion.)"""
+    """The file to edit, and a test file that checks it (`command_for_tests`). It reads as a test file
+    would: it runs the file, then the task's test as code of its own, so a failure's traceback
+    quotes the failing assertion. (It held the whole program as one escaped string once: the model
+    read the test as `'...\\n    assert ...'`, and a failure said only "AssertionError".) Its
+    `test_check` is what pytest runs; `python test_<file>` runs the check too."""
     (root / task.filename).write_text(task.code)
     source = f"Path(__file__).with_name({task.filename!r}).read_text()"
     name = task.filename
     if in_context(task):
         # Its lines are not the file's: named so that no traceback quotes the file's lines for them.
         source, name = f"{task.context!r}.replace('{{{{Code}}}}', {source})", f"{name} in its context"
-    loader = f"from pathlib import Path\n\nexec(compile({source}, {name!r}, 'exec'))\n\n\n{test_code(task)}"
+    test = (task.test or "").rstrip()
+    loader = (
+        f"from pathlib import Path\n\nexec(compile({source}, {name!r}, 'exec'))\n\n\n{test}\n\n\n"
+        "def test_check():\n    check()\n\n\nif __name__ == '__main__':\n    check()\n"
+    )
     (root / f"test_{task.filename}").write_text(loader)
+
+
+def command_for_tests(task: EditTask) -> str:
+    """How the agent runs the task's tests: with pytest where this Python has it, as most projects'
+    tests run, so that a failing assertion shows its values ("assert 3 == 5, where 3 =
+    prime_fib(2)") where plain Python says only "AssertionError"; else the test file itself.
+    (`-p no:asyncio`: pytest-asyncio, where installed, warns on every run of a project without its
+    setting.)"""
+    test_file = f"test_{task.filename}"
+    if importlib.util.find_spec("pytest") is None:
+        return f"{sys.executable} {test_file}"
+    return f"{sys.executable} -m pytest -q --tb=short -p no:cacheprovider -p no:asyncio {test_file}"
 
 
 async def run_task(url: str, task: EditTask, actions: str, api_key: str | None, model: str | None) -> TaskRun:

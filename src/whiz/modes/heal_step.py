@@ -41,9 +41,6 @@ NEW_PROGRAM_FIXES = 2
 """Plain replies that may mend a new program after a heal without a winner: with the applied
 candidate's failing check, they make the turn's three failing test runs (`max_test_failures`)."""
 
-PLAIN_AFTER_LADDER = 2
-"""Plain replies after a ladder on which no candidate changed the code, before the turn ends."""
-
 REDRAW_N = 3
 """Candidates drawn together for a step whose plain reply made no edit (`HealingModel`)."""
 
@@ -151,13 +148,13 @@ class HealingModel(WrappedModel):
             # edit of existing code gets no such step: the heal was the whole try.
             self._fixes = NEW_PROGRAM_FIXES if choice is not None and creates_file(choice) else 0
         elif outcome.best is None and self._climbed:
-            # No rung changed the code: plain replies get the failing tests' output (the agent
-            # runs them on the code written back), which no candidate saw, but two of them at
-            # most. In whiz bench agent they went on to the turn's format-retry limit, edit after
-            # failing edit, 75-118 s after the ladder (auto, EditEval 6 and 16); where one passed,
-            # it was the second.
-            self._spent = spent(outcome, self.healer.test_cmd, replies=PLAIN_AFTER_LADDER)
-            self._fixes = PLAIN_AFTER_LADDER
+            # No rung changed the code: a plain reply gets the failing tests' output (the agent
+            # runs them on the code written back), which no candidate saw; one, no more. In whiz
+            # bench agent such replies went on to the turn's format-retry limit, edit after
+            # failing edit, 75-118 s after the ladder (auto, EditEval 6 and 16), and the deep
+            # model's second reply alone took 30 s.
+            self._spent = spent(outcome, self.healer.test_cmd, after_ladder=True)
+            self._fixes = 1
         if choice is None and results:
             choice = results[0]  # no edits anywhere (it wants to read first): take a reply as is
         if choice is not None and choice.unchanged:
@@ -223,18 +220,18 @@ async def answer(choice: CandidateResult, rounds: list[RoundResult]) -> AsyncIte
     yield Finished("completed", output_items(text, []), usage, timings)
 
 
-def spent(outcome: HealOutcome, test_cmd: str, *, replies: int = 0) -> str:
+def spent(outcome: HealOutcome, test_cmd: str, *, after_ladder: bool = False) -> str:
     """Why a turn ends after a heal without a winner: how many candidates of which models failed
-    (with `replies`: changed nothing, and that many plain replies after them did not pass)."""
+    (`after_ladder`: changed nothing, and the plain reply after them did not pass)."""
     by_model: dict[str, int] = {}
     for rnd in outcome.rounds:
         by_model[rnd.mode] = by_model.get(rnd.mode, 0) + len(rnd.results)
     count = sum(by_model.values())
     parts = ", ".join(f"{k} from the {label} model" for label, k in by_model.items())
-    if replies:
+    if after_ladder:
         return (
-            f"no candidate changed the code ({count}: {parts}), and the {replies} replies after "
-            f"them did not make `{shown(test_cmd)}` pass"
+            f"no candidate changed the code ({count}: {parts}), and the reply after them did "
+            f"not make `{shown(test_cmd)}` pass"
         )
     return (
         f"no candidate passed `{shown(test_cmd)}` ({count}: {parts}); "
