@@ -1,6 +1,6 @@
 """A reply caught in a loop is seen, and what came before the loop is kept."""
 
-from whiz.agent.repetition import loop_start
+from whiz.agent.repetition import loop_start, looping
 
 EDIT = "calc.py\n<<<<<<< SEARCH\n    return a - b\n=======\n    return a + b\n>>>>>>> REPLACE\n"
 
@@ -52,3 +52,19 @@ def test_long_lines_of_code_and_data_are_no_loop():
     assert loop_start("# " + "=" * 300) is None  # a rule: one character over and over
     row = ", ".join(f"'{c}{c}{n}'" for n in range(3) for c in "abcdefghijklmnopqrstuvwxyz")
     assert loop_start(f"names = [{row}]") is None  # alike, but not the same
+
+
+def test_a_sentence_written_over_and_over_on_one_line_is_a_loop():
+    # The 0.5B's reply to EditEval 12's failing tests (fast, pytest's output): one sentence of
+    # prose, 120 characters, written again on the same line to the output limit, three replies in
+    # a row (140 s); its edit, before the prose, was complete.
+    start = "edit_12.py:\n```\ndef f(n):\n    return n\n```\n\nThis change uses `zfill`. "
+    sentence = "The `zfill` method pads the string with zeros on the left, until it reaches the width `n`. "
+    text = start + sentence * 5 + "The `zf"
+    kept = text[: looping(text, "zf")]  # the first copy, give or take the characters both ends share
+    assert (start + sentence).startswith(kept) and len(kept) > len(start + sentence) - 5
+    assert loop_start(text) == looping(text, "zf")
+    # A sentence said twice, or a long line of code that repeats a piece three times, is no loop.
+    assert loop_start(start + sentence * 2 + "And so on.") is None
+    call = "check(make_case(width=10, fill='0'), expect='0000000001'); "
+    assert loop_start("    " + call * 3 + "done()") is None

@@ -34,6 +34,14 @@ LINE_REPEATS = 32
 15, 122 s), where no complete line ever repeated; a literal list of 40 zeros is still data."""
 
 
+SENTENCE_PERIODS = range(LINE_PERIODS.stop, 401)
+SENTENCE_REPEATS = 4
+"""A longer piece of a line (a sentence) is a loop at four copies in a row: the 0.5B wrote one
+sentence of prose about its fix, 120 characters, again and again on one line to its output limit,
+three replies in a row (EditEval 12, 140 s). Code does not repeat 41 characters or more four
+times over on one line."""
+
+
 def copies(period: int) -> int:
     """How many copies of a cycle of `period` lines make a loop."""
     return REPEATS if period <= SHORT_PERIOD else max(3, -(-LOOP_LINES // period))
@@ -70,11 +78,33 @@ def _line_loop(text: str) -> int | None:
         if (piece + piece).find(piece, 1) < period:
             continue  # a shorter piece over and over: a rule (`=====`), found at its own period
         if piece.strip() and tail == piece * (span // period):
-            start = len(line) - span
-            while start > 0 and line[start - 1] == line[start - 1 + period]:
-                start -= 1  # the loop began before the characters looked at
-            return at + start + period
+            return at + _began(line, span, period)
+    period = _sentence_period(line)
+    if period is not None:
+        return at + _began(line, period * SENTENCE_REPEATS, period)
     return None
+
+
+def _sentence_period(line: str) -> int | None:
+    """The length of a sentence that `line` ends with four copies of (`SENTENCE_PERIODS`), if any.
+    The end's last characters were written one period before too: the nearest place they were is
+    the only period to try (a nearer one than the shortest sentence is a piece, not a sentence)."""
+    probe = line[-LINE_PERIODS.stop + 1 :]
+    found = line.rfind(probe, 0, len(line) - 1)
+    period = len(line) - len(probe) - found
+    if found < 0 or period not in SENTENCE_PERIODS or len(line) < period * SENTENCE_REPEATS:
+        return None
+    tail = line[-period * SENTENCE_REPEATS :]
+    piece = tail[:period]
+    return period if piece.strip() and tail == piece * SENTENCE_REPEATS else None
+
+
+def _began(line: str, span: int, period: int) -> int:
+    """Where, in `line`, the loop that fills its last `span` characters ends its first copy."""
+    start = len(line) - span
+    while start > 0 and line[start - 1] == line[start - 1 + period]:
+        start -= 1  # the loop began before the characters looked at
+    return start + period
 
 
 def _lines_loop(text: str) -> int | None:
