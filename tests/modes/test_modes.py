@@ -663,3 +663,16 @@ def test_once_the_turn_has_edited_a_retry_is_one_plain_reply(project):
     assert code == 0, events[-1]
     assert candidates.calls == [] and len(plain.requests) == 3
     assert plain.requests[2].retry and plain.requests[2].edited  # so the retry was a plain reply
+
+
+def test_a_task_that_names_a_path_outside_the_workspace_still_climbs_the_ladder(project):
+    # `_writes_new_file` asks whether the files a task names exist; one outside the workspace is
+    # not a new file of this workspace, and no reason for the turn to fail.
+    (project / "check.py").write_text("from greet import greet\nassert greet('x') == 'Hello, x'\n")
+    wrong = RENAME.replace("def greet(name):", "def greet(name, extra):")
+    fast = ScriptedCandidates([[wrong], [RENAME, RENAME]])
+    deep = ScriptedCandidates([[wrong]])
+    task = "Rename say_hello to greet in greet.py, as /etc/greet.py and ../lib/greet.py do"
+    code, events, _ = auto_ladder(project, fast, deep, task=task)
+    assert code != 0 and len(fast.calls) == 1
+    assert "no candidate passed" in events[-1]["error"]["message"]

@@ -502,7 +502,15 @@ class Healer:
         the task names one the workspace lacks ("Write wc.py")."""
         if any(creates_file(r) for rnd in rounds for r in rnd.results):
             return True
-        return any(not self.ws.exists(path) for path in named_paths(self._task))
+        return any(not self._exists(path) for path in named_paths(self._task))
+
+    def _exists(self, path: str) -> bool:
+        """Whether a path the task names is there; one outside the workspace counts as there: no
+        candidate may write it."""
+        try:
+            return self.ws.exists(path)
+        except WhizAgentError:
+            return True
 
     def _known_path(self, edit):
         """An edit of a file that does not exist, aimed where it was meant (`edits.aimed`: the one
