@@ -557,8 +557,7 @@ def test_a_fast_retry_after_code_written_back_unchanged_draws_three_and_takes_th
     assert code == 0, events[-1]
     assert len(plain.requests) == 1  # the retry was the three candidates, not a second reply
     (draw,) = candidates.draws
-    # At 1.0: at a heal's 0.7 the 0.5B's three samples all wrote the code back, retry after retry.
-    assert (draw.n, draw.parallel, draw.greedy_first, draw.temperature) == (3, True, False, 1.0)
+    assert (draw.n, draw.parallel, draw.greedy_first, draw.temperature) == (3, True, False, 0.7)
     # Drawn from the task as given: told what was wrong, the 0.5B wrote its instructions back.
     asked = candidates.calls[0]
     assert asked[-1]["content"].startswith("Rename say_hello") and "unchanged" not in asked[-1]["content"]

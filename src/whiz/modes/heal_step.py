@@ -44,12 +44,6 @@ candidate's failing check, they make the turn's three failing test runs (`max_te
 REDRAW_N = 3
 """Candidates drawn together for a step whose plain reply made no edit (`HealingModel`)."""
 
-REDRAW_TEMPERATURE = 1.0
-"""Their temperature. At a heal's 0.7 the 0.5B's three samples were the code written back unchanged,
-all of them, retry after retry: in whiz bench agent (fast, pytest's output) 4 of the 7 EditEval
-tasks that had ended with no edit in one run or another did so again (0, 18, 40, 58); at 1.0, 1
-of the 7 (43), and EditEval 0 passed."""
-
 
 class HealingModel(WrappedModel):
     """Healing as a step of the agent: a `ModelClient` that, where the tests decide, answers with
@@ -181,20 +175,15 @@ class HealingModel(WrappedModel):
     async def _redraw(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         """A retry as `redraw_n` candidates drawn together from the conversation before the replies
         that made no edit: the first to pass, else the closest failure (an edit that ran before
-        one that changed nothing). Sampled at `REDRAW_TEMPERATURE`, seeded apart from this turn's
-        earlier retries."""
+        one that changed nothing). Sampled at the healer's temperature, seeded apart from this
+        turn's earlier retries."""
         self._redraws += 1
         seed = self.healer.settings.seed
         seed = None if seed is None else seed + 7919 * self._redraws
         try:
             messages = chat_messages(request.instructions, request.retry_from or request.items)
             found = await self.healer.redraw(
-                self.router,
-                messages,
-                request.task or "",
-                n=self.redraw_n,
-                seed=seed,
-                temperature=REDRAW_TEMPERATURE,
+                self.router, messages, request.task or "", n=self.redraw_n, seed=seed
             )
         except WhizError as exc:
             yield Finished("failed", error=exc.message)

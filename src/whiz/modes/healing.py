@@ -391,23 +391,13 @@ class Healer:
         return HealOutcome(rounds, None, escalated)
 
     async def redraw(
-        self,
-        models: HealModels,
-        messages: list[dict[str, Any]],
-        task: str,
-        *,
-        n: int,
-        seed: int | None,
-        temperature: float | None = None,
+        self, models: HealModels, messages: list[dict[str, Any]], task: str, *, n: int, seed: int | None
     ) -> RoundResult:
         """One round of `n` candidates of the current model sampled together, for a step whose
-        plain reply made no edit (`heal_step.HealingModel`): the tests pick the one to apply.
-        `temperature`: theirs (default: the settings')."""
+        plain reply made no edit (`heal_step.HealingModel`): the tests pick the one to apply."""
         self._task = task
         source = await models.candidates()
-        return await self.round(
-            source, messages, 1, models.current, n=n, seed=seed, parallel=True, temperature=temperature
-        )
+        return await self.round(source, messages, 1, models.current, n=n, seed=seed, parallel=True)
 
     def rungs(self) -> list[tuple[Literal["first", "deep"], int, bool]]:
         """The heal's rounds in order: which model (the one answering at the start, or the deep
@@ -433,7 +423,6 @@ class Healer:
         greedy: bool = False,
         seed: int | None = None,
         parallel: bool | None = None,
-        temperature: float | None = None,
     ) -> RoundResult:
         """One round: generate, test each candidate as it finishes, report. With `first_pass`,
         the first candidate to pass ends the round: the candidates still being written or tested
@@ -448,7 +437,7 @@ class Healer:
             seed = s.seed + 1000 * (number - 1)
         tests = _RoundTests(self, number, n)
         try:
-            draw = Draw(n, temperature or s.temperature, s.max_tokens, seed, parallel, greedy)
+            draw = Draw(n, s.temperature, s.max_tokens, seed, parallel, greedy)
             async with source.stream(messages, draw) as found:
                 await tests.read(found, stop_at_pass=s.first_pass)
             # Leaving the block cancelled whatever was still being written.
