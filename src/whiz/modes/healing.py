@@ -80,9 +80,9 @@ class HealSettings:
     """Cheapest first, each rung ended by the first candidate to pass: the model's most likely
     reply (temperature 0), then, where the mode escalates, one most likely reply of the deep
     model, then, for a task that writes a new file, the other n-2 candidates sampled from the
-    first model (`Healer._writes_new_file`). The later rungs see the task, and
-    what a failing edit's tests said, but not the failing reply. Auto mode's healing step
-    (`session.ladder`); off: `rounds` rounds of n, then `deep_rounds` of the deep model's."""
+    first model (`Healer._writes_new_file`). The later rungs see the task, and what a failing
+    edit's tests said, but not the failing reply. Auto mode's healing step (`session.ladder`); off:
+    `rounds` rounds of n, then `deep_rounds` of the deep model's."""
     seed: int | None = 1234
     """Candidate i samples with seed + i, so a heal can be repeated; None for fresh randomness."""
     max_parallel_tests: int | None = None
