@@ -197,6 +197,36 @@ async def test_code_written_back_unchanged_before_any_edit_is_shown_its_failing_
     assert "AttributeError" in h.model.requests[2].items[-1]["content"]
 
 
+async def test_after_code_written_back_twice_the_retry_shows_the_failing_function_without_its_body(
+    harness, project: Path
+):
+    # Seen in whiz bench agent (fast, EditEval 0, 18, 40, 58): the 0.5B wrote the function back
+    # in every reply and sample, the failing assertion in view. Shown its header with `...` for a
+    # body, it wrote a body of its own.
+    (project / "check.py").write_text("import greet\nassert greet.say_hello('a') == 'Hi, a'\n")
+    same = f"greet.py\n```python\n{GREET}```\n"
+    anew = f"greet.py\n```python\n{GREET.replace('Hello, ', 'Hi, ')}```\n"
+    h = harness([same, same, anew], test_cmd="python check.py")
+    result = await h.agent.run("Fix say_hello in greet.py so the check passes")
+    assert result.ok and "the tests pass" in result.message, result.message
+    first, second, third = (r.items[0]["content"] for r in h.model.requests)
+    assert 'return "Hello, " + name' in first and 'return "Hello, " + name' in second
+    assert "def say_hello(name):\n    ...\n" in third and 'return "Hello, "' not in third
+    assert "The body of `say_hello` is left out above: write that function anew." in third
+    assert 'print(say_hello("world"))' in third  # the tests do not name `main`: shown whole
+    assert 'return "Hello, "' not in h.model.requests[2].retry_from[-1]["content"]
+    assert 'return "Hello, " + name' in h.agent.items[0]["content"]  # the session keeps it all
+    # A reply that copies the header and its `...` means the function as it was: left out is
+    # not deleted (and that is the code written back once more).
+    (project / "greet.py").write_text(GREET)
+    hidden = GREET.replace('    return "Hello, " + name', "    ...")
+    copied = f"greet.py\n```python\n{hidden}```\n"
+    h = harness([same, same, copied], test_cmd="python check.py")
+    result = await h.agent.run("Fix say_hello in greet.py so the check passes")
+    assert result.status == "failed" and "unchanged" in result.message, result.message
+    assert (project / "greet.py").read_text() == GREET
+
+
 async def test_the_code_written_back_unchanged_after_failing_tests_is_not_an_answer(harness, project: Path):
     # Seen in whiz bench agent (fast, EditEval 10): told the tests failed, the model wrote the same
     # file again, and the turn ended on the failing code.

@@ -342,11 +342,13 @@ def heal_two_then_rename(project, batches):
 def test_a_healing_step_whose_candidates_change_nothing_hands_the_next_step_to_one_reply(project):
     # Seen in whiz bench agent (heal@5): every candidate an edit whose new text is its old, the
     # agent told "the edit changes nothing", and the next heal round (same seeds) the same, three
-    # rounds in a row. After such a round the next step is one plain reply; the tests re-arm it.
+    # rounds in a row. Such an edit is the code written back, as a whole file would be: the tests
+    # run on it and fail, which arms one more heal, shown their output; then one plain reply.
     noop = "greet.py\n<<<<<<< SEARCH\ndef say_hello(name):\n=======\ndef say_hello(name):\n>>>>>>> REPLACE\n"
-    candidates, plain = heal_two_then_rename(project, [[noop, noop], [noop, noop]])
-    assert len(candidates.calls) == 2 and len(plain.requests) == 1  # one heal (its two rounds), one reply
-    assert "changes nothing" in plain.requests[0].items[-1]["content"]
+    candidates, plain = heal_two_then_rename(project, [[noop, noop]] * 4)
+    assert len(candidates.calls) == 4 and len(plain.requests) == 1
+    told = plain.requests[0].items[-1]["content"]
+    assert "wrote the code back unchanged" in told and "ImportError" in told
     assert (project / "greet.py").read_text().startswith("def greet(name):")
 
 
@@ -566,6 +568,32 @@ def test_a_fast_retry_after_code_written_back_unchanged_draws_three_and_takes_th
     assert "The tests fail on the code as it is now" in asked[-1]["content"]
     assert "ImportError" in asked[-1]["content"]
     assert (project / "greet.py").read_text().startswith("def greet(name):")
+
+
+def test_a_fast_retry_after_two_written_back_draws_from_the_code_without_the_failing_body(project):
+    # Seen in whiz bench agent (fast, EditEval 0, 18, 40, 58): the 0.5B wrote the function back in
+    # its reply and in every sample of each redraw. Shown the header with `...` for a body, it
+    # wrote a body of its own; a sample that copies another function's `...` means it unchanged.
+    two = GREET + "\n\ndef shout(name):\n    return say_hello(name).upper()\n"
+    (project / "greet.py").write_text(two)
+    check = "from greet import say_hello, shout\nassert say_hello('x') == 'Hi, x' and shout('x') == 'HI, X'\n"
+    (project / "check.py").write_text(check)
+    same = f"greet.py\n```python\n{two}```\n"
+    hidden = two.replace('    return "Hello, " + name', "    ...")
+    hidden = hidden.replace("    return say_hello(name).upper()", "    ...")
+    anew = "greet.py\n```python\n" + hidden.replace("    ...", '    return "Hi, " + name', 1) + "```\n"
+    candidates = ScriptedCandidates([[same, same, same], [hidden, anew]])
+    plain = ScriptedModel([same, "unused"])
+    pool = ScriptedPool(clients={"fast": lambda: plain}, sources={"fast": candidates})
+    test_cmd = f"{sys.executable} check.py"
+    code, events, _ = run_exec(project, pool, "Fix greet.py so check.py passes", test_cmd=test_cmd)
+    assert code == 0, events[-1]
+    first, second = (call[-1]["content"] for call in candidates.calls)
+    assert 'return "Hello, " + name' in first  # the first redraw is shown the code
+    assert 'return "Hello, "' not in second and "def say_hello(name):\n    ..." in second
+    assert "write those functions anew" in second
+    # `shout`, copied as `...`, is as it was; say_hello is the sample's own.
+    assert (project / "greet.py").read_text() == two.replace("Hello, ", "Hi, ")
 
 
 def fast_retry_with_a_hang(project, monkeypatch, floor_s: float, *others: str) -> dict:

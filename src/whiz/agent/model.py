@@ -12,6 +12,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from whiz.agent.hollow import Hollow
+
 
 @dataclass
 class ModelRequest:
@@ -37,6 +39,9 @@ class ModelRequest:
     edited: bool = False
     """Whether this turn has changed a file already: a wrapper that redraws retries does so only
     before the first edit."""
+    hollow: Hollow | None = None
+    """Functions `items` and `retry_from` show without their bodies (`hollow.py`): a wrapper that
+    reads edits out of replies itself (healing) puts a body written as `...` back first."""
 
     @property
     def retry(self) -> bool:

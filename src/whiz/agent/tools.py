@@ -87,7 +87,7 @@ class Outcome:
     malformed: bool = False
     changed: list[str] = field(default_factory=list)
     noop: bool = False
-    """An edit that changes nothing (a whole file quoted as it is)."""
+    """An edit that changes nothing (a whole file quoted as it is, a block's new text its old)."""
 
 
 class WriteFailed(WhizAgentError):
@@ -233,11 +233,11 @@ class Toolbox:
         except WhizAgentError as exc:  # EditError, or a path outside the workspace
             return Outcome(exc.message, ok=False, malformed=True)
         if not changes:
+            # Code written back as it is, whole or as a SEARCH/REPLACE block whose halves match:
+            # the loop says which (the tests fail on it, say) rather than "malformed".
             if all(isinstance(e, WholeFile) for e in action.edits):
                 return Outcome("The file is unchanged.", noop=True)
-            return Outcome(
-                "The edit changes nothing: the new text is the same as the old.", ok=False, malformed=True
-            )
+            return Outcome("The edit changes nothing: the new text is the same as the old.", noop=True)
         diff = "".join(unified_diff(c) for c in changes)
         paths = [c.path for c in changes]
         decision = await self.approvals.edit(f"edit {', '.join(paths)}", diff)

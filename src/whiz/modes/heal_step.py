@@ -129,7 +129,8 @@ class HealingModel(WrappedModel):
             return
         try:
             messages = chat_messages(request.instructions, request.items)
-            outcome = await self.healer.heal(self.router, messages, request.task or "")
+            restore = None if request.hollow is None else request.hollow.restore
+            outcome = await self.healer.heal(self.router, messages, request.task or "", restore=restore)
         except WhizError as exc:  # no server for the candidates, say: the turn fails with why
             yield Finished("failed", error=exc.message)
             return
@@ -182,8 +183,9 @@ class HealingModel(WrappedModel):
         seed = None if seed is None else seed + 7919 * self._redraws
         try:
             messages = chat_messages(request.instructions, request.retry_from or request.items)
+            restore = None if request.hollow is None else request.hollow.restore
             found = await self.healer.redraw(
-                self.router, messages, request.task or "", n=self.redraw_n, seed=seed
+                self.router, messages, request.task or "", n=self.redraw_n, seed=seed, restore=restore
             )
         except WhizError as exc:
             yield Finished("failed", error=exc.message)

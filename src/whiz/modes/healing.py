@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol
@@ -321,6 +322,8 @@ class Healer:
         self._listing: list[str] | None = None
         self._tests = TestFiles(test_cmd)
         self._task = ""
+        self._restore: Callable[[str], str] | None = None
+        """Puts back what the messages left out of a reply (`Hollow.restore`), before it is read."""
         self._tests_took: float | None = None
 
     def saw_tests(self, seconds: float) -> None:
@@ -334,11 +337,19 @@ class Healer:
             return s.test_timeout_s
         return min(s.test_timeout_s, max(s.test_timeout_floor_s, TEST_TIME_MARGIN * self._tests_took))
 
-    async def heal(self, models: HealModels, messages: list[dict[str, Any]], task: str = "") -> HealOutcome:
+    async def heal(
+        self,
+        models: HealModels,
+        messages: list[dict[str, Any]],
+        task: str = "",
+        *,
+        restore: Callable[[str], str] | None = None,
+    ) -> HealOutcome:
         """Rounds until a candidate passes: the current model's first, then, where `models`
         escalates (auto mode), the deep model's. `task`, the turn's task as written, says which
-        files a candidate's code without a path is meant for, as it does for the agent."""
-        self._task = task
+        files a candidate's code without a path is meant for, as it does for the agent; `restore`
+        puts back into a candidate what `messages` left out of the code (`Hollow.restore`)."""
+        self._task, self._restore = task, restore
         rounds: list[RoundResult] = []
         escalated = False
         first = models.current
@@ -391,11 +402,18 @@ class Healer:
         return HealOutcome(rounds, None, escalated)
 
     async def redraw(
-        self, models: HealModels, messages: list[dict[str, Any]], task: str, *, n: int, seed: int | None
+        self,
+        models: HealModels,
+        messages: list[dict[str, Any]],
+        task: str,
+        *,
+        n: int,
+        seed: int | None,
+        restore: Callable[[str], str] | None = None,
     ) -> RoundResult:
         """One round of `n` candidates of the current model sampled together, for a step whose
         plain reply made no edit (`heal_step.HealingModel`): the tests pick the one to apply."""
-        self._task = task
+        self._task, self._restore = task, restore
         source = await models.candidates()
         return await self.round(source, messages, 1, models.current, n=n, seed=seed, parallel=True)
 
@@ -459,6 +477,8 @@ class Healer:
         return RoundResult(number, label, generation, results)
 
     def _plan(self, number: int, index: int, text: str, tokens: int) -> CandidateResult:
+        if self._restore is not None:
+            text = self._restore(text)
         result = CandidateResult(number, index, text, tokens, "failed")
         try:
             # Small models often answer with the whole file in a fence instead of an edit block,
