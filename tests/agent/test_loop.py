@@ -205,8 +205,10 @@ async def test_after_code_written_back_twice_the_retry_shows_the_failing_functio
     # body, it wrote a body of its own.
     (project / "check.py").write_text("import greet\nassert greet.say_hello('a') == 'Hi, a'\n")
     same = f"greet.py\n```python\n{GREET}```\n"
+    # Written back as a SEARCH/REPLACE block whose halves match, under the folder of the example.
+    same_block = sr("path/to/greet.py", 'return "Hello, " + name', 'return "Hello, " + name')
     anew = f"greet.py\n```python\n{GREET.replace('Hello, ', 'Hi, ')}```\n"
-    h = harness([same, same, anew], test_cmd="python check.py")
+    h = harness([same, same_block, anew], test_cmd="python check.py")
     result = await h.agent.run("Fix say_hello in greet.py so the check passes")
     assert result.ok and "the tests pass" in result.message, result.message
     first, second, third = (r.items[0]["content"] for r in h.model.requests)

@@ -495,7 +495,7 @@ class Agent:
         push_back = unchanged and self._still_to_change()
         if push_back:
             await self._test_as_is()
-            self._wrote_back([e.path for a, _ in actions if isinstance(a, ApplyEdits) for e in a.edits])
+            self._wrote_back([path for o in outcomes for path in o.quoted])
         if self.config.actions == "text":
             told = "\n\n".join(o.text for o in outcomes)
             if push_back:  # said whole: the next request shows this feedback, not the reply

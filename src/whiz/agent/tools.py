@@ -88,6 +88,8 @@ class Outcome:
     changed: list[str] = field(default_factory=list)
     noop: bool = False
     """An edit that changes nothing (a whole file quoted as it is, a block's new text its old)."""
+    quoted: list[str] = field(default_factory=list)
+    """The files such an edit wrote back as they are."""
 
 
 class WriteFailed(WhizAgentError):
@@ -235,9 +237,12 @@ class Toolbox:
         if not changes:
             # Code written back as it is, whole or as a SEARCH/REPLACE block whose halves match:
             # the loop says which (the tests fail on it, say) rather than "malformed".
+            quoted = list(dict.fromkeys(e.path for e in edits))
             if all(isinstance(e, WholeFile) for e in action.edits):
-                return Outcome("The file is unchanged.", noop=True)
-            return Outcome("The edit changes nothing: the new text is the same as the old.", noop=True)
+                return Outcome("The file is unchanged.", noop=True, quoted=quoted)
+            return Outcome(
+                "The edit changes nothing: the new text is the same as the old.", noop=True, quoted=quoted
+            )
         diff = "".join(unified_diff(c) for c in changes)
         paths = [c.path for c in changes]
         decision = await self.approvals.edit(f"edit {', '.join(paths)}", diff)
