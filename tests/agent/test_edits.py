@@ -153,6 +153,19 @@ def test_failed_match_shows_the_nearest_lines(ws: Workspace) -> None:
     assert (ws.root / "app.py").read_text() == APP
 
 
+def test_an_edit_sent_again_after_it_was_applied_changes_nothing_instead_of_missing(ws: Workspace):
+    # Seen in whiz bench agent (fast, EditEval 7, 19, 28, 34, 43): told its edit failed the tests,
+    # the 0.5B sent the same edit again, SEARCH the code as it was before it, and was told three
+    # times that the SEARCH did not match. That is the code written back, not a miss.
+    old = '    message = "Hello, " + name\n    return message\n'
+    new = '    message = "Hi, " + name\n    return message\n'
+    edit(ws, SearchReplace("app.py", old, new))
+    assert plan_edits(ws, [SearchReplace("app.py", old, new)]) == []
+    # A REPLACE of one line that happens to be in the file is still a miss, with the nearest lines.
+    with pytest.raises(EditError, match="did not match"):
+        plan_edits(ws, [SearchReplace("app.py", "    return msg\n", "    return message\n")])
+
+
 def test_search_in_missing_file_and_create_with_empty_search(ws: Workspace) -> None:
     with pytest.raises(EditError, match="does not exist.*leave the SEARCH section empty"):
         plan_edits(ws, [SearchReplace("new.py", "x = 1\n", "x = 2\n")])

@@ -229,6 +229,23 @@ async def test_after_code_written_back_twice_the_retry_shows_the_failing_functio
     assert (project / "greet.py").read_text() == GREET
 
 
+async def test_an_edit_sent_again_after_its_tests_failed_is_code_written_back(harness, project: Path):
+    # Seen in whiz bench agent (fast, EditEval 7, 19, 28, 34, 43): told the tests failed, the 0.5B
+    # sent its applied edit again, and heard three times that its SEARCH did not match.
+    (project / "check.py").write_text("import greet\nassert greet.say_hello('a') == 'Hi, a'\n")
+    first = sr(
+        "greet.py",
+        'def say_hello(name):\n    return "Hello, " + name',
+        'def say_hello(name):\n    return "Hey, " + name',
+    )
+    fixed = sr("greet.py", '    return "Hey, " + name', '    return "Hi, " + name')
+    h = harness([first, first, fixed], test_cmd="python check.py")
+    result = await h.agent.run("Fix say_hello in greet.py so the check passes")
+    assert result.ok, result.message
+    told = h.model.requests[2].items[-1]["content"]
+    assert "wrote the code back unchanged" in told and "did not match" not in told
+
+
 async def test_the_code_written_back_unchanged_after_failing_tests_is_not_an_answer(harness, project: Path):
     # Seen in whiz bench agent (fast, EditEval 10): told the tests failed, the model wrote the same
     # file again, and the turn ended on the failing code.
