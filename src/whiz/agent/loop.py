@@ -662,14 +662,6 @@ class Agent:
         if not isinstance(asked.get("content"), str) or not isinstance(feedback.get("content"), str):
             return self._hidden(list(self.items))
         merged = {**asked, "content": f"{asked['content']}\n\n{feedback['content']}"}
-        if self._hollow is not None and self._changed and self._turn_start is not None:
-            # After the turn's edits, its earlier replies are in view, and the 0.5B copied the
-            # last of them, SEARCH/REPLACE and all, with `...` in both halves (EditEval 0, 4,
-            # 7): the turn starts again from the task, with the code as it is now, then what
-            # the tests said and the feedback.
-            task, _ = task_message(self.ws, self._task, code_tokens=self.config.code_tokens, first=False)
-            again = {"type": "message", "role": "user", "content": f"{task}\n\n{merged['content']}"}
-            return self._hidden([*self.items[: self._turn_start], again])
         return self._hidden([*self.items[: at - 1], merged])
 
     def _still_owed(self) -> str:
