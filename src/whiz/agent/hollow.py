@@ -15,7 +15,7 @@ SEARCH/REPLACE blocks and snippets that need not parse on their own.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,27 +57,32 @@ class Hollow:
     def hide(self, text: str) -> str:
         """`text` with the body of every function of these names replaced by `...`, wherever it
         appears (the task's attached file, an earlier reply, a snippet)."""
-        lines = text.splitlines(keepends=True)
-        for span in reversed(_spans(lines, self.bodies)):
-            body = lines[span.body : span.end]
-            if [x.strip() for x in body if x.strip()] == [PLACEHOLDER]:
-                continue
-            ending = "\n" if body[-1].endswith("\n") or span.end < len(lines) else ""
-            lines[span.body : span.end] = [_indent_of(body) + PLACEHOLDER + ending]
-        return "".join(lines)
+        return self._rewrite(
+            text, lambda span, body, hidden: None if hidden else _indent_of(body) + PLACEHOLDER
+        )
 
     def restore(self, text: str) -> str:
         """`text` with each body written as `...` under one of these functions' headers put back
         as it is in the workspace: a reply that copied the hidden function meant it unchanged."""
+
+        def back(span: _Span, body: list[str], hidden: bool) -> str | None:
+            if not hidden:
+                return None
+            was_indent, was = self.bodies[span.name]
+            return "\n".join(_reindent(line, was_indent, span.indent) for line in was)
+
+        return self._rewrite(text, back)
+
+    def _rewrite(self, text: str, new_body: Callable[[_Span, list[str], bool], str | None]) -> str:
+        """`text` with the body of each of these functions replaced by what `new_body` makes of
+        it (told whether it is only the placeholder); None leaves it as it is."""
         lines = text.splitlines(keepends=True)
         for span in reversed(_spans(lines, self.bodies)):
             body = lines[span.body : span.end]
-            if [x.strip() for x in body if x.strip()] != [PLACEHOLDER]:
-                continue
-            was_indent, was = self.bodies[span.name]
-            ending = "\n" if body[-1].endswith("\n") or span.end < len(lines) else ""
-            moved = [_reindent(line, was_indent, span.indent) for line in was]
-            lines[span.body : span.end] = ["\n".join(moved) + ending]
+            new = new_body(span, body, [x.strip() for x in body if x.strip()] == [PLACEHOLDER])
+            if new is not None:
+                ending = "\n" if body[-1].endswith("\n") or span.end < len(lines) else ""
+                lines[span.body : span.end] = [new + ending]
         return "".join(lines)
 
     def items(self, items: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
