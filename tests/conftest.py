@@ -21,6 +21,7 @@ from whiz.errors import WhizError
 from whiz.gateway.local import LocalServer, free_port
 from whiz.models.store import default_home
 from whiz.server.background import BackgroundServers
+from whiz.server.listen import uvicorn_config
 from whiz.server.state import ServerState
 
 
@@ -37,17 +38,12 @@ class Served:
 class ServerThread:
     """uvicorn on a background thread, the way `whiz serve` runs it, on a free loopback port."""
 
-    def __init__(self, app, port: int):
+    def __init__(self, app, port: int, settings: ServeSettings | None = None):
         # A request a test left hanging (a fake upstream told to hang) is cancelled a second into
-        # shutdown, not waited for until the join below gives up.
-        config = uvicorn.Config(
-            app,
-            host="127.0.0.1",
-            port=port,
-            log_level="warning",
-            ws="websockets-sansio",
-            timeout_graceful_shutdown=1,
-        )
+        # shutdown, not waited for until the join below gives up. The connection limits are
+        # those `whiz serve` runs with.
+        settings = settings or ServeSettings()
+        config = uvicorn_config(app, settings, host="127.0.0.1", port=port, timeout_graceful_shutdown=1)
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
@@ -81,9 +77,10 @@ def serve_fake() -> Iterator[Callable[..., Served]]:
         script: Callable[[str], str] = echo_script, engine_kw: dict | None = None, **settings
     ) -> Served:
         engine = fake_engine(script, **(engine_kw or {}))
-        app = build_app(engine, ServeSettings(model="fake", temperature=0, **settings))
+        config = ServeSettings(model="fake", temperature=0, **settings)
+        app = build_app(engine, config)
         port = free_port()
-        server = ServerThread(app, port)
+        server = ServerThread(app, port, config)
         server.start()
         started.append((server, engine))
         root = f"http://127.0.0.1:{port}"

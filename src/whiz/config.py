@@ -130,6 +130,12 @@ class LimitSettings(BaseModel):
     it has them, nginx's and uvicorn's defaults elsewhere)."""
 
     max_body_mb: float = Field(16, description="Largest request body accepted.")
+    body_timeout_s: float = Field(
+        60,
+        gt=0,
+        description="Longest a request's body may take to arrive, in all, after its headers; a slower "
+        "one gets a 408 (nginx's client_body_timeout).",
+    )
     max_output_tokens_default: int = Field(
         4096,
         ge=1,
@@ -144,6 +150,27 @@ class LimitSettings(BaseModel):
         ge=1,
         description="Open connections (HTTP and WebSocket) the server holds at once; more get a 503 "
         "(nginx's default worker_connections).",
+    )
+    header_timeout_s: float = Field(
+        10,
+        gt=0,
+        description="Longest a request's line and headers may take to arrive, from the connection's "
+        "opening or the first byte of its next request; a slower one gets a 408 and the close.",
+    )
+    keep_alive_s: int = Field(
+        5, ge=1, description="Longest an idle keep-alive connection is kept between two requests."
+    )
+    max_waiting_per_address: int = Field(
+        64,
+        ge=1,
+        description="Connections one client address may hold that have not sent a whole request head; "
+        "past it, its oldest such connection is closed. They do not count toward --max-connections.",
+    )
+    max_waiting: int = Field(
+        2048,
+        ge=1,
+        description="Connections without a whole request head, from all addresses; past it, the oldest "
+        "is closed.",
     )
     max_ws_sessions: int = Field(256, ge=1, description="WebSocket sessions open at once, in all.")
     max_ws_sessions_per_key: int = Field(

@@ -57,7 +57,7 @@ def gateway() -> Iterator[Callable[..., GatewayServed]]:
         gw = build_gateway(config)
         app = build_app(gw, config)
         port = free_port()
-        server = ServerThread(app, port)
+        server = ServerThread(app, port, config)
         server.start()
         started.append(server)
         root = f"http://127.0.0.1:{port}"

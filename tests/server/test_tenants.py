@@ -58,3 +58,50 @@ def test_health_reports_a_dead_worker_and_it_comes_back(serve_fake):
         f"{served.base_url}/chat/completions", json={"messages": [{"role": "user", "content": "y"}]}
     )
     assert r.json()["choices"][0]["message"]["content"] == "echo: y"
+
+
+def _stored(served, key: str) -> str:
+    body = {"input": "my secret question", "max_output_tokens": 3, "store": True}
+    r = httpx.post(f"{served.base_url}/responses", json=body, headers={"Authorization": f"Bearer {key}"})
+    assert r.status_code == 200, r.text
+    return r.json()["id"]
+
+
+def test_a_stored_response_is_read_only_by_its_own_key(serve_fake):
+    served = serve_fake(api_keys=["alice", "eve"])
+    rid = _stored(served, "alice")
+    alice, eve = ({"Authorization": f"Bearer {k}"} for k in ("alice", "eve"))
+    assert httpx.get(f"{served.base_url}/responses/{rid}", headers=alice).status_code == 200
+    stolen = httpx.get(f"{served.base_url}/responses/{rid}", headers=eve)
+    unknown = httpx.get(f"{served.base_url}/responses/resp_nonexistent", headers=eve)
+    assert stolen.status_code == unknown.status_code == 404
+    assert "secret" not in stolen.text
+
+
+def test_another_keys_response_cannot_be_continued(serve_fake):
+    served = serve_fake(api_keys=["alice", "eve"])
+    rid = _stored(served, "alice")
+
+    def follow_up(key: str, previous: str) -> httpx.Response:
+        body = {"input": "go on", "previous_response_id": previous, "max_output_tokens": 3}
+        headers = {"Authorization": f"Bearer {key}"}
+        return httpx.post(f"{served.base_url}/responses", json=body, headers=headers)
+
+    stolen = follow_up("eve", rid)
+    assert stolen.status_code == follow_up("eve", "resp_nonexistent").status_code
+    assert stolen.json()["error"]["code"] == "previous_response_not_found"
+    assert follow_up("alice", rid).status_code == 200
+
+
+def test_metrics_need_the_key_on_a_keyed_server(serve_fake):
+    served = serve_fake(api_keys=["alice"])
+    assert httpx.get(f"{served.root}/metrics").status_code == 401
+    assert httpx.get(f"{served.root}/metrics", headers={"Authorization": "Bearer nope"}).status_code == 401
+    ok = httpx.get(f"{served.root}/metrics", headers={"Authorization": "Bearer alice"})
+    assert ok.status_code == 200 and "whiz_requests_total" in ok.text
+    assert httpx.get(f"{served.root}/health").status_code == 200  # load balancers probe without a key
+
+
+def test_metrics_are_open_without_keys(serve_fake):
+    served = serve_fake()
+    assert httpx.get(f"{served.root}/metrics").status_code == 200

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import time
 
-import uvicorn
 from rich.console import Console
 from starlette.applications import Starlette
 
@@ -18,6 +17,7 @@ from whiz.server.app import create_app
 from whiz.server.background import BackgroundServers
 from whiz.server.browser import is_loopback
 from whiz.server.idle import IdleWatch
+from whiz.server.listen import DrainingServer, uvicorn_config
 
 
 def build_app(backend: Engine | Backend, settings: ServeSettings) -> Starlette:
@@ -40,22 +40,6 @@ def check_bind(settings: ServeSettings) -> None:
         "--insecure-no-auth if this network is trusted.",
         param="host",
     )
-
-
-class DrainingServer(uvicorn.Server):
-    """uvicorn that, on SIGTERM or Ctrl-C, first marks the app as draining (new requests get a 503),
-    then stops as uvicorn does: running requests get `timeout_graceful_shutdown` seconds, then are
-    cancelled, which cancels their turns in the engine."""
-
-    def __init__(self, config: uvicorn.Config, app: Starlette):
-        super().__init__(config)
-        self.whiz_app = app
-
-    def handle_exit(self, sig: int, frame) -> None:  # noqa: ANN001 (signal handler signature)
-        state = getattr(self.whiz_app.state, "whiz", None)
-        if state is not None:
-            state.draining = True
-        super().handle_exit(sig, frame)
 
 
 def serve_forever(settings: ServeSettings, console: Console) -> None:
@@ -155,18 +139,8 @@ def run_uvicorn(app: Starlette, settings: ServeSettings, console: Console) -> No
     """Serve `app` until SIGTERM/SIGINT (then drain within `shutdown_grace_s` and return) or, with
     `--idle-exit`, until no request came for that long."""
     watch = IdleWatch(app) if settings.idle_exit_s else None
-    config = uvicorn.Config(
-        watch or app,
-        host=settings.host,
-        port=settings.port,
-        log_level="warning",
-        ws="websockets-sansio",
-        timeout_graceful_shutdown=settings.shutdown_grace_s,
-        limit_concurrency=settings.max_connections,
-        # A WebSocket message larger than a request body would be refused anyway: stop it at the door.
-        ws_max_size=int(settings.max_body_mb * 1024 * 1024) + 1024,
-    )
-    server = DrainingServer(config, app)
+    config = uvicorn_config(watch or app, settings)
+    server = DrainingServer(config, app.state.whiz)
     if watch is None:
         server.run()
         return
@@ -176,7 +150,7 @@ def run_uvicorn(app: Starlette, settings: ServeSettings, console: Console) -> No
             await asyncio.sleep(min(5.0, settings.idle_exit_s / 4))
             if watch.idle_s() >= settings.idle_exit_s:
                 console.print(f"idle for {settings.idle_exit_s:g} s: exiting", soft_wrap=True)
-                server.should_exit = True
+                server.stop()
 
     async def main() -> None:
         watcher = asyncio.ensure_future(until_idle())

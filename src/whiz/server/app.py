@@ -33,7 +33,6 @@ from whiz.server.auth import bearer
 from whiz.server.browser import FORBIDDEN_CLOSE_CODE, SUBPROTOCOL, BrowserGuard, key_from_subprotocols
 from whiz.server.codex import codex_routes
 from whiz.server.http import ClientGone, run_to_end, until_disconnected
-from whiz.server.http import read_body as read_bounded
 from whiz.server.messages import MESSAGES_PATH, messages_routes
 from whiz.server.messages import error_response as anthropic_error
 from whiz.server.protocol import ChatRequest, ResponsesRequest, parse, read_json
@@ -64,8 +63,36 @@ class HostAndOrigin:
         await self.app(scope, receive, send)
 
 
+class Draining:
+    """While the server drains (SIGTERM), every new HTTP request gets a 503 with `Retry-After` at
+    once (`/health` says "draining" itself); the requests it lets in are counted, so the drain
+    knows when none is left."""
+
+    def __init__(self, app: ASGIApp, state: ServerState):
+        self.app = app
+        self.state = state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if self.state.draining and scope["path"] != "/health":
+            try:
+                self.state.check_open()
+            except WhizError as exc:
+                response = error_response_at(scope["path"], exc)
+                response.headers["Connection"] = "close"
+                await response(scope, receive, send)
+                return
+        self.state.in_flight += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.state.in_flight -= 1
+
+
 def error_response(exc: WhizError) -> JSONResponse:
-    headers = {"Retry-After": "1"} if exc.status == 429 else None
+    headers = {"Retry-After": "1"} if exc.status in (429, 503) else None
     return JSONResponse({"error": exc.to_dict()}, status_code=exc.status, headers=headers)
 
 
@@ -118,14 +145,15 @@ def create_app(
         key = bearer(request.headers.get("authorization"))
         state.keys.check(key)
         state.check_rate(key, request.client.host if request.client else None)
-        raw = await read_bounded(request, state.max_body_bytes)
+        raw = await state.read_body(request)
         return await read_json(raw, lambda data: parse(model, data)), key
 
     async def responses_create(request: Request) -> Response:
         req, key = await read_body(request, ResponsesRequest)
+        tenant = state.keys.tenant(key)
         previous = None
         if req.previous_response_id is not None:
-            found = state.store.get(req.previous_response_id)
+            found = state.store.get(req.previous_response_id, tenant)
             if found is None:
                 raise InvalidRequest(
                     f"Previous response '{req.previous_response_id}' was not found. "
@@ -135,7 +163,7 @@ def create_app(
                 )
             previous = found[1]
         turn = await state.responses.prepare_async(
-            req, previous, session=session_header(request.headers), tenant=state.keys.tenant(key)
+            req, previous, session=session_header(request.headers), tenant=tenant
         )
         run = state.responses.start(turn)
         state.metrics.request("responses.http")
@@ -144,7 +172,7 @@ def create_app(
             async for ev in run.events():
                 yield ev
             if run.conversation is not None and req.store:
-                state.store.put(run.response, run.conversation)
+                state.store.put(run.response, run.conversation, tenant)
             state.metrics.finished(run.response)
 
         if req.stream:
@@ -159,8 +187,9 @@ def create_app(
         return JSONResponse(run.response)
 
     async def responses_get(request: Request) -> Response:
-        state.keys.check(bearer(request.headers.get("authorization")))
-        found = state.store.get(request.path_params["response_id"])
+        key = bearer(request.headers.get("authorization"))
+        state.keys.check(key)
+        found = state.store.get(request.path_params["response_id"], state.keys.tenant(key))
         if found is None:
             raise NotFound(
                 f"No response with id '{request.path_params['response_id']}'.", param="response_id"
@@ -200,6 +229,9 @@ def create_app(
         return JSONResponse(body, status_code=200 if status == "ok" else 503)
 
     async def metrics(request: Request) -> Response:
+        # Behind keys, counters are the owner's: they tell traffic, errors by code and, behind a
+        # gateway, the replicas' addresses. Scrapers send the key as a bearer token.
+        state.keys.check(bearer(request.headers.get("authorization")))
         text = state.metrics.render(backend.status())
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
 
@@ -221,9 +253,11 @@ def create_app(
             return
         session = Session(ws, state, key, session_id=session_header(ws.headers))
         state.metrics.ws_sessions += 1
+        state.sessions.add(session)
         try:
             await session.serve()
         finally:
+            state.sessions.discard(session)
             state.metrics.ws_sessions -= 1
             state.close_socket(who)
 
@@ -268,7 +302,7 @@ def create_app(
     app = Starlette(
         routes=api,
         exception_handlers={WhizError: on_whiz_error, HTTPException: on_http_error, Exception: on_crash},
-        middleware=[Middleware(HostAndOrigin, guard=state.browser)],
+        middleware=[Middleware(Draining, state=state), Middleware(HostAndOrigin, guard=state.browser)],
         lifespan=lifespan,
     )
     app.state.whiz = state

@@ -2,8 +2,11 @@
 the client goes away.
 
 A body sent chunked has no Content-Length, so the size check must happen while reading, not
-after: otherwise a client can make the server buffer gigabytes before it says no. And a client
-that gives up on a non-streaming request must not leave the engine generating for it.
+after: otherwise a client can make the server buffer gigabytes before it says no. A body that
+trickles in holds a connection, so it has a deadline too. And a client that gives up on a
+non-streaming request must not leave the engine generating for it.
+
+Every route that takes a body reads it with `read_body`, through `ServerState.read_body`.
 """
 
 from __future__ import annotations
@@ -28,23 +31,43 @@ class Unavailable(WhizError):
     code = "server_unavailable"
 
 
+class RequestTimeout(WhizError):
+    """The request's body did not arrive in time (a slow or stalled client)."""
+
+    status = 408
+    type = "invalid_request_error"
+    code = "request_timeout"
+
+
 class ClientGone(Exception):
     """The client disconnected before its answer was ready; there is no one to answer."""
 
 
-async def read_body(request: Request, limit_bytes: int) -> bytes:
-    """The body, refused with 413 as soon as it passes `limit_bytes` (declared or counted)."""
+async def read_body(request: Request, limit_bytes: int, timeout_s: float | None = None) -> bytes:
+    """The body, refused with 413 as soon as it passes `limit_bytes` (declared or counted), and
+    with 408 when it has not all arrived `timeout_s` after the headers."""
     too_large = PayloadTooLarge(f"The body is larger than {limit_bytes / 1024 / 1024:g} MB.")
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit_bytes:
         raise too_large
     parts: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit_bytes:
-            raise too_large  # stop reading: the rest is never buffered
-        parts.append(chunk)
+
+    async def read() -> None:
+        nonlocal size
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit_bytes:
+                raise too_large  # stop reading: the rest is never buffered
+            parts.append(chunk)
+
+    try:
+        async with asyncio.timeout(timeout_s):
+            await read()
+    except TimeoutError:
+        raise RequestTimeout(
+            f"The request's body did not arrive within {timeout_s:g} s; send it whole, then wait."
+        ) from None
     return b"".join(parts)
 
 

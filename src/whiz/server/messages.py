@@ -29,7 +29,6 @@ from whiz.engine.types import SamplingParams
 from whiz.errors import InvalidRequest, WhizError
 from whiz.server.auth import bearer
 from whiz.server.http import ClientGone, run_to_end
-from whiz.server.http import read_body as read_bounded
 from whiz.server.protocol import MAX_STOP_CHARS, OFF_LOOP_CHARS, WhizOptions, read_json, wants_tool_grammar
 from whiz.server.responses import timings
 
@@ -277,7 +276,7 @@ def error_body(exc: WhizError) -> dict[str, Any]:
 
 
 def error_response(exc: WhizError) -> JSONResponse:
-    headers = {"retry-after": "1"} if exc.status == 429 else None
+    headers = {"retry-after": "1"} if exc.status in (429, 503) else None
     return JSONResponse(error_body(exc), status_code=exc.status, headers=headers)
 
 
@@ -355,7 +354,7 @@ def messages_routes(state: ServerState) -> list[BaseRoute]:
         key = request.headers.get("x-api-key") or bearer(request.headers.get("authorization"))
         state.keys.check(key)
         state.check_rate(key, request.client.host if request.client else None)
-        raw = await read_bounded(request, state.max_body_bytes)
+        raw = await state.read_body(request)
         try:
             return await read_json(raw, model.model_validate), key, len(raw)
         except ValidationError as exc:

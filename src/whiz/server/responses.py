@@ -64,7 +64,9 @@ class ResponseStore:
     """Recent responses by id, for `previous_response_id` and GET /v1/responses/{id}.
 
     Bounded by count, by bytes and by age, oldest out first: a client that stores large responses
-    forever must not grow the server without end.
+    forever must not grow the server without end. Each response is filed under its tenant (a
+    digest of its API key): another key asking for it is told there is no such response, exactly
+    as for an id that never existed, so an id seen in a log or a screenshot reads nothing.
     """
 
     def __init__(
@@ -79,15 +81,15 @@ class ResponseStore:
         self.max_bytes = max_bytes
         self.ttl_s = ttl_s
         self._clock = clock
-        self._items: OrderedDict[str, tuple[dict, Conversation, int, float]] = OrderedDict()
+        self._items: OrderedDict[str, tuple[dict, Conversation, int, float, str | None]] = OrderedDict()
         self.bytes = 0
 
-    def put(self, response: dict, conversation: Conversation) -> None:
+    def put(self, response: dict, conversation: Conversation, tenant: str | None = None) -> None:
         size = size_bytes(response, conversation)
         if self.max_bytes is not None and size > self.max_bytes:
             return  # larger than the whole store: keeping it would evict everything else
         self._drop(response["id"])
-        self._items[response["id"]] = (response, conversation, size, self._clock())
+        self._items[response["id"]] = (response, conversation, size, self._clock(), tenant)
         self.bytes += size
         self._expire()
         while len(self._items) > self.capacity or (
@@ -95,10 +97,13 @@ class ResponseStore:
         ):
             self._drop(next(iter(self._items)))
 
-    def get(self, response_id: str) -> tuple[dict, Conversation] | None:
+    def get(self, response_id: str, tenant: str | None = None) -> tuple[dict, Conversation] | None:
+        """The response and its conversation, if `tenant` stored it (None: a server without keys)."""
         self._expire()
         found = self._items.get(response_id)
-        return None if found is None else (found[0], found[1])
+        if found is None or found[4] != tenant:
+            return None
+        return found[0], found[1]
 
     def _drop(self, response_id: str) -> None:
         found = self._items.pop(response_id, None)

@@ -5,6 +5,9 @@ from __future__ import annotations
 import socket
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from starlette.requests import Request
 
 from whiz.config import ServeSettings
 from whiz.engine.types import SamplingParams
@@ -13,10 +16,13 @@ from whiz.seams import Backend
 from whiz.server.auth import KeyCheck, RateLimiter
 from whiz.server.browser import BrowserGuard, is_loopback
 from whiz.server.chat import ChatService
-from whiz.server.http import Unavailable
+from whiz.server.http import Unavailable, read_body
 from whiz.server.metrics import Metrics
 from whiz.server.protocol import TurnDefaults
 from whiz.server.responses import ResponsesService, ResponseStore
+
+if TYPE_CHECKING:
+    from whiz.server.websocket import Session
 
 WILDCARD_HOSTS = ("0.0.0.0", "::", "")
 
@@ -63,6 +69,10 @@ class ServerState:
         )
         self.draining = False
         """Set on SIGTERM: new requests get a 503 while running ones finish or are cancelled."""
+        self.in_flight = 0
+        """HTTP requests being answered (a stream counts until its end)."""
+        self.sessions: set[Session] = set()
+        """Open WebSocket sessions."""
         self.ws_open: Counter[str | None] = Counter()
         """Open WebSocket sessions per tenant key (see `ws_key`)."""
         self.closers: list[Callable[[], Awaitable[None]]] = []
@@ -76,6 +86,14 @@ class ServerState:
     def check_rate(self, key: str | None, client_host: str | None = None) -> None:
         """Call after `keys.check(key)`: only validated keys get a bucket of their own."""
         self.limiter.hit(self.client_key(key, client_host))
+
+    async def read_body(self, request: Request) -> bytes:
+        """A request's body within this server's size and time limits: the one way routes read one."""
+        return await read_body(request, self.max_body_bytes, self.settings.body_timeout_s)
+
+    def busy(self) -> bool:
+        """Whether a request or a WebSocket turn is running: a drain waits for none."""
+        return self.in_flight > 0 or any(s.state == "running" or s.queue.qsize() for s in self.sessions)
 
     def check_open(self) -> None:
         if self.draining:

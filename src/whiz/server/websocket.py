@@ -187,12 +187,12 @@ class Session:
                 await self.send(event)
             self.latest = (turn.id, conversation)
             if req.store:
-                self.app.store.put(events[-1]["response"], conversation)
+                self.app.store.put(events[-1]["response"], conversation, self.tenant)
             return
         async for event in run.events():
             await self.send(event)
         if run.conversation is not None:
             self.latest = (turn.id, run.conversation)
             if req.store:
-                self.app.store.put(run.response, run.conversation)
+                self.app.store.put(run.response, run.conversation, self.tenant)
             self.app.metrics.finished(run.response)

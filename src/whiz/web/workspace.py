@@ -276,9 +276,7 @@ async def json_body(state: ServerState, request: Request, model: type[BaseModel]
         raise InvalidRequest(
             "Send a JSON body with Content-Type: application/json.", code="unsupported_media_type"
         )
-    raw = await request.body()
-    if len(raw) > state.max_body_bytes:
-        raise PayloadTooLarge(f"The body is larger than {state.settings.max_body_mb} MB.")
+    raw = await state.read_body(request)
     return parse(model, decode_json(raw) if raw else {})
 
 

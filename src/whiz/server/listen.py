@@ -1,0 +1,89 @@
+"""How the server listens: uvicorn's configuration, with every connection limit in one place.
+
+`whiz serve` and the tests' servers both start uvicorn from `uvicorn_config`, so what the tests
+see is what a user runs. The limits, their values and what a client sees are in
+docs/limits-connections.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+import uvicorn
+
+from whiz.config import ServeSettings
+from whiz.server.pings import PingBoundProtocol
+from whiz.server.waiting import WaitingConnections, WaitingLimits, waiting_protocol
+
+if TYPE_CHECKING:
+    from whiz.server.state import ServerState
+
+
+def waiting_limits(settings: ServeSettings) -> WaitingLimits:
+    return WaitingLimits(
+        header_timeout_s=settings.header_timeout_s,
+        max_waiting_per_address=settings.max_waiting_per_address,
+        max_waiting=settings.max_waiting,
+    )
+
+
+def uvicorn_config(app: Any, settings: ServeSettings, **overrides: Any) -> uvicorn.Config:
+    """uvicorn's configuration for `app` under `settings`; `overrides` are uvicorn's own options.
+
+    The waiting connections' table is `config.whiz_waiting`, for tests and metrics."""
+    waiting = WaitingConnections(waiting_limits(settings))
+    options: dict[str, Any] = dict(
+        host=settings.host,
+        port=settings.port,
+        log_level="warning",
+        http=waiting_protocol(waiting),
+        ws=PingBoundProtocol,
+        timeout_graceful_shutdown=settings.shutdown_grace_s,
+        limit_concurrency=settings.max_connections,
+        timeout_keep_alive=settings.keep_alive_s,
+        # A WebSocket message larger than a request body would be refused anyway: stop it at the door.
+        ws_max_size=int(settings.max_body_mb * 1024 * 1024) + 1024,
+    )
+    config = uvicorn.Config(app, **(options | overrides))
+    config.whiz_waiting = waiting  # type: ignore[attr-defined]
+    return config
+
+
+class DrainingServer(uvicorn.Server):
+    """uvicorn that drains on SIGTERM or Ctrl-C before it stops.
+
+    uvicorn closes its listening socket first, so a client that connects during the shutdown is
+    refused, and a load balancer learns nothing. Here the app is marked as draining and the socket
+    stays open: every new request gets a 503 with `Retry-After` at once, while running requests
+    and WebSocket turns get what is left of `timeout_graceful_shutdown` (the grace) to finish.
+    Then uvicorn's own shutdown closes the socket and cancels what still runs, which cancels its
+    turns in the engine. The grace counts from the signal, not from each step.
+    """
+
+    def __init__(self, config: uvicorn.Config, state: ServerState | None):
+        super().__init__(config)
+        self.whiz_state = state
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self.whiz_state is not None:
+            self.whiz_state.draining = True
+        super().handle_exit(sig, frame)
+
+    def stop(self) -> None:
+        """Drain and stop, as on SIGTERM (`--idle-exit`)."""
+        if self.whiz_state is not None:
+            self.whiz_state.draining = True
+        self.should_exit = True
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        loop = asyncio.get_running_loop()
+        grace_s = float(self.config.timeout_graceful_shutdown or 0)
+        deadline = loop.time() + grace_s
+        state = self.whiz_state
+        while state is not None and state.busy() and loop.time() < deadline and not self.force_exit:
+            await asyncio.sleep(0.05)
+        self.config.timeout_graceful_shutdown = max(0.0, deadline - loop.time())  # type: ignore[assignment]
+        await super().shutdown(sockets)

@@ -1,0 +1,41 @@
+"""A WebSocket client that pings without reading cannot grow the server.
+
+uvicorn answers every ping with a pong written straight to the socket, whatever the send buffer
+holds: a client that floods pings and never reads grew the server by hundreds of MB a minute, even
+before its key was checked (and after the server had sent its close). The server's own messages
+wait while the buffer is above its high-water mark (asyncio's flow control); pongs get the same
+rule here: while the client is not reading, a ping gets no pong (RFC 6455 lets an endpoint answer
+only the latest ping), and a client that sends `max_unanswered_pings` of them is disconnected.
+Once the server has sent its close, pings get no pong either.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+
+MAX_UNANSWERED_PINGS = 64
+
+
+class PingBoundProtocol(WebSocketsSansIOProtocol):
+    """uvicorn's sans-I/O WebSocket protocol with pongs under flow control."""
+
+    max_unanswered_pings = MAX_UNANSWERED_PINGS
+
+    def __init__(self, config: Any, server_state: Any, app_state: dict[str, Any], _loop: Any = None):
+        super().__init__(config, server_state, app_state, _loop)
+        self.unanswered_pings = 0
+
+    def handle_ping(self) -> None:
+        if self.writable.is_set() and not self.close_sent:
+            self.unanswered_pings = 0
+            super().handle_ping()
+            return
+        # The pongs the parser queued (and anything queued with them: the buffer is full, the
+        # client is not reading) are dropped rather than buffered without end.
+        self.conn.data_to_send()
+        self.unanswered_pings += 1
+        if self.unanswered_pings >= self.max_unanswered_pings and not self.transport.is_closing():
+            self.logger.info("closing a WebSocket that sends pings and reads nothing")
+            self.transport.abort()

@@ -1,0 +1,204 @@
+"""Connections that have not sent a whole request head cost nothing the others need.
+
+uvicorn counts every open connection toward `limit_concurrency` from the moment it is accepted,
+and has no deadline for a request's headers: 520 sockets that each send half a header and wait
+hold the 512 places for as long as their owner likes, and every request, `/health` included,
+gets a 503. Here a connection that is *waiting* (opened but its request head not complete, or
+idle between two requests) is not counted, and is bounded instead:
+
+- its request head must be complete `header_timeout_s` after the connection opened, or after the
+  first byte of its next request (nginx's client_header_timeout): else a 408 and the close;
+- one address keeps at most `max_waiting_per_address` of them, and the server `max_waiting`:
+  past either, the oldest waiting connection (of that address first) is closed. A new
+  connection is never the one refused, so an honest client always gets its turn.
+
+Idle keep-alive connections are closed by uvicorn's own `timeout_keep_alive`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+H11_MAX_HEAD_BYTES = 16 * 1024
+"""h11's default bound on a request head, which uvicorn keeps unless told otherwise."""
+
+
+def _timeout_response(seconds: float) -> bytes:
+    body = f"The request's headers did not arrive within {seconds:g} s.\n".encode()
+    head = (
+        b"HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain; charset=utf-8\r\n"
+        b"connection: close\r\ncontent-length: %d\r\n\r\n" % len(body)
+    )
+    return head + body
+
+
+@dataclass
+class WaitingLimits:
+    """Bounds on connections that have not sent a whole request head (see the module docstring)."""
+
+    header_timeout_s: float = 10.0
+    max_waiting_per_address: int = 64
+    max_waiting: int = 2048
+
+
+class WaitingConnections:
+    """The waiting connections of one server, oldest first, with their deadlines."""
+
+    def __init__(self, limits: WaitingLimits):
+        self.limits = limits
+        self._all: OrderedDict[WaitingProtocol, asyncio.TimerHandle | None] = OrderedDict()
+        self._by_address: dict[str, OrderedDict[WaitingProtocol, None]] = {}
+        self.expired = 0
+        """Connections closed with a 408 because their request head was late."""
+        self.evicted = 0
+        """Connections closed to make room for newer ones."""
+
+    def __len__(self) -> int:
+        return len(self._all)
+
+    def __contains__(self, conn: object) -> bool:
+        return conn in self._all
+
+    def wait(self, conn: WaitingProtocol, *, deadline: bool) -> None:
+        """`conn` has no request under way: uncounted, and with a head deadline when `deadline`
+        (a new connection, or the first byte of the next request); an idle keep-alive connection
+        has none (uvicorn's keep-alive timeout closes it)."""
+        self.start(conn)
+        self._all[conn] = self._arm(conn) if deadline else None
+        self._by_address.setdefault(conn.address, OrderedDict())[conn] = None
+        self._make_room(conn.address)
+
+    def arm(self, conn: WaitingProtocol) -> None:
+        """The first byte of a waiting connection's next request: its head deadline starts now."""
+        if conn in self._all and self._all[conn] is None:
+            self._all[conn] = self._arm(conn)
+
+    def start(self, conn: WaitingProtocol) -> None:
+        """`conn`'s request head is complete (or it is gone): it counts again, with no deadline."""
+        timer = self._all.pop(conn, None)
+        if timer is not None:
+            timer.cancel()
+        mine = self._by_address.get(conn.address)
+        if mine is not None:
+            mine.pop(conn, None)
+            if not mine:
+                del self._by_address[conn.address]
+
+    def _arm(self, conn: WaitingProtocol) -> asyncio.TimerHandle:
+        return conn.loop.call_later(self.limits.header_timeout_s, self._expire, conn)
+
+    def _expire(self, conn: WaitingProtocol) -> None:
+        if conn in self._all:
+            self.start(conn)
+            self.expired += 1
+            conn.time_out(self.limits.header_timeout_s)
+
+    def _make_room(self, address: str) -> None:
+        mine = self._by_address.get(address)
+        while mine and len(mine) > self.limits.max_waiting_per_address:
+            self._evict(next(iter(mine)))
+        while len(self._all) > self.limits.max_waiting:
+            self._evict(next(iter(self._all)))
+
+    def _evict(self, conn: WaitingProtocol) -> None:
+        self.start(conn)
+        self.evicted += 1
+        conn.drop()
+
+
+class _Counted:
+    """The connection set uvicorn's `limit_concurrency` check sees: every open connection (the
+    server's own set, which its shutdown walks) less the waiting ones."""
+
+    def __init__(self, everything: set, waiting: WaitingConnections):
+        self.everything = everything
+        self.waiting = waiting
+
+    def add(self, conn: Any) -> None:
+        self.everything.add(conn)
+
+    def discard(self, conn: Any) -> None:
+        self.everything.discard(conn)
+
+    def __len__(self) -> int:
+        return len(self.everything) - len(self.waiting)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.everything)
+
+
+class _HeadWatch(h11.Connection):
+    """h11's connection, telling its protocol the moment a request head is complete: before
+    uvicorn's `limit_concurrency` check, which then counts this connection."""
+
+    def __init__(self, max_incomplete_event_size: int, on_request: Callable[[], None]):
+        super().__init__(h11.SERVER, max_incomplete_event_size)
+        self._on_request = on_request
+
+    def next_event(self):  # noqa: ANN201 (h11's own union of events and sentinels)
+        event = super().next_event()
+        if isinstance(event, h11.Request):
+            self._on_request()
+        return event
+
+
+class WaitingProtocol(H11Protocol):
+    """uvicorn's h11 protocol with its waiting time bounded. `waiting` is set per server by
+    `waiting_protocol`."""
+
+    waiting: WaitingConnections
+
+    def __init__(self, config: Any, server_state: Any, app_state: dict[str, Any], _loop: Any = None):
+        super().__init__(config, server_state, app_state, _loop)
+        self.connections = _Counted(server_state.connections, self.waiting)  # type: ignore[assignment]
+        head_bytes = config.h11_max_incomplete_event_size or H11_MAX_HEAD_BYTES
+        self.conn = _HeadWatch(head_bytes, self._head_complete)
+        self.address = ""
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self.address = self.client[0] if self.client else ""
+        self.waiting.wait(self, deadline=True)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.waiting.start(self)
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        self.waiting.arm(self)
+        super().data_received(data)
+
+    def handle_websocket_upgrade(self, event: h11.Request) -> None:
+        self.waiting.start(self)  # the WebSocket protocol takes the connection from here
+        super().handle_websocket_upgrade(event)
+
+    def on_response_complete(self) -> None:
+        if not self.transport.is_closing():
+            self.waiting.wait(self, deadline=False)  # a pipelined request counts again at once
+        super().on_response_complete()
+
+    def _head_complete(self) -> None:
+        self.waiting.start(self)
+
+    def time_out(self, seconds: float) -> None:
+        """Answer 408 and close: the request's head took too long."""
+        if not self.transport.is_closing():
+            self.transport.write(_timeout_response(seconds))
+            self.transport.close()
+
+    def drop(self) -> None:
+        """Close without an answer: no request was made (or the last one was answered)."""
+        if not self.transport.is_closing():
+            self.transport.close()
+
+
+def waiting_protocol(waiting: WaitingConnections) -> type[WaitingProtocol]:
+    """The protocol class for `uvicorn.Config(http=...)`, over one server's waiting connections."""
+    return type("WhizHttpProtocol", (WaitingProtocol,), {"waiting": waiting})
