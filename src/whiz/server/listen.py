@@ -8,7 +8,10 @@ docs/limits-connections.md.
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 import socket
+import threading
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +23,11 @@ from whiz.server.waiting import WaitingConnections, WaitingLimits, waiting_proto
 
 if TYPE_CHECKING:
     from whiz.server.state import ServerState
+
+log = logging.getLogger("whiz.server")
+
+EXIT_MARGIN_S = 1.5
+"""After SIGTERM, the most the process outlives its grace (3 s by default: 4.5 s in all)."""
 
 
 def waiting_limits(settings: ServeSettings) -> WaitingLimits:
@@ -66,11 +74,25 @@ class DrainingServer(uvicorn.Server):
     def __init__(self, config: uvicorn.Config, state: ServerState | None):
         super().__init__(config)
         self.whiz_state = state
+        self._deadline: threading.Timer | None = None
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if self.whiz_state is not None:
             self.whiz_state.draining = True
+        if self._deadline is None:
+            # The exit time is a promise, not a hope: past the grace and a margin for cancelling
+            # and unwinding (a decode step, a busy machine), the process ends itself, as a
+            # supervisor's SIGKILL would.
+            grace_s = float(self.config.timeout_graceful_shutdown or 0)
+            self._deadline = threading.Timer(grace_s + EXIT_MARGIN_S, self._overran)
+            self._deadline.daemon = True
+            self._deadline.start()
         super().handle_exit(sig, frame)
+
+    def _overran(self) -> None:
+        log.error("the drain overran its grace by %g s: exiting now", EXIT_MARGIN_S)
+        logging.shutdown()
+        os._exit(1)
 
     def stop(self) -> None:
         """Drain and stop, as on SIGTERM (`--idle-exit`)."""

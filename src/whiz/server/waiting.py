@@ -26,6 +26,9 @@ from typing import Any
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+LINGER_S = 2.0
+LINGER_BYTES = 1024 * 1024
+"""How long, and how much of the unread body, a connection answered early reads and drops."""
 H11_MAX_HEAD_BYTES = 16 * 1024
 """h11's default bound on a request head, which uvicorn keeps unless told otherwise."""
 
@@ -161,6 +164,7 @@ class WaitingProtocol(H11Protocol):
         head_bytes = config.h11_max_incomplete_event_size or H11_MAX_HEAD_BYTES
         self.conn = _HeadWatch(head_bytes, self._head_complete)
         self.address = ""
+        self.lingering_bytes: int | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -171,18 +175,37 @@ class WaitingProtocol(H11Protocol):
         self.waiting.start(self)
         super().connection_lost(exc)
 
-    def data_received(self, data: bytes) -> None:
-        self.waiting.arm(self)
-        super().data_received(data)
-
     def handle_websocket_upgrade(self, event: h11.Request) -> None:
         self.waiting.start(self)  # the WebSocket protocol takes the connection from here
         super().handle_websocket_upgrade(event)
 
     def on_response_complete(self) -> None:
+        if not self.transport.is_closing() and self.conn.their_state is h11.SEND_BODY:
+            self._linger()
+            return
         if not self.transport.is_closing():
             self.waiting.wait(self, deadline=False)  # a pipelined request counts again at once
         super().on_response_complete()
+
+    def _linger(self) -> None:
+        """Answered before the request's body was all read (a 413, a 401): the rest of the body is
+        read and dropped for a moment, so the client reads the answer before the connection ends
+        (closing with unread data would reset it), then the connection is closed (nginx's
+        lingering close): it is never read to its end."""
+        self.server_state.total_requests += 1
+        self.waiting.start(self)
+        self.lingering_bytes = LINGER_BYTES
+        self.flow.resume_reading()
+        self.loop.call_later(LINGER_S, self.drop)
+
+    def data_received(self, data: bytes) -> None:
+        if self.lingering_bytes is not None:
+            self.lingering_bytes -= len(data)
+            if self.lingering_bytes <= 0:
+                self.drop()
+            return
+        self.waiting.arm(self)
+        super().data_received(data)
 
     def _head_complete(self) -> None:
         self.waiting.start(self)

@@ -1,0 +1,196 @@
+"""Slow and silent clients cost nothing the others need: half-sent heads neither fill the
+connection cap nor stay forever, a WebSocket that pings without reading is closed, and a body
+is refused at its limit without being buffered, on every route that takes one."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import os
+import socket
+import struct
+from pathlib import Path
+
+import httpx
+import pytest
+
+HALF_HEAD = b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "
+
+
+def address(served) -> tuple[str, int]:
+    host, port = served.root.removeprefix("http://").split(":")
+    return host, int(port)
+
+
+def half_heads(served, n: int) -> list[socket.socket]:
+    held = []
+    for _ in range(n):
+        sock = socket.create_connection(address(served), timeout=10)
+        sock.sendall(HALF_HEAD)
+        held.append(sock)
+    return held
+
+
+def closed(sock: socket.socket) -> bool:
+    """Whether the server closed `sock` (what it sent before closing is read and dropped)."""
+    try:
+        while sock.recv(65536):
+            pass
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+    return True
+
+
+def everything(sock: socket.socket) -> bytes:
+    """What the server sends until it closes."""
+    out = b""
+    with contextlib.suppress(ConnectionResetError):
+        while chunk := sock.recv(65536):
+            out += chunk
+    return out
+
+
+def test_half_sent_heads_do_not_fill_the_connection_cap(serve_fake):
+    served = serve_fake(max_connections=8)
+    held = half_heads(served, 30)  # far past the cap, from one address
+    try:
+        with httpx.Client(timeout=10) as other:
+            for _ in range(3):
+                assert other.get(f"{served.root}/health").status_code == 200
+    finally:
+        for sock in held:
+            sock.close()
+
+
+def test_one_address_holds_a_bounded_number_of_half_sent_heads(serve_fake):
+    served = serve_fake(max_waiting_per_address=4)
+    held = half_heads(served, 10)
+    try:
+        # The oldest go first; the newest four are kept, and an honest request still gets in.
+        assert httpx.get(f"{served.root}/health", timeout=10).status_code == 200
+        for sock in held[:6]:
+            sock.settimeout(10)
+            assert closed(sock)
+    finally:
+        for sock in held:
+            sock.close()
+
+
+def test_a_head_that_never_ends_gets_a_408_and_the_close(serve_fake):
+    served = serve_fake(header_timeout_s=0.5)
+    with socket.create_connection(address(served), timeout=10) as sock:
+        sock.sendall(HALF_HEAD)
+        reply = sock.recv(4096)
+        assert reply.startswith(b"HTTP/1.1 408"), reply[:200]
+        assert closed(sock)
+
+
+def test_a_silent_connection_is_closed_too(serve_fake):
+    served = serve_fake(header_timeout_s=0.5)
+    with socket.create_connection(address(served), timeout=10) as sock:
+        assert closed(sock)
+
+
+def test_a_body_that_trickles_gets_a_408(serve_fake):
+    served = serve_fake(body_timeout_s=0.5)
+    with socket.create_connection(address(served), timeout=10) as sock:
+        sock.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"
+        )
+        reply = everything(sock)
+    assert reply.startswith(b"HTTP/1.1 408"), reply[:200]
+    assert b"request_timeout" in reply
+
+
+# -- a WebSocket that pings and never reads ---------------------------------------------------------
+
+
+def _frame(opcode: int, payload: bytes) -> bytes:
+    """A masked client frame (payload under 126 bytes)."""
+    mask = os.urandom(4)
+    masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+    return struct.pack("!BB", 0x80 | opcode, 0x80 | len(payload)) + mask + masked
+
+
+def _open_socket(served, headers: str = "") -> socket.socket:
+    sock = socket.create_connection(address(served), timeout=10)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a client that reads nothing
+    key = base64.b64encode(os.urandom(16)).decode()
+    sock.sendall(
+        (
+            "GET /v1/responses HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n{headers}\r\n"
+        ).encode()
+    )
+    head = b""
+    while b"\r\n\r\n" not in head:  # the handshake's answer is read; nothing after it ever is
+        head += sock.recv(1)
+    assert head.startswith(b"HTTP/1.1 101"), head
+    return sock
+
+
+@pytest.mark.parametrize("keys", [[], ["secret"]], ids=["keyless", "before-the-key-check"])
+def test_a_websocket_that_pings_and_never_reads_is_closed(serve_fake, keys):
+    served = serve_fake(api_keys=keys)
+    sock = _open_socket(served)
+    ping = _frame(0x9, b"p" * 125)
+    burst = ping * 512
+    sent = 0
+    limit = 256 * 1024 * 1024  # what the server would have had to buffer in pongs
+    try:
+        # The server hung up (a send that merely blocks, the server no longer reading, fails this).
+        with pytest.raises((ConnectionResetError, BrokenPipeError)):
+            while sent < limit:
+                sock.sendall(burst)
+                sent += len(burst)
+    finally:
+        sock.close()
+    assert sent < limit
+    assert httpx.get(f"{served.root}/health", timeout=10).status_code == 200
+
+
+def test_a_websocket_that_reads_gets_its_pongs(serve_fake):
+    from websockets.sync.client import connect
+
+    served = serve_fake()
+    with connect(served.base_url.replace("http", "ws", 1) + "/responses") as ws:
+        for _ in range(200):
+            ws.ping().wait(timeout=10)
+
+
+# -- one body reader --------------------------------------------------------------------------------
+
+
+def _chunked(sock: socket.socket, path: str, total_bytes: int) -> int:
+    """Send `total_bytes` of a chunked body to `path`; the bytes sent before the server hung up."""
+    sock.sendall(
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        "Transfer-Encoding: chunked\r\n\r\n".encode()
+    )
+    chunk = b"x" * 65536
+    frame = b"%x\r\n%s\r\n" % (len(chunk), chunk)
+    sent = 0
+    try:
+        while sent < total_bytes:
+            sock.sendall(frame)
+            sent += len(chunk)
+    except OSError:
+        pass  # the server stopped reading and closed
+    return sent
+
+
+@pytest.mark.parametrize("path", ["/whiz/workspace/edit", "/v1/chat/completions", "/v1/messages"])
+def test_a_huge_chunked_body_is_refused_at_the_limit(serve_fake, tmp_path: Path, monkeypatch, path):
+    monkeypatch.setenv("WHIZ_HOME", str(tmp_path / "home"))
+    (tmp_path / "project").mkdir()
+    served = serve_fake(workspace=tmp_path / "project", max_body_mb=1)
+    with socket.create_connection(address(served), timeout=10) as sock:
+        sent = _chunked(sock, path, 1200 * 1024 * 1024)
+        reply = sock.recv(4096)
+    assert reply.startswith(b"HTTP/1.1 413"), reply[:200]
+    # The server read about the limit (plus what the sockets' buffers held), not the 1.2 GB.
+    assert sent < 64 * 1024 * 1024
+    assert httpx.get(f"{served.root}/health", timeout=10).status_code == 200
