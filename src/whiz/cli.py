@@ -76,6 +76,14 @@ def serve(
     api_key: Annotated[
         list[str] | None, typer.Option("--api-key", help="Accept this bearer key (repeatable).")
     ] = None,
+    gateway_key: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--gateway-key",
+            help="Accept this key from a gateway in front of this replica, which then keeps its "
+            "clients' tenants apart (repeatable).",
+        ),
+    ] = None,
     rate_limit_rpm: Annotated[int | None, typer.Option(help="Requests per minute per key (0 = off).")] = None,
     speculation: Annotated[
         bool | None,
@@ -236,6 +244,7 @@ def serve(
             slots=slots,
             threads=threads,
             api_keys=api_key,
+            gateway_keys=gateway_key,
             rate_limit_rpm=rate_limit_rpm,
             speculation=speculation,
             max_draft=max_draft,

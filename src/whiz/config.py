@@ -99,6 +99,12 @@ class HttpSettings(BaseModel):
         None, description="Model id reported by the API (default: the --model value)."
     )
     api_keys: list[str] = Field(default_factory=list, description="Accepted bearer keys; none means no auth.")
+    gateway_keys: list[str] = Field(
+        default_factory=list,
+        description="Keys of gateways in front of this server (accepted as API keys): a request made "
+        "with one keeps its client's tenant (X-Whiz-Tenant) apart from the others' cache, sessions "
+        "and slots. A server without keys takes the tenant from any caller.",
+    )
     rate_limit_rpm: int = Field(0, description="Requests per minute per key (0: unlimited).")
     allowed_hosts: list[str] = Field(
         default_factory=list,
@@ -244,7 +250,7 @@ def env_overrides(prefix: str = "WHIZ_") -> dict[str, Any]:
         value = os.environ.get(prefix + name.upper())
         if value is None or value == "":
             continue
-        listed = name in ("api_keys", "upstreams", "allowed_hosts", "allowed_origins")
+        listed = name in ("api_keys", "gateway_keys", "upstreams", "allowed_hosts", "allowed_origins")
         out[name] = [k.strip() for k in value.split(",") if k.strip()] if listed else value
     return out
 

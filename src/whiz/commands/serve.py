@@ -32,7 +32,7 @@ def build_app(backend: Engine | Backend, settings: ServeSettings) -> Starlette:
 
 def check_bind(settings: ServeSettings) -> None:
     """Refuse to serve a non-loopback address without a key, unless told to on purpose."""
-    if is_loopback(settings.host) or settings.api_keys or settings.insecure_no_auth:
+    if is_loopback(settings.host) or settings.api_keys or settings.gateway_keys or settings.insecure_no_auth:
         return
     raise InvalidRequest(
         f"--host {settings.host} makes the server reachable from other machines, and without --api-key "

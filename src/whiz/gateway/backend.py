@@ -43,16 +43,18 @@ def session_key(request: TurnRequest) -> str:
     """What pins a turn to a replica: the most specific session identity the request carries.
 
     A plain chat completion has none, so its conversation's opening (system prompt and first
-    message) stands in: every turn of a conversation resends the same opening.
+    message) stands in: every turn of a conversation resends the same opening. Each is the
+    tenant's own: two keys naming the same session are two sessions.
     """
+    scope = f"{request.tenant}/" if request.tenant else ""
     if request.session:
-        return "session:" + request.session
+        return f"session:{scope}{request.session}"
     if request.cache_key:
-        return "cache_key:" + request.cache_key
+        return f"cache_key:{scope}{request.cache_key}"
     if request.chain:
-        return "chain:" + request.chain
+        return f"chain:{scope}{request.chain}"
     head = [request.system or ""] + [m.content for m in request.messages[:1]]
-    return "head:" + hashlib.blake2b("\x00".join(head).encode(), digest_size=12).hexdigest()
+    return f"head:{scope}" + hashlib.blake2b("\x00".join(head).encode(), digest_size=12).hexdigest()
 
 
 class Gateway:
@@ -156,7 +158,9 @@ class GatewayTurn:
         self.key = key
         self._gateway = gateway
         self._request = request
-        self._forward_key = request.cache_key or request.session or request.chain
+        named = request.cache_key or request.session or request.chain
+        # The upstream's session (whiz's slot, OpenAI's cache routing) is the tenant's own too.
+        self._forward_key = f"{request.tenant}/{named}" if named and request.tenant else named
         self._replica: Replica | None = None
         self._response: httpx.Response | None = None
         self._tried: list[str] = []
@@ -211,8 +215,10 @@ class GatewayTurn:
             self._tried.append(replica.name)
             router.began(replica)
             try:
-                self._response = await replica.upstream.open(
-                    replica.upstream.body(self._request, self._forward_key)
+                upstream = replica.upstream
+                self._response = await upstream.open(
+                    upstream.body(self._request, self._forward_key),
+                    upstream.tenant_headers(self._request.tenant),
                 )
             except UpstreamError as exc:
                 router.failed(replica, exc if exc.elsewhere else None)

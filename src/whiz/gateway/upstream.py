@@ -33,6 +33,7 @@ from whiz.gateway.errors import (
     from_upstream,
 )
 from whiz.gateway.wire import chat_messages
+from whiz.server.auth import TENANT_HEADER
 
 # owned_by in GET /v1/models -> the server it is.
 FLAVOURS = {
@@ -162,6 +163,13 @@ class Upstream:
 
     # -- a turn -------------------------------------------------------------------------------
 
+    def tenant_headers(self, tenant: str | None) -> dict[str, str]:
+        """Whose turn this is, for an upstream that keeps tenants apart: another whiz (the header
+        it trusts from its --gateway-key, or from anyone when it has no keys)."""
+        if tenant is None or self.flavour != "whiz":
+            return {}
+        return {TENANT_HEADER: tenant}
+
     def body(self, request: TurnRequest, cache_key: str | None) -> dict[str, Any]:
         """The streamed chat-completions request for one turn, the whole history included."""
         body: dict[str, Any] = {
@@ -190,6 +198,8 @@ class Upstream:
             body["prediction"] = {"type": "content", "content": request.prediction}
         if cache_key and self.sends_cache_key:
             body["prompt_cache_key"] = cache_key
+        if request.tenant and self.flavour == "vllm":
+            body["cache_salt"] = request.tenant  # vLLM shares cached prefixes only within one salt
         if self.flavour == "whiz":
             off = {"speculation": False} if not request.speculation else {}
             off |= {"tool_grammar": False} if not request.tool_grammar else {}
@@ -197,11 +207,13 @@ class Upstream:
                 body["whiz"] = off
         return body
 
-    async def open(self, body: dict[str, Any]) -> httpx.Response:
+    async def open(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> httpx.Response:
         """POST a streamed completion; the response once the upstream answered 200 with a stream."""
         client = self._client()
         try:
-            request = client.build_request("POST", self.base + "/chat/completions", json=body)
+            request = client.build_request(
+                "POST", self.base + "/chat/completions", json=body, headers=headers
+            )
             response = await client.send(request, stream=True)
         except httpx.TimeoutException as exc:
             if isinstance(exc, httpx.ConnectTimeout):

@@ -29,7 +29,7 @@ from whiz.backend.engine import EngineBackend
 from whiz.config import ServeSettings
 from whiz.errors import Forbidden, InvalidRequest, NotFound, WhizError
 from whiz.seams import Backend, Engine
-from whiz.server.auth import bearer
+from whiz.server.auth import bearer, named_tenant
 from whiz.server.browser import FORBIDDEN_CLOSE_CODE, SUBPROTOCOL, BrowserGuard, key_from_subprotocols
 from whiz.server.codex import codex_routes
 from whiz.server.http import ClientGone, run_to_end, until_disconnected
@@ -150,7 +150,7 @@ def create_app(
 
     async def responses_create(request: Request) -> Response:
         req, key = await read_body(request, ResponsesRequest)
-        tenant = state.keys.tenant(key)
+        tenant = state.tenant(key, request.headers)
         previous = None
         if req.previous_response_id is not None:
             found = state.store.get(req.previous_response_id, tenant)
@@ -189,7 +189,7 @@ def create_app(
     async def responses_get(request: Request) -> Response:
         key = bearer(request.headers.get("authorization"))
         state.keys.check(key)
-        found = state.store.get(request.path_params["response_id"], state.keys.tenant(key))
+        found = state.store.get(request.path_params["response_id"], state.tenant(key, request.headers))
         if found is None:
             raise NotFound(
                 f"No response with id '{request.path_params['response_id']}'.", param="response_id"
@@ -200,7 +200,7 @@ def create_app(
         req, key = await read_body(request, ChatRequest)
         state.metrics.request("chat")
         session = session_header(request.headers)
-        tenant = state.keys.tenant(key)
+        tenant = state.tenant(key, request.headers)
         if req.stream:
             # A refusal gets its HTTP status, not a 200 stream.
             turns = await state.chat.open(req, session, tenant)
@@ -243,6 +243,7 @@ def create_app(
         try:
             state.browser.check(ws.headers, ws.url.scheme)
             state.keys.check(key)
+            named_tenant(ws.headers)  # a malformed one is refused here, with the other refusals
             state.open_socket(who)
         except WhizError as exc:
             await ws.send_text(json.dumps({"type": "error", "status": exc.status, "error": exc.to_dict()}))

@@ -1,13 +1,20 @@
-"""API keys and a per-key rate limit."""
+"""API keys, the tenant each request belongs to, and a per-key rate limit."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import time
 from collections import OrderedDict
+from collections.abc import Iterable, Mapping
 
-from whiz.errors import AuthError, RateLimited
+from whiz.errors import AuthError, InvalidRequest, RateLimited
+
+TENANT_HEADER = "x-whiz-tenant"
+"""The header a gateway names its client's tenant in (a digest of the client's key), so that a
+replica keeps tenants apart as one server does: cached prefixes, sessions, slot caps."""
+_TENANT_NAME = re.compile(r"[A-Za-z0-9._:-]{1,64}")
 
 
 def bearer(header: str | None) -> str | None:
@@ -16,12 +23,30 @@ def bearer(header: str | None) -> str | None:
     return None
 
 
-class KeyCheck:
-    """Accepts any request when no keys are configured; otherwise only the listed keys."""
+def named_tenant(headers: Mapping[str, str]) -> str | None:
+    """The tenant a request names in `X-Whiz-Tenant` (trusted or not: see `KeyCheck.tenant`)."""
+    name = headers.get(TENANT_HEADER)
+    if name is None:
+        return None
+    if not _TENANT_NAME.fullmatch(name):
+        raise InvalidRequest(
+            f"{TENANT_HEADER} must be 1 to 64 letters, digits or ._:- characters.", param=TENANT_HEADER
+        )
+    return name
 
-    def __init__(self, keys: list[str]):
-        self.keys = list(dict.fromkeys(keys))
+
+class KeyCheck:
+    """Accepts any request when no keys are configured; otherwise only the listed keys.
+
+    `gateway_keys` are accepted too, and a request made with one may name its client's tenant
+    (`X-Whiz-Tenant`): a gateway in front of this server says whose request it forwards.
+    """
+
+    def __init__(self, keys: Iterable[str], gateway_keys: Iterable[str] = ()):
+        gateways = list(dict.fromkeys(gateway_keys))
+        self.keys = list(dict.fromkeys([*keys, *gateways]))
         self._digests = [hashlib.sha256(k.encode()).digest() for k in self.keys]
+        self._gateways = [hashlib.sha256(k.encode()).digest() for k in gateways]
 
     def check(self, key: str | None) -> None:
         if not self.keys:
@@ -36,18 +61,33 @@ class KeyCheck:
 
         Hashing first makes the inputs equal in length, which `compare_digest` needs to be constant.
         """
-        digest = hashlib.sha256(key.encode(errors="surrogatepass")).digest()
-        found = False
-        for known in self._digests:
-            found |= hmac.compare_digest(digest, known)
-        return found
+        return _among(key, self._digests)
 
-    def tenant(self, key: str | None) -> str | None:
+    def tenant(self, key: str | None, named: str | None = None) -> str | None:
         """Whose request this is, for cache isolation: a digest of a valid key; None without keys
-        (one tenant: the server's owner)."""
-        if not self.keys or key is None:
+        (one tenant: the server's owner).
+
+        `named` is the tenant a request names (`named_tenant`). It is trusted from a gateway key,
+        within that gateway's own tenant, and on a server without keys, where everyone is the owner
+        and naming a tenant only narrows what the request shares (a gateway's tenant is a digest of
+        a key no one else holds). From any other key it is ignored.
+        """
+        if not self.keys:
+            return None if named is None else "via:" + named
+        if key is None:
             return None
-        return hashlib.sha256(key.encode(errors="surrogatepass")).hexdigest()[:16]
+        own = hashlib.sha256(key.encode(errors="surrogatepass")).hexdigest()[:16]
+        if named is not None and self._gateways and _among(key, self._gateways):
+            return f"{own}/{named}"
+        return own
+
+
+def _among(key: str, digests: list[bytes]) -> bool:
+    digest = hashlib.sha256(key.encode(errors="surrogatepass")).digest()
+    found = False
+    for known in digests:
+        found |= hmac.compare_digest(digest, known)
+    return found
 
 
 class RateLimiter:

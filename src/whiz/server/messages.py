@@ -367,7 +367,11 @@ def messages_routes(state: ServerState) -> list[BaseRoute]:
             req, key, size = await read(request, MessagesRequest)
             session = request.headers.get("x-session-id") or request.headers.get("x-claude-code-session-id")
             spec = turn_request(
-                req, state.defaults.sampling, session, state.keys.tenant(key), state.defaults.tool_grammar
+                req,
+                state.defaults.sampling,
+                session,
+                state.tenant(key, request.headers),
+                state.defaults.tool_grammar,
             )
             if size > OFF_LOOP_CHARS:  # rendering and tokenizing megabytes would stall other streams
                 turn = await asyncio.to_thread(state.backend.start, spec)

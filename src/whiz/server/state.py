@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING
 
 from starlette.requests import Request
@@ -13,7 +13,7 @@ from whiz.config import ServeSettings
 from whiz.engine.types import SamplingParams
 from whiz.errors import RateLimited
 from whiz.seams import Backend
-from whiz.server.auth import KeyCheck, RateLimiter
+from whiz.server.auth import KeyCheck, RateLimiter, named_tenant
 from whiz.server.browser import BrowserGuard, is_loopback
 from whiz.server.chat import ChatService
 from whiz.server.http import Unavailable, read_body
@@ -59,7 +59,7 @@ class ServerState:
             ttl_s=settings.stored_response_ttl_s,
         )
         self.metrics = Metrics()
-        self.keys = KeyCheck(settings.api_keys)
+        self.keys = KeyCheck(settings.api_keys, settings.gateway_keys)
         self.limiter = RateLimiter(settings.rate_limit_rpm)
         self.max_body_bytes = int(settings.max_body_mb * 1024 * 1024)
         self.browser = BrowserGuard(
@@ -77,6 +77,10 @@ class ServerState:
         """Open WebSocket sessions per tenant key (see `ws_key`)."""
         self.closers: list[Callable[[], Awaitable[None]]] = []
         """What must stop before the app does (a running heal of the browser app), in order."""
+
+    def tenant(self, key: str | None, headers: Mapping[str, str]) -> str | None:
+        """Whose request this is (call after `keys.check(key)`): see `KeyCheck.tenant`."""
+        return self.keys.tenant(key, named_tenant(headers))
 
     def client_key(self, key: str | None, client_host: str | None) -> str:
         """Whom limits count against: a valid key when keys are set, else the client's address

@@ -56,7 +56,7 @@ class Session:
         self.state: Literal["idle", "running", "closed"] = "idle"
         # Bounded: a client that sends faster than turns run gets an error, not unbounded memory.
         self.queue: asyncio.Queue[ResponsesRequest] = asyncio.Queue(maxsize=state.settings.ws_queue_max)
-        self.tenant = state.keys.tenant(key)
+        self.tenant = state.tenant(key, ws.headers)
         self.client_host = ws.client.host if ws.client else None
         self.latest: tuple[str, Conversation] | None = None
         self.current: ResponseRun | None = None
