@@ -33,6 +33,8 @@ class Served:
     root: str
     state: ServerState | None
     engine: Scheduler | None
+    uvicorn: uvicorn.Server | None = None
+    """The in-process server (for tests that reach its connections), when there is one."""
 
 
 class ServerThread:
@@ -84,7 +86,7 @@ def serve_fake() -> Iterator[Callable[..., Served]]:
         server.start()
         started.append((server, engine))
         root = f"http://127.0.0.1:{port}"
-        return Served(f"{root}/v1", root, app.state.whiz, engine)
+        return Served(f"{root}/v1", root, app.state.whiz, engine, server.server)
 
     yield start
     for server, engine in started:

@@ -163,6 +163,12 @@ class LimitSettings(BaseModel):
         description="Longest a request's line and headers may take to arrive, from the connection's "
         "opening or the first byte of its next request; a slower one gets a 408 and the close.",
     )
+    send_timeout_s: float = Field(
+        60,
+        gt=0,
+        description="Longest a client may leave the server's answer unread (its buffers full) before the "
+        "connection is dropped and its turn cancelled (nginx's send_timeout).",
+    )
     keep_alive_s: int = Field(
         5, ge=1, description="Longest an idle keep-alive connection is kept between two requests."
     )

@@ -194,3 +194,35 @@ def test_a_huge_chunked_body_is_refused_at_the_limit(serve_fake, tmp_path: Path,
     # The server read about the limit (plus what the sockets' buffers held), not the 1.2 GB.
     assert sent < 64 * 1024 * 1024
     assert httpx.get(f"{served.root}/health", timeout=10).status_code == 200
+
+
+# -- a client that stops reading ---------------------------------------------------------------------
+
+
+def test_a_stream_no_one_reads_is_dropped_and_its_turn_ends(serve_fake):
+    from .test_websocket import wait_for
+
+    served = serve_fake(lambda _: "x" * 3000, send_timeout_s=0.5)
+    body = b'{"messages": [{"role": "user", "content": "go"}], "max_tokens": 3000, "stream": true}'
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.settimeout(10)
+    sock.connect(address(served))
+    try:
+        # The server's side of the socket gets a small buffer, so a few hundred kB fill it.
+        assert wait_for(lambda: len(served.uvicorn.server_state.connections) == 1, timeout_s=10)
+        for conn in served.uvicorn.server_state.connections:
+            conn.transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        sock.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+        )
+        assert wait_for(lambda: served.engine.status()["active"] == 1, timeout_s=10)
+        # Nothing is read: the buffers fill, and half a second later the server lets go, and the
+        # turn ends before its 3000 tokens.
+        assert wait_for(lambda: served.state.in_flight == 0, timeout_s=60)
+        assert wait_for(lambda: served.engine.status()["active"] == 0, timeout_s=10)
+        assert closed(sock)
+    finally:
+        sock.close()
+    assert httpx.get(f"{served.root}/health", timeout=10).status_code == 200

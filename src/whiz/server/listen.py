@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import uvicorn
 
 from whiz.config import ServeSettings
-from whiz.server.pings import PingBoundProtocol
+from whiz.server.pings import ping_bound_protocol
 from whiz.server.waiting import WaitingConnections, WaitingLimits, waiting_protocol
 
 if TYPE_CHECKING:
@@ -35,6 +35,7 @@ def waiting_limits(settings: ServeSettings) -> WaitingLimits:
         header_timeout_s=settings.header_timeout_s,
         max_waiting_per_address=settings.max_waiting_per_address,
         max_waiting=settings.max_waiting,
+        send_timeout_s=settings.send_timeout_s,
     )
 
 
@@ -48,7 +49,7 @@ def uvicorn_config(app: Any, settings: ServeSettings, **overrides: Any) -> uvico
         port=settings.port,
         log_level="warning",
         http=waiting_protocol(waiting),
-        ws=PingBoundProtocol,
+        ws=ping_bound_protocol(settings.send_timeout_s),
         timeout_graceful_shutdown=settings.shutdown_grace_s,
         limit_concurrency=settings.max_connections,
         timeout_keep_alive=settings.keep_alive_s,

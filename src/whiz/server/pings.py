@@ -6,7 +6,8 @@ before its key was checked (and after the server had sent its close). The server
 wait while the buffer is above its high-water mark (asyncio's flow control); pongs get the same
 rule here: while the client is not reading, a ping gets no pong (RFC 6455 lets an endpoint answer
 only the latest ping), and a client that sends `max_unanswered_pings` of them is disconnected.
-Once the server has sent its close, pings get no pong either.
+Once the server has sent its close, pings get no pong either. A client that reads nothing at
+all for `send_timeout_s` while the server has data for it is let go (`stalls.py`).
 """
 
 from __future__ import annotations
@@ -15,17 +16,40 @@ from typing import Any
 
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
+from whiz.server.stalls import SEND_TIMEOUT_S, StallTimer
+
 MAX_UNANSWERED_PINGS = 64
 
 
 class PingBoundProtocol(WebSocketsSansIOProtocol):
-    """uvicorn's sans-I/O WebSocket protocol with pongs under flow control."""
+    """uvicorn's sans-I/O WebSocket protocol with pongs under flow control and a send timeout
+    (set per server by `ping_bound_protocol`)."""
 
     max_unanswered_pings = MAX_UNANSWERED_PINGS
+
+    send_timeout_s = SEND_TIMEOUT_S
 
     def __init__(self, config: Any, server_state: Any, app_state: dict[str, Any], _loop: Any = None):
         super().__init__(config, server_state, app_state, _loop)
         self.unanswered_pings = 0
+        self.stall = StallTimer(self.loop, self.send_timeout_s, self._drop_unread)
+
+    def pause_writing(self) -> None:
+        self.stall.paused()
+        super().pause_writing()
+
+    def resume_writing(self) -> None:
+        self.stall.resumed()
+        super().resume_writing()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.stall.resumed()
+        super().connection_lost(exc)
+
+    def _drop_unread(self) -> None:
+        if not self.transport.is_closing():
+            self.logger.info("closing a WebSocket that has read nothing for %g s", self.send_timeout_s)
+            self.transport.abort()
 
     def handle_ping(self) -> None:
         if self.writable.is_set() and not self.close_sent:
@@ -39,3 +63,8 @@ class PingBoundProtocol(WebSocketsSansIOProtocol):
         if self.unanswered_pings >= self.max_unanswered_pings and not self.transport.is_closing():
             self.logger.info("closing a WebSocket that sends pings and reads nothing")
             self.transport.abort()
+
+
+def ping_bound_protocol(send_timeout_s: float) -> type[PingBoundProtocol]:
+    """The protocol class for `uvicorn.Config(ws=...)`."""
+    return type("WhizWebSocketProtocol", (PingBoundProtocol,), {"send_timeout_s": send_timeout_s})

@@ -26,6 +26,8 @@ from typing import Any
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from whiz.server.stalls import SEND_TIMEOUT_S, StallTimer
+
 LINGER_S = 2.0
 LINGER_BYTES = 1024 * 1024
 """How long, and how much of the unread body, a connection answered early reads and drops."""
@@ -49,6 +51,8 @@ class WaitingLimits:
     header_timeout_s: float = 10.0
     max_waiting_per_address: int = 64
     max_waiting: int = 2048
+    send_timeout_s: float = SEND_TIMEOUT_S
+    """Longest a client may leave an answer unread (see `stalls.py`)."""
 
 
 class WaitingConnections:
@@ -165,6 +169,7 @@ class WaitingProtocol(H11Protocol):
         self.conn = _HeadWatch(head_bytes, self._head_complete)
         self.address = ""
         self.lingering_bytes: int | None = None
+        self.stall = StallTimer(self.loop, self.waiting.limits.send_timeout_s, self.drop_unread)
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -173,7 +178,22 @@ class WaitingProtocol(H11Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.waiting.start(self)
+        self.stall.resumed()
         super().connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        self.stall.paused()
+        super().pause_writing()
+
+    def resume_writing(self) -> None:
+        self.stall.resumed()
+        super().resume_writing()
+
+    def drop_unread(self) -> None:
+        """The client has read nothing for the send timeout: end the connection (its request and
+        turn end as when a client hangs up)."""
+        if not self.transport.is_closing():
+            self.transport.abort()
 
     def handle_websocket_upgrade(self, event: h11.Request) -> None:
         self.waiting.start(self)  # the WebSocket protocol takes the connection from here
