@@ -1,9 +1,10 @@
 """Write the reference pages that come from the code: `python scripts/gen_docs.py [--check]`.
 
 docs/configuration.md is made from the settings model (`whiz.config.ServeSettings`, one section per
-component) and `whiz serve`'s flags; docs/cli.md from every command's `--help`, at a fixed width and
-without colour, so the pages are the same on every machine. `make docs` runs this;
-tests/test_docs.py fails when a page differs from what this would write. `--check` only compares.
+component) and `whiz serve`'s flags, which are made from it; docs/cli.md from every command's
+`--help`, at a fixed width and without colour, so the pages are the same on every machine.
+`make docs` runs this; tests/test_docs.py fails when a page differs from what this would write.
+`--check` only compares.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 HELP_WIDTH = 100
-LISTS_FROM_ENV = ("api_keys", "upstreams", "allowed_hosts", "allowed_origins")
 
 CONFIGURATION_HEAD = """\
 # Configuration
@@ -25,9 +25,10 @@ flags: edit those, not this page. -->
 
 `whiz serve`'s settings are layered, merged in one place (`whiz.config.load_settings`): the
 defaults, then a TOML file's `[serve]` table (`--config FILE`), then `WHIZ_*` environment
-variables, then flags. Each setting below is a `[serve]` key of the same name and the environment
-variable `WHIZ_<NAME>`; list settings take a comma-separated value there (`WHIZ_API_KEYS=a,b`).
-Settings without a flag are set in the file or the environment only.
+variables, then flags. Each setting below is a `[serve]` key of the same name, the environment
+variable `WHIZ_<NAME>` and a flag of `whiz serve`, whose `--help` lists them under the same
+headings; list settings take a comma-separated value in the environment (`WHIZ_API_KEYS=a,b`)
+and a repeated flag on the command line (`--api-key A --api-key B`).
 
 ```toml
 [serve]
@@ -58,7 +59,7 @@ Every command and its options, as `--help` prints them. What the commands are fo
 
 
 def _serve_flags() -> dict[str, str]:
-    """Each settings field's flag on `whiz serve`, by the field's name."""
+    """Each setting's flag on `whiz serve`, by the setting's name (its option's name too)."""
     import typer
 
     from whiz.cli import app
@@ -66,13 +67,10 @@ def _serve_flags() -> dict[str, str]:
     serve = typer.main.get_command(app).commands["serve"]
     flags: dict[str, str] = {}
     for param in serve.params:
-        opts = [o for o in param.opts if o.startswith("--")]
-        if not opts:
+        if param.param_type_name != "option":
             continue
-        shown = "/".join(opts + list(param.secondary_opts))
-        flags[param.name] = f"`{shown}`"
-        flags.setdefault(param.name + "_s", f"`{shown}`")  # --idle-exit sets idle_exit_s
-        flags.setdefault(param.name + "s", f"`{shown}` (repeatable)")  # --api-key adds to api_keys
+        shown = ", ".join(param.opts) + "".join(f"/{o}" for o in param.secondary_opts)
+        flags[param.name] = f"`{shown}`" + (" (repeatable)" if param.multiple else "")
     return flags
 
 
@@ -95,21 +93,20 @@ def _cell(text: str) -> str:
 
 
 def render_configuration() -> str:
-    from whiz.config import ServeSettings
+    from whiz.commands.settings_options import components
+    from whiz.config import ServeSettings, is_list
 
     flags = _serve_flags()
     parts = [CONFIGURATION_HEAD]
-    for component in ServeSettings.__mro__[1:]:
-        own = component.__dict__.get("__annotations__", {})
-        if not own or component.__module__ != ServeSettings.__module__:
-            continue
-        parts.append(f"\n## {component.__name__}\n\n{_cell(component.__doc__ or '')}\n")
+    for component, names in components(ServeSettings):
+        title = component.model_config.get("title") or component.__name__
+        parts.append(f"\n## {title} (`{component.__name__}`)\n\n{_cell(component.__doc__ or '')}\n")
         parts.append("\n| setting | flag | default | meaning |\n|---|---|---|---|\n")
-        for name in own:
+        for name in names:
             field = ServeSettings.model_fields[name]
-            env = f"`WHIZ_{name.upper()}`" + (" (a,b)" if name in LISTS_FROM_ENV else "")
+            env = f"`WHIZ_{name.upper()}`" + (" (a,b)" if is_list(name) else "")
             meaning = _cell(field.description or "")
-            parts.append(f"| `{name}`, {env} | {flags.get(name, '-')} | {_default(field)} | {meaning} |\n")
+            parts.append(f"| `{name}`, {env} | {flags[name]} | {_default(field)} | {meaning} |\n")
     return "".join(parts)
 
 

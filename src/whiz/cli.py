@@ -9,10 +9,12 @@ import types
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Annotated, get_type_hints
+from typing import Annotated, Any, get_type_hints
 
 import typer
 from rich.console import Console
+
+from whiz.commands.settings_options import settings_command
 
 
 def _leave_out_httpx_cli() -> None:
@@ -50,7 +52,7 @@ def fail(message: str) -> typer.Exit:
     return typer.Exit(2)
 
 
-@app.command()
+@settings_command(app, "whiz.config:ServeSettings")
 def serve(
     action: Annotated[
         str | None,
@@ -60,150 +62,9 @@ def serve(
             show_default=False,
         ),
     ] = None,
-    model: Annotated[
-        str | None, typer.Option(help="Registry name, path to a .gguf, hf:owner/repo/file, or 'fake'.")
-    ] = None,
-    host: Annotated[str | None, typer.Option(help="Address to bind (default 127.0.0.1).")] = None,
-    port: Annotated[int | None, typer.Option(help="Port (default 8321).")] = None,
-    ctx: Annotated[
-        int | None, typer.Option(help="Tokens per conversation (default: the model's trained length).")
-    ] = None,
-    kv_budget_mb: Annotated[
-        int | None, typer.Option(help="Memory for the shared KV cache (default 2048).")
-    ] = None,
-    slots: Annotated[int | None, typer.Option(help="Sessions kept warm at once (default 16).")] = None,
-    threads: Annotated[int | None, typer.Option(help="CPU threads (default: all cores).")] = None,
-    api_key: Annotated[
-        list[str] | None, typer.Option("--api-key", help="Accept this bearer key (repeatable).")
-    ] = None,
-    rate_limit_rpm: Annotated[int | None, typer.Option(help="Requests per minute per key (0 = off).")] = None,
-    speculation: Annotated[
-        bool | None,
-        typer.Option(
-            "--speculation/--no-speculation", help="Draft and verify tokens (output is identical either way)."
-        ),
-    ] = None,
-    max_draft: Annotated[
-        int | None, typer.Option(help="Longest draft verified in one batch (default 32).")
-    ] = None,
-    tool_grammar: Annotated[
-        bool | None,
-        typer.Option(
-            "--tool-grammar/--no-tool-grammar",
-            help="When a request offers tools, decode each call the model starts under a grammar of "
-            "the tools' schemas, so it parses and fits them; text outside calls stays free (default on).",
-        ),
-    ] = None,
     config: Annotated[Path | None, typer.Option(help="TOML file with a [serve] table.")] = None,
-    workspace: Annotated[
-        Path | None,
-        typer.Option(
-            help="Folder the web app at / may browse and edit (nothing outside it is reachable).",
-            exists=True,
-            file_okay=False,
-            resolve_path=True,
-        ),
-    ] = None,
-    test_cmd: Annotated[
-        str | None,
-        typer.Option(help="Command the web app runs in the workspace on request, e.g. 'pytest -q'."),
-    ] = None,
-    draft_model: Annotated[
-        str | None,
-        typer.Option(
-            help="A smaller model with the same tokenizer that drafts tokens for --model "
-            "(e.g. qwen2.5-coder-0.5b for qwen2.5-coder-1.5b); output is unchanged."
-        ),
-    ] = None,
-    # -- upstreams and the gateway --
-    upstream: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--upstream",
-            help="Serve on top of this OpenAI-compatible server (vLLM, llama-server, SGLang, whiz, ...) "
-            "instead of a local model. Repeat it for a gateway: sessions stick to one replica, sick "
-            "replicas leave the rotation, a dead replica's sessions move with their history.",
-        ),
-    ] = None,
-    upstream_key: Annotated[
-        str | None, typer.Option(help="Bearer key for the upstreams (or WHIZ_UPSTREAM_KEY).")
-    ] = None,
-    upstream_model: Annotated[
-        str | None, typer.Option(help="Model id to ask the upstreams for (default: the first each lists).")
-    ] = None,
-    routing: Annotated[
-        str | None,
-        typer.Option(help="affinity (default): a session stays on its replica; round-robin: for comparison."),
-    ] = None,
-    engine_only: Annotated[
-        bool | None,
-        typer.Option(
-            "--engine-only",
-            help="Run a replica for a gateway: the model API only (no web app, no agent endpoints).",
-        ),
-    ] = None,
-    # -- safety and limits (issue 16); the rest are WHIZ_<NAME> or [serve] settings --
-    insecure_no_auth: Annotated[
-        bool | None,
-        typer.Option(
-            "--insecure-no-auth",
-            help="Serve a non-loopback --host without --api-key (refused otherwise): anyone who reaches "
-            "the port may use it.",
-        ),
-    ] = None,
-    allowed_host: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--allowed-host", help="Also answer under this Host name (repeatable; '*' for any name)."
-        ),
-    ] = None,
-    allowed_origin: Annotated[
-        list[str] | None,
-        typer.Option("--allowed-origin", help="Also accept browser requests from this origin (repeatable)."),
-    ] = None,
-    max_output_tokens_default: Annotated[
-        int | None, typer.Option(help="Output cap of a request that sets none (default 4096).")
-    ] = None,
-    max_n: Annotated[int | None, typer.Option(help="Most candidates (n) per request (default 8).")] = None,
-    max_slots_per_key: Annotated[
-        int | None,
-        typer.Option(
-            help="Most slots one API key's requests hold at once; its others wait while other keys' "
-            "start (default: half of --slots; without keys, no cap).",
-        ),
-    ] = None,
-    shutdown_grace_s: Annotated[
-        float | None,
-        typer.Option(help="On SIGTERM, seconds running requests get before they are cancelled (default 3)."),
-    ] = None,
-    max_connections: Annotated[
-        int | None, typer.Option(help="Open connections at once; more get a 503 (default 512).")
-    ] = None,
-    idle_exit: Annotated[
-        float | None,
-        typer.Option(help="Exit after this many seconds without a request (default: never)."),
-    ] = None,
-    prefix_cache: Annotated[
-        bool | None,
-        typer.Option(
-            "--prefix-cache/--no-prefix-cache",
-            help="Save long prompts' KV cache on disk (WHIZ_HOME/kv, at most --prefix-cache-gb) so a "
-            "restart restores them instead of prefilling again (default on).",
-        ),
-    ] = None,
-    prefix_cache_dir: Annotated[
-        Path | None, typer.Option(help="Folder of the prefix cache (default: WHIZ_HOME/kv).")
-    ] = None,
-    prefix_cache_gb: Annotated[
-        float | None,
-        typer.Option(
-            help="Most disk the prefix cache may take, in GiB (default 4; ~12 MB per 1k tokens with the "
-            "0.5B model, least recently used out first; never writes with under 1 GB free)."
-        ),
-    ] = None,
-    prefix_cache_min_tokens: Annotated[
-        int | None, typer.Option(help="Shortest prompt the prefix cache saves (default 1024 tokens).")
-    ] = None,
+    *,
+    flags: dict[str, Any],
 ) -> None:
     """Serve the OpenAI-compatible APIs (Chat Completions, Responses, its WebSocket mode) and the web app.
 
@@ -213,8 +74,8 @@ def serve(
     model stays loaded for the next command; it exits after 15 idle minutes): `whiz serve status`
     lists those, `whiz serve stop` ends them.
 
-    More limits (WebSocket sessions and queues, stored responses) are settings: WHIZ_<NAME> or
-    the [serve] table of --config.
+    Each option is also a key of the `[serve]` table of --config and `WHIZ_<NAME>` in the
+    environment (`WHIZ_KV_BUDGET_MB=8192`); a flag wins over the environment, which wins over the file.
     """
     from whiz.commands.serve import background_status, serve_forever, stop_background
     from whiz.config import load_settings
@@ -226,43 +87,7 @@ def serve(
         raise typer.Exit(background_status() if action == "status" else stop_background())
 
     try:
-        settings = load_settings(
-            config,
-            model=model,
-            host=host,
-            port=port,
-            ctx=ctx,
-            kv_budget_mb=kv_budget_mb,
-            slots=slots,
-            threads=threads,
-            api_keys=api_key,
-            rate_limit_rpm=rate_limit_rpm,
-            speculation=speculation,
-            max_draft=max_draft,
-            tool_grammar=tool_grammar,
-            workspace=workspace,
-            test_cmd=test_cmd,
-            draft_model=draft_model,
-            upstreams=upstream,
-            upstream_key=upstream_key,
-            upstream_model=upstream_model,
-            routing=routing,
-            engine_only=engine_only,
-            insecure_no_auth=insecure_no_auth,
-            allowed_hosts=allowed_host,
-            allowed_origins=allowed_origin,
-            max_output_tokens_default=max_output_tokens_default,
-            max_n=max_n,
-            max_slots_per_key=max_slots_per_key,
-            shutdown_grace_s=shutdown_grace_s,
-            max_connections=max_connections,
-            idle_exit_s=idle_exit,
-            prefix_cache=prefix_cache,
-            prefix_cache_dir=prefix_cache_dir,
-            prefix_cache_gb=prefix_cache_gb,
-            prefix_cache_min_tokens=prefix_cache_min_tokens,
-        )
-        serve_forever(settings, err)
+        serve_forever(load_settings(config, **flags), err)
     except WhizError as exc:
         raise fail(exc.message) from None
 

@@ -4,12 +4,23 @@ from __future__ import annotations
 
 import os
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, get_args, get_origin
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from whiz.errors import InvalidRequest
+
+
+@dataclass(frozen=True)
+class Flag:
+    """How a setting is spelled on the command line where `--<name>` is not the whole story
+    (`Annotated[list[str], Flag("--api-key")]`): a list's flag names one item and is repeated,
+    and `also` keeps an older spelling working."""
+
+    name: str | None = None
+    also: tuple[str, ...] = ()
 
 
 class UpstreamSpec(BaseModel):
@@ -25,6 +36,8 @@ class UpstreamSpec(BaseModel):
 
 class EngineSettings(BaseModel):
     """The model and the engine that runs it: what decides what the KV cache holds and how fast it is."""
+
+    model_config = ConfigDict(title="Model and engine")
 
     model: str = Field(
         "qwen2.5-coder-0.5b", description="Registry name, .gguf path, hf:owner/repo/file, or 'fake'."
@@ -79,6 +92,8 @@ class EngineSettings(BaseModel):
 class SamplingSettings(BaseModel):
     """How tokens are chosen when a request does not say."""
 
+    model_config = ConfigDict(title="Sampling")
+
     temperature: float = Field(0.7, description="Sampling temperature when a request sets none.")
     top_p: float = Field(0.8, description="Nucleus sampling when a request sets none.")
     top_k: int = Field(20, description="Top-k sampling (not part of OpenAI's API).")
@@ -93,19 +108,23 @@ class SamplingSettings(BaseModel):
 class HttpSettings(BaseModel):
     """Where the server listens, who may use it, and for how long it runs."""
 
+    model_config = ConfigDict(title="Listening and access")
+
     host: str = Field("127.0.0.1", description="Address to bind; loopback by default.")
     port: int = Field(8321, description="TCP port.")
     model_name: str | None = Field(
         None, description="Model id reported by the API (default: the --model value)."
     )
-    api_keys: list[str] = Field(default_factory=list, description="Accepted bearer keys; none means no auth.")
+    api_keys: Annotated[list[str], Flag("--api-key")] = Field(
+        default_factory=list, description="Accepted bearer keys; none means no auth."
+    )
     rate_limit_rpm: int = Field(0, description="Requests per minute per key (0: unlimited).")
-    allowed_hosts: list[str] = Field(
+    allowed_hosts: Annotated[list[str], Flag("--allowed-host")] = Field(
         default_factory=list,
         description="Host names the server answers under, besides loopback names and --host (and, for "
         "a wildcard bind, this machine's names and addresses); '*' allows any.",
     )
-    allowed_origins: list[str] = Field(
+    allowed_origins: Annotated[list[str], Flag("--allowed-origin")] = Field(
         default_factory=list,
         description="Browser origins (scheme://host:port) allowed besides the server's own pages.",
     )
@@ -114,7 +133,7 @@ class HttpSettings(BaseModel):
         description="Allow a non-loopback --host without --api-key: anyone who reaches the port may "
         "spend its compute.",
     )
-    idle_exit_s: float = Field(
+    idle_exit_s: Annotated[float, Flag(also=("--idle-exit",))] = Field(
         0,
         description="Exit after this many seconds without a request (0: never); background servers use 900.",
     )
@@ -128,6 +147,8 @@ class HttpSettings(BaseModel):
 class LimitSettings(BaseModel):
     """Bounds that keep one client from knocking the server over (OpenAI's published limits where
     it has them, nginx's and uvicorn's defaults elsewhere)."""
+
+    model_config = ConfigDict(title="Limits")
 
     max_body_mb: float = Field(16, description="Largest request body accepted.")
     max_output_tokens_default: int = Field(
@@ -164,6 +185,8 @@ class LimitSettings(BaseModel):
 class WebSettings(BaseModel):
     """The browser app's workspace: what the page may browse, edit and test."""
 
+    model_config = ConfigDict(title="Web app")
+
     workspace: Path | None = Field(
         None, description="Folder the web app may browse and edit (nothing outside it is reachable)."
     )
@@ -178,7 +201,9 @@ class WebSettings(BaseModel):
 class GatewaySettings(BaseModel):
     """Serving on top of other engines (`whiz serve --upstream`), one or several."""
 
-    upstreams: list[str | UpstreamSpec] = Field(
+    model_config = ConfigDict(title="Upstreams and gateway")
+
+    upstreams: Annotated[list[str | UpstreamSpec], Flag("--upstream")] = Field(
         default_factory=list,
         description="OpenAI-compatible servers to serve on top of instead of a local model; several make "
         "whiz a gateway with session affinity, health checks and failover.",
@@ -205,9 +230,19 @@ class GatewaySettings(BaseModel):
 class ServeSettings(
     EngineSettings, SamplingSettings, HttpSettings, LimitSettings, WebSettings, GatewaySettings
 ):
-    """Everything `whiz serve` can be told: the components above, composed. Each field is also
-    `WHIZ_<NAME>` and `--<name>`, and a `[serve]` key in a config file; code that needs one part
-    takes that component (the engine factory takes `EngineSettings`, say)."""
+    """Everything `whiz serve` can be told: the components above, composed. Each field is a `[serve]`
+    key in a config file, `WHIZ_<NAME>` in the environment and `--<name>` on the command line (a
+    list's flag names one item: its `Flag`); `whiz serve`'s options are made from these fields, so
+    their help and defaults are the descriptions and defaults here, under their component's title.
+    Code that needs one part takes that component (the engine factory takes `EngineSettings`, say)."""
+
+    model_config = ConfigDict(title="whiz serve")
+
+
+def is_list(name: str) -> bool:
+    """Whether the setting `name` holds a list (`WHIZ_<NAME>=a,b` in the environment)."""
+    hint = ServeSettings.model_fields[name].annotation
+    return get_origin(hint) is list or any(get_origin(a) is list for a in get_args(hint))
 
 
 def env_overrides(prefix: str = "WHIZ_") -> dict[str, Any]:
@@ -217,8 +252,7 @@ def env_overrides(prefix: str = "WHIZ_") -> dict[str, Any]:
         value = os.environ.get(prefix + name.upper())
         if value is None or value == "":
             continue
-        listed = name in ("api_keys", "upstreams", "allowed_hosts", "allowed_origins")
-        out[name] = [k.strip() for k in value.split(",") if k.strip()] if listed else value
+        out[name] = [k.strip() for k in value.split(",") if k.strip()] if is_list(name) else value
     return out
 
 
