@@ -48,7 +48,9 @@ err = Console(stderr=True)
 
 
 def fail(message: str) -> typer.Exit:
-    err.print(f"[red]error:[/red] {message}")
+    from rich.markup import escape
+
+    err.print(f"[red]error:[/red] {escape(message)}")  # "[serve]" in a message is text, not markup
     return typer.Exit(2)
 
 

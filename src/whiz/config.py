@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 import tomllib
 from dataclasses import dataclass
@@ -256,12 +257,31 @@ def env_overrides(prefix: str = "WHIZ_") -> dict[str, Any]:
     return out
 
 
+def file_settings(path: Path) -> dict[str, Any]:
+    """The `[serve]` table of a TOML config file. A file that cannot be read, or a key that is no
+    setting (which would leave the default in force without a word), is an InvalidRequest naming it."""
+    try:
+        with open(path, "rb") as f:
+            table = tomllib.load(f).get("serve", {})
+    except OSError as exc:
+        raise InvalidRequest(f"Cannot read the config file {path}: {exc.strerror}.", param="config") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise InvalidRequest(f"The config file {path} is not valid TOML: {exc}.", param="config") from None
+    if not isinstance(table, dict):
+        raise InvalidRequest(f"In {path}, [serve] must be a table of settings.", param="config")
+    for key in table:
+        if key not in ServeSettings.model_fields:
+            like = difflib.get_close_matches(key, ServeSettings.model_fields, n=1)
+            hint = f" (did you mean '{like[0]}'?)" if like else ""
+            raise InvalidRequest(f"Unknown setting '{key}' in the [serve] table of {path}{hint}.", param=key)
+    return table
+
+
 def load_settings(config_file: Path | None = None, **flags: Any) -> ServeSettings:
     """Merge the layers: defaults < config file ([serve] table) < environment < flags (None = unset)."""
     merged: dict[str, Any] = {}
     if config_file is not None:
-        with open(config_file, "rb") as f:
-            merged.update(tomllib.load(f).get("serve", {}))
+        merged.update(file_settings(config_file))
     merged.update(env_overrides())
     merged.update({k: v for k, v in flags.items() if v is not None and v != []})
     try:
