@@ -51,3 +51,10 @@ def test_the_message_keeps_its_brackets(tmp_path):
     config.write_text("[serve]\nkv_budget = 8192\n")
     result = runner.invoke(app, ["serve", "--config", str(config)], terminal_width=300)
     assert result.exit_code == 2 and "in the [serve] table" in " ".join(result.output.split())
+
+
+def test_a_relative_workspace_is_taken_from_where_whiz_started(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert load_settings(workspace="project").workspace == tmp_path / "project"
+    assert load_settings(workspace="~/project").workspace == tmp_path / "home" / "project"

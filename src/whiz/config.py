@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from whiz.errors import InvalidRequest
 
@@ -197,6 +197,12 @@ class WebSettings(BaseModel):
         "healing runs it in each candidate's copy.",
     )
     test_timeout_s: float = Field(300, description="Longest a --test-cmd run may take before it is killed.")
+
+    @field_validator("workspace")
+    @classmethod
+    def _absolute(cls, path: Path | None) -> Path | None:
+        """A relative folder (or ~) is taken from where whiz started, as it would be on the command line."""
+        return None if path is None else path.expanduser().resolve()
 
 
 class GatewaySettings(BaseModel):
