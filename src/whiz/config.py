@@ -52,7 +52,9 @@ class EngineSettings(BaseModel):
     slots: int = Field(16, description="KV sequences: sessions kept warm at once.")
     threads: int | None = Field(None, description="CPU threads for llama.cpp (default: all cores).")
     speculation: bool = Field(
-        True, description="Draft tokens (prediction, prompt lookup) and verify them in batches."
+        True,
+        description="Draft tokens (prediction, prompt lookup) and verify them in batches; the output is "
+        "the same either way.",
     )
     max_draft: int = Field(32, description="Longest draft verified in one batch.")
     max_slots_per_key: int | None = Field(
@@ -131,8 +133,8 @@ class HttpSettings(BaseModel):
     )
     insecure_no_auth: bool = Field(
         False,
-        description="Allow a non-loopback --host without --api-key: anyone who reaches the port may "
-        "spend its compute.",
+        description="Allow a non-loopback --host without --api-key (refused otherwise): anyone who "
+        "reaches the port may spend its compute.",
     )
     idle_exit_s: Annotated[float, Flag(also=("--idle-exit",))] = Field(
         0,
@@ -189,7 +191,7 @@ class WebSettings(BaseModel):
     model_config = ConfigDict(title="Web app")
 
     workspace: Path | None = Field(
-        None, description="Folder the web app may browse and edit (nothing outside it is reachable)."
+        None, description="Folder the web app at / may browse and edit (nothing outside it is reachable)."
     )
     test_cmd: str | None = Field(
         None,
@@ -212,8 +214,9 @@ class GatewaySettings(BaseModel):
 
     upstreams: Annotated[list[str | UpstreamSpec], Flag("--upstream")] = Field(
         default_factory=list,
-        description="OpenAI-compatible servers to serve on top of instead of a local model; several make "
-        "whiz a gateway with session affinity, health checks and failover.",
+        description="OpenAI-compatible servers (vLLM, llama-server, SGLang, another whiz, ...) to serve on "
+        "top of instead of a local model. Several make whiz a gateway: a session stays on one replica, "
+        "sick replicas leave the rotation, and a dead replica's sessions move with their history.",
     )
     upstream_key: str | None = Field(None, description="Bearer key sent to every upstream without its own.")
     upstream_model: str | None = Field(
@@ -226,7 +229,9 @@ class GatewaySettings(BaseModel):
         5.0, description="Longest to wait for an upstream's connection."
     )
     routing: Literal["affinity", "round-robin"] = Field(
-        "affinity", description="affinity: a session stays on one replica; round-robin: every turn moves on."
+        "affinity",
+        description="affinity: a session stays on one replica; round-robin (for comparison): every turn "
+        "moves on.",
     )
     health_interval_s: float = Field(2.0, description="Seconds between health checks of each upstream.")
     engine_only: bool = Field(
