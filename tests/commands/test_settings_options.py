@@ -48,6 +48,7 @@ def served(monkeypatch):
 def test_each_setting_is_an_option_with_its_description_and_default(name):
     field = ServeSettings.model_fields[name]
     option = serve_options().get(name)
+    assert field.description, f"ServeSettings.{name} has no description: its help would be empty"
     assert option is not None, f"ServeSettings.{name} has no `whiz serve` option"
     assert option.help is not None and option.help.startswith(field.description)
     default = field.get_default(call_default_factory=True)
@@ -80,6 +81,20 @@ def test_each_option_sets_the_setting_it_is_named_after(name, served):
     assert option is not None, f"ServeSettings.{name} has no `whiz serve` option"
     args, value = sample(name, option)
     assert getattr(served(*args), name) == value
+
+
+@pytest.mark.parametrize("name", FIELDS)
+def test_each_setting_is_read_from_the_environment(name, served, monkeypatch):
+    args, value = sample(name, serve_options()[name])
+    text = (
+        ",".join(value)
+        if isinstance(value, list)
+        else str(value).lower()
+        if isinstance(value, bool)
+        else args[-1]
+    )
+    monkeypatch.setenv(f"WHIZ_{name.upper()}", text)
+    assert getattr(served(), name) == value
 
 
 def test_the_help_shows_the_defaults_the_server_uses():
