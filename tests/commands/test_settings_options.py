@@ -18,11 +18,12 @@ from whiz.config import ServeSettings
 
 runner = CliRunner()
 FIELDS = list(ServeSettings.model_fields)
+WHIZ = typer.main.get_command(app)  # made once: the tests below only parse
 
 
 def serve_options() -> dict[str, Any]:
     """`whiz serve`'s options by name (typer's click objects: typer may ship its own click)."""
-    serve = typer.main.get_command(app).commands["serve"]
+    serve = WHIZ.commands["serve"]
     return {p.name: p for p in serve.params if p.param_type_name == "option" and p.name}
 
 
@@ -37,8 +38,7 @@ def served(monkeypatch):
         monkeypatch.delenv(f"WHIZ_{name.upper()}", raising=False)
 
     def serve(*args: str) -> ServeSettings:
-        result = runner.invoke(app, ["serve", *args])
-        assert result.exit_code == 0, result.output
+        WHIZ.main(["serve", *args], prog_name="whiz", standalone_mode=False)
         return seen.pop()
 
     return serve
