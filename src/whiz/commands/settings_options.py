@@ -35,9 +35,7 @@ def components(model: type[BaseModel]) -> list[tuple[type[BaseModel], list[str]]
     found: list[tuple[type[BaseModel], list[str]]] = []
     seen: set[str] = set()
     for cls in model.__mro__:
-        own = [
-            n for n in cls.__dict__.get("__annotations__", {}) if n in model.model_fields and n not in seen
-        ]
+        own = [n for n in inspect.get_annotations(cls) if n in model.model_fields and n not in seen]
         if own:
             found.append((cls, own))
             seen.update(own)
