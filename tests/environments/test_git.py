@@ -3,6 +3,7 @@ the repository, whiz's environment or the user's global config names."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -53,8 +54,9 @@ def test_a_refusal_is_none_unless_the_caller_reads_the_status(repo: Path):
     assert done is not None and done.returncode != 0
 
 
-def test_git_missing_is_none_not_an_exception(repo: Path, monkeypatch):
-    monkeypatch.setenv("PATH", str(repo))  # no git on it
+def test_git_missing_is_none_not_an_exception(repo: Path, tmp_path: Path, monkeypatch):
+    (tmp_path / "bin").mkdir()
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))  # no git on it
     found = Repository.at(repo)
     assert found is not None and found.run("status") is None
 
@@ -107,6 +109,29 @@ def test_the_users_global_config_runs_nothing(repo: Path, tmp_path: Path, monkey
     found = Repository.at(repo)
     assert found is not None and found.run("ls-files") is not None
     assert not marker.exists()
+
+
+def test_a_git_written_in_the_work_tree_is_not_the_git_that_runs(repo: Path, tmp_path: Path, monkeypatch):
+    marker = tmp_path / "MARKER"
+    for folder in (repo, repo / ".venv" / "bin"):
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "git").write_text(f"#!/bin/sh\ntouch {marker}\n")
+        (folder / "git").chmod(0o755)
+    # A PATH with the current folder on it, and a virtual environment of the workspace activated.
+    monkeypatch.setenv("PATH", os.pathsep.join([".", "", str(repo / ".venv" / "bin"), os.environ["PATH"]]))
+    found = Repository.at(repo)
+    assert found is not None and found.run("ls-files") is not None
+    assert not marker.exists()
+
+
+def test_a_config_that_includes_a_file_outside_the_git_folder_is_not_used(repo: Path, tmp_path: Path):
+    # The included file could change between whiz reading the config and git running the command.
+    (repo / "extra.cfg").write_text("[core]\n\tquotepath = false\n")
+    plain_git(repo, "config", "include.path", "../extra.cfg")
+    found = Repository.at(repo)
+    assert found is not None and found.run("ls-files") is None
+    plain_git(repo, "config", "--unset", "include.path")
+    assert found.run("ls-files") is not None
 
 
 def hostile_repository(root: Path, markers: Path) -> None:

@@ -9,9 +9,11 @@ and runs what it names: `core.fsmonitor`, hooks, filter and diff drivers. So eve
 
 - names its repository outright (`--git-dir`, `--work-tree`): the `.git` at the top of the folder
   whiz was given, and no other (`Repository.at`); git never searches for one;
-- reads no system or global config, and no `GIT_*` variable from whiz's own environment;
+- reads no system or global config, no `GIT_*` variable from whiz's own environment, and no
+  repository config that includes a file from outside the git folder;
 - pins, above whatever the repository's config says, each setting that runs a program for the
-  commands whiz uses (`PINNED`, and the drivers the repository defines: `_driver_overrides`).
+  commands whiz uses (`PINNED`, and the drivers the repository defines: `_driver_overrides`);
+- starts the `git` found on PATH's absolute folders outside the work tree, never one written there.
 
 A failure is an answer ("no"), never an exception: stdin is closed so git never waits on a prompt,
 and each call has a timeout so a hung git (a lock, a network filesystem) cannot hang whiz.
@@ -20,6 +22,7 @@ and each call has a timeout so a hung git (a lock, a network filesystem) cannot 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -115,14 +118,42 @@ class Repository:
     ) -> subprocess.CompletedProcess[bytes] | None:
         """Run `git ARGS` on this repository. None when git cannot run or times out, and, with
         `check`, when it exits non-zero (without `check` the caller reads the exit status)."""
-        named = (f"--git-dir={self.git_dir}", f"--work-tree={self.work_tree}")
-        listed = _run(
-            [*named, "config", "--list", "-z"], self.work_tree, self.work_tree.parent, PINNED, timeout
-        )
+        config = self._pinned_config(timeout)
+        if config is None:
+            return None
+        return _finish(self._git(list(args), config, timeout), check)
+
+    def _pinned_config(self, timeout: float) -> dict[str, str] | None:
+        """PINNED, and an empty command for each driver the repository's config defines. None where
+        that config reads a file outside the git folder (an include): one the work tree's side
+        could change between this reading and the command."""
+        listed = self._git(["config", "--list", "--show-origin", "-z"], PINNED, timeout)
         if listed is None or listed.returncode != 0:
             return None
-        config = {**PINNED, **_driver_overrides(listed.stdout)}
-        return _finish(_run([*named, *args], self.work_tree, self.work_tree.parent, config, timeout), check)
+        fields = listed.stdout.split(b"\0")
+        origins, entries = fields[0:-1:2], fields[1::2]
+        homes = self._git_dirs()
+        for origin in origins:
+            kind, _, where = origin.decode("utf-8", errors="surrogateescape").partition(":")
+            if kind == "command line":
+                continue
+            if kind != "file" or not any(Path(where).resolve().is_relative_to(home) for home in homes):
+                return None
+        return {**PINNED, **_driver_overrides(entries)}
+
+    def _git_dirs(self) -> list[Path]:
+        """The git folder, and the common one a linked worktree's `commondir` names."""
+        try:
+            common = (self.git_dir / "commondir").read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            return [self.git_dir]
+        return [self.git_dir, (self.git_dir / common).resolve()]
+
+    def _git(
+        self, args: list[str], config: Mapping[str, str], timeout: float
+    ) -> subprocess.CompletedProcess[bytes] | None:
+        named = [f"--git-dir={self.git_dir}", f"--work-tree={self.work_tree}"]
+        return _run([*named, *args], self.work_tree, self.work_tree.parent, config, timeout)
 
 
 def run_outside_repositories(
@@ -140,11 +171,12 @@ def _looks_like_git_dir(path: Path) -> bool:
     return (path / "HEAD").is_file() and ((path / "objects").is_dir() or (path / "commondir").is_file())
 
 
-def _driver_overrides(listing: bytes) -> dict[str, str]:
-    """Empty commands for each filter, diff and merge driver `git config --list -z` names; filters
-    are made optional too, so that one left without its command is skipped rather than fatal."""
+def _driver_overrides(entries: list[bytes]) -> dict[str, str]:
+    """Empty commands for each filter, diff and merge driver named in `entries` (`key\\nvalue`, as
+    `git config --list -z` prints them); filters are made optional too, so that one left without
+    its command is skipped rather than fatal."""
     overrides = {}
-    for entry in listing.split(b"\0"):
+    for entry in entries:
         key = entry.partition(b"\n")[0].decode("utf-8", errors="surrogateescape")
         section, _, rest = key.partition(".")
         name, _, _variable = rest.rpartition(".")
@@ -156,9 +188,18 @@ def _driver_overrides(listing: bytes) -> dict[str, str]:
     return overrides
 
 
-def _environment(ceiling: Path, config: Mapping[str, str]) -> dict[str, str]:
+def _search_path(cwd: Path) -> str:
+    """PATH's absolute folders outside `cwd`'s tree, for finding git and for git's own use: a
+    relative entry (`.`, an empty one) or one in the work tree (an activated `.venv/bin`) would
+    find a `git` (or a `sh`) that was written there."""
+    folders = os.environ.get("PATH", os.defpath).split(os.pathsep)
+    return os.pathsep.join(f for f in folders if os.path.isabs(f) and not Path(f).is_relative_to(cwd))
+
+
+def _environment(search_path: str, ceiling: Path, config: Mapping[str, str]) -> dict[str, str]:
     env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_")}
     env.update(ENVIRONMENT)
+    env["PATH"] = search_path
     env["GIT_CEILING_DIRECTORIES"] = str(ceiling)
     env["GIT_CONFIG_COUNT"] = str(len(config))
     for index, (key, value) in enumerate(config.items()):
@@ -170,11 +211,15 @@ def _environment(ceiling: Path, config: Mapping[str, str]) -> dict[str, str]:
 def _run(
     args: list[str], cwd: Path, ceiling: Path, config: Mapping[str, str], timeout: float
 ) -> subprocess.CompletedProcess[bytes] | None:
+    search_path = _search_path(cwd)
+    program = shutil.which("git", path=search_path) if search_path else None
+    if program is None:
+        return None
     try:
         return subprocess.run(
-            ["git", *args],
+            [program, *args],
             cwd=cwd,
-            env=_environment(ceiling, config),
+            env=_environment(search_path, ceiling, config),
             capture_output=True,
             stdin=subprocess.DEVNULL,
             timeout=timeout,
