@@ -113,3 +113,24 @@ async def test_a_repository_planted_in_a_plain_workspace_runs_nothing_on_the_nex
         assert copy.read_text("greet.py") == "changed = True\n"
     assert Workspace(project).list_files() == [".gitattributes", "README.md", "greet.py"]
     assert not marker.exists(), "whiz's git ran a program the repository's config names"
+
+
+async def test_a_repository_a_confined_command_makes_runs_nothing_on_the_next_list_or_copy(
+    project: Path, tmp_path: Path
+):
+    # The plant made in the sandbox, as a model's command would. Where the sandbox keeps `.git`
+    # from being made, nothing is planted and nothing can run; where it lets the command through,
+    # whiz's own git must still run none of it.
+    marker = tmp_path / "MARKER"
+    hook = ".git/hooks/post-checkout"
+    hook = f"printf '#!/bin/sh\\ntouch {marker}\\n' > {hook}; chmod +x {hook}"
+    plant = (
+        f"RUN git init -q && git config core.fsmonitor 'touch {marker}; :' && {hook} && git add -A"
+        " && git -c user.email=m@example.com -c user.name=m commit -qm planted"
+    )
+    h = Harness(project, [plant, "LIST .", "Done."], tmp_path / "undo", approval="full-auto")
+    await h.agent.run("Set the project up.")
+    assert "greet.py" in listed(h, 2)
+    with isolated_copy(project) as copy:
+        assert copy.read_text("greet.py") is not None
+    assert not marker.exists(), "whiz's git ran a program a confined command planted"
