@@ -75,6 +75,9 @@ def test_only_a_folders_own_git_folder_makes_it_a_repository(repo: Path, tmp_pat
     shutil.copytree(repo / "evil", ws / "evil")
     (ws / ".git").write_text("gitdir: evil\n")
     assert Repository.at(ws) is None
+    # ...nor one that a git folder's `commondir` names (its config would be the work tree's file).
+    (repo / ".git" / "commondir").write_text("../evil\n")
+    assert Repository.at(repo) is None
 
 
 def test_a_linked_worktree_is_a_repository_through_its_gitdir_file(repo: Path, tmp_path: Path):
@@ -124,7 +127,7 @@ def test_a_git_written_in_the_work_tree_is_not_the_git_that_runs(repo: Path, tmp
     assert not marker.exists()
 
 
-def test_a_config_that_includes_a_file_outside_the_git_folder_is_not_used(repo: Path, tmp_path: Path):
+def test_a_config_read_from_outside_the_git_folder_is_not_used(repo: Path, tmp_path: Path):
     # The included file could change between whiz reading the config and git running the command.
     (repo / "extra.cfg").write_text("[core]\n\tquotepath = false\n")
     plain_git(repo, "config", "include.path", "../extra.cfg")
@@ -132,6 +135,11 @@ def test_a_config_that_includes_a_file_outside_the_git_folder_is_not_used(repo: 
     assert found is not None and found.run("ls-files") is None
     plain_git(repo, "config", "--unset", "include.path")
     assert found.run("ls-files") is not None
+    # The same for a config that is a link to a file of the work tree.
+    (repo / "config.txt").write_bytes((repo / ".git" / "config").read_bytes())
+    (repo / ".git" / "config").unlink()
+    (repo / ".git" / "config").symlink_to(repo / "config.txt")
+    assert found.run("ls-files") is None
 
 
 def hostile_repository(root: Path, markers: Path) -> None:

@@ -91,8 +91,9 @@ class Repository:
     def at(cls, top: Path) -> Repository | None:
         """The repository whose top level is `top` (through `top/.git`, a folder or a `gitdir:`
         file), or None: where there is no `.git` there, where it is not a git folder, and where
-        it leads to another folder inside `top` (the work tree's own files are not its git folder).
-        A folder below a repository's top is no top: whiz runs no git for it."""
+        it (or the common folder a worktree's `commondir` names) leads to another folder inside
+        `top`: the work tree's files, which the model edits, are not its git folder. A folder
+        below a repository's top is no top: whiz runs no git for it."""
         top = Path(top).resolve()
         dot = top / ".git"
         try:
@@ -107,11 +108,12 @@ class Repository:
                 return None
         except (OSError, UnicodeDecodeError, RuntimeError):
             return None
-        if git_dir != dot and git_dir.is_relative_to(top):
-            return None
         if not _looks_like_git_dir(git_dir):
             return None
-        return cls(top, git_dir)
+        found = cls(top, git_dir)
+        if any(home != dot and home.is_relative_to(top) for home in found._git_dirs()):
+            return None
+        return found
 
     def run(
         self, *args: str, check: bool = True, timeout: float = GIT_TIMEOUT_S
