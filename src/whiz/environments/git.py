@@ -10,7 +10,7 @@ and runs what it names: `core.fsmonitor`, hooks, filter and diff drivers. So eve
 - names its repository outright (`--git-dir`, `--work-tree`): the `.git` at the top of the folder
   whiz was given, and no other (`Repository.at`); git never searches for one;
 - reads no system or global config, no `GIT_*` variable from whiz's own environment, and no
-  repository config that includes a file from outside the git folder;
+  repository config read from a file outside the git folder (an include, a link);
 - pins, above whatever the repository's config says, each setting that runs a program for the
   commands whiz uses (`PINNED`, and the drivers the repository defines: `_driver_overrides`);
 - starts the `git` found on PATH's absolute folders outside the work tree, never one written there.
@@ -73,7 +73,7 @@ ENVIRONMENT: Mapping[str, str] = {
     "GIT_TERMINAL_PROMPT": "0",
     "GIT_PAGER": "cat",
     "GIT_NO_LAZY_FETCH": "1",
-    # whiz only reads: it leaves the user's index as it found it.
+    # No opportunistic index refresh: whiz's questions leave the user's index as they found it.
     "GIT_OPTIONAL_LOCKS": "0",
     # Paths whiz passes are names, never patterns.
     "GIT_LITERAL_PATHSPECS": "1",
