@@ -191,6 +191,30 @@ def test_a_heal_copy_of_a_hostile_repository_runs_nothing(repo: Path, tmp_path: 
     assert sorted(p.name for p in markers.iterdir()) == []
 
 
+def test_a_repository_planted_where_a_submodule_goes_runs_nothing_in_a_heal_copy(repo: Path, tmp_path: Path):
+    # A clone can hold a submodule entry without its repository; a command run in the workspace
+    # can then put one there, with a filter on every file, and leave a file git must re-read.
+    marker = tmp_path / "MARKER"
+    inner = tmp_path / "inner"
+    inner.mkdir()
+    plain_git(inner, "init", "-q")
+    (inner / "f").write_text("f\n")
+    plain_git(inner, "add", "-A")
+    plain_git(inner, "commit", "-qm", "inner")
+    commit = plain_git(inner, "rev-parse", "HEAD").stdout.strip()
+    plain_git(repo, "update-index", "--add", "--cacheinfo", f"160000,{commit},sub")
+    (repo / ".gitmodules").write_text('[submodule "sub"]\n\tpath = sub\n\turl = ../inner\n')
+    plain_git(repo, "add", ".gitmodules")
+    plain_git(repo, "commit", "-qm", "a submodule")
+    shutil.copytree(inner, repo / "sub")
+    plain_git(repo / "sub", "config", "filter.evil.clean", f"touch {marker}; cat")
+    (repo / "sub" / ".gitattributes").write_text("* filter=evil\n")
+    os.utime(repo / "sub" / "f", (0, 0))
+    with isolated_copy(repo) as copy:
+        assert copy.kind == "git-worktree"
+    assert not marker.exists()
+
+
 def test_the_hostile_repository_does_run_its_programs_under_plain_git(repo: Path, tmp_path: Path):
     # What the test above holds back: the same repository, asked by git the way whiz used to.
     markers = tmp_path / "markers"

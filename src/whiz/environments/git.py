@@ -49,8 +49,10 @@ PINNED: Mapping[str, str] = {
     "core.pager": "cat",
     "core.editor": "false",
     "sequence.editor": "false",
-    # `worktree add` would otherwise check submodules out, each with its own config.
+    # A submodule is a repository of its own, with its own config and drivers: `worktree add`
+    # would check it out, and `diff` asks it for its status with a git started in it.
     "submodule.recurse": "false",
+    "diff.ignoreSubmodules": "all",
     "gc.auto": "0",
     "maintenance.auto": "false",
 }

@@ -166,8 +166,18 @@ def _sync_dirty(repo: Repository, tree: Path) -> None:
     and not changed since is as much part of the working tree as an unstaged edit.
     """
     top = repo.work_tree
+    # A submodule is asked for its own status by a git started in it, under that repository's
+    # config: its drivers are not among those pinned here. Its changes are not copied anyway.
     changed = repo.run(
-        "diff", "--name-only", "--no-renames", "--no-ext-diff", "--no-textconv", "-z", "HEAD", "--"
+        "diff",
+        "--name-only",
+        "--no-renames",
+        "--no-ext-diff",
+        "--no-textconv",
+        "--ignore-submodules=all",
+        "-z",
+        "HEAD",
+        "--",
     )
     untracked = repo.run("ls-files", "-z", "--others", "--exclude-standard")
     if changed is None or untracked is None:
