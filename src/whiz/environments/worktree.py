@@ -45,7 +45,7 @@ class IsolatedCopy:
     path: Path
     kind: Literal["git-worktree", "copy"]
     _holder: Path
-    """The temporary folder to delete (for a worktree of a subfolder, the worktree's root)."""
+    """The temporary folder to delete."""
     _repo: Repository | None = None
     """The repository the copy is a worktree of."""
 
