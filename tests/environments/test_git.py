@@ -216,11 +216,13 @@ def test_a_repository_planted_where_a_submodule_goes_runs_nothing_in_a_heal_copy
 
 
 def test_the_hostile_repository_does_run_its_programs_under_plain_git(repo: Path, tmp_path: Path):
-    # What the test above holds back: the same repository, asked by git the way whiz used to.
+    # What the test above holds back: the same repository, asked by git the way whiz used to (with
+    # git's defaults: this machine's own settings could hold some of it back).
     markers = tmp_path / "markers"
     hostile_repository(repo, markers)
-    plain_git(repo, "worktree", "add", "-q", "--detach", str(tmp_path / "wt"), "HEAD")
-    plain_git(repo / "evil", "ls-files")
+    defaults = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null"}
+    plain_git(repo, "worktree", "add", "-q", "--detach", str(tmp_path / "wt"), "HEAD", env=defaults)
+    plain_git(repo / "evil", "ls-files", env=defaults)
     ran = {p.name for p in markers.iterdir()}
     assert {"fsmonitor", "smudge", "post-checkout", "planted-fsmonitor"} <= ran
 
