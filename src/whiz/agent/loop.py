@@ -246,6 +246,7 @@ class Agent:
         self._unstuck()
         self._fresh_budget()
         first = not any(i.get("role") == "user" for i in self.items)
+        self.tools.secrets.grant_named(task)  # the user asked for that file by name
         text, attached = task_message(self.ws, task, code_tokens=self.config.code_tokens, first=first)
         self._turn_start = len(self.items)
         self.context.note_turn(task)
@@ -345,6 +346,7 @@ class Agent:
     async def query(self) -> Reply:
         while self._steering:
             text = self._steering.popleft()
+            self.tools.secrets.grant_named(text)
             self.items.append({"type": "message", "role": "user", "content": text})
             self.emit.single("user_message", text=text)
         if self.stats.model_calls >= self.config.max_steps:

@@ -109,7 +109,8 @@ def system_prompt(
 
 MAX_ATTACHED_FILES = 3
 MAX_ATTACHED_CHARS = 24_000
-_PATHISH = re.compile(r"[\w./-]+\.\w+")
+_PATHISH = re.compile(r"[\w./-]*\.\w+")
+"""A path or file name as a task writes it: `src/app.py`, `app.py`, `.env`."""
 
 
 def mentioned_files(ws: Workspace, task: str) -> list[str]:

@@ -41,6 +41,7 @@ from whiz.agent.events import Emitter
 from whiz.agent.intent import code_without_edit, named_paths
 from whiz.agent.prompt import CODE_TOKENS, system_prompt, task_message
 from whiz.agent.runs_check import shown
+from whiz.agent.secret_files import SecretGate
 from whiz.agent.test_files import TestFiles
 from whiz.agent.tools import ApplyEdits
 from whiz.agent.workspace import Workspace
@@ -718,5 +719,9 @@ def heal_messages(
     if failing:
         output = truncate(baseline.output, MAX_FAILURE_CHARS).rstrip()
         text += f"\n\nThe tests (`{shown(test_cmd)}`) fail now:\n```\n{output}\n```"
+    # The tests' output may print a secret file's values: only those the task names go out.
+    secrets = SecretGate(ws)
+    secrets.grant_named(task)
+    text = secrets.redact(text)
     instructions = system_prompt(ws, "text", test_cmd=test_cmd)
     return [{"role": "system", "content": instructions}, {"role": "user", "content": text}]
