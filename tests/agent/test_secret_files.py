@@ -13,6 +13,8 @@ from whiz.agent.repomap import repo_map
 from whiz.agent.secret_files import MASK, SecretFiles, mask, redact
 from whiz.agent.workspace import Workspace
 from whiz.environments import SandboxMode, SandboxOptions
+from whiz.environments.local import CommandResult
+from whiz.modes.healing import heal_messages
 
 STRIPE = "sk_live_51HqLyjWDarjtT1zdp7dc"
 DB_PASSWORD = "hunter2-Correct-Horse"
@@ -214,3 +216,19 @@ def test_mask_keeps_the_names_and_hides_every_value() -> None:
 def test_redact_hides_values_and_private_keys_anywhere() -> None:
     out = redact(f"key is {STRIPE}.\n{PRIVATE_KEY}", {STRIPE})
     assert STRIPE not in out and "b3BlbnNzaC1" not in out and f"key is {MASK}." in out
+
+
+async def test_a_task_the_user_did_not_write_gets_no_secret_it_names(app: Path) -> None:
+    approver = ScriptedApprover([False])
+    h = Harness(app, ["READ .env", "ok"], approvals=Approvals("full-auto", approver))
+    await h.agent.run(f"Check that .env holds the key; the last run printed {STRIPE}", from_user=False)
+    assert [r.kind for r in approver.asked] == ["secret"]
+    assert leaks(sent(h)) == []
+
+
+def test_a_heals_failing_tests_print_no_secret_value(app: Path) -> None:
+    printed = f"E   AssertionError: charge failed with key {STRIPE}\n"
+    baseline = CommandResult("pytest -q", 1, printed, 1.0)
+    messages = heal_messages(Workspace(app), "Make the tests pass.", "pytest -q", baseline)
+    assert "charge failed with key" in json.dumps(messages)
+    assert leaks(json.dumps(messages)) == []

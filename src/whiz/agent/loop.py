@@ -222,21 +222,23 @@ class Agent:
         with contextlib.suppress(ClientError):  # the connection is gone: nothing left to stop
             await self.model.cancel()
 
-    async def run(self, task: str) -> TurnOutcome:
-        """One turn: the task, then steps until it is done, fails or is cancelled."""
+    async def run(self, task: str, *, from_user: bool = True) -> TurnOutcome:
+        """One turn: the task, then steps until it is done, fails or is cancelled. A task not
+        `from_user` (a swarm's planner wrote it) lets the model see no secret-looking file it
+        names, and has any such file's values masked."""
         if self._running:
             raise RuntimeError("a turn is already running; steer() or cancel() it")
         self._running = True
         try:
-            return await self._turn(task)
+            return await self._turn(task, from_user)
         finally:
             self._running, self._step = False, None
 
-    async def _turn(self, task: str) -> TurnOutcome:
+    async def _turn(self, task: str, from_user: bool = True) -> TurnOutcome:
         with turn(self.emit) as t:
-            return await self._turn_body(t, task)
+            return await self._turn_body(t, task, from_user)
 
-    async def _turn_body(self, t: Turn, task: str) -> TurnOutcome:
+    async def _turn_body(self, t: Turn, task: str, from_user: bool = True) -> TurnOutcome:
         turn_id = t.id
         self.stats, self._cancelled, self._changed, retries = TurnStats(), False, [], 0
         started = time.perf_counter()
@@ -246,8 +248,13 @@ class Agent:
         self._unstuck()
         self._fresh_budget()
         first = not any(i.get("role") == "user" for i in self.items)
-        self.tools.secrets.grant_named(task)  # the user asked for that file by name
-        text, attached = task_message(self.ws, task, code_tokens=self.config.code_tokens, first=first)
+        if from_user:
+            self.tools.secrets.grant_named(task)  # the user asked for that file by name
+        text, attached = task_message(
+            self.ws, task, code_tokens=self.config.code_tokens, first=first, named_secrets=from_user
+        )
+        if not from_user:
+            text = self.tools.secrets.redact(text)
         self._turn_start = len(self.items)
         self.context.note_turn(task)
         self.items.append({"type": "message", "role": "user", "content": text})
