@@ -232,3 +232,23 @@ def test_a_heals_failing_tests_print_no_secret_value(app: Path) -> None:
     messages = heal_messages(Workspace(app), "Make the tests pass.", "pytest -q", baseline)
     assert "charge failed with key" in json.dumps(messages)
     assert leaks(json.dumps(messages)) == []
+
+
+async def test_a_search_cannot_test_a_guess_against_the_mask(app: Path) -> None:
+    """A pattern that matches the masked line either way (`…` or the guess) must not answer
+    differently for a right guess than for a wrong one."""
+    answers = []
+    for guess in ("sk_live_5", "zz_wrong_"):
+        h = Harness(app, [f"GREP STRIPE_KEY=({guess}|{MASK})", "ok"], approval="full-auto")
+        await h.agent.run("Where is the key set?")
+        answers.append(h.model.requests[1].items[-1]["content"].replace(guess, "GUESS"))
+    assert answers[0] == answers[1]
+
+
+async def test_a_short_password_is_masked_in_a_commands_output(app: Path) -> None:
+    (app / ".env").write_text("DB_PASSWORD=pass\nDB_USER=app\n")
+    sandbox = SandboxOptions(SandboxMode.DANGER_FULL_ACCESS)
+    h = Harness(app, ["RUN cat .env; echo 3 passed", "ok"], approval="full-auto", sandbox=sandbox)
+    await h.agent.run("Show the settings")
+    shown = h.model.requests[1].items[-1]["content"]
+    assert f"DB_PASSWORD={MASK}" in shown and "3 passed" in shown and "DB_USER=app" in shown

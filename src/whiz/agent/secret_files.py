@@ -174,14 +174,19 @@ def _looks_encoded(found: re.Match) -> bool:
 # --- values that must not turn up elsewhere -----------------------------------------------------------
 
 MIN_VALUE_CHARS = 8
-"""Shorter values (`PORT=5432`, `DEBUG=true`) are not secrets, and masking them wherever they appear
-in a command's output would garble it."""
+"""Shorter values (`PORT=5432`, `DEBUG=true`) are mostly not secrets, and masking them wherever
+they appear in a command's output would garble it; but see MIN_SECRET_CHARS."""
+MIN_SECRET_CHARS = 4
+"""The shortest value hidden where its name says it is a secret (`DB_PASSWORD=hunter2`); one
+shorter than MIN_VALUE_CHARS only as a whole word (`pass` stays in "passed")."""
 _URL_PASSWORD = re.compile(r"://[^/\s:@]+:([^@\s/]+)@")
+_SECRET_NAME = re.compile(r"pass|pwd|secret|token|key|auth|credential|private|cookie|session|salt", re.I)
 
 
 def secret_values(text: str) -> set[str]:
     """The values of a secret file that are worth hiding wherever they appear: each `KEY=value`'s
-    value (quotes off) of `MIN_VALUE_CHARS` or more that is not a plain word, and each password in
+    value (quotes off) of `MIN_VALUE_CHARS` or more that is not a plain word, or of
+    `MIN_SECRET_CHARS` or more where the name says secret (`_SECRET_NAME`), and each password in
     a URL (`postgres://app:PASSWORD@db/app`)."""
     values: set[str] = set()
     for line in text.splitlines():
@@ -189,10 +194,16 @@ def secret_values(text: str) -> set[str]:
         if found is None:
             continue
         value = found.group("value").strip().strip("\"'")
-        if len(value) >= MIN_VALUE_CHARS and not (value.isalpha() and len(value) < 16):
+        if _worth_hiding(found.group("name"), value):
             values.add(value)
-        values.update(p for p in _URL_PASSWORD.findall(value) if len(p) >= 4)
+        values.update(p for p in _URL_PASSWORD.findall(value) if len(p) >= MIN_SECRET_CHARS)
     return values
+
+
+def _worth_hiding(name: str, value: str) -> bool:
+    if len(value) >= MIN_VALUE_CHARS and not (value.isalpha() and len(value) < 16):
+        return True
+    return len(value) >= MIN_SECRET_CHARS and _SECRET_NAME.search(name) is not None
 
 
 def holds_private_key(text: str) -> bool:
@@ -205,7 +216,10 @@ def redact(text: str, values: set[str]) -> str:
     """`text` with each of `values` (longest first) and every private key block replaced by MASK."""
     text = _PEM.sub(lambda m: f"-----BEGIN {m.group(1)}-----{MASK}-----END {m.group(1)}-----", text)
     for value in sorted(values, key=len, reverse=True):
-        text = text.replace(value, MASK)
+        if len(value) >= MIN_VALUE_CHARS:
+            text = text.replace(value, MASK)
+        else:
+            text = re.sub(rf"(?<!\w){re.escape(value)}(?!\w)", MASK, text)
     return text
 
 

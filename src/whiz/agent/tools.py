@@ -224,29 +224,29 @@ class Toolbox:
 
     def _search(self, action: SearchText) -> Outcome:
         hits = self.ws.search(action.pattern, action.path, limit=50)
-        hits = self._masked_hits(action.pattern, hits)
+        hits = [hit for hit in hits if not self.secrets.withheld(hit[0])]
+        hits = sorted(hits + self._masked_hits(action.pattern, action.path))[:50]
         if not hits:
             return Outcome(f"No matches for {action.pattern!r}.")
         return Outcome("\n".join(f"{path}:{line_no}: {line.rstrip()}" for path, line_no, line in hits))
 
-    def _masked_hits(self, pattern: str, hits: list[tuple[str, int, str]]) -> list[tuple[str, int, str]]:
-        """The hits with the lines of withheld secret files masked, and only those whose masked
-        line still matches: a search for a value would otherwise tell, hit or miss, what it is."""
+    def _masked_hits(self, pattern: str, under: str) -> list[tuple[str, int, str]]:
+        """Lines of the withheld secret files under `under` that match `pattern` as masked: the
+        lines as they are never decide, or a search would tell, hit or miss, what a value holds."""
         try:
             regex = re.compile(pattern)
         except re.error:
             regex = re.compile(re.escape(pattern))
-        masked: dict[str, list[str]] = {}
-        kept = []
-        for path, line_no, line in hits:
-            if self.secrets.withheld(path):
-                if path not in masked:
-                    masked[path] = mask(self.ws.read_text(path)).splitlines()
-                line = masked[path][line_no - 1] if line_no <= len(masked[path]) else MASK
-                if not regex.search(line):
-                    continue
-            kept.append((path, line_no, line))
-        return kept
+        hits = []
+        for path in self.ws.list_files(under, limit=100_000):
+            if not self.secrets.withheld(path):
+                continue
+            try:
+                masked = mask(self.ws.read_text(path))
+            except WhizAgentError:
+                continue  # not text: nothing a search finds
+            hits += [(path, n, line) for n, line in enumerate(masked.splitlines(), 1) if regex.search(line)]
+        return hits
 
     def _known_path(self, edit: Edit) -> Edit:
         """An edit of a file that does not exist, aimed where it was meant (`edits.aimed`: the one
