@@ -572,6 +572,10 @@ class Healer:
         output = done.output
         for where in {str(copy.path), str(Path(copy.path).resolve())}:
             output = output.replace(where, str(self.ws.root))
+        # It goes back to the model as feedback: a secret file's values it prints stay out.
+        secrets = SecretGate(self.ws)
+        secrets.grant_named(self._task)
+        output = secrets.redact(output)
         result.exit_code, result.test_output = done.exit_code, output
         result.test_ms = (time.perf_counter() - started) * 1000
         result.status = "passed" if done.ok else ("timeout" if done.timed_out else "failed")
