@@ -177,7 +177,8 @@ def test_the_repository_map_lists_a_users_secret_file_without_its_contents(app: 
     [".env", ".env.local", "config/.env.production", ".envrc", "prod.env", "id_rsa", "id_ed25519",
      ".ssh/id_deploy", "certs/server.pem", "tls.key", "store.p12", ".netrc", ".npmrc", ".pypirc",
      ".git-credentials", "credentials", "credentials.json", ".aws/credentials", "terraform.tfstate",
-     "secrets.yaml", "prod.tfvars", ".ENV", "deploy/.docker/config.json"],
+     "secrets.yaml", "prod.tfvars", ".ENV", "deploy/.docker/config.json", "gcp-credentials.json",
+     "client_secret_1234.apps.json", "deploy/secrets/db_password.txt", "config/master.key"],
 )  # fmt: skip
 def test_files_that_look_like_secrets(path: str) -> None:
     assert SecretFiles().matches(path)
@@ -186,7 +187,8 @@ def test_files_that_look_like_secrets(path: str) -> None:
 @pytest.mark.parametrize(
     "path",
     ["app.py", ".env.example", ".env.sample", "id_rsa.pub", "id_utils.py", "credentials.py",
-     "secrets.ts", "environment.py", "keys.md", "README.md", "docs/env.md", "config.json"],
+     "secrets.ts", "environment.py", "keys.md", "README.md", "docs/env.md", "config.json",
+     "src/secrets/manager.go", "tests/test_credentials_loader.py", ".env.production.template"],
 )  # fmt: skip
 def test_files_that_do_not(path: str) -> None:
     assert not SecretFiles().matches(path)

@@ -49,11 +49,15 @@ SECRET_PATTERNS = (
     ".docker/config.json",
     "kubeconfig*",
     ".kube/config",
-    # Credential and secret stores by name (but see `_CODE`), and Terraform's state and variables.
-    "credentials*",
+    # Credential and secret stores by name (but see `NAMES_CODE_MAY_HAVE`).
+    "*credentials*",
+    "client_secret*",
     "secrets",
     "secrets.*",
     "*.secret",
+    "secrets/*",
+    ".secrets/*",
+    # Terraform's state and variables.
     "*.tfstate",
     "*.tfstate.*",
     "*.tfvars",
@@ -73,14 +77,16 @@ _SSH_KEY = re.compile(r"id_[a-z0-9_-]+")
 """`id_rsa`, `id_ed25519`, `id_ecdsa_sk`, `id_deploy`: an SSH key has no extension, while a module
 like `id_utils.py` has one."""
 
-_NAMED_LIKE_CODE = ("credentials", "secrets")
+NAMES_CODE_MAY_HAVE = frozenset({"*credentials*", "secrets", "secrets.*", "secrets/*", ".secrets/*"})
+"""Patterns a source file matched by its name alone is no secret for: see `_CODE`."""
 _CODE = frozenset(
     {".py", ".pyi", ".js", ".mjs", ".cjs", ".jsx", ".ts", ".tsx", ".go", ".rs", ".java", ".kt", ".rb",
      ".php", ".cs", ".c", ".h", ".cc", ".cpp", ".hpp", ".swift", ".scala", ".ex", ".exs", ".md", ".rst",
      ".html", ".css"}
 )  # fmt: skip
-"""`credentials.py` and `secrets.ts` are usually code (that reads credentials from elsewhere), and a
-model that may not read them cannot work on them: add them to the setting where yours hold values."""
+"""`credentials.py`, `secrets.ts` and `secrets/manager.go` are usually code (that reads credentials
+from elsewhere), and a model that may not read them cannot work on them: add them to the setting
+where yours hold values."""
 
 
 @dataclass(frozen=True)
@@ -104,9 +110,12 @@ class SecretFiles:
             return False
         if _SSH_KEY.fullmatch(name):
             return True
-        if name.startswith(_NAMED_LIKE_CODE) and PurePosixPath(name).suffix in _CODE:
-            return False
-        return any(_glob(rel, pattern) for pattern in SECRET_PATTERNS)
+        code = PurePosixPath(name).suffix in _CODE
+        return any(
+            _glob(rel, pattern)
+            for pattern in SECRET_PATTERNS
+            if not (code and pattern in NAMES_CODE_MAY_HAVE)
+        )
 
 
 def _glob(rel: str, pattern: str) -> bool:
