@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
+from whiz.agent.errors import WhizAgentError
+
 if TYPE_CHECKING:
     from whiz.agent.workspace import Workspace
 
@@ -268,7 +270,7 @@ class SecretGate:
         """The workspace's secret-looking files."""
         try:
             return [rel for rel in self.ws.list_files(".", limit=100_000) if self.ws.is_secret(rel)]
-        except Exception:  # noqa: BLE001 - a workspace that cannot be listed has nothing to mask
+        except (OSError, WhizAgentError):  # a workspace that cannot be listed has nothing to mask
             return []
 
     def redact(self, text: str) -> str:
@@ -295,5 +297,5 @@ class SecretGate:
     def _key(self, rel: str) -> str:
         try:
             return self.ws.relative(self.ws.resolve(rel))
-        except Exception:  # noqa: BLE001 - a path that does not resolve is refused where it is used
+        except WhizAgentError:  # a path that does not resolve is refused where it is used
             return rel
