@@ -254,3 +254,13 @@ async def test_a_short_password_is_masked_in_a_commands_output(app: Path) -> Non
     await h.agent.run("Show the settings")
     shown = h.model.requests[1].items[-1]["content"]
     assert f"DB_PASSWORD={MASK}" in shown and "3 passed" in shown and "DB_USER=app" in shown
+
+
+async def test_a_private_key_stays_home_even_when_the_user_names_it(app: Path) -> None:
+    (app / "deploy.pem").write_text(PRIVATE_KEY)
+    approver = ScriptedApprover([])
+    h = Harness(app, ["READ deploy.pem", "ok"], approvals=Approvals("full-auto", approver))
+    await h.agent.run("Is deploy.pem an ed25519 key?")
+    assert "OPENSSH PRIVATE KEY" in h.model.requests[1].items[-1]["content"]
+    assert "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ" not in sent(h)
+    assert approver.asked == []

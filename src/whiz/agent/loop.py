@@ -40,6 +40,7 @@ from whiz.agent.model import (
 from whiz.agent.prompt import echoes_instructions, repeats, system_prompt, task_message
 from whiz.agent.repetition import looping
 from whiz.agent.runs_check import shown
+from whiz.agent.secret_files import redact
 from whiz.agent.stats import TurnOutcome, TurnStats
 from whiz.agent.test_files import named_paths
 from whiz.agent.tools import ApplyEdits, Malformed, RunCommand, Toolbox, WriteFailed
@@ -253,8 +254,8 @@ class Agent:
         text, attached = task_message(
             self.ws, task, code_tokens=self.config.code_tokens, first=first, named_secrets=from_user
         )
-        if not from_user:
-            text = self.tools.secrets.redact(text)
+        # A task not from the user gets every withheld value masked; any task, private keys.
+        text = self.tools.secrets.redact(text) if not from_user else redact(text, set())
         self._turn_start = len(self.items)
         self.context.note_turn(task)
         self.items.append({"type": "message", "role": "user", "content": text})

@@ -274,10 +274,11 @@ class SecretGate:
             return []
 
     def redact(self, text: str) -> str:
-        """`text` with the values of every withheld file (and any private key) masked."""
+        """`text` with the values of every withheld file masked, and any private key's body: no
+        coding task needs one, so it stays out even of a file the user let the model see."""
         values: set[str] = set()
         for rel in self.files():
-            if rel not in self.granted:
+            if self.withheld(rel):
                 values |= self._file_values(rel)
         return redact(text, values)
 
