@@ -10,6 +10,7 @@ import pytest
 from tests.agent.conftest import Harness
 from whiz.agent.approvals import Approvals, PolicyApprover, ScriptedApprover
 from whiz.agent.repomap import repo_map
+from whiz.agent.scripted_model import Reply
 from whiz.agent.secret_files import MASK, SecretFiles, mask, redact
 from whiz.agent.workspace import Workspace
 from whiz.environments import SandboxMode, SandboxOptions
@@ -264,3 +265,12 @@ async def test_a_private_key_stays_home_even_when_the_user_names_it(app: Path) -
     assert "OPENSSH PRIVATE KEY" in h.model.requests[1].items[-1]["content"]
     assert "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ" not in sent(h)
     assert approver.asked == []
+
+
+async def test_tool_calls_get_the_same_masked_view(app: Path) -> None:
+    calls = [("read_file", {"path": ".env"}), ("search_text", {"text": "sk_live"})]
+    h = Harness(app, [Reply("", calls), "ok"], approval="full-auto", actions="tools")
+    await h.agent.run("Which settings does charge use?")
+    outputs = [i["output"] for i in h.model.requests[1].items if i.get("type") == "function_call_output"]
+    assert f"STRIPE_KEY={MASK}" in outputs[0] and outputs[1].startswith("No matches")
+    assert leaks(sent(h)) == []
