@@ -572,6 +572,16 @@ SANDBOX_HELP = (
     "command can do."
 )
 SandboxOpt = Annotated[str, typer.Option("--sandbox", help=SANDBOX_HELP)]
+SecretFileOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--secret-file",
+        envvar="WHIZ_SECRET_FILES",
+        help="A glob of more files that look like secrets, beside .env*, keys and credentials (e.g. "
+        "'config/prod.yaml'; '!.env.test' takes one back out); repeat it, or list them in "
+        "WHIZ_SECRET_FILES. The model sees such a file only if you name it or approve its READ.",
+    ),
+]
 PolicyCheckOpt = Annotated[
     bool,
     typer.Option(
@@ -599,10 +609,12 @@ class ModelFlags:
     policy: PolicyOpt = "refuse"
     policy_model_check: PolicyCheckOpt = False
     sandbox: SandboxOpt = "workspace-write"
+    secret_file: SecretFileOpt = None
 
     def session_options(self, agent=None, *, resume: str | None = None, heal: int | None = None):
         """The flags as `SessionOptions` for the current directory, with the agent's settings
         (`AgentConfig`) where the command has them; a bad value exits with one line."""
+        from whiz.agent.secret_files import SecretFiles
         from whiz.modes.endpoints import DeepSettings, FastSettings
         from whiz.modes.policy import parse_action
         from whiz.modes.router import parse_mode
@@ -626,6 +638,7 @@ class ModelFlags:
             if agent is not None:
                 options.agent = agent
             options.agent.sandbox = sandbox_options(self.sandbox)
+            options.agent.secrets = SecretFiles(tuple(self.secret_file or ()))
             check_heal(heal, options.agent)
         except ValueError as exc:
             raise fail(str(exc)) from None
@@ -747,6 +760,7 @@ def resume(
     mode: ResumedModeOpt = None,
     sandbox: SandboxOpt = "workspace-write",
     in_process: InProcessOpt = False,
+    secret_file: SecretFileOpt = None,
 ) -> None:
     """Continue a stored session with a new task; without one, list this directory's sessions.
 
@@ -767,7 +781,13 @@ def resume(
     from whiz.commands.exec import exec_in_mode
 
     flags = ModelFlags(
-        mode=mode, base_url=base_url, api_key=api_key, model=model, sandbox=sandbox, in_process=in_process
+        mode=mode,
+        base_url=base_url,
+        api_key=api_key,
+        model=model,
+        sandbox=sandbox,
+        in_process=in_process,
+        secret_file=secret_file,
     )
     options = flags.session_options(_agent_config(approval, actions, test_cmd), resume=session or "last")
     raise typer.Exit(exec_in_mode(task, options, Output(json_mode=json_)))

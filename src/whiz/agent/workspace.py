@@ -7,6 +7,7 @@ import re
 from pathlib import Path, PurePosixPath
 
 from whiz.agent.errors import WhizAgentError
+from whiz.agent.secret_files import SecretFiles
 from whiz.environments.git import Repository
 
 # Folders nobody wants the agent to list or search, git or not.
@@ -43,8 +44,10 @@ def is_git_name(name: str) -> bool:
 class Workspace:
     """A folder the agent may read and edit; `resolve` is the one gate every path goes through."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, secrets: SecretFiles | None = None):
         self.root = Path(root).resolve()
+        self.secrets = secrets or SecretFiles()
+        """Which files look like secrets: they reach the model only as `secret_files` allows."""
         self._git_dirs = _linked_git_dirs(self.root)
 
     def resolve(self, rel: str) -> Path:
@@ -73,6 +76,17 @@ class Workspace:
     def relative(self, path: Path) -> str:
         """The posix path of an absolute `path` relative to the root (for messages and listings)."""
         return path.relative_to(self.root).as_posix()
+
+    def is_secret(self, rel: str) -> bool:
+        """Whether `rel` looks like a secret (`SecretFiles`), by its own name or, for a symlink,
+        by the name of the file it leads to."""
+        if self.secrets.matches(rel):
+            return True
+        try:
+            real = self.relative(self.resolve(rel))
+        except WhizAgentError:
+            return False
+        return self.secrets.matches(real)
 
     def exists(self, rel: str) -> bool:
         """Whether `rel` names an existing file or folder inside the workspace."""
