@@ -1,0 +1,70 @@
+"""What a confined command does not see: the host's runtime folders and the home's secret stores.
+
+The sandbox mounts an empty read-only tmpfs over each folder named here, and /dev/null over each
+file, so a command finds them empty instead of reading credentials or reaching the sockets that
+live there (the seccomp filter refuses new unix sockets as well; this is the second lock).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pwd
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+# Per-boot and per-user runtime state: the systemd and D-Bus sockets, docker.sock, the ssh and gpg
+# agents under /run/user/UID, container secrets (/run/secrets). /var/run is usually a link here.
+RUNTIME_FOLDERS = ("/run", "/var/run")
+
+# Relative to a home folder: where tools keep keys, tokens and passwords.
+SECRET_STORES = (
+    ".ssh", ".gnupg", ".password-store", ".local/share/keyrings", ".netrc", ".git-credentials",
+    ".config/git/credentials", ".config/gh", ".config/hub", ".aws", ".azure", ".config/gcloud",
+    ".kube", ".docker", ".oci", ".config/doctl", ".s3cfg", ".boto", ".terraform.d", ".vault-token",
+    ".npmrc", ".yarnrc", ".yarnrc.yml", ".pypirc", ".gem/credentials", ".cargo/credentials",
+    ".cargo/credentials.toml", ".m2/settings.xml", ".gradle/gradle.properties", ".pgpass", ".my.cnf",
+    ".config/rclone", ".config/op", ".huggingface", ".cache/huggingface/token", ".config/openai",
+    ".codex", ".claude", ".claude.json", ".local/share/whiz", ".mozilla", ".config/google-chrome",
+    ".config/chromium",
+)  # fmt: skip
+
+
+def homes(environ: Mapping[str, str], euid: int) -> list[Path]:
+    """The home folders whose secret stores are hidden: `$HOME` and the password database's home
+    of `euid` (root's own when whiz runs as root with HOME pointing elsewhere, as in CI)."""
+    found: list[Path] = []
+    candidates = [environ.get("HOME", "")]
+    with contextlib.suppress(KeyError):
+        candidates.append(pwd.getpwuid(euid).pw_dir)
+    for home in candidates:
+        if home and os.path.isabs(home) and home != "/":
+            real = Path(os.path.realpath(home))
+            if real not in found:
+                found.append(real)
+    return found
+
+
+def runtime_folders(environ: Mapping[str, str]) -> list[Path]:
+    """The runtime folders that exist here, `$XDG_RUNTIME_DIR` included, real paths, outermost only."""
+    named = [*RUNTIME_FOLDERS, environ.get("XDG_RUNTIME_DIR", "")]
+    return _outermost(Path(os.path.realpath(p)) for p in named if p and os.path.isabs(p) and os.path.isdir(p))
+
+
+def secret_stores(home_folders: Iterable[Path]) -> list[Path]:
+    """The secret stores that exist under `home_folders`, as real paths (a store that is a link is
+    hidden where it leads)."""
+    found: list[Path] = []
+    for home in home_folders:
+        for name in SECRET_STORES:
+            path = home / name
+            if os.path.lexists(path):
+                real = Path(os.path.realpath(path))
+                if real.exists() and real not in found:
+                    found.append(real)
+    return _outermost(found)
+
+
+def _outermost(paths: Iterable[Path]) -> list[Path]:
+    unique = list(dict.fromkeys(paths))
+    return [p for p in unique if not any(o != p and p.is_relative_to(o) for o in unique)]
