@@ -220,6 +220,14 @@ async def test_secret_stores_in_the_home_folder_are_not_readable(workspace: Path
     assert all((home / name).read_text() == text for name, text in stores.items())
 
 
+@pytest.mark.skipif(not (ROOT and os.path.isfile("/etc/shadow")), reason="needs root and /etc/shadow")
+async def test_as_root_the_system_password_hashes_are_hidden(workspace: Path):
+    # Root's command is still root's user outside its namespace: without capabilities, but the
+    # owner of /etc/shadow.
+    result = await environment_for(workspace).run("cat /etc/shadow; echo end")
+    assert "root:" not in result.output and "end" in result.output
+
+
 async def test_a_secret_store_that_is_a_link_is_hidden_where_it_leads(
     workspace: Path, home: Path, outside: Path
 ):
@@ -229,6 +237,28 @@ async def test_a_secret_store_that_is_a_link_is_hidden_where_it_leads(
     (home / ".ssh").symlink_to(keys)
     result = await environment_for(workspace).run(f"cat {home}/.ssh/id_rsa {keys}/id_rsa")
     assert "secret-linked" not in result.output
+
+
+async def test_a_link_planted_as_a_dependency_folder_does_not_bring_hidden_folders_back(
+    workspace: Path, home: Path
+):
+    # A linked `.venv` is mounted read-only where it leads (isolated copies link the real one):
+    # a command that links one to a hidden folder must not get it back in the next command.
+    (home / ".ssh").mkdir()
+    (home / ".ssh" / "id_rsa").write_text("secret-key")
+    marker = None
+    if ROOT and Path("/run").is_dir():
+        marker = Path("/run") / f"whiz-box-{uuid.uuid4().hex}"
+        marker.write_text("x")
+    try:
+        env = environment_for(workspace)
+        await env.run(f"ln -s {home}/.ssh .venv; ln -s /run node_modules; ln -s {home} venv")
+        result = await env.run(f"cat {home}/.ssh/id_rsa; ls -A /run")
+    finally:
+        if marker is not None:
+            marker.unlink()
+    assert "secret-key" not in result.output
+    assert marker is None or marker.name not in result.output
 
 
 @pytest.mark.parametrize("options", [SandboxOptions(), READ_ONLY], ids=["workspace-write", "read-only"])

@@ -8,6 +8,7 @@ live there (the seccomp filter refuses new unix sockets as well; this is the sec
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 import pwd
 from collections.abc import Iterable, Mapping
@@ -26,7 +27,14 @@ SECRET_STORES = (
     ".cargo/credentials.toml", ".m2/settings.xml", ".gradle/gradle.properties", ".pgpass", ".my.cnf",
     ".config/rclone", ".config/op", ".huggingface", ".cache/huggingface/token", ".config/openai",
     ".codex", ".claude", ".claude.json", ".local/share/whiz", ".mozilla", ".config/google-chrome",
-    ".config/chromium",
+    ".config/chromium", ".bash_history", ".zsh_history", ".python_history", ".psql_history",
+    ".mysql_history", ".node_repl_history",
+)  # fmt: skip
+# Outside any home: files only root may read. A confined command of root's is still root's user
+# outside its namespace (without capabilities, but owner of these), so they are hidden too.
+SYSTEM_SECRETS = (
+    "/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/security/opasswd",
+    "/etc/ssh/ssh_host_*_key", "/etc/ssl/private",
 )  # fmt: skip
 
 
@@ -52,17 +60,22 @@ def runtime_folders(environ: Mapping[str, str]) -> list[Path]:
 
 
 def secret_stores(home_folders: Iterable[Path]) -> list[Path]:
-    """The secret stores that exist under `home_folders`, as real paths (a store that is a link is
-    hidden where it leads)."""
+    """The secret stores that exist under `home_folders`, and `SYSTEM_SECRETS`, as real paths (a
+    store that is a link is hidden where it leads)."""
     found: list[Path] = []
-    for home in home_folders:
-        for name in SECRET_STORES:
-            path = home / name
-            if os.path.lexists(path):
-                real = Path(os.path.realpath(path))
-                if real.exists() and real not in found:
-                    found.append(real)
+    paths = [home / name for home in home_folders for name in SECRET_STORES]
+    paths += [Path(p) for pattern in SYSTEM_SECRETS for p in sorted(glob.glob(pattern))]
+    for path in paths:
+        if os.path.lexists(path):
+            real = Path(os.path.realpath(path))
+            if real.exists() and real not in found:
+                found.append(real)
     return _outermost(found)
+
+
+def overlaps(path: Path, hidden: Iterable[Path]) -> bool:
+    """True when `path` is inside a hidden folder or holds one: binding it would show it again."""
+    return any(path.is_relative_to(h) or h.is_relative_to(path) for h in hidden)
 
 
 def _outermost(paths: Iterable[Path]) -> list[Path]:

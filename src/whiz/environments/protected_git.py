@@ -20,6 +20,7 @@ import contextlib
 import fcntl
 import hashlib
 import os
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -69,11 +70,20 @@ class WorkspaceLock:
 
     def __init__(self, root: Path, folder: Path | None = None):
         self.root = root
-        folder = folder or Path(platformdirs.user_cache_dir("whiz")) / "sandbox-locks"
-        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.fd: int | None = None
         name = hashlib.sha256(str(root).encode()).hexdigest()[:32]
-        self.fd: int | None = os.open(folder / f"{name}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-        fcntl.flock(self.fd, fcntl.LOCK_SH)
+        for candidate in [folder] if folder else _lock_folders():
+            try:
+                candidate.mkdir(parents=True, exist_ok=True, mode=0o700)
+                if candidate.is_symlink() or candidate.stat().st_uid != os.geteuid():
+                    continue  # someone else's, in a shared temp folder
+                self.fd = os.open(candidate / f"{name}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+                break
+            except OSError:
+                continue
+        # Without a lock (nowhere to keep one) the empty `.git` stays: litter, but safe.
+        if self.fd is not None:
+            fcntl.flock(self.fd, fcntl.LOCK_SH)
 
     def release_and_tidy(self) -> None:
         """Let go; if no other confined command runs in the workspace, remove an empty `.git` (the
@@ -90,3 +100,12 @@ class WorkspaceLock:
                         git.rmdir()  # only an empty folder goes
         finally:
             os.close(fd)
+
+
+def _lock_folders() -> list[Path]:
+    """Where the locks may live: whiz's cache, else a folder of this user's in the temp folder
+    (a read-only home, as some CI runners have)."""
+    return [
+        Path(platformdirs.user_cache_dir("whiz")) / "sandbox-locks",
+        Path(tempfile.gettempdir()) / f"whiz-sandbox-locks-{os.geteuid()}",
+    ]

@@ -41,7 +41,7 @@ from typing import BinaryIO
 from whiz.environments.dependencies import shared_dependencies, workspace_dependencies
 from whiz.environments.envvars import confined_env
 from whiz.environments.errors import SandboxUnavailable
-from whiz.environments.hidden import homes, runtime_folders, secret_stores
+from whiz.environments.hidden import homes, overlaps, runtime_folders, secret_stores
 from whiz.environments.local import Environment, Launch, LocalEnvironment
 from whiz.environments.protected_git import WorkspaceLock, git_mounts
 from whiz.environments.seccomp import UnsupportedArchitecture, unix_socket_filter
@@ -127,16 +127,16 @@ class Bubblewrap:
             args += ["--uid", str(UNPRIVILEGED_ID), "--gid", str(UNPRIVILEGED_ID)]
         args += ["--cap-drop", "ALL", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
         # Later mounts cover earlier ones: the read-only root, then a private /tmp and /run (which
-        # would hide a workspace there), then the workspace, then what stays hidden or read-only
-        # inside what it may write.
+        # would hide a workspace there), then the workspace, then what stays read-only inside what
+        # it may write, and last the secret stores, so that no bind shows one again.
         args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-        runtime = [str(p) for p in runtime_folders(environ) if not _under(str(p), ["/tmp"])]
+        runtime = [p for p in runtime_folders(environ) if not _under(str(p), ["/tmp"])]
         for folder in runtime:
-            args += ["--tmpfs", folder]
-        for tools in tools_under(["/tmp", *runtime]):
+            args += ["--tmpfs", str(folder)]
+        for tools in tools_under(["/tmp", *map(str, runtime)]):
             args += ["--ro-bind", tools, tools]
         resolver = os.path.realpath(RESOLV_CONF)
-        if _under(resolver, runtime) and os.path.isfile(resolver):
+        if _under(resolver, [str(r) for r in runtime]) and os.path.isfile(resolver):
             args += ["--ro-bind", resolver, resolver]
         writable: list[Path] = []
         if self._writes_workspace:
@@ -148,22 +148,27 @@ class Bubblewrap:
                     writable.append(Path(folder).resolve())
         else:
             args += ["--ro-bind", ws, ws]
-        for store in secret_stores(homes(environ, self.euid)):
-            # A workspace inside a secret store is where the user chose to work: leave it seen.
-            if any(w.is_relative_to(store) for w in [self.workspace, *writable]):
-                continue
-            if store.is_dir():
-                args += ["--tmpfs", str(store), "--remount-ro", str(store)]
-            else:
-                args += ["--ro-bind", "/dev/null", str(store)]
         for i, root in enumerate(writable):
             args += git_mounts(root, writable, plant=i == 0)
         if self._writes_workspace and not self.options.allow_env_writes:
             prefixes = [sys.prefix, environ.get("VIRTUAL_ENV", ""), environ.get("CONDA_PREFIX", "")]
             for folder in workspace_dependencies(self.workspace, prefixes):
                 args += ["--ro-bind", str(folder), str(folder)]
+        # A workspace inside a secret store is where the user chose to work: that one stays seen.
+        stores = [
+            s
+            for s in secret_stores(homes(environ, self.euid))
+            if not any(w.is_relative_to(s) for w in [self.workspace, *writable])
+        ]
         for target in shared_dependencies(self.workspace):
-            args += ["--ro-bind", str(target), str(target)]
+            # A link the command itself planted (`.venv -> ~/.ssh`) must not show what is hidden.
+            if not overlaps(target, [*runtime, *stores]):
+                args += ["--ro-bind", str(target), str(target)]
+        for store in stores:
+            if store.is_dir():
+                args += ["--tmpfs", str(store), "--remount-ro", str(store)]
+            else:
+                args += ["--ro-bind", "/dev/null", str(store)]
         # No --new-session: the runner already starts bwrap in a session of its own, without a
         # terminal, and the process inside that is init of the new pid namespace must stay in the
         # runner's process group, so that killing the group ends the namespace and everything in
