@@ -100,16 +100,19 @@ class Bubblewrap:
     def launch(self, command: str) -> Launch:
         """Rebuilt per command, since `.git` or a dependency folder may appear between two."""
         lock = WorkspaceLock(self.workspace) if self._writes_workspace else None
-        read_end, write_end = os.pipe()
+        launch = Launch([], cleanup=None if lock is None else lock.release_and_tidy)
         try:
-            os.write(write_end, self.filter_bpf)  # a few hundred bytes: the pipe holds them
-        finally:
-            os.close(write_end)
-        return Launch(
-            self.argv(command, read_end),
-            pass_fds=(read_end,),
-            cleanup=None if lock is None else lock.release_and_tidy,
-        )
+            read_end, write_end = os.pipe()
+            launch.pass_fds = (read_end,)
+            try:
+                os.write(write_end, self.filter_bpf)  # a few hundred bytes: the pipe holds them
+            finally:
+                os.close(write_end)
+            launch.argv = self.argv(command, read_end)
+        except BaseException:
+            launch.finish()
+            raise
+        return launch
 
     @property
     def _writes_workspace(self) -> bool:
@@ -301,6 +304,8 @@ def _checked_bubblewrap(workspace: Path, options: SandboxOptions) -> Bubblewrap:
             f"cannot confine commands: bubblewrap ({options.bwrap}) is not installed; install it "
             f"(apt-get install bubblewrap) {way_out}"
         )
+    if not workspace.is_dir():
+        raise SandboxUnavailable(f"cannot confine commands in {workspace}: it is not a folder")
     try:
         bubblewrap = Bubblewrap(executable, workspace, options, unix_socket_filter())
     except UnsupportedArchitecture as exc:
