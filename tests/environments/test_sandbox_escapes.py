@@ -228,6 +228,21 @@ async def test_as_root_the_system_password_hashes_are_hidden(workspace: Path):
     assert "root:" not in result.output and "end" in result.output
 
 
+async def test_whiz_own_sessions_are_not_readable(
+    workspace: Path, home: Path, outside: Path, monkeypatch: pytest.MonkeyPatch
+):
+    default = home / ".local" / "share" / "whiz"
+    chosen = outside / "whiz-home"
+    for folder in (default, chosen):
+        (folder / "journal").mkdir(parents=True)
+        (folder / "sessions.db").write_text("secret-session")
+        (folder / "journal" / "entry").write_text("secret-journal")
+    monkeypatch.setenv("WHIZ_HOME", str(chosen))
+    reads = " ".join(f"{f}/sessions.db {f}/journal/entry" for f in (default, chosen))
+    result = await environment_for(workspace).run(f"cat {reads}; echo end")
+    assert "secret-" not in result.output and "end" in result.output
+
+
 async def test_a_secret_store_that_is_a_link_is_hidden_where_it_leads(
     workspace: Path, home: Path, outside: Path
 ):

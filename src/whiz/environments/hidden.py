@@ -59,11 +59,19 @@ def runtime_folders(environ: Mapping[str, str]) -> list[Path]:
     return _outermost(Path(os.path.realpath(p)) for p in named if p and os.path.isabs(p) and os.path.isdir(p))
 
 
-def secret_stores(home_folders: Iterable[Path]) -> list[Path]:
-    """The secret stores that exist under `home_folders`, and `SYSTEM_SECRETS`, as real paths (a
-    store that is a link is hidden where it leads)."""
+# In whiz's own data folder (`$WHIZ_HOME`, else ~/.local/share/whiz, listed above): past sessions
+# (the conversations, with whatever files they read) and the edit journal.
+WHIZ_STORES = ("sessions.db", "sessions.db-wal", "sessions.db-shm", "journal")
+
+
+def secret_stores(home_folders: Iterable[Path], whiz_home: str = "") -> list[Path]:
+    """The secret stores that exist under `home_folders`, `SYSTEM_SECRETS`, and whiz's own in
+    `whiz_home`, as real paths (a store that is a link is hidden where it leads)."""
     found: list[Path] = []
     paths = [home / name for home in home_folders for name in SECRET_STORES]
+    whiz_home = os.path.expanduser(whiz_home)
+    if whiz_home and os.path.isabs(whiz_home):
+        paths += [Path(whiz_home) / name for name in WHIZ_STORES]
     paths += [Path(p) for pattern in SYSTEM_SECRETS for p in sorted(glob.glob(pattern))]
     for path in paths:
         if os.path.lexists(path):

@@ -160,7 +160,7 @@ class Bubblewrap:
         # A workspace inside a secret store is where the user chose to work: that one stays seen.
         stores = [
             s
-            for s in secret_stores(homes(environ, self.euid))
+            for s in secret_stores(homes(environ, self.euid), environ.get("WHIZ_HOME", ""))
             if not any(w.is_relative_to(s) for w in [self.workspace, *writable])
         ]
         for target in shared_dependencies(self.workspace):
