@@ -7,6 +7,7 @@ checks as `nobody` (through setpriv) when the tests run as root, and as the user
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import socket
@@ -301,8 +302,6 @@ async def test_a_git_folder_left_by_another_running_command_stays_until_both_end
     plain = tmp_path / "plain"
     plain.mkdir()
     env = environment_for(plain)
-    import asyncio
-
     slow = asyncio.ensure_future(env.run("sleep 1.5; git init -q && echo PLANTED; ls -a"))
     await asyncio.sleep(0.7)
     quick = await env.run("true")  # ends first: must not remove the folder the slow one sits on
@@ -389,6 +388,9 @@ def test_as_an_unprivileged_user(outside: Path, monkeypatch: pytest.MonkeyPatch)
     (outside / ".ssh").mkdir()
     (outside / ".ssh" / "id_rsa").write_text("secret-key")
     (outside / ".ssh" / "id_rsa").chmod(0o644)
+    site = ws / ".venv" / "lib" / "python3.11" / "site-packages"
+    site.mkdir(parents=True)
+    site.chmod(0o777)  # writable by nobody: only the sandbox keeps the plant out
     server = UnixServer(outside / "bus.sock")
     checked = _checked_bubblewrap(ws, SandboxOptions())  # as root: only for the executable and filter
     box = Bubblewrap(checked.executable, ws, SandboxOptions(), checked.filter_bpf, euid=NOBODY)
@@ -397,7 +399,7 @@ def test_as_an_unprivileged_user(outside: Path, monkeypatch: pytest.MonkeyPatch)
         "grep Cap /proc/self/status; readlink /proc/self/ns/ipc;"
         " mount -o remount,rw,bind / && echo REMOUNTED;"
         f' {python} -c "{code}" || echo SOCKET-REFUSED; cat {outside}/.ssh/id_rsa;'
-        " git init -q && echo PLANTED; echo made > ok.txt"
+        f" git init -q && echo PLANTED; echo 'import os' > {site}/evil.pth; echo made > ok.txt"
     )
     launch = box.launch(command)
     try:
@@ -415,4 +417,4 @@ def test_as_an_unprivileged_user(outside: Path, monkeypatch: pytest.MonkeyPatch)
     assert "REMOUNTED" not in out and "PLANTED" not in out and "secret-key" not in out
     assert "SOCKET-REFUSED" in out and server.received == []
     assert os.readlink("/proc/self/ns/ipc") not in out
-    assert not (ws / ".git").exists()
+    assert not (ws / ".git").exists() and not (site / "evil.pth").exists()
