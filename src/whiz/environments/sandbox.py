@@ -122,12 +122,14 @@ class Bubblewrap:
         """The bwrap argv; `seccomp_fd`: an open descriptor bwrap reads the filter from."""
         ws = str(self.workspace)
         environ = os.environ
-        # Namespaces: as root, a user namespace where the command is nobody; no capabilities
-        # either way; its own IPC (System V shared memory, message queues), host name and cgroup
-        # view. No --new-session: see the note before --unshare-pid below.
-        args = [self.executable, "--unshare-user"]
+        # Namespaces: as root, a user namespace where the command is nobody (for anyone else
+        # bubblewrap makes one itself, or, installed setuid where user namespaces are off, drops
+        # to the caller's id); no capabilities either way; its own IPC (System V shared memory,
+        # message queues), host name and cgroup view. No --new-session: see the note before
+        # --unshare-pid below.
+        args = [self.executable]
         if self.euid == 0:
-            args += ["--uid", str(UNPRIVILEGED_ID), "--gid", str(UNPRIVILEGED_ID)]
+            args += ["--unshare-user", "--uid", str(UNPRIVILEGED_ID), "--gid", str(UNPRIVILEGED_ID)]
         args += ["--cap-drop", "ALL", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
         # Later mounts cover earlier ones: the read-only root, then a private /tmp and /run (which
         # would hide a workspace there), then the workspace, then what stays read-only inside what
