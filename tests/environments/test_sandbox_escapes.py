@@ -311,6 +311,20 @@ async def test_a_git_folder_left_by_another_running_command_stays_until_both_end
     assert not (plain / ".git").exists()
 
 
+async def test_a_nested_repository_git_folder_is_read_only_too(workspace: Path):
+    nested = workspace / "vendor" / "lib"
+    nested.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q"], cwd=nested, check=True)
+    config = (nested / ".git" / "config").read_text()
+    result = await environment_for(workspace).run(
+        "echo '[core] fsmonitor = touch ran' >> vendor/lib/.git/config;"
+        " touch vendor/lib/.git/hooks/post-checkout; echo x > vendor/lib/code.py"
+    )
+    assert (nested / ".git" / "config").read_text() == config
+    assert not (nested / ".git" / "hooks" / "post-checkout").exists()
+    assert (nested / "code.py").exists(), result.output  # its files stay writable
+
+
 def make_venv_like(workspace: Path) -> list[Path]:
     """Dependency folders where a planted file would run outside: their site-packages."""
     site = []

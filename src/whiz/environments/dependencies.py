@@ -7,6 +7,7 @@ a candidate's tests can import from it but not install into it or change it.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 # Linked instead of copied: large, only read by the tests.
@@ -67,7 +68,9 @@ def workspace_dependencies(folder: Path, prefixes: list[str]) -> list[Path]:
 
 
 def _subfolders(folder: Path) -> list[Path]:
+    # scandir's file types need no stat per entry; a link to a folder counts (`.venv -> env`).
     try:
-        return [e for e in folder.iterdir() if e.is_dir()]
+        with os.scandir(folder) as entries:
+            return [Path(e.path) for e in entries if e.is_dir()]
     except OSError:
         return []

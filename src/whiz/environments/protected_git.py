@@ -46,6 +46,41 @@ def git_mounts(root: Path, writable: Sequence[Path], *, plant: bool) -> list[str
     return args
 
 
+def nested_repositories(root: Path, depth: int = 3, budget: int = 2000) -> list[Path]:
+    """Folders inside `root`, down to `depth` levels, that hold a `.git` of their own (a vendored
+    clone, a second project): their `.git` is kept read-only as the workspace's is. Hidden and
+    dependency folders are not searched, and the search stops after `budget` folders, so that a
+    huge tree costs each command milliseconds, not seconds."""
+    found: list[Path] = []
+    level = [str(root)]
+    for _ in range(depth):
+        below: list[str] = []
+        for folder in level:
+            try:
+                with os.scandir(folder) as entries:
+                    subfolders = [
+                        e.path
+                        for e in entries
+                        if e.is_dir(follow_symlinks=False)
+                        and not e.name.startswith(".")
+                        and e.name not in SKIPPED
+                    ]
+            except OSError:
+                continue
+            for path in subfolders:
+                if os.path.lexists(os.path.join(path, ".git")):
+                    found.append(Path(path))
+            below += subfolders
+            if len(below) > budget:
+                return found
+        level = below
+    return found
+
+
+# Not searched for nested repositories: large, and nobody works inside them.
+SKIPPED = frozenset({"node_modules", "venv", "__pycache__", "__pypackages__", "site-packages"})
+
+
 def _linked_gitdirs(git: Path) -> list[Path]:
     """The folders a `.git` file leads to: its `gitdir:` and that folder's `commondir`."""
     if not git.is_file():

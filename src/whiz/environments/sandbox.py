@@ -43,7 +43,7 @@ from whiz.environments.envvars import confined_env
 from whiz.environments.errors import SandboxUnavailable
 from whiz.environments.hidden import homes, overlaps, runtime_folders, secret_stores
 from whiz.environments.local import Environment, Launch, LocalEnvironment
-from whiz.environments.protected_git import WorkspaceLock, git_mounts
+from whiz.environments.protected_git import WorkspaceLock, git_mounts, nested_repositories
 from whiz.environments.seccomp import UnsupportedArchitecture, unix_socket_filter
 
 # How long the check that bubblewrap can create its namespaces may take.
@@ -155,6 +155,8 @@ class Bubblewrap:
             args += ["--ro-bind", ws, ws]
         for i, root in enumerate(writable):
             args += git_mounts(root, writable, plant=i == 0)
+            for nested in nested_repositories(root):
+                args += git_mounts(nested, writable, plant=False)
         if self._writes_workspace and not self.options.allow_env_writes:
             prefixes = [sys.prefix, environ.get("VIRTUAL_ENV", ""), environ.get("CONDA_PREFIX", "")]
             for folder in workspace_dependencies(self.workspace, prefixes):
