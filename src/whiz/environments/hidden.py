@@ -27,8 +27,9 @@ SECRET_STORES = (
     ".cargo/credentials.toml", ".m2/settings.xml", ".gradle/gradle.properties", ".pgpass", ".my.cnf",
     ".config/rclone", ".config/op", ".huggingface", ".cache/huggingface/token", ".config/openai",
     ".codex", ".claude", ".claude.json", ".local/share/whiz", ".mozilla", ".config/google-chrome",
-    ".config/chromium", ".bash_history", ".zsh_history", ".python_history", ".psql_history",
-    ".mysql_history", ".node_repl_history",
+    ".config/chromium", ".config/glab-cli", ".config/configstore", ".wrangler", ".config/.wrangler",
+    ".config/ngrok", ".terraformrc", ".databrickscfg", ".snowsql", ".config/sops", ".bash_history",
+    ".zsh_history", ".python_history", ".psql_history", ".mysql_history", ".node_repl_history",
 )  # fmt: skip
 # Outside any home: files only root may read. A confined command of root's is still root's user
 # outside its namespace (without capabilities, but owner of these), so they are hidden too.
