@@ -52,7 +52,7 @@ from whiz.environments import Environment, environment_for
 HOLLOW_AFTER = 2
 """Replies in a row that wrote the code back unchanged before the next request shows the
 functions they wrote back without their bodies (`hollow.py`): one such retry shown the code
-still gets an edit out of most (14 of 18 in fast mode's first 60 EditEval tasks)."""
+still gets an edit out of most of the turns that would otherwise end with none."""
 
 RETRY_TEMPERATURE = 0.7
 """For the reply after one that owed an edit and wrote none (or the same code back): at the
@@ -535,8 +535,8 @@ class Agent:
         """Run the tests on code a reply wrote back unchanged before this turn's first edit (once
         a turn): where they fail, their output goes back with the push-back and into every retry
         (`_still_to_change_feedback`, `_retry_items`). The model took the code for done: the 0.5B
-        wrote EditEval 10's `longest` back six times, sampled too, told only that the task asks
-        for a change; the failing assertion is the one thing that says what is still wrong."""
+        wrote a function back unchanged six times, sampled too, told only that the task asks for
+        a change; the failing assertion is the one thing that says what is still wrong."""
         if not self.config.test_cmd or self._changed or self._tests_fail or self._failing_as_is is not None:
             return
         outcome = await self.tools.run(RunCommand(self.config.test_cmd))
@@ -605,17 +605,17 @@ class Agent:
 
     def _deciding_tests(self, named_by_task: set[str]) -> set[str]:
         """The test files this turn's edits leave alone: those the test command names, unless the
-        task names them too (a task may ask to change a test). Seen in whiz bench agent: the 0.5B
-        quoted EditEval's test file back with a broken line, and the turn ended on it."""
+        task names them too (a task may ask to change a test). The 0.5B quotes a test file it was
+        shown back with a broken line, and the turn used to end on it."""
         if not self.config.test_cmd:
             return set()
         return named_paths(self.config.test_cmd) - named_by_task
 
     def _still_to_change(self) -> bool:
         """Whether code written back unchanged leaves the turn undone: the tests fail on that code,
-        or the task asked for a change and none is made yet. Taking it for an answer ended 1 in 20
-        EditEval turns in fast mode with no edit (and others on the failing code); told so, the model
-        gets another try (a format retry: two at most)."""
+        or the task asked for a change and none is made yet. Taking it for an answer ended some
+        fast-mode turns with no edit (and others on the failing code); told so, the model gets
+        another try (a format retry: two at most)."""
         return self._tests_fail or (not self._changed and self._wants_change(self._task))
 
     def _stuck(self) -> None:

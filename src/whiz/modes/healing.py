@@ -13,7 +13,7 @@ mode, the last round goes to the deep model. Auto mode's agent steps heal as a l
 cheapest first (`HealSettings.ladder`).
 
 `Healer` does the rounds and reports every candidate as a `heal_candidate` item. `whiz heal`
-(`runs.heal_task`) applies the winner to the real workspace itself, atomically and undoably;
+(`whiz.commands.heal.heal_task`) applies the winner to the real workspace itself, atomically and undoably;
 `heal_step.HealingModel` makes healing a step of the agent.
 """
 
@@ -70,7 +70,7 @@ class HealSettings:
     agent's own run, another candidate's), a candidate's run may take ten times as long as the
     slowest of them, and this long at the least, never more than `test_timeout_s`. A candidate
     that loops forever otherwise held its round for the whole timeout: 120 s of a fast-mode
-    retry whose tests take 0.05 s (EditEval 16)."""
+    retry whose tests take 0.05 s."""
     rounds: int = 2
     """Rounds with the mode's own model: the first, then one per best failure fed back."""
     deep_rounds: int = 1
@@ -368,11 +368,10 @@ class Healer:
                 label = "deep"
             elif self.settings.ladder and escalated and not self._writes_new_file(rounds):
                 # Both models' most likely replies failed a change of code that exists: the
-                # smaller model's samples rarely mend what the larger one could not. In whiz bench
-                # agent (auto, the first 20 EditEval tasks, five runs) they passed 3 of about 60
-                # such tasks, for 20-35 s each time, and none where the greedy reply wrote the
-                # code back or changed only the tests. A new program varies more from sample to
-                # sample: there they passed 1 or 2 of the 5 program tasks in every run.
+                # smaller model's samples rarely mend what the larger one could not: they passed
+                # about one such task in twenty, for 20-35 s each time, and none where the greedy
+                # reply wrote the code back or changed only the tests. A new program varies more
+                # from sample to sample: there they pass a quarter of the time or more.
                 continue
             history = messages
             failure = best_failure([r for rnd in rounds for r in rnd.results])
@@ -593,7 +592,7 @@ class _RoundTests:
         self._reported: set[int] = set()
         self._firsts: dict[tuple, tuple[CandidateResult, asyncio.Task]] = {}
         # The round's own n: a fast-mode retry draws 3 where its settings say 0 (no heal), and
-        # its candidates' tests ran one at a time, a hanging one holding up the rest (EditEval 16).
+        # its candidates' tests ran one at a time, a hanging one holding up the rest.
         self._limit = asyncio.Semaphore(healer.settings.max_parallel_tests or max(1, n))
 
     async def read(self, found: CandidateStream, *, stop_at_pass: bool) -> None:
