@@ -24,6 +24,11 @@ import pytest
 from whiz.environments import SandboxMode, SandboxOptions, SandboxUnavailable, environment_for, run_confined
 from whiz.environments.sandbox import Bubblewrap, _checked_bubblewrap
 
+# Without bubblewrap these would only show the refusal test_sandbox.py already checks.
+pytestmark = pytest.mark.skipif(
+    shutil.which("bwrap") is None, reason="bubblewrap is not installed (make sandbox)"
+)
+
 READ_ONLY = SandboxOptions(mode=SandboxMode.READ_ONLY)
 ENV_WRITES = SandboxOptions(allow_env_writes=True)
 NOBODY = 65534

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import shutil
 import socket
 import struct
 import threading
@@ -15,6 +16,7 @@ from whiz.environments import SandboxOptions, environment_for
 from whiz.environments.seccomp import ARCHITECTURES, UnsupportedArchitecture, unix_socket_filter
 
 IO_URING_SETUP = {"x86_64": 425, "aarch64": 425, "riscv64": 425}
+needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
 
 
 @pytest.mark.parametrize("arch", sorted(ARCHITECTURES))
@@ -35,6 +37,7 @@ def python(code: str) -> str:
     return f'python3 -c "{code}"'
 
 
+@needs_bwrap
 async def test_socketpairs_threads_and_subprocesses_still_work(tmp_path: Path):
     code = (
         "import socket, subprocess, threading, asyncio, multiprocessing; "
@@ -47,6 +50,7 @@ async def test_socketpairs_threads_and_subprocesses_still_work(tmp_path: Path):
     assert result.ok and "all-ok" in result.output, result.output
 
 
+@needs_bwrap
 async def test_tcp_to_loopback_works_in_a_network_sandbox_while_unix_sockets_stay_refused(tmp_path: Path):
     server = socket.create_server(("127.0.0.1", 0))
     port = server.getsockname()[1]
@@ -82,6 +86,7 @@ def _io_uring_works_here() -> bool:
     return fd >= 0
 
 
+@needs_bwrap
 @pytest.mark.skipif(not _io_uring_works_here(), reason="io_uring is off on this machine")
 async def test_io_uring_is_unavailable_inside(tmp_path: Path):
     # io_uring can open and connect sockets without the system calls the filter checks.
@@ -95,6 +100,7 @@ async def test_io_uring_is_unavailable_inside(tmp_path: Path):
     assert "io_uring -1 38" in result.output, result.output  # ENOSYS: as on a kernel without it
 
 
+@needs_bwrap
 async def test_a_new_user_namespace_is_refused(tmp_path: Path):
     # Inside one, a command would hold every capability again.
     result = await environment_for(tmp_path).run("unshare -r id -u || echo REFUSED")
