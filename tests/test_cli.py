@@ -1,5 +1,8 @@
 """The CLI's bad-input paths: one clear line and a non-zero exit, never a traceback."""
 
+import shutil
+
+import pytest
 from typer.testing import CliRunner
 
 from whiz.cli import app
@@ -59,6 +62,7 @@ def test_serve_help_says_where_the_prefix_cache_lives_and_how_much_disk_it_may_t
     assert "default 4" in result.output and "WHIZ_HOME/kv" in result.output
 
 
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed (make sandbox)")
 def test_whiz_sandbox_keeps_the_venv_read_only_unless_allow_env_writes(tmp_path, monkeypatch):
     site = tmp_path / ".venv" / "lib" / "python3.11" / "site-packages"
     site.mkdir(parents=True)
