@@ -37,9 +37,12 @@ EXPECTED_TO_LAND = {
 
 EXAMPLE_FILES = {
     # Files of a user's project that prose uses as examples, not files of this repository.
+    "app.py",
     "calc.py",
+    "credentials.py",
     "fizzbuzz.py",
     "greet.py",
+    "id_utils.py",
     "shapes.py",
     "snake.py",
     "src/app.py",

@@ -399,6 +399,22 @@ SANDBOX_HELP = (
     "command can do."
 )
 SandboxOpt = Annotated[str, typer.Option("--sandbox", help=SANDBOX_HELP)]
+SecretFileOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--secret-file",
+        envvar="WHIZ_SECRET_FILES",
+        help="A glob of more files that look like secrets, beside .env*, keys and credentials (e.g. "
+        "'config/prod.yaml'; '!.env.test' takes one back out); repeat it, or list them in "
+        "WHIZ_SECRET_FILES. The model sees such a file only if you name it or approve its READ.",
+    ),
+]
+ENV_WRITES_HELP = (
+    "In workspace-write, let commands change the project's dependency folders (.venv, venv, "
+    "node_modules, .tox), read-only otherwise, so pip or npm install work. Risk: what a command "
+    "installs there runs unconfined the next time you start Python or node in the project."
+)
+EnvWritesOpt = Annotated[bool, typer.Option("--allow-env-writes", help=ENV_WRITES_HELP)]
 PolicyCheckOpt = Annotated[
     bool,
     typer.Option(
@@ -426,10 +442,13 @@ class ModelFlags:
     policy: PolicyOpt = "refuse"
     policy_model_check: PolicyCheckOpt = False
     sandbox: SandboxOpt = "workspace-write"
+    secret_file: SecretFileOpt = None
+    allow_env_writes: EnvWritesOpt = False
 
     def session_options(self, agent=None, *, resume: str | None = None, heal: int | None = None):
         """The flags as `SessionOptions` for the current directory, with the agent's settings
         (`AgentConfig`) where the command has them; a bad value exits with one line."""
+        from whiz.agent.secret_files import SecretFiles
         from whiz.modes.endpoints import DeepSettings, FastSettings
         from whiz.modes.policy import parse_action
         from whiz.modes.router import parse_mode
@@ -452,7 +471,8 @@ class ModelFlags:
             )
             if agent is not None:
                 options.agent = agent
-            options.agent.sandbox = sandbox_options(self.sandbox)
+            options.agent.sandbox = sandbox_options(self.sandbox, allow_env_writes=self.allow_env_writes)
+            options.agent.secrets = SecretFiles(tuple(self.secret_file or ()))
             check_heal(heal, options.agent)
         except ValueError as exc:
             raise fail(str(exc)) from None
@@ -502,12 +522,13 @@ def _read_task(task: str) -> str:
     return task
 
 
-def sandbox_options(mode: str):  # -> SandboxOptions
-    """`--sandbox MODE` as options; ValueError naming the modes for a bad one."""
+def sandbox_options(mode: str, *, allow_env_writes: bool = False):  # -> SandboxOptions
+    """`--sandbox MODE` (and `--allow-env-writes`) as options; ValueError naming the modes for a bad
+    one."""
     from whiz.environments import SandboxMode, SandboxOptions
 
     try:
-        return SandboxOptions(SandboxMode(mode))
+        return SandboxOptions(SandboxMode(mode), allow_env_writes=allow_env_writes)
     except ValueError:
         choices = ", ".join(m.value for m in SandboxMode)
         raise ValueError(f"--sandbox must be one of {choices}, not {mode!r}") from None
@@ -574,6 +595,7 @@ def resume(
     mode: ResumedModeOpt = None,
     sandbox: SandboxOpt = "workspace-write",
     in_process: InProcessOpt = False,
+    secret_file: SecretFileOpt = None,
 ) -> None:
     """Continue a stored session with a new task; without one, list this directory's sessions.
 
@@ -594,7 +616,13 @@ def resume(
     from whiz.commands.exec import exec_in_mode
 
     flags = ModelFlags(
-        mode=mode, base_url=base_url, api_key=api_key, model=model, sandbox=sandbox, in_process=in_process
+        mode=mode,
+        base_url=base_url,
+        api_key=api_key,
+        model=model,
+        sandbox=sandbox,
+        in_process=in_process,
+        secret_file=secret_file,
     )
     options = flags.session_options(_agent_config(approval, actions, test_cmd), resume=session or "last")
     raise typer.Exit(exec_in_mode(task, options, Output(json_mode=json_)))
@@ -609,20 +637,23 @@ def sandbox(
     timeout: Annotated[
         float | None, typer.Option(help="Seconds before it is stopped (default: none).")
     ] = None,
+    allow_env_writes: EnvWritesOpt = False,
 ) -> None:
     """Run one command in this directory the way the agent would: `whiz sandbox -- pytest -q`.
 
-    In workspace-write only this folder and a private /tmp can be written, `.git` is read-only,
-    there is no network, keys and tokens are left out of the environment, and every process the
-    command started is gone when it ends. Try your test command here to see what it needs. The
-    exit code is the command's (124 when the timeout stopped it).
+    In workspace-write only this folder and a private /tmp can be written, `.git` and the
+    dependency folders (.venv, node_modules) are read-only, there is no network, keys and tokens
+    are left out of the environment, secret stores in the home folder and host sockets are out of
+    reach, the command holds no root capabilities, and every process it started is gone when it
+    ends. Try your test command here to see what it needs. The exit code is the command's (124
+    when the timeout stopped it). docs/sandbox.md has the whole threat model.
     """
     import asyncio
 
     from whiz.environments import SandboxUnavailable, run_sandboxed
 
     try:
-        options = sandbox_options(mode)
+        options = sandbox_options(mode, allow_env_writes=allow_env_writes)
     except ValueError as exc:
         raise fail(str(exc).replace("--sandbox", "--mode")) from None
     try:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from whiz.agent.approvals import ApprovalMode
 from whiz.agent.formats import ActionFormat
+from whiz.agent.secret_files import SecretFiles
 from whiz.environments.sandbox import SandboxOptions
 
 
@@ -55,3 +56,7 @@ class AgentConfig:
     sandbox: SandboxOptions = field(default_factory=SandboxOptions)
     """Where the commands it runs (`RUN`, the test command) may write and reach: by default the
     workspace only, `.git` read-only, no network, no secrets in the environment."""
+    secrets: SecretFiles = field(default_factory=SecretFiles)
+    """Which workspace files look like secrets (`.env`, keys, credentials, and the globs given
+    with `--secret-file` or WHIZ_SECRET_FILES): the model sees one only where the user names it
+    or approves its READ (docs/secrets.md). The session's `Workspace` is built with it."""

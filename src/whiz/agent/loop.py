@@ -40,6 +40,7 @@ from whiz.agent.model import (
 from whiz.agent.prompt import echoes_instructions, repeats, system_prompt, task_message
 from whiz.agent.repetition import looping
 from whiz.agent.runs_check import shown
+from whiz.agent.secret_files import redact
 from whiz.agent.stats import TurnOutcome, TurnStats
 from whiz.agent.test_files import named_paths
 from whiz.agent.tools import ApplyEdits, Malformed, RunCommand, Toolbox, WriteFailed
@@ -222,21 +223,23 @@ class Agent:
         with contextlib.suppress(ClientError):  # the connection is gone: nothing left to stop
             await self.model.cancel()
 
-    async def run(self, task: str) -> TurnOutcome:
-        """One turn: the task, then steps until it is done, fails or is cancelled."""
+    async def run(self, task: str, *, from_user: bool = True) -> TurnOutcome:
+        """One turn: the task, then steps until it is done, fails or is cancelled. A task not
+        `from_user` (a swarm's planner wrote it) lets the model see no secret-looking file it
+        names, and has any such file's values masked."""
         if self._running:
             raise RuntimeError("a turn is already running; steer() or cancel() it")
         self._running = True
         try:
-            return await self._turn(task)
+            return await self._turn(task, from_user)
         finally:
             self._running, self._step = False, None
 
-    async def _turn(self, task: str) -> TurnOutcome:
+    async def _turn(self, task: str, from_user: bool = True) -> TurnOutcome:
         with turn(self.emit) as t:
-            return await self._turn_body(t, task)
+            return await self._turn_body(t, task, from_user)
 
-    async def _turn_body(self, t: Turn, task: str) -> TurnOutcome:
+    async def _turn_body(self, t: Turn, task: str, from_user: bool = True) -> TurnOutcome:
         turn_id = t.id
         self.stats, self._cancelled, self._changed, retries = TurnStats(), False, [], 0
         started = time.perf_counter()
@@ -246,7 +249,13 @@ class Agent:
         self._unstuck()
         self._fresh_budget()
         first = not any(i.get("role") == "user" for i in self.items)
-        text, attached = task_message(self.ws, task, code_tokens=self.config.code_tokens, first=first)
+        if from_user:
+            self.tools.secrets.grant_named(task)  # the user asked for that file by name
+        text, attached = task_message(
+            self.ws, task, code_tokens=self.config.code_tokens, first=first, named_secrets=from_user
+        )
+        # A task not from the user gets every withheld value masked; any task, private keys.
+        text = self.tools.secrets.redact(text) if not from_user else redact(text, set())
         self._turn_start = len(self.items)
         self.context.note_turn(task)
         self.items.append({"type": "message", "role": "user", "content": text})
@@ -345,6 +354,7 @@ class Agent:
     async def query(self) -> Reply:
         while self._steering:
             text = self._steering.popleft()
+            self.tools.secrets.grant_named(text)
             self.items.append({"type": "message", "role": "user", "content": text})
             self.emit.single("user_message", text=text)
         if self.stats.model_calls >= self.config.max_steps:

@@ -41,6 +41,7 @@ from whiz.agent.events import Emitter
 from whiz.agent.intent import code_without_edit, named_paths
 from whiz.agent.prompt import CODE_TOKENS, system_prompt, task_message
 from whiz.agent.runs_check import shown
+from whiz.agent.secret_files import SecretGate
 from whiz.agent.test_files import TestFiles
 from whiz.agent.tools import ApplyEdits
 from whiz.agent.workspace import Workspace
@@ -570,6 +571,10 @@ class Healer:
         output = done.output
         for where in {str(copy.path), str(Path(copy.path).resolve())}:
             output = output.replace(where, str(self.ws.root))
+        # It goes back to the model as feedback: a secret file's values it prints stay out.
+        secrets = SecretGate(self.ws)
+        secrets.grant_named(self._task)
+        output = secrets.redact(output)
         result.exit_code, result.test_output = done.exit_code, output
         result.test_ms = (time.perf_counter() - started) * 1000
         result.status = "passed" if done.ok else ("timeout" if done.timed_out else "failed")
@@ -717,5 +722,9 @@ def heal_messages(
     if failing:
         output = truncate(baseline.output, MAX_FAILURE_CHARS).rstrip()
         text += f"\n\nThe tests (`{shown(test_cmd)}`) fail now:\n```\n{output}\n```"
+    # The tests' output may print a secret file's values: only those the task names go out.
+    secrets = SecretGate(ws)
+    secrets.grant_named(task)
+    text = secrets.redact(text)
     instructions = system_prompt(ws, "text", test_cmd=test_cmd)
     return [{"role": "system", "content": instructions}, {"role": "user", "content": text}]

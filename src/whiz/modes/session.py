@@ -261,7 +261,7 @@ class AgentSession:
         chain.sinks.append(routed.observe)
         model: ModelClient = routed
         healing = None
-        ws = Workspace(options.workspace)
+        ws = Workspace(options.workspace, options.agent.secrets)
         if options.agent.test_cmd:
             model = healing = healing_step(routed, router, ws, options.agent)
             chain.sinks.append(healing.observe)
