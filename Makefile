@@ -9,7 +9,7 @@ LLAMA_VERSION := 0.3.36
 STAMP := $(VENV)/.whiz-installed
 PYTEST_ARGS ?=
 
-.PHONY: run test setup model browser sandbox lint format bench-serve clean
+.PHONY: run test setup model browser sandbox lint format docs bench-serve clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -55,6 +55,11 @@ lint: setup
 format: setup
 	$(VENV)/bin/ruff format src tests
 	$(VENV)/bin/ruff check --fix src tests
+
+# The reference pages that come from the code (docs/configuration.md, docs/cli.md); tests/test_docs.py
+# fails when they differ from what this writes.
+docs: setup
+	$(PY) scripts/gen_docs.py
 
 bench-serve: model
 	$(WHIZ) bench serve

@@ -1,4 +1,4 @@
-"""Screenshots of the web app's main views, for the README: `python scripts/screenshots.py [--only heal]`.
+"""Screenshots of the web app's main views, for docs/web.md: `python scripts/screenshots.py [--only heal]`.
 
 Starts `whiz serve` with the default model on a small demo workspace, drives the page in Debian's
 headless Chromium through Playwright, and writes PNGs into docs/screenshots/. Needs what `make test`

@@ -1,5 +1,8 @@
 """The CLI's bad-input paths: one clear line and a non-zero exit, never a traceback."""
 
+import shutil
+
+import pytest
 from typer.testing import CliRunner
 
 from whiz.cli import app
@@ -56,4 +59,17 @@ def test_serve_help_says_where_the_prefix_cache_lives_and_how_much_disk_it_may_t
     assert result.exit_code == 0
     for flag in ("--prefix-cache-dir", "--prefix-cache-gb", "--no-prefix-cache"):
         assert flag in result.output
-    assert "default 4" in result.output and "WHIZ_HOME/kv" in result.output
+    text = " ".join(result.output.replace("│", " ").split())  # rich's panel wraps the help column
+    assert "[default: 4.0]" in text and "WHIZ_HOME/kv" in text
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed (make sandbox)")
+def test_whiz_sandbox_keeps_the_venv_read_only_unless_allow_env_writes(tmp_path, monkeypatch):
+    site = tmp_path / ".venv" / "lib" / "python3.11" / "site-packages"
+    site.mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    plant = ["sh", "-c", f"echo 'import os' > {site}/evil.pth"]
+    refused = runner.invoke(app, ["sandbox", "--", *plant])
+    assert refused.exit_code != 0 and not (site / "evil.pth").exists()
+    allowed = runner.invoke(app, ["sandbox", "--allow-env-writes", "--", *plant])
+    assert allowed.exit_code == 0 and (site / "evil.pth").exists()

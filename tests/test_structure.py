@@ -8,6 +8,7 @@ An import inside a function counts: it still runs.
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -160,3 +161,67 @@ def test_the_table_can_tell_a_violation() -> None:
     # The walk sees an upward import (so the first test can fail).
     assert layer("whiz.server.app") < layer("whiz.agent.loop")
     assert "whiz.web.app" in imports(whiz_modules())["whiz.commands.serve"]
+
+
+# -- git ---------------------------------------------------------------------------------------------
+
+GIT_RUNNER = "whiz.environments.git"
+"""The one module that starts git, with its repository named and its programs pinned: git run
+anywhere else would find its own repository (a folder the model wrote can be one) and run what
+that repository's config names."""
+
+PROCESS_CALLS = frozenset(
+    {"run", "Popen", "call", "check_call", "check_output", "getoutput", "getstatusoutput"}
+    | {"create_subprocess_exec", "create_subprocess_shell", "system", "popen", "posix_spawn", "posix_spawnp"}
+    | {f"exec{s}" for s in ("l", "le", "lp", "lpe", "v", "ve", "vp", "vpe")}
+    | {f"spawn{s}" for s in ("l", "le", "lp", "lpe", "v", "ve", "vp", "vpe")}
+)
+SHELL_GIT = re.compile(r"^\s*(\S*/)?git(\s|$)")
+
+
+def starts_git(source: str) -> list[int]:
+    """The lines of `source` that start git or name its program: the string "git" itself (as an
+    argv's first item, for `shutil.which`, or kept in a variable for later), and a shell command
+    line that begins with git, given to anything that starts a process."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        named = isinstance(node, ast.Constant) and isinstance(node.value, str)
+        if named and node.value.strip().rsplit("/", 1)[-1] == "git":
+            found.add(node.lineno)
+        if isinstance(node, ast.Call):
+            callee = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if callee in PROCESS_CALLS:
+                for inner in ast.walk(node):
+                    text = inner.values[0] if isinstance(inner, ast.JoinedStr) and inner.values else inner
+                    if (
+                        isinstance(text, ast.Constant)
+                        and isinstance(text.value, str)
+                        and SHELL_GIT.match(text.value)
+                    ):
+                        found.add(node.lineno)
+    return sorted(found)
+
+
+def test_only_the_git_module_starts_git() -> None:
+    starting = [
+        f"{name}:{line}"
+        for name, path in sorted(whiz_modules().items())
+        if name != GIT_RUNNER
+        for line in starts_git(path.read_text())
+    ]
+    assert starting == []
+
+
+def test_the_git_scan_can_tell_a_violation() -> None:
+    caught = [
+        'subprocess.run(["git", "ls-files"], cwd=base)',
+        'cmd = ["/usr/bin/git"] + args\nsubprocess.Popen(cmd)',
+        'await asyncio.create_subprocess_exec("git", "status")',
+        'os.system("git status")',
+        'subprocess.run(f"git diff {ref}", shell=True)',
+        'subprocess.check_output(["sh", "-c", "git worktree add x"])',
+        'shutil.which("git")',
+    ]
+    assert [snippet for snippet in caught if not starts_git(snippet)] == []
+    passed = ['"""Asks `git ls-files` which files are tracked."""', 'kind = "git-worktree"', 'run(["gitk"])']
+    assert [snippet for snippet in passed if starts_git(snippet)] == []

@@ -9,10 +9,12 @@ import types
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Annotated, get_type_hints
+from typing import Annotated, Any, get_type_hints
 
 import typer
 from rich.console import Console
+
+from whiz.commands.settings_options import settings_command
 
 
 def _leave_out_httpx_cli() -> None:
@@ -46,11 +48,13 @@ err = Console(stderr=True)
 
 
 def fail(message: str) -> typer.Exit:
-    err.print(f"[red]error:[/red] {message}")
+    from rich.markup import escape
+
+    err.print(f"[red]error:[/red] {escape(message)}")  # "[serve]" in a message is text, not markup
     return typer.Exit(2)
 
 
-@app.command()
+@settings_command(app, "whiz.config:ServeSettings")
 def serve(
     action: Annotated[
         str | None,
@@ -60,158 +64,9 @@ def serve(
             show_default=False,
         ),
     ] = None,
-    model: Annotated[
-        str | None, typer.Option(help="Registry name, path to a .gguf, hf:owner/repo/file, or 'fake'.")
-    ] = None,
-    host: Annotated[str | None, typer.Option(help="Address to bind (default 127.0.0.1).")] = None,
-    port: Annotated[int | None, typer.Option(help="Port (default 8321).")] = None,
-    ctx: Annotated[
-        int | None, typer.Option(help="Tokens per conversation (default: the model's trained length).")
-    ] = None,
-    kv_budget_mb: Annotated[
-        int | None, typer.Option(help="Memory for the shared KV cache (default 2048).")
-    ] = None,
-    slots: Annotated[int | None, typer.Option(help="Sessions kept warm at once (default 16).")] = None,
-    threads: Annotated[int | None, typer.Option(help="CPU threads (default: all cores).")] = None,
-    api_key: Annotated[
-        list[str] | None, typer.Option("--api-key", help="Accept this bearer key (repeatable).")
-    ] = None,
-    gateway_key: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--gateway-key",
-            help="Accept this key from a gateway in front of this replica, which then keeps its "
-            "clients' tenants apart (repeatable).",
-        ),
-    ] = None,
-    rate_limit_rpm: Annotated[int | None, typer.Option(help="Requests per minute per key (0 = off).")] = None,
-    speculation: Annotated[
-        bool | None,
-        typer.Option(
-            "--speculation/--no-speculation", help="Draft and verify tokens (output is identical either way)."
-        ),
-    ] = None,
-    max_draft: Annotated[
-        int | None, typer.Option(help="Longest draft verified in one batch (default 32).")
-    ] = None,
-    tool_grammar: Annotated[
-        bool | None,
-        typer.Option(
-            "--tool-grammar/--no-tool-grammar",
-            help="When a request offers tools, decode each call the model starts under a grammar of "
-            "the tools' schemas, so it parses and fits them; text outside calls stays free (default on).",
-        ),
-    ] = None,
     config: Annotated[Path | None, typer.Option(help="TOML file with a [serve] table.")] = None,
-    workspace: Annotated[
-        Path | None,
-        typer.Option(
-            help="Folder the web app at / may browse and edit (nothing outside it is reachable).",
-            exists=True,
-            file_okay=False,
-            resolve_path=True,
-        ),
-    ] = None,
-    test_cmd: Annotated[
-        str | None,
-        typer.Option(help="Command the web app runs in the workspace on request, e.g. 'pytest -q'."),
-    ] = None,
-    draft_model: Annotated[
-        str | None,
-        typer.Option(
-            help="A smaller model with the same tokenizer that drafts tokens for --model "
-            "(e.g. qwen2.5-coder-0.5b for qwen2.5-coder-1.5b); output is unchanged."
-        ),
-    ] = None,
-    # -- upstreams and the gateway --
-    upstream: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--upstream",
-            help="Serve on top of this OpenAI-compatible server (vLLM, llama-server, SGLang, whiz, ...) "
-            "instead of a local model. Repeat it for a gateway: sessions stick to one replica, sick "
-            "replicas leave the rotation, a dead replica's sessions move with their history.",
-        ),
-    ] = None,
-    upstream_key: Annotated[
-        str | None, typer.Option(help="Bearer key for the upstreams (or WHIZ_UPSTREAM_KEY).")
-    ] = None,
-    upstream_model: Annotated[
-        str | None, typer.Option(help="Model id to ask the upstreams for (default: the first each lists).")
-    ] = None,
-    routing: Annotated[
-        str | None,
-        typer.Option(help="affinity (default): a session stays on its replica; round-robin: for comparison."),
-    ] = None,
-    engine_only: Annotated[
-        bool | None,
-        typer.Option(
-            "--engine-only",
-            help="Run a replica for a gateway: the model API only (no web app, no agent endpoints).",
-        ),
-    ] = None,
-    # -- safety and limits (issue 16); the rest are WHIZ_<NAME> or [serve] settings --
-    insecure_no_auth: Annotated[
-        bool | None,
-        typer.Option(
-            "--insecure-no-auth",
-            help="Serve a non-loopback --host without --api-key (refused otherwise): anyone who reaches "
-            "the port may use it.",
-        ),
-    ] = None,
-    allowed_host: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--allowed-host", help="Also answer under this Host name (repeatable; '*' for any name)."
-        ),
-    ] = None,
-    allowed_origin: Annotated[
-        list[str] | None,
-        typer.Option("--allowed-origin", help="Also accept browser requests from this origin (repeatable)."),
-    ] = None,
-    max_output_tokens_default: Annotated[
-        int | None, typer.Option(help="Output cap of a request that sets none (default 4096).")
-    ] = None,
-    max_n: Annotated[int | None, typer.Option(help="Most candidates (n) per request (default 8).")] = None,
-    max_slots_per_key: Annotated[
-        int | None,
-        typer.Option(
-            help="Most slots one API key's requests hold at once; its others wait while other keys' "
-            "start (default: half of --slots; without keys, no cap).",
-        ),
-    ] = None,
-    shutdown_grace_s: Annotated[
-        float | None,
-        typer.Option(help="On SIGTERM, seconds running requests get before they are cancelled (default 3)."),
-    ] = None,
-    max_connections: Annotated[
-        int | None, typer.Option(help="Open connections at once; more get a 503 (default 512).")
-    ] = None,
-    idle_exit: Annotated[
-        float | None,
-        typer.Option(help="Exit after this many seconds without a request (default: never)."),
-    ] = None,
-    prefix_cache: Annotated[
-        bool | None,
-        typer.Option(
-            "--prefix-cache/--no-prefix-cache",
-            help="Save long prompts' KV cache on disk (WHIZ_HOME/kv, at most --prefix-cache-gb) so a "
-            "restart restores them instead of prefilling again (default on).",
-        ),
-    ] = None,
-    prefix_cache_dir: Annotated[
-        Path | None, typer.Option(help="Folder of the prefix cache (default: WHIZ_HOME/kv).")
-    ] = None,
-    prefix_cache_gb: Annotated[
-        float | None,
-        typer.Option(
-            help="Most disk the prefix cache may take, in GiB (default 4; ~12 MB per 1k tokens with the "
-            "0.5B model, least recently used out first; never writes with under 1 GB free)."
-        ),
-    ] = None,
-    prefix_cache_min_tokens: Annotated[
-        int | None, typer.Option(help="Shortest prompt the prefix cache saves (default 1024 tokens).")
-    ] = None,
+    *,
+    flags: dict[str, Any],
 ) -> None:
     """Serve the OpenAI-compatible APIs (Chat Completions, Responses, its WebSocket mode) and the web app.
 
@@ -221,8 +76,8 @@ def serve(
     model stays loaded for the next command; it exits after 15 idle minutes): `whiz serve status`
     lists those, `whiz serve stop` ends them.
 
-    More limits (WebSocket sessions and queues, stored responses) are settings: WHIZ_<NAME> or
-    the [serve] table of --config.
+    Each option is also a key of the `[serve]` table of --config and `WHIZ_<NAME>` in the
+    environment (`WHIZ_KV_BUDGET_MB=8192`); a flag wins over the environment, which wins over the file.
     """
     from whiz.commands.serve import background_status, serve_forever, stop_background
     from whiz.config import load_settings
@@ -234,44 +89,7 @@ def serve(
         raise typer.Exit(background_status() if action == "status" else stop_background())
 
     try:
-        settings = load_settings(
-            config,
-            model=model,
-            host=host,
-            port=port,
-            ctx=ctx,
-            kv_budget_mb=kv_budget_mb,
-            slots=slots,
-            threads=threads,
-            api_keys=api_key,
-            gateway_keys=gateway_key,
-            rate_limit_rpm=rate_limit_rpm,
-            speculation=speculation,
-            max_draft=max_draft,
-            tool_grammar=tool_grammar,
-            workspace=workspace,
-            test_cmd=test_cmd,
-            draft_model=draft_model,
-            upstreams=upstream,
-            upstream_key=upstream_key,
-            upstream_model=upstream_model,
-            routing=routing,
-            engine_only=engine_only,
-            insecure_no_auth=insecure_no_auth,
-            allowed_hosts=allowed_host,
-            allowed_origins=allowed_origin,
-            max_output_tokens_default=max_output_tokens_default,
-            max_n=max_n,
-            max_slots_per_key=max_slots_per_key,
-            shutdown_grace_s=shutdown_grace_s,
-            max_connections=max_connections,
-            idle_exit_s=idle_exit,
-            prefix_cache=prefix_cache,
-            prefix_cache_dir=prefix_cache_dir,
-            prefix_cache_gb=prefix_cache_gb,
-            prefix_cache_min_tokens=prefix_cache_min_tokens,
-        )
-        serve_forever(settings, err)
+        serve_forever(load_settings(config, **flags), err)
     except WhizError as exc:
         raise fail(exc.message) from None
 
@@ -581,6 +399,22 @@ SANDBOX_HELP = (
     "command can do."
 )
 SandboxOpt = Annotated[str, typer.Option("--sandbox", help=SANDBOX_HELP)]
+SecretFileOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--secret-file",
+        envvar="WHIZ_SECRET_FILES",
+        help="A glob of more files that look like secrets, beside .env*, keys and credentials (e.g. "
+        "'config/prod.yaml'; '!.env.test' takes one back out); repeat it, or list them in "
+        "WHIZ_SECRET_FILES. The model sees such a file only if you name it or approve its READ.",
+    ),
+]
+ENV_WRITES_HELP = (
+    "In workspace-write, let commands change the project's dependency folders (.venv, venv, "
+    "node_modules, .tox), read-only otherwise, so pip or npm install work. Risk: what a command "
+    "installs there runs unconfined the next time you start Python or node in the project."
+)
+EnvWritesOpt = Annotated[bool, typer.Option("--allow-env-writes", help=ENV_WRITES_HELP)]
 PolicyCheckOpt = Annotated[
     bool,
     typer.Option(
@@ -608,10 +442,13 @@ class ModelFlags:
     policy: PolicyOpt = "refuse"
     policy_model_check: PolicyCheckOpt = False
     sandbox: SandboxOpt = "workspace-write"
+    secret_file: SecretFileOpt = None
+    allow_env_writes: EnvWritesOpt = False
 
     def session_options(self, agent=None, *, resume: str | None = None, heal: int | None = None):
         """The flags as `SessionOptions` for the current directory, with the agent's settings
         (`AgentConfig`) where the command has them; a bad value exits with one line."""
+        from whiz.agent.secret_files import SecretFiles
         from whiz.modes.endpoints import DeepSettings, FastSettings
         from whiz.modes.policy import parse_action
         from whiz.modes.router import parse_mode
@@ -634,7 +471,8 @@ class ModelFlags:
             )
             if agent is not None:
                 options.agent = agent
-            options.agent.sandbox = sandbox_options(self.sandbox)
+            options.agent.sandbox = sandbox_options(self.sandbox, allow_env_writes=self.allow_env_writes)
+            options.agent.secrets = SecretFiles(tuple(self.secret_file or ()))
             check_heal(heal, options.agent)
         except ValueError as exc:
             raise fail(str(exc)) from None
@@ -684,12 +522,13 @@ def _read_task(task: str) -> str:
     return task
 
 
-def sandbox_options(mode: str):  # -> SandboxOptions
-    """`--sandbox MODE` as options; ValueError naming the modes for a bad one."""
+def sandbox_options(mode: str, *, allow_env_writes: bool = False):  # -> SandboxOptions
+    """`--sandbox MODE` (and `--allow-env-writes`) as options; ValueError naming the modes for a bad
+    one."""
     from whiz.environments import SandboxMode, SandboxOptions
 
     try:
-        return SandboxOptions(SandboxMode(mode))
+        return SandboxOptions(SandboxMode(mode), allow_env_writes=allow_env_writes)
     except ValueError:
         choices = ", ".join(m.value for m in SandboxMode)
         raise ValueError(f"--sandbox must be one of {choices}, not {mode!r}") from None
@@ -756,6 +595,7 @@ def resume(
     mode: ResumedModeOpt = None,
     sandbox: SandboxOpt = "workspace-write",
     in_process: InProcessOpt = False,
+    secret_file: SecretFileOpt = None,
 ) -> None:
     """Continue a stored session with a new task; without one, list this directory's sessions.
 
@@ -776,7 +616,13 @@ def resume(
     from whiz.commands.exec import exec_in_mode
 
     flags = ModelFlags(
-        mode=mode, base_url=base_url, api_key=api_key, model=model, sandbox=sandbox, in_process=in_process
+        mode=mode,
+        base_url=base_url,
+        api_key=api_key,
+        model=model,
+        sandbox=sandbox,
+        in_process=in_process,
+        secret_file=secret_file,
     )
     options = flags.session_options(_agent_config(approval, actions, test_cmd), resume=session or "last")
     raise typer.Exit(exec_in_mode(task, options, Output(json_mode=json_)))
@@ -791,20 +637,23 @@ def sandbox(
     timeout: Annotated[
         float | None, typer.Option(help="Seconds before it is stopped (default: none).")
     ] = None,
+    allow_env_writes: EnvWritesOpt = False,
 ) -> None:
     """Run one command in this directory the way the agent would: `whiz sandbox -- pytest -q`.
 
-    In workspace-write only this folder and a private /tmp can be written, `.git` is read-only,
-    there is no network, keys and tokens are left out of the environment, and every process the
-    command started is gone when it ends. Try your test command here to see what it needs. The
-    exit code is the command's (124 when the timeout stopped it).
+    In workspace-write only this folder and a private /tmp can be written, `.git` and the
+    dependency folders (.venv, node_modules) are read-only, there is no network, keys and tokens
+    are left out of the environment, secret stores in the home folder and host sockets are out of
+    reach, the command holds no root capabilities, and every process it started is gone when it
+    ends. Try your test command here to see what it needs. The exit code is the command's (124
+    when the timeout stopped it). docs/sandbox.md has the whole threat model.
     """
     import asyncio
 
     from whiz.environments import SandboxUnavailable, run_sandboxed
 
     try:
-        options = sandbox_options(mode)
+        options = sandbox_options(mode, allow_env_writes=allow_env_writes)
     except ValueError as exc:
         raise fail(str(exc).replace("--sandbox", "--mode")) from None
     try:

@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, get_args, get_origin
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from whiz.errors import InvalidRequest
+
+
+@dataclass(frozen=True)
+class Flag:
+    """How a setting is spelled on the command line where `--<name>` is not the whole story
+    (`Annotated[list[str], Flag("--api-key")]`): a list's flag names one item and is repeated,
+    and `also` keeps an older spelling working."""
+
+    name: str | None = None
+    also: tuple[str, ...] = ()
 
 
 class UpstreamSpec(BaseModel):
@@ -26,6 +38,8 @@ class UpstreamSpec(BaseModel):
 class EngineSettings(BaseModel):
     """The model and the engine that runs it: what decides what the KV cache holds and how fast it is."""
 
+    model_config = ConfigDict(title="Model and engine")
+
     model: str = Field(
         "qwen2.5-coder-0.5b", description="Registry name, .gguf path, hf:owner/repo/file, or 'fake'."
     )
@@ -38,7 +52,9 @@ class EngineSettings(BaseModel):
     slots: int = Field(16, description="KV sequences: sessions kept warm at once.")
     threads: int | None = Field(None, description="CPU threads for llama.cpp (default: all cores).")
     speculation: bool = Field(
-        True, description="Draft tokens (prediction, prompt lookup) and verify them in batches."
+        True,
+        description="Draft tokens (prediction, prompt lookup) and verify them in batches; the output is "
+        "the same either way.",
     )
     max_draft: int = Field(32, description="Longest draft verified in one batch.")
     max_slots_per_key: int | None = Field(
@@ -79,6 +95,8 @@ class EngineSettings(BaseModel):
 class SamplingSettings(BaseModel):
     """How tokens are chosen when a request does not say."""
 
+    model_config = ConfigDict(title="Sampling")
+
     temperature: float = Field(0.7, description="Sampling temperature when a request sets none.")
     top_p: float = Field(0.8, description="Nucleus sampling when a request sets none.")
     top_k: int = Field(20, description="Top-k sampling (not part of OpenAI's API).")
@@ -93,34 +111,38 @@ class SamplingSettings(BaseModel):
 class HttpSettings(BaseModel):
     """Where the server listens, who may use it, and for how long it runs."""
 
+    model_config = ConfigDict(title="Listening and access")
+
     host: str = Field("127.0.0.1", description="Address to bind; loopback by default.")
     port: int = Field(8321, description="TCP port.")
     model_name: str | None = Field(
         None, description="Model id reported by the API (default: the --model value)."
     )
-    api_keys: list[str] = Field(default_factory=list, description="Accepted bearer keys; none means no auth.")
-    gateway_keys: list[str] = Field(
+    api_keys: Annotated[list[str], Flag("--api-key")] = Field(
+        default_factory=list, description="Accepted bearer keys; none means no auth."
+    )
+    gateway_keys: Annotated[list[str], Flag("--gateway-key")] = Field(
         default_factory=list,
         description="Keys of gateways in front of this server (accepted as API keys): a request made "
         "with one keeps its client's tenant (X-Whiz-Tenant) apart from the others' cache, sessions "
         "and slots. A server without keys takes the tenant from any caller.",
     )
     rate_limit_rpm: int = Field(0, description="Requests per minute per key (0: unlimited).")
-    allowed_hosts: list[str] = Field(
+    allowed_hosts: Annotated[list[str], Flag("--allowed-host")] = Field(
         default_factory=list,
         description="Host names the server answers under, besides loopback names and --host (and, for "
         "a wildcard bind, this machine's names and addresses); '*' allows any.",
     )
-    allowed_origins: list[str] = Field(
+    allowed_origins: Annotated[list[str], Flag("--allowed-origin")] = Field(
         default_factory=list,
         description="Browser origins (scheme://host:port) allowed besides the server's own pages.",
     )
     insecure_no_auth: bool = Field(
         False,
-        description="Allow a non-loopback --host without --api-key: anyone who reaches the port may "
-        "spend its compute.",
+        description="Allow a non-loopback --host without --api-key (refused otherwise): anyone who "
+        "reaches the port may spend its compute.",
     )
-    idle_exit_s: float = Field(
+    idle_exit_s: Annotated[float, Flag(also=("--idle-exit",))] = Field(
         0,
         description="Exit after this many seconds without a request (0: never); background servers use 900.",
     )
@@ -134,6 +156,8 @@ class HttpSettings(BaseModel):
 class LimitSettings(BaseModel):
     """Bounds that keep one client from knocking the server over (OpenAI's published limits where
     it has them, nginx's and uvicorn's defaults elsewhere)."""
+
+    model_config = ConfigDict(title="Limits")
 
     max_body_mb: float = Field(16, description="Largest request body accepted.")
     body_timeout_s: float = Field(
@@ -179,7 +203,7 @@ class LimitSettings(BaseModel):
         "past it, its oldest such connection is closed. They do not count toward --max-connections.",
     )
     max_waiting: int = Field(
-        2048,
+        1024,
         ge=1,
         description="Connections without a whole request head, from all addresses; past it, the oldest "
         "is closed.",
@@ -203,8 +227,10 @@ class LimitSettings(BaseModel):
 class WebSettings(BaseModel):
     """The browser app's workspace: what the page may browse, edit and test."""
 
+    model_config = ConfigDict(title="Web app")
+
     workspace: Path | None = Field(
-        None, description="Folder the web app may browse and edit (nothing outside it is reachable)."
+        None, description="Folder the web app at / may browse and edit (nothing outside it is reachable)."
     )
     test_cmd: str | None = Field(
         None,
@@ -213,14 +239,23 @@ class WebSettings(BaseModel):
     )
     test_timeout_s: float = Field(300, description="Longest a --test-cmd run may take before it is killed.")
 
+    @field_validator("workspace")
+    @classmethod
+    def _absolute(cls, path: Path | None) -> Path | None:
+        """A relative folder (or ~) is taken from where whiz started, as it would be on the command line."""
+        return None if path is None else path.expanduser().resolve()
+
 
 class GatewaySettings(BaseModel):
     """Serving on top of other engines (`whiz serve --upstream`), one or several."""
 
-    upstreams: list[str | UpstreamSpec] = Field(
+    model_config = ConfigDict(title="Upstreams and gateway")
+
+    upstreams: Annotated[list[str | UpstreamSpec], Flag("--upstream")] = Field(
         default_factory=list,
-        description="OpenAI-compatible servers to serve on top of instead of a local model; several make "
-        "whiz a gateway with session affinity, health checks and failover.",
+        description="OpenAI-compatible servers (vLLM, llama-server, SGLang, another whiz, ...) to serve on "
+        "top of instead of a local model. Several make whiz a gateway: a session stays on one replica, "
+        "sick replicas leave the rotation, and a dead replica's sessions move with their history.",
     )
     upstream_key: str | None = Field(None, description="Bearer key sent to every upstream without its own.")
     upstream_model: str | None = Field(
@@ -233,7 +268,9 @@ class GatewaySettings(BaseModel):
         5.0, description="Longest to wait for an upstream's connection."
     )
     routing: Literal["affinity", "round-robin"] = Field(
-        "affinity", description="affinity: a session stays on one replica; round-robin: every turn moves on."
+        "affinity",
+        description="affinity: a session stays on one replica; round-robin (for comparison): every turn "
+        "moves on.",
     )
     health_interval_s: float = Field(2.0, description="Seconds between health checks of each upstream.")
     engine_only: bool = Field(
@@ -244,9 +281,19 @@ class GatewaySettings(BaseModel):
 class ServeSettings(
     EngineSettings, SamplingSettings, HttpSettings, LimitSettings, WebSettings, GatewaySettings
 ):
-    """Everything `whiz serve` can be told: the components above, composed. Each field is also
-    `WHIZ_<NAME>` and `--<name>`, and a `[serve]` key in a config file; code that needs one part
-    takes that component (the engine factory takes `EngineSettings`, say)."""
+    """Everything `whiz serve` can be told: the components above, composed. Each field is a `[serve]`
+    key in a config file, `WHIZ_<NAME>` in the environment and `--<name>` on the command line (a
+    list's flag names one item: its `Flag`); `whiz serve`'s options are made from these fields, so
+    their help and defaults are the descriptions and defaults here, under their component's title.
+    Code that needs one part takes that component (the engine factory takes `EngineSettings`, say)."""
+
+    model_config = ConfigDict(title="whiz serve")
+
+
+def is_list(name: str) -> bool:
+    """Whether the setting `name` holds a list (`WHIZ_<NAME>=a,b` in the environment)."""
+    hint = ServeSettings.model_fields[name].annotation
+    return get_origin(hint) is list or any(get_origin(a) is list for a in get_args(hint))
 
 
 def env_overrides(prefix: str = "WHIZ_") -> dict[str, Any]:
@@ -256,17 +303,35 @@ def env_overrides(prefix: str = "WHIZ_") -> dict[str, Any]:
         value = os.environ.get(prefix + name.upper())
         if value is None or value == "":
             continue
-        listed = name in ("api_keys", "gateway_keys", "upstreams", "allowed_hosts", "allowed_origins")
-        out[name] = [k.strip() for k in value.split(",") if k.strip()] if listed else value
+        out[name] = [k.strip() for k in value.split(",") if k.strip()] if is_list(name) else value
     return out
+
+
+def file_settings(path: Path) -> dict[str, Any]:
+    """The `[serve]` table of a TOML config file. A file that cannot be read, or a key that is no
+    setting (which would leave the default in force without a word), is an InvalidRequest naming it."""
+    try:
+        with open(path, "rb") as f:
+            table = tomllib.load(f).get("serve", {})
+    except OSError as exc:
+        raise InvalidRequest(f"Cannot read the config file {path}: {exc.strerror}.", param="config") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise InvalidRequest(f"The config file {path} is not valid TOML: {exc}.", param="config") from None
+    if not isinstance(table, dict):
+        raise InvalidRequest(f"In {path}, [serve] must be a table of settings.", param="config")
+    for key in table:
+        if key not in ServeSettings.model_fields:
+            like = difflib.get_close_matches(key, ServeSettings.model_fields, n=1)
+            hint = f" (did you mean '{like[0]}'?)" if like else ""
+            raise InvalidRequest(f"Unknown setting '{key}' in the [serve] table of {path}{hint}.", param=key)
+    return table
 
 
 def load_settings(config_file: Path | None = None, **flags: Any) -> ServeSettings:
     """Merge the layers: defaults < config file ([serve] table) < environment < flags (None = unset)."""
     merged: dict[str, Any] = {}
     if config_file is not None:
-        with open(config_file, "rb") as f:
-            merged.update(tomllib.load(f).get("serve", {}))
+        merged.update(file_settings(config_file))
     merged.update(env_overrides())
     merged.update({k: v for k, v in flags.items() if v is not None and v != []})
     try:

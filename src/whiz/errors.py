@@ -1,8 +1,8 @@
 """One error hierarchy for whiz, and its mapping to OpenAI-style error objects.
 
 Every error a client can see carries an HTTP status, an OpenAI `type`, a stable `code` and,
-where it applies, the `param` at fault. The server turns them into wire errors in one place
-(`whiz.server.errors`), for HTTP and WebSocket alike.
+where it applies, the `param` at fault (`WhizError.to_dict`, the one wire shape, for HTTP and
+WebSocket alike; `whiz.server.app.error_response` sends it over HTTP).
 """
 
 from __future__ import annotations

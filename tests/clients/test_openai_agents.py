@@ -38,7 +38,7 @@ def serve(serve_fake, script):
 
 
 def qwen_code_env(home: Path, base_url: str) -> dict[str, str]:
-    """Qwen Code pointed at whiz as the README says, with a fresh profile in `home`."""
+    """Qwen Code pointed at whiz as docs/clients.md says, with a fresh profile in `home`."""
     return {
         "HOME": str(home),
         "OPENAI_BASE_URL": base_url,
@@ -62,7 +62,7 @@ def test_qwen_code_writes_a_file_through_whiz(serve_fake, tmp_path):
 
 
 def opencode_setup(work: Path, home: Path, base_url: str, **more: object) -> dict[str, str]:
-    """OpenCode pointed at whiz as the README says (`more`: other keys of opencode.json); returns
+    """OpenCode pointed at whiz as docs/clients.md says (`more`: other keys of opencode.json); returns
     the environment it runs in."""
     config = {
         "$schema": "https://opencode.ai/config.json",

@@ -54,11 +54,14 @@ def test_a_git_copy_has_the_uncommitted_state_and_leaves_the_repo_as_it_was(repo
 
 
 def test_a_subfolder_of_a_repo_is_copied_as_that_subfolder(repo: Path):
+    # Plainly: whiz runs git only on the repository whose top is the folder it was given.
     (repo / "pkg").mkdir()
     (repo / "pkg" / "m.py").write_text("m = 1\n")
     with isolated_copy(repo / "pkg") as copy:
+        assert copy.kind == "copy"
         assert copy.read_text("m.py") == "m = 1\n"
-        assert copy.path.name == "pkg"
+        assert copy.read_text("a.py") is None
+    assert len(git(repo, "worktree", "list").splitlines()) == 1
 
 
 def test_a_plain_folder_is_copied_without_caches_and_with_its_venv_linked(tmp_path: Path):

@@ -4,6 +4,9 @@
     auto-edit   edits inside the workspace are applied; each command is put to the approver (default)
     full-auto   commands run without asking too (still in the workspace, with a timeout)
 
+Whatever the mode, showing the model a file that looks like a secret (`secret_files.py`) is put
+to the approver.
+
 The interactive UI's approver asks the user; `whiz exec` has no one to ask, so its approver
 declines (`PolicyApprover`); tests script the answers (`ScriptedApprover`).
 """
@@ -26,7 +29,7 @@ class ApprovalMode(StrEnum):
 class ApprovalRequest:
     """One thing the agent wants to do. `detail` is the command line or the diff."""
 
-    kind: Literal["command", "edit"]
+    kind: Literal["command", "edit", "secret"]
     summary: str
     detail: str
 
@@ -45,13 +48,14 @@ class Approver(Protocol):
 
 
 class PolicyApprover:
-    """The headless answer: no one to ask, so every request is declined (or, if `allow`, granted)."""
+    """The headless answer: no one to ask, so every request is declined (or, if `allow`, granted;
+    never a secret's, which only a person can let out)."""
 
     def __init__(self, allow: bool = False):
         self.allow = allow
 
     async def approve(self, request: ApprovalRequest) -> bool:
-        return self.allow
+        return self.allow and request.kind != "secret"
 
 
 @dataclass
@@ -93,3 +97,16 @@ class Approvals:
         if await self.approver.approve(request):
             return Decision(True)
         return Decision(False, "the user did not approve running this command. Do not retry it.")
+
+    async def secret(self, path: str, action: str = "read") -> Decision:
+        """Whether the model may see `path`, a file that looks like a secret, to `action` it: asked
+        in every mode (full-auto and read-only too), since its values would leave the machine
+        with the next request and stay in the session's record."""
+        request = ApprovalRequest(
+            "secret",
+            f"{action} {path}, which looks like a secret (no: it sees the keys, values masked)",
+            f"{path}: its contents go to the model and into the session's record",
+        )
+        if await self.approver.approve(request):
+            return Decision(True)
+        return Decision(False, f"the user did not let the model see {path}, which looks like a secret")

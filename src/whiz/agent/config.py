@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from whiz.agent.approvals import ApprovalMode
 from whiz.agent.formats import ActionFormat
+from whiz.agent.secret_files import SecretFiles
 from whiz.environments.sandbox import SandboxOptions
 
 
@@ -27,16 +28,16 @@ class AgentConfig:
     """Per model call."""
     max_turn_output_tokens: int = 12_000
     """Output tokens a whole turn may use (a heal step counts every candidate's). A fast turn that
-    passes on EditEval writes a few hundred; a heal of 2 rounds of 5 about 3,000-5,000; this is
+    passes writes a few hundred; a heal of 2 rounds of 5 about 3,000-5,000; this is
     room for that twice over, and a runaway stops here instead of at the step limit."""
     max_test_failures: int = 3
-    """Edits a turn may see fail the tests before it stops (in auto mode: escalates). In whiz bench
-    agent every fast turn that passed did so on its first test run, while turns whose edits kept
-    failing went on to the step limit or the time limit (11 failing runs, 183 s)."""
+    """Edits a turn may see fail the tests before it stops (in auto mode: escalates). A fast turn
+    that passes does so at its first test run, while turns whose edits keep failing go on to the
+    step limit or the time limit (11 failing runs, three minutes)."""
     max_turn_s: float = 240.0
-    """Seconds a whole turn may run. Passing EditEval tasks took up to about 40 s (heal@5, every
-    candidate finishing: README, "Healing on EditEval") and an exec's median is 9 s; six times the
-    slowest passing task leaves room on a busy machine and ends a runaway (one ran 300 s)."""
+    """Seconds a whole turn may run. A passing task takes up to about 40 s (heal@5, every
+    candidate finishing) and an exec's median is 9 s; six times the slowest passing task leaves
+    room on a busy machine and ends a runaway (one ran 300 s)."""
     map_tokens: int = 1024
     context_tokens: int | None = None
     """The model's context window in tokens; None: as the server says (`/v1/models`). The agent
@@ -55,3 +56,7 @@ class AgentConfig:
     sandbox: SandboxOptions = field(default_factory=SandboxOptions)
     """Where the commands it runs (`RUN`, the test command) may write and reach: by default the
     workspace only, `.git` read-only, no network, no secrets in the environment."""
+    secrets: SecretFiles = field(default_factory=SecretFiles)
+    """Which workspace files look like secrets (`.env`, keys, credentials, and the globs given
+    with `--secret-file` or WHIZ_SECRET_FILES): the model sees one only where the user names it
+    or approves its READ (docs/secrets.md). The session's `Workspace` is built with it."""

@@ -16,6 +16,7 @@ from typing import Any
 
 from whiz.agent.errors import WhizAgentError
 from whiz.agent.repomap import CONTAINERS, DEFINITIONS, WRAPPERS, language_of, len_based_estimate, parser_for
+from whiz.agent.secret_files import holds_private_key
 from whiz.agent.workspace import Workspace
 
 TINY_REPO_FILES = 8
@@ -165,7 +166,8 @@ def _ranked_files(ws: Workspace, files: dict[str, str], texts: list[str]) -> dic
 
 
 def _readable(ws: Workspace) -> dict[str, str]:
-    """Workspace text files (path -> text), small enough to index."""
+    """Workspace text files (path -> text), small enough to index. Files that look like secrets
+    are left out: the task attaches one only where it names it (`prompt.mentioned_files`)."""
     try:
         paths = ws.list_files(".", limit=MAX_FILES_SCANNED)
     except (OSError, WhizAgentError):
@@ -173,9 +175,13 @@ def _readable(ws: Workspace) -> dict[str, str]:
     files: dict[str, str] = {}
     for path in paths:
         try:
+            if ws.is_secret(path):
+                continue
             if (ws.root / path).stat().st_size > MAX_FILE_CHARS:
                 continue
-            files[path] = ws.read_text(path)
+            text = ws.read_text(path)
+            if not holds_private_key(text):
+                files[path] = text
         except (OSError, UnicodeDecodeError, WhizAgentError):
             continue
     return files

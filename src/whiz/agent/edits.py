@@ -164,9 +164,8 @@ def _applied_already(lines: list[str], new_lines: list[str]) -> bool:
     """Whether the file already holds a REPLACE text (two lines or more, in one place) whose
     SEARCH text it lacks: the edit made before, sent again. Told the tests failed after its edit,
     the 0.5B sent that same edit again, and was told that its SEARCH (the code as it was before
-    it) did not match, until the turn ended on that (whiz bench agent, fast: 5 of the 9 turns of
-    the first 60 EditEval tasks that ended on a SEARCH miss). It is the code written back
-    unchanged, and is told so."""
+    it) did not match, until the turn ended on that: most turns that end on a SEARCH miss end
+    this way. It is the code written back unchanged, and is told so."""
     if sum(1 for line in new_lines if line.strip()) < 2:
         return False
     try:

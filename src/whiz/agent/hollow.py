@@ -2,7 +2,7 @@
 
 The 0.5B copies the code it is shown. Told that it wrote a function back unchanged, with the
 failing assertion and its values in view, it wrote the same body again in every reply and every
-sample (EditEval 0, 18, 40 and 58: seven replies each). Shown the same message with the function's
+sample (seven replies a turn, on every task where it happened). Shown the same message with the function's
 header and `...` for its body, it wrote a body of its own in 12 of 12 samples. So once replies
 have written the code back twice in a row, the next request shows the functions of the files
 they wrote back that way (`Hollow.hide`), and a reply that writes such a header with `...` again

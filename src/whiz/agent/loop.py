@@ -40,6 +40,7 @@ from whiz.agent.model import (
 from whiz.agent.prompt import echoes_instructions, repeats, system_prompt, task_message
 from whiz.agent.repetition import looping
 from whiz.agent.runs_check import shown
+from whiz.agent.secret_files import redact
 from whiz.agent.stats import TurnOutcome, TurnStats
 from whiz.agent.test_files import named_paths
 from whiz.agent.tools import ApplyEdits, Malformed, RunCommand, Toolbox, WriteFailed
@@ -52,7 +53,7 @@ from whiz.environments import Environment, environment_for
 HOLLOW_AFTER = 2
 """Replies in a row that wrote the code back unchanged before the next request shows the
 functions they wrote back without their bodies (`hollow.py`): one such retry shown the code
-still gets an edit out of most (14 of 18 in fast mode's first 60 EditEval tasks)."""
+still gets an edit out of most of the turns that would otherwise end with none."""
 
 RETRY_TEMPERATURE = 0.7
 """For the reply after one that owed an edit and wrote none (or the same code back): at the
@@ -222,21 +223,23 @@ class Agent:
         with contextlib.suppress(ClientError):  # the connection is gone: nothing left to stop
             await self.model.cancel()
 
-    async def run(self, task: str) -> TurnOutcome:
-        """One turn: the task, then steps until it is done, fails or is cancelled."""
+    async def run(self, task: str, *, from_user: bool = True) -> TurnOutcome:
+        """One turn: the task, then steps until it is done, fails or is cancelled. A task not
+        `from_user` (a swarm's planner wrote it) lets the model see no secret-looking file it
+        names, and has any such file's values masked."""
         if self._running:
             raise RuntimeError("a turn is already running; steer() or cancel() it")
         self._running = True
         try:
-            return await self._turn(task)
+            return await self._turn(task, from_user)
         finally:
             self._running, self._step = False, None
 
-    async def _turn(self, task: str) -> TurnOutcome:
+    async def _turn(self, task: str, from_user: bool = True) -> TurnOutcome:
         with turn(self.emit) as t:
-            return await self._turn_body(t, task)
+            return await self._turn_body(t, task, from_user)
 
-    async def _turn_body(self, t: Turn, task: str) -> TurnOutcome:
+    async def _turn_body(self, t: Turn, task: str, from_user: bool = True) -> TurnOutcome:
         turn_id = t.id
         self.stats, self._cancelled, self._changed, retries = TurnStats(), False, [], 0
         started = time.perf_counter()
@@ -246,7 +249,13 @@ class Agent:
         self._unstuck()
         self._fresh_budget()
         first = not any(i.get("role") == "user" for i in self.items)
-        text, attached = task_message(self.ws, task, code_tokens=self.config.code_tokens, first=first)
+        if from_user:
+            self.tools.secrets.grant_named(task)  # the user asked for that file by name
+        text, attached = task_message(
+            self.ws, task, code_tokens=self.config.code_tokens, first=first, named_secrets=from_user
+        )
+        # A task not from the user gets every withheld value masked; any task, private keys.
+        text = self.tools.secrets.redact(text) if not from_user else redact(text, set())
         self._turn_start = len(self.items)
         self.context.note_turn(task)
         self.items.append({"type": "message", "role": "user", "content": text})
@@ -345,6 +354,7 @@ class Agent:
     async def query(self) -> Reply:
         while self._steering:
             text = self._steering.popleft()
+            self.tools.secrets.grant_named(text)
             self.items.append({"type": "message", "role": "user", "content": text})
             self.emit.single("user_message", text=text)
         if self.stats.model_calls >= self.config.max_steps:
@@ -535,8 +545,8 @@ class Agent:
         """Run the tests on code a reply wrote back unchanged before this turn's first edit (once
         a turn): where they fail, their output goes back with the push-back and into every retry
         (`_still_to_change_feedback`, `_retry_items`). The model took the code for done: the 0.5B
-        wrote EditEval 10's `longest` back six times, sampled too, told only that the task asks
-        for a change; the failing assertion is the one thing that says what is still wrong."""
+        wrote a function back unchanged six times, sampled too, told only that the task asks for
+        a change; the failing assertion is the one thing that says what is still wrong."""
         if not self.config.test_cmd or self._changed or self._tests_fail or self._failing_as_is is not None:
             return
         outcome = await self.tools.run(RunCommand(self.config.test_cmd))
@@ -605,17 +615,17 @@ class Agent:
 
     def _deciding_tests(self, named_by_task: set[str]) -> set[str]:
         """The test files this turn's edits leave alone: those the test command names, unless the
-        task names them too (a task may ask to change a test). Seen in whiz bench agent: the 0.5B
-        quoted EditEval's test file back with a broken line, and the turn ended on it."""
+        task names them too (a task may ask to change a test). The 0.5B quotes a test file it was
+        shown back with a broken line, and the turn used to end on it."""
         if not self.config.test_cmd:
             return set()
         return named_paths(self.config.test_cmd) - named_by_task
 
     def _still_to_change(self) -> bool:
         """Whether code written back unchanged leaves the turn undone: the tests fail on that code,
-        or the task asked for a change and none is made yet. Taking it for an answer ended 1 in 20
-        EditEval turns in fast mode with no edit (and others on the failing code); told so, the model
-        gets another try (a format retry: two at most)."""
+        or the task asked for a change and none is made yet. Taking it for an answer ended some
+        fast-mode turns with no edit (and others on the failing code); told so, the model gets
+        another try (a format retry: two at most)."""
         return self._tests_fail or (not self._changed and self._wants_change(self._task))
 
     def _stuck(self) -> None:

@@ -109,15 +109,19 @@ def system_prompt(
 
 MAX_ATTACHED_FILES = 3
 MAX_ATTACHED_CHARS = 24_000
-_PATHISH = re.compile(r"[\w./-]+\.\w+")
+_PATHISH = re.compile(r"[\w./-]*\.\w+")
+"""A path or file name as a task writes it: `src/app.py`, `app.py`, `.env`."""
 
 
-def mentioned_files(ws: Workspace, task: str) -> list[str]:
-    """Workspace files the task names, by path or by a file name that only one file has."""
+def mentioned_files(ws: Workspace, task: str, *, secrets: bool = True) -> list[str]:
+    """Workspace files the task names, by path or by a file name that only one file has; with
+    `secrets` False, none that looks like a secret (`Workspace.is_secret`)."""
     try:
         files = ws.list_files(".", limit=2000)
     except (OSError, WhizAgentError):
         return []
+    if not secrets:
+        files = [path for path in files if not ws.is_secret(path)]
     by_name: dict[str, list[str]] = {}
     for path in files:
         by_name.setdefault(path.rsplit("/", 1)[-1], []).append(path)
@@ -143,6 +147,7 @@ def task_message(
     code_tokens: int = CODE_TOKENS,
     evidence: str = "",
     first: bool = True,
+    named_secrets: bool = True,
 ) -> tuple[str, list[str]]:
     """The user message that starts a turn, and the files shown whole in it (the likeliest to be
     edited last).
@@ -152,9 +157,11 @@ def task_message(
     code the task (and `evidence`, a failing test's output) is about, within `code_tokens`:
     a task that names only a function still shows the model that function. `first`: the
     conversation's first message (a tiny repository goes whole then, see `relevant_code`).
+    `named_secrets`: the user wrote the task, so a secret-looking file it names is attached too
+    (naming it is asking for it); never one the task does not name.
     """
     attached, blocks = [], []
-    for path in mentioned_files(ws, task):
+    for path in mentioned_files(ws, task, secrets=named_secrets):
         try:
             text = ws.read_text(path)
         except (OSError, UnicodeDecodeError, WhizAgentError):

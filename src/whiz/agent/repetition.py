@@ -17,7 +17,7 @@ REPEATS = 8
 
 MAX_PERIOD = 24
 """The longest cycle looked for, in lines. The 0.5B wrote the same six `elif` branches (12 lines)
-over and over to its output limit, three replies in a row (EditEval 39, 240 s)."""
+over and over to its output limit, three replies in a row (four minutes)."""
 
 LOOP_LINES = 36
 """A longer cycle is a loop once its copies fill this many lines, three copies at the least: code
@@ -30,15 +30,15 @@ LINE_PERIODS = range(4, 41)
 LINE_LOOP_CHARS = 256
 LINE_REPEATS = 32
 """A piece of a line is a loop once its copies fill `LINE_LOOP_CHARS` characters, and number
-`LINE_REPEATS` at the least. The 0.5B wrote `'o|', ` on one line to its output limit (EditEval
-15, 122 s), where no complete line ever repeated; a literal list of 40 zeros is still data."""
+`LINE_REPEATS` at the least. The 0.5B wrote `'o|', ` on one line to its output limit (two
+minutes), where no complete line ever repeated; a literal list of 40 zeros is still data."""
 
 
 SENTENCE_PERIODS = range(LINE_PERIODS.stop, 401)
 SENTENCE_REPEATS = 4
 """A longer piece of a line (a sentence) is a loop at four copies in a row: the 0.5B wrote one
 sentence of prose about its fix, 120 characters, again and again on one line to its output limit,
-three replies in a row (EditEval 12, 140 s). Code does not repeat 41 characters or more four
+three replies in a row (over two minutes). Code does not repeat 41 characters or more four
 times over on one line."""
 
 

@@ -122,7 +122,8 @@ def outline_files(ws: Workspace, limit: int = 5000) -> list[FileOutline]:
     parsers: dict[str, Any] = {}
     outlines, words = [], []
     for rel in ws.list_files(limit=limit):
-        text = _read(ws, rel)
+        # A secret-looking file is listed by name only: its definitions could quote its values.
+        text = None if ws.is_secret(rel) else _read(ws, rel)
         outline = FileOutline(rel)
         names: set[str] = set()
         language = language_of(rel)

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from whiz.agent.approvals import Approvals
+from whiz.agent.approvals import ApprovalMode, Approvals
 from whiz.agent.edits import (
     EXAMPLE_DIR,
     Edit,
@@ -26,6 +26,7 @@ from whiz.agent.edits import (
 from whiz.agent.errors import WhizAgentError
 from whiz.agent.events import Emitter
 from whiz.agent.runs_check import shown
+from whiz.agent.secret_files import MASK, SecretGate, mask
 from whiz.agent.undo import UndoStore
 from whiz.agent.workspace import Workspace
 from whiz.environments import SandboxOptions, environment_for
@@ -123,6 +124,9 @@ class Toolbox:
         self.protected: set[str] = set()
         """Files edits leave alone: the tests that decide (see `Agent`), which a small model
         otherwise quotes back changed, or rewrites until they pass."""
+        self.secrets = SecretGate(workspace)
+        """The secret-looking files the model may see (those the user named or let it read); every
+        outcome has the others' values masked."""
         self._turn_id = ""
 
     def begin_turn(self, turn_id: str) -> None:
@@ -131,8 +135,8 @@ class Toolbox:
 
     def focus_text(self) -> tuple[str, str] | None:
         """(path, text) of the focus file, if it is there and readable."""
-        if self.focus is None:
-            return None
+        if self.focus is None or self.secrets.withheld(self.focus):
+            return None  # a prediction goes to the model too
         try:
             return self.focus, self.ws.read_text(self.focus)
         except (OSError, WhizAgentError):
@@ -141,37 +145,54 @@ class Toolbox:
     def prediction(self) -> str | None:
         """The focus file's text: a rewrite (or a SEARCH/REPLACE block) copies much of it."""
         found = self.focus_text()
-        return found[1] if found and len(found[1]) <= 64_000 else None
+        return self.secrets.redact(found[1]) if found and len(found[1]) <= 64_000 else None
 
     async def run(self, action: Action) -> Outcome:
+        outcome = await self._run(action)
+        # Whatever the action, values of withheld secret files stay out of what the model reads
+        # back: `cat .env` in a command, a test that prints its settings, an edit's error message.
+        outcome.text = self.secrets.redact(outcome.text)
+        return outcome
+
+    async def _run(self, action: Action) -> Outcome:
         match action:
             case Malformed():
                 return Outcome(action.message, ok=False, malformed=True)
             case ReadFile():
-                return self._tool("read_file", action, self._read)
+                return await self._tool("read_file", action, self._read)
             case ListFiles():
-                return self._tool("list_files", action, self._list)
+                return await self._tool("list_files", action, self._list)
             case SearchText():
-                return self._tool("search_text", action, self._search)
+                return await self._tool("search_text", action, self._search)
             case ApplyEdits():
                 return await self._edit(action)
             case RunCommand():
                 return await self._command(action.command)
         raise TypeError(f"not an action: {action!r}")
 
-    def _tool(self, name: str, action: Action, run) -> Outcome:
+    async def _tool(self, name: str, action: Action, run) -> Outcome:
         item = self.emit.start("tool_call", tool=name, arguments=vars(action).copy(), status="in_progress")
         try:
             outcome = run(action)
+            if not isinstance(outcome, Outcome):
+                outcome = await outcome
         except (WhizAgentError, OSError, UnicodeDecodeError) as exc:
             outcome = Outcome(f"{name} failed: {getattr(exc, 'message', None) or exc}", ok=False)
+        outcome.text = self.secrets.redact(outcome.text)
         self.emit.complete(
             item, output=truncate(outcome.text, 2000), status="completed" if outcome.ok else "failed"
         )
         return outcome
 
-    def _read(self, action: ReadFile) -> Outcome:
-        lines = self.ws.read_text(action.path).splitlines(keepends=True)
+    async def _read(self, action: ReadFile) -> Outcome:
+        text, note = self.ws.read_text(action.path), ""
+        if self.secrets.withheld(action.path):
+            decision = await self.approvals.secret(action.path)
+            if decision.allowed:
+                self.secrets.grant(action.path)
+            else:
+                text, note = mask(text), _masked_note(decision.reason)
+        lines = text.splitlines(keepends=True)
         self.focus = action.path
         first = max(1, action.start or 1)
         last = min(len(lines), action.end or len(lines))
@@ -185,20 +206,47 @@ class Toolbox:
             else ""
         )
         return Outcome(
-            f"{action.path}{where}:\n```\n{body}{'' if body.endswith(chr(10)) else chr(10)}```{more}"
+            f"{note}{action.path}{where}:\n```\n{body}{'' if body.endswith(chr(10)) else chr(10)}```{more}"
         )
 
     def _list(self, action: ListFiles) -> Outcome:
         files = self.ws.list_files(action.path, limit=300)
         if not files:
             return Outcome(f"No files under {action.path}.")
-        return Outcome("\n".join(files))
+        withheld = [path for path in files if self.secrets.withheld(path)]
+        note = (
+            f"\n({', '.join(withheld)}: {'looks' if len(withheld) == 1 else 'look'} like secrets; "
+            "a READ asks the user, and shows the values masked unless they agree.)"
+            if withheld
+            else ""
+        )
+        return Outcome("\n".join(files) + note)
 
     def _search(self, action: SearchText) -> Outcome:
         hits = self.ws.search(action.pattern, action.path, limit=50)
+        hits = [hit for hit in hits if not self.secrets.withheld(hit[0])]
+        hits = sorted(hits + self._masked_hits(action.pattern, action.path))[:50]
         if not hits:
             return Outcome(f"No matches for {action.pattern!r}.")
         return Outcome("\n".join(f"{path}:{line_no}: {line.rstrip()}" for path, line_no, line in hits))
+
+    def _masked_hits(self, pattern: str, under: str) -> list[tuple[str, int, str]]:
+        """Lines of the withheld secret files under `under` that match `pattern` as masked: the
+        lines as they are never decide, or a search would tell, hit or miss, what a value holds."""
+        try:
+            regex = re.compile(pattern)
+        except re.error:
+            regex = re.compile(re.escape(pattern))
+        hits = []
+        for path in self.ws.list_files(under, limit=100_000):
+            if not self.secrets.withheld(path):
+                continue
+            try:
+                masked = mask(self.ws.read_text(path))
+            except WhizAgentError:
+                continue  # not text: nothing a search finds
+            hits += [(path, n, line) for n, line in enumerate(masked.splitlines(), 1) if regex.search(line)]
+        return hits
 
     def _known_path(self, edit: Edit) -> Edit:
         """An edit of a file that does not exist, aimed where it was meant (`edits.aimed`: the one
@@ -219,6 +267,8 @@ class Toolbox:
             outcome = await self._edit(ApplyEdits(kept, action.create_only))
             outcome.text += f" {_protected_note(left_out)}"
             return outcome
+        if (refused := await self._secret_edits(action.edits)) is not None:
+            return refused
         try:
             for edit in action.edits:
                 if action.create_only and self.ws.exists(edit.path):
@@ -261,6 +311,24 @@ class Toolbox:
         self.emit.single("file_change", changes=summary, diff=diff, status="completed")
         self.focus = paths[-1] if paths else self.focus
         return Outcome(f"Applied the edit to {', '.join(paths)}.", changed=paths)
+
+    async def _secret_edits(self, edits: list[Edit]) -> Outcome | None:
+        """Ask before the model edits a secret-looking file that exists: the edit's diff and its
+        error messages quote the file. None: go ahead; else the refusal."""
+        for path in dict.fromkeys(p for e in edits for p in (e.path, getattr(e, "move_to", None)) if p):
+            try:
+                if not (self.ws.exists(path) and self.secrets.withheld(path)):
+                    continue
+            except WhizAgentError:
+                continue  # a path outside the workspace: refused with its reason when planned
+            if self.approvals.mode is ApprovalMode.READ_ONLY:
+                decision = await self.approvals.edit(f"edit {path}", "")
+            else:
+                decision = await self.approvals.secret(path, "edit")
+            if not decision.allowed:
+                return Outcome(f"Not applied: {decision.reason}. Leave {path} as it is.", ok=False)
+            self.secrets.grant(path)
+        return None
 
     def _unprotected(self, edits: list[Edit]) -> tuple[list[Edit], list[str]]:
         """The edits that may be made, and the protected files the others would have changed."""
@@ -364,4 +432,12 @@ def _protected_note(paths: list[str]) -> str:
     return (
         f"Left out the edit of {', '.join(paths)}: the test command runs it, so it decides "
         "whether the task is done."
+    )
+
+
+def _masked_note(reason: str) -> str:
+    return (
+        f"Not shown as it is: {reason}. Its values are masked ({MASK}); the names are as in the "
+        "file, so use them by name (read them from the environment or the config at run time) "
+        "and do not try to read the values another way.\n"
     )

@@ -7,7 +7,8 @@ import re
 from pathlib import Path, PurePosixPath
 
 from whiz.agent.errors import WhizAgentError
-from whiz.environments.git import git
+from whiz.agent.secret_files import SecretFiles
+from whiz.environments.git import Repository
 
 # Folders nobody wants the agent to list or search, git or not.
 SKIP_DIRS = frozenset(
@@ -43,8 +44,10 @@ def is_git_name(name: str) -> bool:
 class Workspace:
     """A folder the agent may read and edit; `resolve` is the one gate every path goes through."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, secrets: SecretFiles | None = None):
         self.root = Path(root).resolve()
+        self.secrets = secrets or SecretFiles()
+        """Which files look like secrets: they reach the model only as `secret_files` allows."""
         self._git_dirs = _linked_git_dirs(self.root)
 
     def resolve(self, rel: str) -> Path:
@@ -73,6 +76,17 @@ class Workspace:
     def relative(self, path: Path) -> str:
         """The posix path of an absolute `path` relative to the root (for messages and listings)."""
         return path.relative_to(self.root).as_posix()
+
+    def is_secret(self, rel: str) -> bool:
+        """Whether `rel` looks like a secret (`SecretFiles`), by its own name or, for a symlink,
+        by the name of the file it leads to."""
+        if self.secrets.matches(rel):
+            return True
+        try:
+            real = self.relative(self.resolve(rel))
+        except WhizAgentError:
+            return False
+        return self.secrets.matches(real)
 
     def exists(self, rel: str) -> bool:
         """Whether `rel` names an existing file or folder inside the workspace."""
@@ -148,12 +162,21 @@ class Workspace:
         return any(real.is_relative_to(git_dir) for git_dir in self._git_dirs)
 
     def _git_files(self, base: Path) -> list[Path] | None:
-        """Tracked and untracked-but-not-ignored files from git, or None where git is absent or says no."""
-        done = git(base, "ls-files", "-z", "--cached", "--others", "--exclude-standard", timeout=30)
+        """Tracked and untracked-but-not-ignored files from git, or None where the workspace's root
+        is not the top of a repository (then a plain walk lists them) or git says no.
+
+        git is asked about the root's own `.git` alone, never about a folder found below it: a
+        folder the model or a cloned repository made can look like a git folder, and git would run
+        what its config names (see environments/git.py)."""
+        repo = Repository.at(self.root)
+        if repo is None:
+            return None
+        under = [] if base == self.root else ["--", self.relative(base)]
+        done = repo.run("ls-files", "-z", "--cached", "--others", "--exclude-standard", *under, timeout=30)
         if done is None:
             return None
         names = done.stdout.decode("utf-8", errors="surrogateescape").split("\0")
-        return [base / name for name in names if name]
+        return [self.root / name for name in names if name]
 
     def _walk_files(self, base: Path) -> list[Path]:
         found = []

@@ -2,7 +2,7 @@
 before (target: under 2 s to the first token).
 
 It starts `whiz serve` over a fresh prefix-cache folder, runs one `codex exec` turn (the real CLI,
-configured as the README says, over the Responses WebSocket), stops the server, starts it again
+configured as docs/clients.md says, over the Responses WebSocket), stops the server, starts it again
 over the same folder and runs the same turn, then once more on the warm server. For each run it
 reads the server's figures for the first response of the turn (TTFT, prompt and cached tokens,
 from `/metrics`, polled while Codex runs) and, from Codex's own trace log, when Codex saw the
@@ -149,7 +149,7 @@ class Server:
 
 
 def configure_codex(home: Path, root: str, *, websocket: bool = True) -> None:
-    """The README's config for the Codex CLI, pointed at the whiz server at `root`, with its model
+    """The Codex CLI config of docs/clients.md, pointed at the whiz server at `root`, with its model
     catalog; `websocket=False` keeps Codex on HTTP.
 
     Codex's own workspace-write sandbox cannot write on some machines (a container, as root); the

@@ -56,7 +56,7 @@ async def _heal(
     output: Output,
     pool: Models | None,
 ) -> bool:
-    ws = Workspace(options.workspace)
+    ws = Workspace(options.workspace, options.agent.secrets)
     async with open_frame("heal", task, ws, options, sink, output, pool) as frame:
         if frame.policy.action == "refuse":
             result = HealResult("", None, [], frame.refuse(task), False)

@@ -57,7 +57,7 @@ async def _swarm(
     output: Output,
     pool: Models | None,
 ) -> bool:
-    ws = Workspace(options.workspace)
+    ws = Workspace(options.workspace, options.agent.secrets)
     plan = load_plan(plan_file, ws) if plan_file is not None else None
     err = output.errors
     async with open_frame("swarm", task, ws, options, sink, output, pool, first="fast") as frame:

@@ -45,15 +45,38 @@ class Environment(Protocol):
     async def run(self, command: str, *, timeout_s: float | None = None) -> CommandResult: ...
 
 
-# Turns a shell command into the argv that runs it (a sandbox puts its launcher in front).
-Wrap = Callable[[str], Sequence[str]]
+@dataclass
+class Launch:
+    """How a wrapped command starts: its argv, the open descriptors it inherits under their own
+    numbers (the runner closes its copies once the command started), and what to tidy up after
+    it ended (called once, however it ended)."""
+
+    argv: Sequence[str]
+    pass_fds: tuple[int, ...] = ()
+    cleanup: Callable[[], None] | None = None
+
+    def close_fds(self) -> None:
+        """Close the runner's copies, once: a number closed twice may by then be someone else's."""
+        fds, self.pass_fds = self.pass_fds, ()
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def finish(self) -> None:
+        self.close_fds()
+        if self.cleanup is not None:
+            self.cleanup()
+
+
+# Turns a shell command into what starts it (a sandbox puts its launcher in front).
+Wrap = Callable[[str], Launch]
 
 
 class LocalEnvironment:
     """Runs commands with `sh -c` in `cwd`, stdin closed, stdout and stderr merged.
 
     `timeout_s`: the default limit per command (None: no limit). `env`: the command's environment
-    (None: this process's). `wrap`: builds the argv instead of `sh -c command`, so a sandbox
+    (None: this process's). `wrap`: builds the `Launch` instead of `sh -c command`, so a sandbox
     (`whiz.environments.sandbox`) reuses the group kill, timeout and capture here. `echo`: called
     with each chunk of output as it arrives, for a caller that shows it live.
     """
@@ -77,16 +100,23 @@ class LocalEnvironment:
         """Run `command`; on timeout or cancellation the process group is killed first."""
         limit = self.timeout_s if timeout_s is None else timeout_s
         started = time.perf_counter()
-        argv = ["/bin/sh", "-c", command] if self.wrap is None else list(self.wrap(command))
+        launch = Launch(["/bin/sh", "-c", command]) if self.wrap is None else self.wrap(command)
+        try:
+            return await self._run(command, launch, limit, started)
+        finally:
+            launch.finish()
+
+    async def _run(self, command: str, launch: Launch, limit: float | None, started: float) -> CommandResult:
         creating = asyncio.ensure_future(
             asyncio.create_subprocess_exec(
-                *argv,
+                *launch.argv,
                 cwd=self.cwd,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.STDOUT,
                 start_new_session=True,
                 env=self.env,
+                pass_fds=launch.pass_fds,
             )
         )
         try:
@@ -96,6 +126,9 @@ class LocalEnvironment:
             # children to close the pipe. Let it start, then kill the whole group.
             await _kill_group(await creating)
             raise
+        finally:
+            if creating.done():
+                launch.close_fds()
         chunks: list[bytes] = []
         dropped = 0
 

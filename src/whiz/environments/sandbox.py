@@ -2,15 +2,22 @@
 
 - `read-only`: the command reads the filesystem, writes only to a private /tmp, no network.
 - `workspace-write` (the default): it also writes inside the workspace (and `writable` folders),
-  but the workspace's `.git` stays read-only, so it cannot rewrite hooks, config or history.
+  but the workspace's `.git` stays read-only (`protected_git`), so it cannot rewrite hooks, config
+  or history, and so do its dependency folders (`.venv`, `node_modules`, ...), whose code runs
+  outside the next time the user starts Python or node there (unless `allow_env_writes`).
 - `danger-full-access`: no confinement, as `LocalEnvironment` always did. Only when asked for.
 
 In both confined modes the command gets a private /tmp (TMPDIR points there; it is gone when the
 command ends), no network (unless `network`), only the environment variables `envvars` lets
 through, and its own PID namespace: when the command ends, everything it started ends with it,
-even a process that detached with `setsid` or `nohup`. Dependency folders an isolated copy links
-in (`dependencies`) are mounted read-only. Where bubblewrap is missing or cannot create its
-namespaces, a confined mode refuses to run (`SandboxUnavailable`) instead of running unconfined.
+even a process that detached with `setsid` or `nohup`. It holds no capabilities, and when whiz
+runs as root it runs as `nobody` in a user namespace of its own (so `mount` cannot undo the
+read-only binds). It has its own IPC namespace, sees neither the host's runtime folders (`/run`,
+`$XDG_RUNTIME_DIR`) nor the home's secret stores (`hidden`), and a seccomp filter (`seccomp`)
+refuses new unix sockets, so it cannot reach a socket server on the host. Dependency folders an
+isolated copy links in (`dependencies`) are mounted read-only. Where bubblewrap is missing or
+cannot build all of this, a confined mode refuses to run (`SandboxUnavailable`) instead of
+running unconfined. docs/sandbox.md has the threat model.
 
 Bubblewrap rather than Landlock: one tool gives read-only mounts, the network and PID namespaces
 and works on kernels without Landlock; Landlock alone cannot end detached processes.
@@ -26,20 +33,28 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import BinaryIO
 
-from whiz.environments.dependencies import shared_dependencies
+from whiz.environments.dependencies import shared_dependencies, workspace_dependencies
 from whiz.environments.envvars import confined_env
 from whiz.environments.errors import SandboxUnavailable
-from whiz.environments.local import Environment, LocalEnvironment
+from whiz.environments.hidden import homes, overlaps, runtime_folders, secret_stores
+from whiz.environments.local import Environment, Launch, LocalEnvironment
+from whiz.environments.protected_git import WorkspaceLock, git_mounts, nested_repositories
+from whiz.environments.seccomp import UnsupportedArchitecture, unix_socket_filter
 
 # How long the check that bubblewrap can create its namespaces may take.
 PROBE_TIMEOUT_S = 10.0
 # The exit code `run_sandboxed` returns for a command that ran out of time, as timeout(1) does.
 TIMED_OUT_EXIT_CODE = 124
+# Who a confined command runs as when whiz runs as root: nobody, mapped onto root outside but
+# without a single capability (an unprivileged caller keeps its own id).
+UNPRIVILEGED_ID = 65534
+# The resolver's configuration, often a link into /run, which the sandbox hides.
+RESOLV_CONF = "/etc/resolv.conf"
 
 
 class SandboxMode(StrEnum):
@@ -61,38 +76,106 @@ class SandboxOptions:
     Folders that do not exist are left out."""
     network: bool = False
     """Let a confined command use the network (it then shares this machine's, loopback included)."""
+    allow_env_writes: bool = False
+    """In `workspace-write`, let the command change the workspace's dependency folders (`.venv`,
+    `venv`, `node_modules`, `.tox`, whiz's own environment when it lives there), so `pip install`
+    or `npm install` work. The risk: what it installs there (a `.pth` file, a patched package) runs
+    outside the sandbox the next time you start Python or node in the project."""
     bwrap: str = "bwrap"
     """The bubblewrap executable: a name looked up on PATH, or a path."""
 
 
 @dataclass(frozen=True)
 class Bubblewrap:
-    """Builds the bwrap argv that runs a shell command confined to `workspace` under `options`."""
+    """Builds what runs a shell command confined to `workspace` under `options`: the bwrap argv,
+    the seccomp filter it reads (`filter_bpf`), and the tidying after it."""
 
     executable: str
     workspace: Path
     options: SandboxOptions
+    filter_bpf: bytes
+    euid: int = field(default_factory=os.geteuid)
+    """Whose command it is: root's runs as `UNPRIVILEGED_ID` inside."""
 
-    def argv(self, command: str) -> list[str]:
-        """The argv, rebuilt per command, since `.git` or a linked dependency may appear between two."""
+    def launch(self, command: str) -> Launch:
+        """Rebuilt per command, since `.git` or a dependency folder may appear between two."""
+        lock = WorkspaceLock(self.workspace) if self._writes_workspace else None
+        launch = Launch([], cleanup=None if lock is None else lock.release_and_tidy)
+        try:
+            read_end, write_end = os.pipe()
+            launch.pass_fds = (read_end,)
+            try:
+                os.write(write_end, self.filter_bpf)  # a few hundred bytes: the pipe holds them
+            finally:
+                os.close(write_end)
+            launch.argv = self.argv(command, read_end)
+        except BaseException:
+            launch.finish()
+            raise
+        return launch
+
+    @property
+    def _writes_workspace(self) -> bool:
+        return self.options.mode is SandboxMode.WORKSPACE_WRITE
+
+    def argv(self, command: str, seccomp_fd: int) -> list[str]:
+        """The bwrap argv; `seccomp_fd`: an open descriptor bwrap reads the filter from."""
         ws = str(self.workspace)
-        # Later mounts cover earlier ones: the read-only root, then a private /tmp (which would hide a
-        # workspace under /tmp), then the workspace, then the read-only parts inside it.
-        args = [self.executable, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-        for tools in tools_under_tmp():
+        environ = os.environ
+        # Namespaces: as root, a user namespace where the command is nobody (for anyone else
+        # bubblewrap makes one itself, or, installed setuid where user namespaces are off, drops
+        # to the caller's id); no capabilities either way; its own IPC (System V shared memory,
+        # message queues), host name and cgroup view. No --new-session: see the note before
+        # --unshare-pid below.
+        args = [self.executable]
+        if self.euid == 0:
+            args += ["--unshare-user", "--uid", str(UNPRIVILEGED_ID), "--gid", str(UNPRIVILEGED_ID)]
+        args += ["--cap-drop", "ALL", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+        # Later mounts cover earlier ones: the read-only root, then a private /tmp and /run (which
+        # would hide a workspace there), then the workspace, then what stays read-only inside what
+        # it may write, and last the secret stores, so that no bind shows one again.
+        args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+        runtime = [p for p in runtime_folders(environ) if not _under(str(p), ["/tmp"])]
+        for folder in runtime:
+            args += ["--tmpfs", str(folder)]
+        for tools in tools_under(["/tmp", *map(str, runtime)]):
             args += ["--ro-bind", tools, tools]
-        if self.options.mode is SandboxMode.WORKSPACE_WRITE:
+        resolver = os.path.realpath(RESOLV_CONF)
+        if _under(resolver, [str(r) for r in runtime]) and os.path.isfile(resolver):
+            args += ["--ro-bind", resolver, resolver]
+        writable: list[Path] = []
+        if self._writes_workspace:
             args += ["--bind", ws, ws]
+            writable = [self.workspace]
             for folder in self.options.writable:
                 if Path(folder).is_dir():
                     args += ["--bind", str(folder), str(folder)]
-            git = self.workspace / ".git"
-            if git.exists():
-                args += ["--ro-bind", str(git), str(git)]
+                    writable.append(Path(folder).resolve())
         else:
             args += ["--ro-bind", ws, ws]
+        for i, root in enumerate(writable):
+            args += git_mounts(root, writable, plant=i == 0)
+            for nested in nested_repositories(root):
+                args += git_mounts(nested, writable, plant=False)
+        if self._writes_workspace and not self.options.allow_env_writes:
+            prefixes = [sys.prefix, environ.get("VIRTUAL_ENV", ""), environ.get("CONDA_PREFIX", "")]
+            for folder in workspace_dependencies(self.workspace, prefixes):
+                args += ["--ro-bind", str(folder), str(folder)]
+        # A workspace inside a secret store is where the user chose to work: that one stays seen.
+        stores = [
+            s
+            for s in secret_stores(homes(environ, self.euid), environ.get("WHIZ_HOME", ""))
+            if not any(w.is_relative_to(s) for w in [self.workspace, *writable])
+        ]
         for target in shared_dependencies(self.workspace):
-            args += ["--ro-bind", str(target), str(target)]
+            # A link the command itself planted (`.venv -> ~/.ssh`) must not show what is hidden.
+            if not overlaps(target, [*runtime, *stores]):
+                args += ["--ro-bind", str(target), str(target)]
+        for store in stores:
+            if store.is_dir():
+                args += ["--tmpfs", str(store), "--remount-ro", str(store)]
+            else:
+                args += ["--ro-bind", "/dev/null", str(store)]
         # No --new-session: the runner already starts bwrap in a session of its own, without a
         # terminal, and the process inside that is init of the new pid namespace must stay in the
         # runner's process group, so that killing the group ends the namespace and everything in
@@ -101,15 +184,20 @@ class Bubblewrap:
         args += ["--unshare-pid", "--die-with-parent"]
         if not self.options.network:
             args.append("--unshare-net")
+        args += ["--seccomp", str(seccomp_fd)]
         args += ["--setenv", "TMPDIR", "/tmp", "--chdir", ws, "--", "/bin/sh", "-c", command]
         return args
 
 
-def tools_under_tmp() -> list[str]:
-    """Folders under /tmp the command needs to find its programs: whiz's own Python (a venv made
-    in /tmp, as CI clones often are), whiz's own package (an editable install's source: `--check`
-    runs `runs_check.py` from it) and PATH entries. The private /tmp would hide them, and then
-    `python`, the check or a test runner is missing inside the sandbox. They are mounted read-only."""
+def _under(path: str, folders: Sequence[str]) -> bool:
+    return any(path == f or path.startswith(f.rstrip("/") + "/") for f in folders)
+
+
+def tools_under(hidden: Sequence[str]) -> list[str]:
+    """Folders under `hidden` ones (the private /tmp, the covered /run) the command needs to find
+    its programs: whiz's own Python (a venv made in /tmp, as CI clones often are), whiz's own
+    package (an editable install's source: `--check` runs `runs_check.py` from it) and PATH entries
+    (NixOS keeps every program under /run/current-system). They are mounted read-only."""
     found: list[str] = []
     package = str(Path(__file__).resolve().parents[1])
     candidates = [sys.prefix, sys.base_prefix, package, *os.environ.get("PATH", "").split(os.pathsep)]
@@ -117,10 +205,15 @@ def tools_under_tmp() -> list[str]:
         if not folder or not os.path.isabs(folder):
             continue
         real = os.path.realpath(folder)
-        if (real + "/").startswith("/tmp/") and os.path.isdir(real) and real not in found:
+        if _under(real, hidden) and real not in hidden and os.path.isdir(real) and real not in found:
             found.append(real)
     # A folder inside another one is already visible through it.
     return [f for f in found if not any(f != o and f.startswith(o + "/") for o in found)]
+
+
+def tools_under_tmp() -> list[str]:
+    """`tools_under` the private /tmp."""
+    return tools_under(["/tmp"])
 
 
 def environment_for(
@@ -170,21 +263,25 @@ def run_confined(
     model wrote); None when it ran past `timeout_s`, then everything it started is gone too."""
     options = options or SandboxOptions()
     command = shlex.join(argv)
-    env = None
+    launch, env = Launch(list(argv)), None
     if options.mode is not SandboxMode.DANGER_FULL_ACCESS:
-        argv = Bubblewrap(_working_bwrap(options.bwrap), Path(cwd).resolve(), options).argv(command)
+        launch = _checked_bubblewrap(Path(cwd).resolve(), options).launch(command)
         env = confined_env(os.environ)
-    proc = subprocess.Popen(
-        list(argv), cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
     try:
-        out, _ = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)  # its own session: the whole group, the sandbox too
-        proc.communicate()
-        return None
+        proc = subprocess.Popen(
+            list(launch.argv), cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, start_new_session=True, pass_fds=launch.pass_fds,
+        )  # fmt: skip
+        launch.close_fds()
+        try:
+            out, _ = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)  # its own session: the whole group, the sandbox too
+            proc.communicate()
+            return None
+    finally:
+        launch.finish()
     return subprocess.CompletedProcess(proc.args, proc.returncode, out)
 
 
@@ -193,31 +290,42 @@ def _environment(
 ) -> LocalEnvironment:
     if options.mode is SandboxMode.DANGER_FULL_ACCESS:
         return LocalEnvironment(cwd, timeout_s=timeout_s, echo=echo)
-    bubblewrap = Bubblewrap(_working_bwrap(options.bwrap), cwd.resolve(), options)
+    bubblewrap = _checked_bubblewrap(cwd.resolve(), options)
     return LocalEnvironment(
-        cwd, timeout_s=timeout_s, env=confined_env(os.environ), wrap=bubblewrap.argv, echo=echo
+        cwd, timeout_s=timeout_s, env=confined_env(os.environ), wrap=bubblewrap.launch, echo=echo
     )
 
 
-def _working_bwrap(name: str) -> str:
-    """The bwrap executable, once it has shown it can build the namespaces a confined run needs."""
+def _checked_bubblewrap(workspace: Path, options: SandboxOptions) -> Bubblewrap:
+    """The sandbox for `workspace`, once it has shown that it confines: the real argv ran a probe
+    that found no capabilities and the seccomp filter in place."""
     way_out = "or choose the danger-full-access sandbox mode"
     if not sys.platform.startswith("linux"):
         raise SandboxUnavailable(f"cannot confine commands: the sandbox needs Linux; {way_out}")
-    executable = shutil.which(name)
+    executable = shutil.which(options.bwrap)
     if executable is None:
         raise SandboxUnavailable(
-            f"cannot confine commands: bubblewrap ({name}) is not installed; install it "
+            f"cannot confine commands: bubblewrap ({options.bwrap}) is not installed; install it "
             f"(apt-get install bubblewrap) {way_out}"
         )
-    probe = [executable, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-    probe += ["--unshare-pid", "--unshare-net", "--die-with-parent", "--", "/bin/true"]
+    if not workspace.is_dir():
+        raise SandboxUnavailable(f"cannot confine commands in {workspace}: it is not a folder")
     try:
-        done = subprocess.run(probe, capture_output=True, stdin=subprocess.DEVNULL, timeout=PROBE_TIMEOUT_S)
+        bubblewrap = Bubblewrap(executable, workspace, options, unix_socket_filter())
+    except UnsupportedArchitecture as exc:
+        raise SandboxUnavailable(f"cannot confine commands: {exc}; {way_out}") from None
+    launch = bubblewrap.launch("exec cat /proc/self/status")
+    try:
+        done = subprocess.run(
+            list(launch.argv), capture_output=True, stdin=subprocess.DEVNULL, timeout=PROBE_TIMEOUT_S,
+            pass_fds=launch.pass_fds, cwd=workspace, env=confined_env(os.environ),
+        )  # fmt: skip
     except (OSError, subprocess.SubprocessError) as exc:
         raise SandboxUnavailable(
             f"cannot confine commands: {executable} did not start ({exc}); {way_out}"
         ) from exc
+    finally:
+        launch.finish()
     if done.returncode != 0:
         lines = done.stderr.decode(errors="replace").strip().splitlines()
         why = lines[0] if lines else f"exit code {done.returncode}"
@@ -225,4 +333,16 @@ def _working_bwrap(name: str) -> str:
             f"cannot confine commands: bubblewrap cannot create its namespaces here ({why}); "
             f"allow unprivileged user namespaces {way_out}"
         )
-    return executable
+    status = dict(
+        line.split(":", 1) for line in done.stdout.decode(errors="replace").splitlines() if ":" in line
+    )
+    capabilities = status.get("CapEff", "").strip() or "unknown"
+    if capabilities.strip("0"):
+        raise SandboxUnavailable(
+            f"cannot confine commands: {executable} left the command capabilities ({capabilities}); {way_out}"
+        )
+    if status.get("Seccomp", "").strip() != "2":
+        raise SandboxUnavailable(
+            f"cannot confine commands: {executable} did not apply the system-call filter; {way_out}"
+        )
+    return bubblewrap

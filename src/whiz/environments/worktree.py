@@ -1,11 +1,13 @@
 """Isolated copies of a workspace: a place where a candidate edit or a swarm worker can change files
 and run the tests without touching the user's folder.
 
-In a git repository the copy is a detached `git worktree` of HEAD, brought up to the working
-tree's state (every change against HEAD, staged or not, and untracked files copied over; deleted
-ones removed): cheap for big repositories, and it leaves out what git ignores. Elsewhere it is a
-plain copy. Either way, big dependency folders (`dependencies.DEPENDENCY_DIRS`: .venv,
-node_modules) are symlinked rather than copied, so the tests find their packages. The link leads
+Where the folder is the top of a git repository (its own `.git`), the copy is a detached `git
+worktree` of HEAD, brought up to the working tree's state (every change against HEAD, staged or
+not, and untracked files copied over; deleted ones removed): cheap for big repositories, and it
+leaves out what git ignores. Elsewhere (a sub-folder of a repository included) it is a plain copy:
+git runs only on the repository whose top is the folder, and with nothing that repository's config
+names able to run (`git.py`). Either way, big dependency folders (`dependencies.DEPENDENCY_DIRS`:
+.venv, node_modules) are symlinked rather than copied, so the tests find their packages. The link leads
 to the user's real environment: run candidates through the sandbox (`sandbox.environment_for`),
 which mounts the link's target read-only, so their tests cannot install into it or change it.
 Nothing here touches the user's branches, index or history; a worktree is registered under
@@ -23,7 +25,7 @@ from pathlib import Path
 from typing import Literal
 
 from whiz.environments.dependencies import DEPENDENCY_DIRS
-from whiz.environments.git import git
+from whiz.environments.git import Repository
 from whiz.environments.processes import alive
 from whiz.errors import WhizError
 
@@ -43,8 +45,9 @@ class IsolatedCopy:
     path: Path
     kind: Literal["git-worktree", "copy"]
     _holder: Path
-    """The temporary folder to delete (for a worktree of a subfolder, the worktree's root)."""
-    _git_top: Path | None = None
+    """The temporary folder to delete."""
+    _repo: Repository | None = None
+    """The repository the copy is a worktree of."""
 
     def read_text(self, rel: str) -> str | None:
         """The copy's text of `rel`, or None when the file is absent (or not UTF-8 text)."""
@@ -53,13 +56,13 @@ class IsolatedCopy:
     def close(self) -> None:
         """Remove the copy (and the worktree's registration). Safe to call twice."""
         removed = None
-        if self._git_top is not None:
-            removed = git(self._git_top, "worktree", "remove", "--force", str(self._holder / "tree"))
+        if self._repo is not None:
+            removed = self._repo.run("worktree", "remove", "--force", str(self._holder / "tree"))
         shutil.rmtree(self._holder, ignore_errors=True)
-        if self._git_top is not None and removed is None:
+        if self._repo is not None and removed is None:
             # The folder is gone now, so pruning drops the worktree's registration in .git/worktrees.
-            git(self._git_top, "worktree", "prune", check=False)
-        self._git_top = None
+            self._repo.run("worktree", "prune", check=False)
+        self._repo = None
 
     def __enter__(self) -> IsolatedCopy:
         return self
@@ -87,9 +90,9 @@ def sweep_stale_copies(source: Path | None = None, temp_dir: Path | None = None)
             continue
         shutil.rmtree(holder, ignore_errors=True)
         removed.append(holder)
-    top = _git_toplevel(Path(source).resolve()) if source is not None else None
-    if removed and top is not None:
-        git(top, "worktree", "prune", check=False)
+    repo = Repository.at(source) if source is not None else None
+    if removed and repo is not None:
+        repo.run("worktree", "prune", check=False)
     return removed
 
 
@@ -105,13 +108,11 @@ def isolated_copy(source: Path, *, use_git: bool = True, prefix: str = "whiz-cop
     holder = Path(tempfile.mkdtemp(prefix=prefix))
     try:
         (holder / OWNER_FILE).write_text(str(os.getpid()))
-        top = _git_toplevel(source) if use_git else None
-        if top is not None and _worktree_add(top, holder / "tree"):
-            copy = IsolatedCopy(
-                source, holder / "tree" / source.relative_to(top), "git-worktree", holder, top
-            )
+        repo = Repository.at(source) if use_git else None
+        if repo is not None and _worktree_add(repo, holder / "tree"):
+            copy = IsolatedCopy(source, holder / "tree", "git-worktree", holder, repo)
             try:
-                _sync_dirty(top, holder / "tree")
+                _sync_dirty(repo, holder / "tree")
             except BaseException:
                 copy.close()
                 raise
@@ -152,27 +153,33 @@ def _read(path: Path) -> str | None:
 # -- git ---------------------------------------------------------------------------------------------
 
 
-def _git_toplevel(folder: Path) -> Path | None:
-    done = git(folder, "rev-parse", "--show-toplevel")
-    if done is None:
-        return None
-    top = Path(done.stdout.decode().strip()).resolve()
-    return top if folder.is_relative_to(top) else None
+def _worktree_add(repo: Repository, dest: Path) -> bool:
+    """A detached worktree of HEAD at `dest`; False where there is no commit yet (or git says no).
+    No hook runs (post-checkout would), and no filter the repository's config defines."""
+    return repo.run("worktree", "add", "--detach", "--quiet", str(dest), "HEAD") is not None
 
 
-def _worktree_add(top: Path, dest: Path) -> bool:
-    """A detached worktree of HEAD at `dest`; False where there is no commit yet (or git says no)."""
-    return git(top, "worktree", "add", "--detach", "--quiet", str(dest), "HEAD") is not None
-
-
-def _sync_dirty(top: Path, tree: Path) -> None:
+def _sync_dirty(repo: Repository, tree: Path) -> None:
     """Make the worktree match the working tree: changed and untracked files over, deleted ones out.
 
     Changed means against HEAD, not the index: a file that is staged (added, modified, removed)
     and not changed since is as much part of the working tree as an unstaged edit.
     """
-    changed = git(top, "diff", "--name-only", "--no-renames", "-z", "HEAD", "--")
-    untracked = git(top, "ls-files", "-z", "--others", "--exclude-standard")
+    top = repo.work_tree
+    # A submodule is asked for its own status by a git started in it, under that repository's
+    # config: its drivers are not among those pinned here. Its changes are not copied anyway.
+    changed = repo.run(
+        "diff",
+        "--name-only",
+        "--no-renames",
+        "--no-ext-diff",
+        "--no-textconv",
+        "--ignore-submodules=all",
+        "-z",
+        "HEAD",
+        "--",
+    )
+    untracked = repo.run("ls-files", "-z", "--others", "--exclude-standard")
     if changed is None or untracked is None:
         raise OSError("git diff or git ls-files failed")
     names = (changed.stdout + untracked.stdout).decode("utf-8", errors="surrogateescape").split("\0")

@@ -54,7 +54,7 @@ class HealingModel(WrappedModel):
     and the final test run work as usual). With no winner it answers with the best failure (the
     closest the candidates came), and the turn ends at its next model call, saying so: a second
     heal of the same task, on nearly the same prompt, costs as much again and rarely passes where
-    the first found nothing (on EditEval every such turn ran to its time budget). A new program
+    the first found nothing (such turns ran to their time budget). A new program
     gets two plain replies first (`NEW_PROGRAM_FIXES`), and a ladder on which no candidate changed
     the code one. Auto mode's ladder is climbed once a turn, whatever it found. `observe` must see
     the agent's events.
@@ -62,10 +62,10 @@ class HealingModel(WrappedModel):
     Where it does not heal (fast and deep modes without `--heal`), a step that retries a reply
     that made no edit (`ModelRequest.retry_from`) draws `redraw_n` sampled replies together from
     the conversation before it and answers with the one the tests like best: in fast mode the
-    0.5B wrote the file back unchanged on both of its single sampled retries (3 of 25 turns of
-    whiz bench agent ended with no edit), and a batch of three costs about one and a half
-    replies. Only until the turn's first edit: after it, each redraw's closest failure was
-    applied and the tests failed again, step after step, to the step limit (164 s on EditEval 1).
+    0.5B wrote the file back unchanged on both of its single sampled retries, and a batch of
+    three costs about one and a half replies. Only until the turn's first edit: after it, each
+    redraw's closest failure was applied and the tests failed again, step after step, to the
+    step limit.
     (A heal has drawn its samples already.)
     """
 
@@ -152,10 +152,9 @@ class HealingModel(WrappedModel):
             self._fixes = NEW_PROGRAM_FIXES if choice is not None and creates_file(choice) else 0
         elif outcome.best is None and self._climbed:
             # No rung changed the code: a plain reply gets the failing tests' output (the agent
-            # runs them on the code written back), which no candidate saw; one, no more. In whiz
-            # bench agent such replies went on to the turn's format-retry limit, edit after
-            # failing edit, 75-118 s after the ladder (auto, EditEval 6 and 16), and the deep
-            # model's second reply alone took 30 s.
+            # runs them on the code written back), which no candidate saw; one, no more. More
+            # such replies went on to the turn's format-retry limit, edit after failing edit,
+            # over a minute after the ladder, and the deep model's second reply alone took 30 s.
             self._spent = spent(outcome, self.healer.test_cmd, after_ladder=True)
             self._fixes = 1
         if choice is None and results:
@@ -193,7 +192,7 @@ class HealingModel(WrappedModel):
         choice = found.best or best_failure(found.results)
         # Nothing usable: code written back unchanged is sent back again (the turn's next retry
         # draws anew), where words would end the turn, and the instructions' example echoed would
-        # get a plain reply, which echoed them again (0.5B, EditEval 0 and 4). An edit that missed
+        # get a plain reply, which the 0.5B echoed again. An edit that missed
         # its file still goes back with what it missed. An edit whose tests never ended is not
         # applied while there is another: the agent's own run of them would hang to its timeout.
         echoed = choice is not None and choice.status == "malformed" and EXAMPLE_SEARCH in choice.text

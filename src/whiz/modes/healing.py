@@ -13,7 +13,7 @@ mode, the last round goes to the deep model. Auto mode's agent steps heal as a l
 cheapest first (`HealSettings.ladder`).
 
 `Healer` does the rounds and reports every candidate as a `heal_candidate` item. `whiz heal`
-(`runs.heal_task`) applies the winner to the real workspace itself, atomically and undoably;
+(`whiz.commands.heal.heal_task`) applies the winner to the real workspace itself, atomically and undoably;
 `heal_step.HealingModel` makes healing a step of the agent.
 """
 
@@ -41,6 +41,7 @@ from whiz.agent.events import Emitter
 from whiz.agent.intent import code_without_edit, named_paths
 from whiz.agent.prompt import CODE_TOKENS, system_prompt, task_message
 from whiz.agent.runs_check import shown
+from whiz.agent.secret_files import SecretGate
 from whiz.agent.test_files import TestFiles
 from whiz.agent.tools import ApplyEdits
 from whiz.agent.workspace import Workspace
@@ -70,7 +71,7 @@ class HealSettings:
     agent's own run, another candidate's), a candidate's run may take ten times as long as the
     slowest of them, and this long at the least, never more than `test_timeout_s`. A candidate
     that loops forever otherwise held its round for the whole timeout: 120 s of a fast-mode
-    retry whose tests take 0.05 s (EditEval 16)."""
+    retry whose tests take 0.05 s."""
     rounds: int = 2
     """Rounds with the mode's own model: the first, then one per best failure fed back."""
     deep_rounds: int = 1
@@ -368,11 +369,10 @@ class Healer:
                 label = "deep"
             elif self.settings.ladder and escalated and not self._writes_new_file(rounds):
                 # Both models' most likely replies failed a change of code that exists: the
-                # smaller model's samples rarely mend what the larger one could not. In whiz bench
-                # agent (auto, the first 20 EditEval tasks, five runs) they passed 3 of about 60
-                # such tasks, for 20-35 s each time, and none where the greedy reply wrote the
-                # code back or changed only the tests. A new program varies more from sample to
-                # sample: there they passed 1 or 2 of the 5 program tasks in every run.
+                # smaller model's samples rarely mend what the larger one could not: they passed
+                # about one such task in twenty, for 20-35 s each time, and none where the greedy
+                # reply wrote the code back or changed only the tests. A new program varies more
+                # from sample to sample: there they pass a quarter of the time or more.
                 continue
             history = messages
             failure = best_failure([r for rnd in rounds for r in rnd.results])
@@ -571,6 +571,10 @@ class Healer:
         output = done.output
         for where in {str(copy.path), str(Path(copy.path).resolve())}:
             output = output.replace(where, str(self.ws.root))
+        # It goes back to the model as feedback: a secret file's values it prints stay out.
+        secrets = SecretGate(self.ws)
+        secrets.grant_named(self._task)
+        output = secrets.redact(output)
         result.exit_code, result.test_output = done.exit_code, output
         result.test_ms = (time.perf_counter() - started) * 1000
         result.status = "passed" if done.ok else ("timeout" if done.timed_out else "failed")
@@ -593,7 +597,7 @@ class _RoundTests:
         self._reported: set[int] = set()
         self._firsts: dict[tuple, tuple[CandidateResult, asyncio.Task]] = {}
         # The round's own n: a fast-mode retry draws 3 where its settings say 0 (no heal), and
-        # its candidates' tests ran one at a time, a hanging one holding up the rest (EditEval 16).
+        # its candidates' tests ran one at a time, a hanging one holding up the rest.
         self._limit = asyncio.Semaphore(healer.settings.max_parallel_tests or max(1, n))
 
     async def read(self, found: CandidateStream, *, stop_at_pass: bool) -> None:
@@ -718,5 +722,9 @@ def heal_messages(
     if failing:
         output = truncate(baseline.output, MAX_FAILURE_CHARS).rstrip()
         text += f"\n\nThe tests (`{shown(test_cmd)}`) fail now:\n```\n{output}\n```"
+    # The tests' output may print a secret file's values: only those the task names go out.
+    secrets = SecretGate(ws)
+    secrets.grant_named(task)
+    text = secrets.redact(text)
     instructions = system_prompt(ws, "text", test_cmd=test_cmd)
     return [{"role": "system", "content": instructions}, {"role": "user", "content": text}]

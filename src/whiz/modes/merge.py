@@ -17,7 +17,7 @@ from pathlib import Path
 from whiz.agent.edits import FileChange, apply_changes, unified_diff
 from whiz.agent.undo import UndoStore
 from whiz.agent.workspace import Workspace
-from whiz.environments.git import git
+from whiz.environments.git import run_outside_repositories
 
 MERGE_TIMEOUT_S = 30.0
 
@@ -59,7 +59,7 @@ def merge_text(base: str, ours: str, theirs: str) -> str | None:
             path.write_bytes(text.encode("utf-8"))
             paths.append(str(path))
         # merge-file exits with the number of conflicts, so any conflict reads as None too
-        done = git(Path(tmp), "merge-file", "-p", *paths, timeout=MERGE_TIMEOUT_S)
+        done = run_outside_repositories(Path(tmp), "merge-file", "-p", *paths, timeout=MERGE_TIMEOUT_S)
     return None if done is None else done.stdout.decode("utf-8")
 
 

@@ -247,9 +247,9 @@ class Swarm:
         except WhizError as exc:
             return TaskRun(micro, False, attempt, label, f"could not copy the workspace: {exc.message}")
         try:
-            client = WholeFileEdits(
-                await self.router.pool.open_client(label), Workspace(copy.path), micro.files
-            )
+            # The copy's files look like secrets as the workspace's do (the user's patterns too).
+            copy_ws = Workspace(copy.path, self.ws.secrets)
+            client = WholeFileEdits(await self.router.pool.open_client(label), copy_ws, micro.files)
             config = AgentConfig(
                 approval=ApprovalMode.AUTO_EDIT,
                 test_cmd=micro.check,
@@ -258,9 +258,10 @@ class Swarm:
                 sandbox=s.sandbox,
             )
             events = Collector()
-            agent = Agent(client, Workspace(copy.path), config=config, sink=events)
+            agent = Agent(client, copy_ws, config=config, sink=events)
             try:
-                result = await agent.run(worker_prompt(micro, previous))
+                # The planner wrote the task: a secret file it names is not the user asking.
+                result = await agent.run(worker_prompt(micro, previous), from_user=False)
             finally:
                 await client.close()
             check = await environment_for(copy.path, s.sandbox, timeout_s=s.check_timeout_s).run(micro.check)

@@ -1,8 +1,8 @@
-"""`create_app(backend, settings, routes=())`: the Starlette app with every route of PROTOCOL.md.
+"""`create_app(backend, settings, routes=())`: the Starlette app with every route of docs/protocol.md.
 
 The app runs turns on a `Backend`: an in-process engine (wrapped in `EngineBackend`) or, for
 `whiz serve --upstream`, the gateway over OpenAI-compatible servers. It is the model API and
-nothing else: the browser app's routes come from above (`whiz.web.browser_app`), handed in by the
+nothing else: the browser app's routes come from above (`whiz.web.app.browser_app`), handed in by the
 command that serves them, so this package imports nothing from the agent, the UI or the web app.
 """
 

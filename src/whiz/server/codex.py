@@ -69,7 +69,7 @@ def model_catalog(model: str, context_window: int | None) -> dict:
 def codex_routes(state: ServerState) -> list[BaseRoute]:
     async def catalog(request: Request) -> Response:
         # Public: it says only what the model is. The slug is the `model` of the CLI's config
-        # ("whiz" in the README's), or ?model= names another.
+        # ("whiz" in docs/clients.md), or ?model= names another.
         model = request.query_params.get("model") or "whiz"
         return JSONResponse(model_catalog(model, state.backend.info.n_ctx))
 

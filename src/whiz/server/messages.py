@@ -266,7 +266,7 @@ def message_object(req: MessagesRequest, message_id: str, result: TurnResult) ->
         "stop_reason": stop_reason(result),
         "stop_sequence": None,
         "usage": usage(result),
-        "whiz": timings(result.stats),  # as on the OpenAI APIs (PROTOCOL.md §4); clients ignore it
+        "whiz": timings(result.stats),  # as on the OpenAI APIs (docs/protocol.md, Timings); clients ignore it
     }
 
 

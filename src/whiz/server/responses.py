@@ -129,7 +129,7 @@ def usage(stats: GenerationStats, output_tokens: int) -> dict:
 
 
 def timings(stats: GenerationStats) -> dict:
-    """The `whiz` object every finished response carries (PROTOCOL.md §4)."""
+    """The `whiz` object every finished response carries (docs/protocol.md, Timings)."""
     where = {"replica": stats.replica} if stats.replica else {}  # which upstream ran it, behind a gateway
     return where | {
         "ttft_ms": round(stats.ttft_ms, 2),

@@ -50,7 +50,7 @@ class WaitingLimits:
 
     header_timeout_s: float = 10.0
     max_waiting_per_address: int = 64
-    max_waiting: int = 2048
+    max_waiting: int = 1024
     send_timeout_s: float = SEND_TIMEOUT_S
     """Longest a client may leave an answer unread (see `stalls.py`)."""
 

@@ -1,4 +1,4 @@
-"""The web app in a headless browser, for its end-to-end tests and the README's screenshots.
+"""The web app in a headless browser, for its end-to-end tests and the screenshots in docs/web.md.
 
 Playwright's own browser download fails here, so this drives Debian's Chromium (`apt-get install
 chromium`), launched quietly and offline. Playwright comes with the `test` extra.

@@ -1,7 +1,7 @@
 """Healing from the web app: N candidate edits from this server's own model, each tested with the
 server's `--test-cmd` in its own copy of the workspace, all shown side by side.
 
-Routes (under /whiz/workspace; the same key and browser checks as `workspace_api.py`):
+Routes (under /whiz/workspace; the same key and browser checks as `workspace.py`):
 
     POST /heal          {task, n?, temperature?, max_tokens?, rounds?, seed?, all_candidates?, model?}
                         -> 202 {heal}

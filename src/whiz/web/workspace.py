@@ -11,12 +11,12 @@ server's own page, see `browser.py`):
     POST /edit           {path, instruction, model?} -> {edit, reply, whiz}; 422 no_edit when the reply
                          holds no usable edit (with the reply, so the user sees what the model said)
     POST /accept         {id} -> {applied: [path, ...]}; 409 when a file changed since the proposal.
-                         The id is a pending edit's or a healing candidate's (`workspace_heal.py`).
+                         The id is a pending edit's or a healing candidate's (`heal.py`).
     POST /reject         {id} -> {rejected: id}
     POST /undo           -> {restored: [path, ...]}; 409 when there is nothing to undo
     POST /test           -> {command, exit_code, output, duration_ms, timed_out}
 
-Healing (`POST /heal`, `GET /candidates`) is in `workspace_heal.py`; its candidates are offered here
+Healing (`POST /heal`, `GET /candidates`) is in `heal.py`; its candidates are offered here
 as edits, so accepting one is the same accept, with the same undo.
 
 Every path goes through `Workspace.resolve`, so nothing outside DIR is reachable. A proposed edit is

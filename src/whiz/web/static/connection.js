@@ -1,4 +1,4 @@
-// One Responses WebSocket-mode connection (PROTOCOL.md §1): one response at a time, cancel,
+// One Responses WebSocket-mode connection (docs/protocol.md): one response at a time, cancel,
 // and `latestId`, the only response this connection can continue with previous_response_id.
 
 /** base64url without padding, so any key fits in a subprotocol token. */
