@@ -226,3 +226,19 @@ def test_a_stream_no_one_reads_is_dropped_and_its_turn_ends(serve_fake):
     finally:
         sock.close()
     assert httpx.get(f"{served.root}/health", timeout=10).status_code == 200
+
+
+def test_a_connection_answered_before_its_body_arrived_serves_its_next_request(serve_fake):
+    served = serve_fake(api_keys=["good"])
+    body = b'{"messages": [{"role": "user", "content": "' + b"x" * 400_000 + b'"}]}'
+    with httpx.Client(base_url=served.base_url, timeout=10) as client:
+        # Refused on its headers, before its body is read: the body is read and dropped, and the
+        # same connection then serves the next request.
+        wrong = client.post("/chat/completions", content=body, headers={"Authorization": "Bearer bad"})
+        assert wrong.status_code == 401
+        right = client.post(
+            "/chat/completions",
+            json={"messages": [{"role": "user", "content": "ok"}]},
+            headers={"Authorization": "Bearer good"},
+        )
+        assert right.status_code == 200

@@ -169,6 +169,8 @@ class WaitingProtocol(H11Protocol):
         self.conn = _HeadWatch(head_bytes, self._head_complete)
         self.address = ""
         self.lingering_bytes: int | None = None
+        self._linger_timer: asyncio.TimerHandle | None = None
+        self._lingering_cycle: Any = None
         self.stall = StallTimer(self.loop, self.waiting.limits.send_timeout_s, self.drop_unread)
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -209,20 +211,33 @@ class WaitingProtocol(H11Protocol):
 
     def _linger(self) -> None:
         """Answered before the request's body was all read (a 413, a 401): the rest of the body is
-        read and dropped for a moment, so the client reads the answer before the connection ends
-        (closing with unread data would reset it), then the connection is closed (nginx's
-        lingering close): it is never read to its end."""
-        self.server_state.total_requests += 1
-        self.waiting.start(self)
+        read and dropped, up to `LINGER_BYTES` and `LINGER_S` (nginx's lingering close). A body
+        that ends within them leaves the connection serving the next request, as usual; one that
+        does not is never read to its end: the connection is closed (closing at once, with the
+        body still arriving, would reset it before the client read the answer)."""
         self.lingering_bytes = LINGER_BYTES
-        self.flow.resume_reading()
-        self.loop.call_later(LINGER_S, self.drop)
+        self._linger_timer = self.loop.call_later(LINGER_S, self.drop)
+        self._lingering_cycle = self.cycle
+        super().on_response_complete()
+
+    def _lingered(self, data: bytes) -> None:
+        assert self.lingering_bytes is not None
+        self.lingering_bytes -= len(data)
+        if self.lingering_bytes <= 0:
+            self.drop()
+            return
+        super().data_received(data)  # h11 reads the body's end; uvicorn drops what it holds
+        ended = self.cycle is not self._lingering_cycle or self.conn.their_state is not h11.SEND_BODY
+        if ended and not self.transport.is_closing():
+            self.lingering_bytes = None
+            if self._linger_timer is not None:
+                self._linger_timer.cancel()
+            if self.conn.their_state is h11.IDLE:  # no pipelined request followed: idle now
+                self.waiting.wait(self, deadline=True)
 
     def data_received(self, data: bytes) -> None:
         if self.lingering_bytes is not None:
-            self.lingering_bytes -= len(data)
-            if self.lingering_bytes <= 0:
-                self.drop()
+            self._lingered(data)
             return
         self.waiting.arm(self)
         super().data_received(data)
