@@ -242,3 +242,47 @@ def test_a_connection_answered_before_its_body_arrived_serves_its_next_request(s
             headers={"Authorization": "Bearer good"},
         )
         assert right.status_code == 200
+
+
+def _get_health(sock: socket.socket) -> bytes:
+    sock.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    reply = b""
+    while b"\r\n\r\n" not in reply or not reply.rstrip().endswith(b"}"):
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        reply += chunk
+    return reply
+
+
+def test_idle_keep_alive_connections_are_never_closed_to_make_room(serve_fake):
+    # A proxy in front of the server holds many idle connections from one address, and may
+    # reuse any of them at any moment: half-sent heads from that address must not push them out.
+    served = serve_fake(max_waiting_per_address=2)
+    idle: list[socket.socket] = []
+    held: list[socket.socket] = []
+    try:
+        for _ in range(4):
+            idle.append(socket.create_connection(address(served), timeout=10))
+            assert _get_health(idle[-1]).startswith(b"HTTP/1.1 200")
+        held = half_heads(served, 6)
+        for sock in idle:
+            assert _get_health(sock).startswith(b"HTTP/1.1 200")
+    finally:
+        for sock in idle + held:
+            sock.close()
+
+
+def test_refused_websockets_that_never_answer_the_close_do_not_fill_the_cap(serve_fake):
+    served = serve_fake(api_keys=["secret"], max_connections=4)
+    refused = [_open_socket(served) for _ in range(8)]  # no key
+    try:
+        for sock in refused:
+            said = b""
+            while b"\x88" not in said:  # the error event, then the server's close frame
+                said += sock.recv(4096)
+        # None of them answers the close: they wait for it, but do no work.
+        assert httpx.get(f"{served.root}/health", timeout=10).status_code == 200
+    finally:
+        for sock in refused:
+            sock.close()

@@ -49,7 +49,7 @@ def uvicorn_config(app: Any, settings: ServeSettings, **overrides: Any) -> uvico
         port=settings.port,
         log_level="warning",
         http=waiting_protocol(waiting),
-        ws=ping_bound_protocol(settings.send_timeout_s),
+        ws=ping_bound_protocol(settings.send_timeout_s, waiting),
         timeout_graceful_shutdown=settings.shutdown_grace_s,
         limit_concurrency=settings.max_connections,
         timeout_keep_alive=settings.keep_alive_s,

@@ -6,7 +6,8 @@ before its key was checked (and after the server had sent its close). The server
 wait while the buffer is above its high-water mark (asyncio's flow control); pongs get the same
 rule here: while the client is not reading, a ping gets no pong (RFC 6455 lets an endpoint answer
 only the latest ping), and a client that sends `max_unanswered_pings` of them is disconnected.
-Once the server has sent its close, pings get no pong either. A client that reads nothing at
+Once the server has sent its close, pings get no pong either, and the socket no longer counts
+toward the connection cap while it waits (3 s) for the client's close. A client that reads nothing at
 all for `send_timeout_s` while the server has data for it is let go (`stalls.py`).
 """
 
@@ -17,8 +18,11 @@ from typing import Any
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
 from whiz.server.stalls import SEND_TIMEOUT_S, StallTimer
+from whiz.server.waiting import WaitingConnections
 
 MAX_UNANSWERED_PINGS = 64
+CLOSE_TIMEOUT_S = 3.0
+"""How long a closed WebSocket waits for the client's close frame (uvicorn waits 10 s)."""
 
 
 class PingBoundProtocol(WebSocketsSansIOProtocol):
@@ -28,11 +32,18 @@ class PingBoundProtocol(WebSocketsSansIOProtocol):
     max_unanswered_pings = MAX_UNANSWERED_PINGS
 
     send_timeout_s = SEND_TIMEOUT_S
+    waiting: WaitingConnections | None = None
 
     def __init__(self, config: Any, server_state: Any, app_state: dict[str, Any], _loop: Any = None):
         super().__init__(config, server_state, app_state, _loop)
         self.unanswered_pings = 0
         self.stall = StallTimer(self.loop, self.send_timeout_s, self._drop_unread)
+        self.close_timeout = CLOSE_TIMEOUT_S
+
+    async def send(self, message: Any) -> None:
+        await super().send(message)
+        if self.close_sent and self.waiting is not None and not self.transport.is_closing():
+            self.waiting.closing(self)
 
     def pause_writing(self) -> None:
         self.stall.paused()
@@ -44,6 +55,8 @@ class PingBoundProtocol(WebSocketsSansIOProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.stall.resumed()
+        if self.waiting is not None:
+            self.waiting.start(self)
         super().connection_lost(exc)
 
     def _drop_unread(self) -> None:
@@ -65,6 +78,7 @@ class PingBoundProtocol(WebSocketsSansIOProtocol):
             self.transport.abort()
 
 
-def ping_bound_protocol(send_timeout_s: float) -> type[PingBoundProtocol]:
-    """The protocol class for `uvicorn.Config(ws=...)`."""
-    return type("WhizWebSocketProtocol", (PingBoundProtocol,), {"send_timeout_s": send_timeout_s})
+def ping_bound_protocol(send_timeout_s: float, waiting: WaitingConnections) -> type[PingBoundProtocol]:
+    """The protocol class for `uvicorn.Config(ws=...)`, over one server's waiting connections."""
+    attrs = {"send_timeout_s": send_timeout_s, "waiting": waiting}
+    return type("WhizWebSocketProtocol", (PingBoundProtocol,), attrs)

@@ -8,11 +8,12 @@ idle between two requests) is not counted, and is bounded instead:
 
 - its request head must be complete `header_timeout_s` after the connection opened, or after the
   first byte of its next request (nginx's client_header_timeout): else a 408 and the close;
-- one address keeps at most `max_waiting_per_address` of them, and the server `max_waiting`:
-  past either, the oldest waiting connection (of that address first) is closed. A new
-  connection is never the one refused, so an honest client always gets its turn.
+- one address keeps at most `max_waiting_per_address` of those heads, and the server
+  `max_waiting`: past either, the oldest (of that address first) is closed. A new connection is
+  never the one refused, so an honest client always gets its turn.
 
-Idle keep-alive connections are closed by uvicorn's own `timeout_keep_alive`.
+Idle keep-alive connections are not counted either, and are closed by uvicorn's own
+`timeout_keep_alive`.
 """
 
 from __future__ import annotations
@@ -56,11 +57,20 @@ class WaitingLimits:
 
 
 class WaitingConnections:
-    """The waiting connections of one server, oldest first, with their deadlines."""
+    """The waiting connections of one server.
+
+    Two kinds: *heads* (opened, or with part of their next request's head received), which have
+    a deadline and are bounded per address and in all, oldest closed first; and *idle* ones
+    (answered, keep-alive), which uvicorn closes after `timeout_keep_alive` and which are never
+    closed to make room: a client may be reusing one at that very moment (a proxy in front of the
+    server holds many from one address), and only a head lasts long enough to hoard.
+    """
 
     def __init__(self, limits: WaitingLimits):
         self.limits = limits
-        self._all: OrderedDict[WaitingProtocol, asyncio.TimerHandle | None] = OrderedDict()
+        self._heads: OrderedDict[WaitingProtocol, asyncio.TimerHandle] = OrderedDict()
+        self._idle: set[WaitingProtocol] = set()
+        self._closing: set[Any] = set()
         self._by_address: dict[str, OrderedDict[WaitingProtocol, None]] = {}
         self.expired = 0
         """Connections closed with a 408 because their request head was late."""
@@ -68,41 +78,52 @@ class WaitingConnections:
         """Connections closed to make room for newer ones."""
 
     def __len__(self) -> int:
-        return len(self._all)
+        return len(self._heads) + len(self._idle) + len(self._closing)
 
     def __contains__(self, conn: object) -> bool:
-        return conn in self._all
+        return conn in self._heads or conn in self._idle or conn in self._closing
+
+    def closing(self, conn: Any) -> None:
+        """A WebSocket that sent its close and waits only for the client's (bounded by its close
+        timeout): it does no work, so it is not counted. Refused sockets (a wrong key) end this
+        way, and a flood of them must not fill the cap either."""
+        self._closing.add(conn)
 
     def wait(self, conn: WaitingProtocol, *, deadline: bool) -> None:
-        """`conn` has no request under way: uncounted, and with a head deadline when `deadline`
-        (a new connection, or the first byte of the next request); an idle keep-alive connection
-        has none (uvicorn's keep-alive timeout closes it)."""
+        """`conn` has no request under way, so it is not counted: a head from now on when
+        `deadline` (a new connection), else idle (a keep-alive connection between requests)."""
         self.start(conn)
-        self._all[conn] = self._arm(conn) if deadline else None
-        self._by_address.setdefault(conn.address, OrderedDict())[conn] = None
-        self._make_room(conn.address)
+        if deadline:
+            self._head(conn)
+        else:
+            self._idle.add(conn)
 
     def arm(self, conn: WaitingProtocol) -> None:
-        """The first byte of a waiting connection's next request: its head deadline starts now."""
-        if conn in self._all and self._all[conn] is None:
-            self._all[conn] = self._arm(conn)
+        """A byte of an idle connection's next request came: it is a head from now on."""
+        if conn in self._idle:
+            self._idle.discard(conn)
+            self._head(conn)
 
     def start(self, conn: WaitingProtocol) -> None:
         """`conn`'s request head is complete (or it is gone): it counts again, with no deadline."""
-        timer = self._all.pop(conn, None)
-        if timer is not None:
-            timer.cancel()
-        mine = self._by_address.get(conn.address)
-        if mine is not None:
-            mine.pop(conn, None)
-            if not mine:
-                del self._by_address[conn.address]
+        self._idle.discard(conn)
+        self._closing.discard(conn)
+        timer = self._heads.pop(conn, None)
+        if timer is None:
+            return
+        timer.cancel()
+        mine = self._by_address[conn.address]
+        mine.pop(conn, None)
+        if not mine:
+            del self._by_address[conn.address]
 
-    def _arm(self, conn: WaitingProtocol) -> asyncio.TimerHandle:
-        return conn.loop.call_later(self.limits.header_timeout_s, self._expire, conn)
+    def _head(self, conn: WaitingProtocol) -> None:
+        self._heads[conn] = conn.loop.call_later(self.limits.header_timeout_s, self._expire, conn)
+        self._by_address.setdefault(conn.address, OrderedDict())[conn] = None
+        self._make_room(conn.address)
 
     def _expire(self, conn: WaitingProtocol) -> None:
-        if conn in self._all:
+        if conn in self._heads:
             self.start(conn)
             self.expired += 1
             conn.time_out(self.limits.header_timeout_s)
@@ -111,8 +132,8 @@ class WaitingConnections:
         mine = self._by_address.get(address)
         while mine and len(mine) > self.limits.max_waiting_per_address:
             self._evict(next(iter(mine)))
-        while len(self._all) > self.limits.max_waiting:
-            self._evict(next(iter(self._all)))
+        while len(self._heads) > self.limits.max_waiting:
+            self._evict(next(iter(self._heads)))
 
     def _evict(self, conn: WaitingProtocol) -> None:
         self.start(conn)
