@@ -254,15 +254,23 @@ def bench_soak(
     kill_after_s: Annotated[
         float | None, typer.Option(help="When to kill a replica (with --gateway; default 40% of the run).")
     ] = None,
+    attack: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--attack",
+            help="Run a hostile client beside the honest ones (repeatable): slowloris, ping_flood, "
+            "cross_key (with --gateway: a second key probes the first one's cached prompt).",
+        ),
+    ] = None,
 ) -> None:
     """Load and faults on a loopback server: clients vanishing mid-prefill/decode, hostile input
-    mixed in; with --gateway, one replica killed behind a gateway."""
+    mixed in; with --gateway, one replica killed behind a gateway; with --attack, hostile clients."""
     from whiz.bench.soak import SoakPlan, main
 
     plan = SoakPlan(
         target, seconds, ws_sessions, http_clients, max_tokens, api_key=api_key, model=model,
         patience_s=patience_s, hang_s=hang_s, gateway=gateway, replica_model=replica_model,
-        replica_slots=replica_slots, kill_after_s=kill_after_s,
+        replica_slots=replica_slots, kill_after_s=kill_after_s, attacks=tuple(attack or ()),
     )  # fmt: skip
     raise typer.Exit(main(plan))
 

@@ -75,3 +75,38 @@ def test_behind_a_gateway_a_killed_replica_costs_no_turn(capsys):
 def test_only_loopback_targets(capsys):
     assert main(SoakPlan("http://example.com:8321", seconds=1)) == 2
     assert "this machine only" in capsys.readouterr().err
+
+
+def test_attackers_beside_the_honest_clients_cost_them_nothing(serve_fake, capsys):
+    served = serve_fake(engine_kw={"step_s": 0.001}, header_timeout_s=1.0)
+    plan = SoakPlan(
+        served.root, seconds=4.0, ws_sessions=2, http_clients=2, max_tokens=8, hang_s=20,
+        attacks=("slowloris", "ping_flood"),
+    )  # fmt: skip
+    code = main(plan)
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert code == 0, result
+    assert result["lost_turns"] == 0 and result["served"] > 0
+    slowloris, flood = result["attackers"]["slowloris"], result["attackers"]["ping_flood"]
+    assert slowloris["held_peak"] > 512  # past the cap, and the honest clients were served anyway
+    assert slowloris["timed_out_408"] + slowloris["closed"] > 0  # the server let its heads go
+    assert flood["closed_by_server"] > 0
+    assert result["rss_mb_peak"] > 0 and result["honest_gap_ms_max"] > 0
+
+
+def test_a_second_key_reads_nothing_of_the_first_ones_prompt_through_the_gateway(capsys):
+    plan = SoakPlan(
+        seconds=4.0, ws_sessions=1, http_clients=1, max_tokens=8, hang_s=30,
+        gateway=True, replica_model="fake", kill_after_s=100.0, attacks=("cross_key",),
+    )  # fmt: skip
+    code = main(plan)
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert code == 0, result
+    probe = result["attackers"]["cross_key"]
+    assert probe["probes"] > 0 and probe["victim_cached_tokens_max"] > 0  # the cache works...
+    assert probe["cached_tokens_max"] == 0  # ...for its own tenant only
+
+
+def test_an_unknown_attacker_is_refused(capsys):
+    assert main(SoakPlan(seconds=1, attacks=("nope",))) == 2
+    assert "no attacker 'nope'" in capsys.readouterr().err

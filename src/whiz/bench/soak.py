@@ -16,6 +16,10 @@ With `--gateway` it starts its own cluster on loopback instead: two `whiz serve 
 replicas behind a gateway, and kills one replica (SIGKILL) partway through. A turn that fails
 with `upstream_lost` is sent once more, as that error asks; it is lost only if that fails too.
 
+With `--attack NAME` (repeatable; `bench/attackers.py`), hostile clients run beside the honest
+ones, and the report adds what each got back, the largest gap an honest stream saw between two
+events, and the server's memory high-water mark: compare them with a run without attackers.
+
 It refuses any target that is not a loopback address: it is a stress test, not a tool to point
 at someone else's server.
 """
@@ -36,7 +40,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -47,6 +51,7 @@ from rich.table import Table
 from websockets.asyncio.client import connect
 from websockets.exceptions import WebSocketException
 
+from whiz.bench.attackers import ATTACKERS, Target
 from whiz.bench.report import rounded, say
 from whiz.errors import WhizError
 from whiz.gateway.local import LocalCluster, LocalServer, kv_budget_mb
@@ -93,6 +98,10 @@ class SoakPlan:
     replica_ctx: int = 8192
     kill_after_s: float | None = None
     """When one replica is killed, in seconds from the start (default: 40% of the run)."""
+    attacks: tuple[str, ...] = ()
+    """Hostile clients to run beside the honest ones (names in `bench.attackers.ATTACKERS`)."""
+    attacker_key: str | None = None
+    """A second valid key, for `cross_key` (the soak's own gateway makes both keys)."""
 
     def replica_args(self) -> list[str]:
         if self.replica_model == "fake":  # the fake engine: no KV budget, no threads
@@ -131,6 +140,15 @@ class Tally:
     """Hostile inputs answered with a 4xx or an error event, as they should be."""
     vanished: int = 0
     ttft_ms: list[float] = field(default_factory=list)
+    gap_ms_max: float = 0.0
+    """The longest wait between two events of an honest stream, once it had begun."""
+
+    def event(self, last: float | None) -> float:
+        """An honest stream's event arrived; `last` is when its previous one did. Returns now."""
+        now = time.perf_counter()
+        if last is not None:
+            self.gap_ms_max = max(self.gap_ms_max, (now - last) * 1000)
+        return now
 
 
 def ms_since(t0: float) -> float:
@@ -156,6 +174,7 @@ class Soak:
         self.tally = Tally()
         self.headers = {"Authorization": f"Bearer {plan.api_key}"} if plan.api_key else {}
         self.deadline = 0.0
+        self.rss_peak = 0
 
     # -- one client's loop --------------------------------------------------------------------
 
@@ -212,10 +231,13 @@ class Soak:
     async def http_attempt(self, http: httpx.AsyncClient, body: dict) -> Outcome:
         t0 = time.perf_counter()
         first_ms = None
+        last = None
         async with http.stream("POST", "/v1/chat/completions", json=body) as r:
             if r.status_code != 200:
                 return Outcome(failed=error_code(await r.aread()) or f"HTTP {r.status_code}")
             async for line in r.aiter_lines():
+                if line:
+                    last = self.tally.event(last)
                 if line == "data: [DONE]":
                     return Outcome(ttft_ms=first_ms if first_ms is not None else ms_since(t0))
                 if not line.startswith("data: "):
@@ -244,9 +266,12 @@ class Soak:
     async def ws_attempt(self, ws, event: dict) -> Outcome:  # noqa: ANN001
         t0 = time.perf_counter()
         first_ms = None
+        last = None
         await ws.send(json.dumps(event))
         while True:
             ev = json.loads(await ws.recv())
+            if ev.get("type") != "response.created":  # the stream begins at its first output
+                last = self.tally.event(last)
             kind = ev.get("type")
             if first_ms is None and kind == "response.output_text.delta":
                 first_ms = ms_since(t0)
@@ -346,6 +371,13 @@ class Soak:
                 active = (active or 0) + load["engine_active"]
         return rss, active
 
+    async def sample_rss(self, http: httpx.AsyncClient, every_s: float = 1.0) -> None:
+        """The watched processes' memory, summed, at its highest during the run."""
+        while True:
+            rss, _ = await self.server_state(http)
+            self.rss_peak = max(self.rss_peak, sum(rss.values()))
+            await asyncio.sleep(every_s)
+
     async def idle_after_ms(
         self, http: httpx.AsyncClient, left_at: float, limit_s: float = 30.0
     ) -> float | None:
@@ -368,9 +400,14 @@ class Soak:
             clients += [self.client(100 + i, ws_first=False) for i in range(plan.http_clients)]
             kill_after_s = plan.kill_after_s if plan.kill_after_s is not None else plan.seconds * 0.4
             killer = asyncio.create_task(self.kill_one(kill_after_s)) if self.replicas else None
+            target = Target(self.root, self.deadline, plan.api_key, plan.attacker_key)
+            attacks = {name: asyncio.create_task(ATTACKERS[name](target)) for name in plan.attacks}
+            sampler = asyncio.create_task(self.sample_rss(http))
             await asyncio.gather(*clients)
             if killer is not None and not killer.done():
                 killer.cancel()  # the run ended first: nothing was killed
+            attacked = {name: await task for name, task in attacks.items()}
+            sampler.cancel()
             left_at = time.monotonic()
             idle_ms = await self.idle_after_ms(http, left_at)
             rss_after, _ = await self.server_state(http)
@@ -403,6 +440,9 @@ class Soak:
             "rss_mb_before": before / 1e6 if before else None,
             "rss_mb_after": sum(rss_after.values()) / 1e6 if rss_after else None,
             "rss_mb_by_process": {r: [rss_before.get(r, 0) / 1e6, rss_after[r] / 1e6] for r in rss_after},
+            "rss_mb_peak": self.rss_peak / 1e6 if self.rss_peak else None,
+            "honest_gap_ms_max": t.gap_ms_max,
+            "attackers": attacked,
             "gateway": self.gateway_summary(kill_after_s, counted, sigterm_s),
         }
 
@@ -461,7 +501,11 @@ async def run_behind_gateway(plan: SoakPlan) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="whiz-soak-") as logs, LocalCluster(Path(logs)) as cluster:
         say(f"… starting 2 replicas: whiz serve --engine-only {' '.join(plan.replica_args())}")
         await asyncio.to_thread(cluster.start_replicas, 2, plan.replica_args())
-        gateway = await asyncio.to_thread(cluster.start_gateway, "affinity")
+        keys: list[str] = []
+        if "cross_key" in plan.attacks:  # two tenants: the honest clients' and the prober's
+            plan = replace(plan, api_key=plan.api_key or "soak-honest", attacker_key="soak-probe")
+            keys = ["--api-key", plan.api_key, "--api-key", plan.attacker_key]
+        gateway = await asyncio.to_thread(cluster.start_gateway, "affinity", keys)
         say(f"… gateway at {gateway.url}; soaking for {plan.seconds:g} s")
         return await Soak(plan, gateway.url, cluster.replicas).run()
 
@@ -478,6 +522,8 @@ ROWS = (
     ("engine_idle_after_ms", "after the last client left"),
     ("rss_mb_before", ""),
     ("rss_mb_after", ""),
+    ("rss_mb_peak", "sampled every second"),
+    ("honest_gap_ms_max", "longest wait between two events of an honest stream"),
 )
 
 
@@ -492,6 +538,8 @@ def print_table(result: dict[str, Any], console: Console) -> None:
         value = result[key]
         shown = "n/a" if value is None else f"{value:.1f}" if isinstance(value, float) else str(value)
         table.add_row(key, shown, notes.get(key, note))
+    for name, report in result["attackers"].items():
+        table.add_row(f"attacker: {name}", json.dumps(report), "what it got back")
     for why, count in sorted(result["lost_by_why"].items()):
         table.add_row(f"lost: {why}", str(count), "")
     for kind, count in sorted(result["errors"].items()):
@@ -525,6 +573,10 @@ def main(plan: SoakPlan) -> int:
         return 2
     if plan.seconds <= 0 or plan.ws_sessions < 0 or plan.http_clients < 0 or plan.seconds > 3600:
         err.print("[red]error:[/red] --seconds must be in (0, 3600] and the client counts >= 0.")
+        return 2
+    unknown = [name for name in plan.attacks if name not in ATTACKERS]
+    if unknown:
+        err.print(f"[red]error:[/red] no attacker {unknown[0]!r}; there are {', '.join(ATTACKERS)}.")
         return 2
     try:
         result = asyncio.run(run_behind_gateway(plan) if plan.gateway else Soak(plan).run())

@@ -9,8 +9,10 @@ idle between two requests) is not counted, and is bounded instead:
 - its request head must be complete `header_timeout_s` after the connection opened, or after the
   first byte of its next request (nginx's client_header_timeout): else a 408 and the close;
 - one address keeps at most `max_waiting_per_address` of those heads, and the server
-  `max_waiting`: past either, the oldest (of that address first) is closed. A new connection is
-  never the one refused, so an honest client always gets its turn.
+  `max_waiting`: past either, the oldest (of that address first) is closed, once it has had
+  `MIN_HEAD_S` to send its head. A new connection is never the one refused, and one accepted in
+  the same burst as a flood of others is not closed before its head could be read: an honest
+  client always gets its turn.
 
 Idle keep-alive connections are not counted either, and are closed by uvicorn's own
 `timeout_keep_alive`.
@@ -32,6 +34,8 @@ from whiz.server.stalls import SEND_TIMEOUT_S, StallTimer
 LINGER_S = 2.0
 LINGER_BYTES = 1024 * 1024
 """How long, and how much of the unread body, a connection answered early reads and drops."""
+MIN_HEAD_S = 1.0
+"""A head this young is never closed to make room (its bytes may simply not be read yet)."""
 H11_MAX_HEAD_BYTES = 16 * 1024
 """h11's default bound on a request head, which uvicorn keeps unless told otherwise."""
 
@@ -69,6 +73,7 @@ class WaitingConnections:
     def __init__(self, limits: WaitingLimits):
         self.limits = limits
         self._heads: OrderedDict[WaitingProtocol, asyncio.TimerHandle] = OrderedDict()
+        """Oldest first; each one's timer is its head deadline (`TimerHandle.when()` - timeout: its start)."""
         self._idle: set[WaitingProtocol] = set()
         self._closing: set[Any] = set()
         self._by_address: dict[str, OrderedDict[WaitingProtocol, None]] = {}
@@ -130,10 +135,14 @@ class WaitingConnections:
 
     def _make_room(self, address: str) -> None:
         mine = self._by_address.get(address)
-        while mine and len(mine) > self.limits.max_waiting_per_address:
+        while mine and len(mine) > self.limits.max_waiting_per_address and self._old(next(iter(mine))):
             self._evict(next(iter(mine)))
-        while len(self._heads) > self.limits.max_waiting:
+        while len(self._heads) > self.limits.max_waiting and self._old(next(iter(self._heads))):
             self._evict(next(iter(self._heads)))
+
+    def _old(self, conn: WaitingProtocol) -> bool:
+        started = self._heads[conn].when() - self.limits.header_timeout_s
+        return conn.loop.time() - started >= MIN_HEAD_S
 
     def _evict(self, conn: WaitingProtocol) -> None:
         self.start(conn)

@@ -1,0 +1,166 @@
+"""Hostile clients for `whiz bench soak --attack NAME`: they run beside the soak's honest clients
+for the whole run, and each reports what it got back.
+
+- `slowloris`: holds as many connections as it can, each with half a request head, reopening
+  any the server closes (the 520 that once filled the 512-connection cap).
+- `ping_flood`: WebSockets that send pings without end and never read (one once grew the server
+  by 640 MB in 30 s).
+- `cross_key`: with a second key, asks for the honest key's prompt prefix and reads its
+  `cached_tokens` (through a gateway that once lost the tenant: 60 tokens readable).
+
+Each is one coroutine over a `Target`; `ATTACKERS` names them. An attacker never raises: what it
+met is its report.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import os
+import struct
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+HALF_HEAD = b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "
+SECRET = "Internal note, not for other tenants: the launch code is 7-4-1-9. " * 12
+
+
+@dataclass
+class Target:
+    """Where the attackers aim, and the keys they hold."""
+
+    root: str
+    deadline: float
+    """`time.monotonic()` at which they stop."""
+    victim_key: str | None = None
+    """The honest clients' key (`cross_key` sends the secret with it)."""
+    attacker_key: str | None = None
+    """Another valid key (`cross_key` probes with it)."""
+
+    @property
+    def address(self) -> tuple[str, int]:
+        parts = urlsplit(self.root)
+        return parts.hostname or "127.0.0.1", parts.port or 80
+
+    def left_s(self) -> float:
+        return self.deadline - time.monotonic()
+
+
+async def slowloris(target: Target, connections: int = 600) -> dict[str, Any]:
+    """Hold `connections` half-sent heads, reopening each one the server closes."""
+    held: set[asyncio.StreamWriter] = set()
+    report = {"connections": connections, "opened": 0, "held_peak": 0, "timed_out_408": 0, "closed": 0}
+
+    async def one() -> None:
+        while target.left_s() > 0:
+            try:
+                reader, writer = await asyncio.open_connection(*target.address)
+            except OSError:
+                await asyncio.sleep(0.1)
+                continue
+            report["opened"] += 1
+            held.add(writer)
+            report["held_peak"] = max(report["held_peak"], len(held))
+            try:
+                writer.write(HALF_HEAD)
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(max(0.0, target.left_s())):
+                        said = await reader.read(4096)
+                        report["timed_out_408" if said.startswith(b"HTTP/1.1 408") else "closed"] += 1
+            except OSError:
+                report["closed"] += 1
+            finally:
+                held.discard(writer)
+                writer.close()
+
+    await asyncio.gather(*(one() for _ in range(connections)))
+    return report
+
+
+def _ping_frame() -> bytes:
+    mask = os.urandom(4)
+    payload = bytes(b ^ mask[i % 4] for i, b in enumerate(b"p" * 125))
+    return struct.pack("!BB", 0x89, 0x80 | 125) + mask + payload
+
+
+async def ping_flood(target: Target, sockets: int = 2) -> dict[str, Any]:
+    """`sockets` WebSockets that ping without end and read nothing, each reopened when closed."""
+    report = {"sockets": sockets, "opened": 0, "closed_by_server": 0, "mb_sent": 0.0}
+    burst = _ping_frame() * 512
+
+    async def one() -> None:
+        while target.left_s() > 0:
+            try:
+                reader, writer = await asyncio.open_connection(*target.address)
+                key = base64.b64encode(os.urandom(16)).decode()
+                auth = f"Authorization: Bearer {target.attacker_key}\r\n" if target.attacker_key else ""
+                writer.write(
+                    (
+                        "GET /v1/responses HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
+                        f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
+                        f"{auth}\r\n"
+                    ).encode()
+                )
+                await reader.readuntil(b"\r\n\r\n")  # the handshake; nothing after it is read
+            except (OSError, asyncio.IncompleteReadError):
+                await asyncio.sleep(0.1)
+                continue
+            report["opened"] += 1
+            try:
+                while target.left_s() > 0:
+                    writer.write(burst)
+                    async with asyncio.timeout(max(0.01, target.left_s())):
+                        await writer.drain()
+                    report["mb_sent"] += len(burst) / 1e6
+            except (OSError, TimeoutError):
+                if target.left_s() > 0:
+                    report["closed_by_server"] += 1
+            finally:
+                writer.transport.abort()
+
+    await asyncio.gather(*(one() for _ in range(sockets)))
+    report["mb_sent"] = round(report["mb_sent"], 1)
+    return report
+
+
+async def cross_key(target: Target) -> dict[str, Any]:
+    """Send a secret prompt with the victim's key, then probe its prefix with another key: the
+    probe's `cached_tokens` is how much of the secret it can read (0 is the only right answer)."""
+    if target.victim_key is None or target.attacker_key is None:
+        return {"skipped": "needs two keys (it runs behind the soak's own gateway)"}
+    report: dict[str, Any] = {"probes": 0, "cached_tokens_max": 0, "victim_cached_tokens_max": 0}
+
+    async def cached(http: httpx.AsyncClient, key: str, text: str) -> int | None:
+        body = {"instructions": SECRET, "input": text, "max_output_tokens": 2}
+        try:
+            r = await http.post("/v1/responses", json=body, headers={"Authorization": f"Bearer {key}"})
+        except httpx.HTTPError:
+            return None
+        if r.status_code != 200:
+            return None
+        return r.json()["usage"]["input_tokens_details"]["cached_tokens"]
+
+    async with httpx.AsyncClient(base_url=target.root, timeout=120) as http:
+        while target.left_s() > 0:
+            mine = await cached(http, target.victim_key, "What is the launch code?")
+            if mine is not None:
+                report["victim_cached_tokens_max"] = max(report["victim_cached_tokens_max"], mine)
+            seen = await cached(http, target.attacker_key, "Repeat the note.")
+            if seen is not None:
+                report["probes"] += 1
+                report["cached_tokens_max"] = max(report["cached_tokens_max"], seen)
+            await asyncio.sleep(0.5)
+    return report
+
+
+ATTACKERS: dict[str, Callable[[Target], Awaitable[dict[str, Any]]]] = {
+    "slowloris": slowloris,
+    "ping_flood": ping_flood,
+    "cross_key": cross_key,
+}
