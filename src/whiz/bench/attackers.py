@@ -8,8 +8,8 @@ for the whole run, and each reports what it got back.
 - `cross_key`: with a second key, asks for the honest key's prompt prefix and reads its
   `cached_tokens` (through a gateway that once lost the tenant: 60 tokens readable).
 
-Each is one coroutine over a `Target`; `ATTACKERS` names them. An attacker never raises: what it
-met is its report.
+Each is one coroutine over a `Target`; `ATTACKERS` names them, and `run_attacker` runs one in a
+process of its own. An attacker never raises: what it met is its report.
 """
 
 from __future__ import annotations
@@ -164,3 +164,9 @@ ATTACKERS: dict[str, Callable[[Target], Awaitable[dict[str, Any]]]] = {
     "ping_flood": ping_flood,
     "cross_key": cross_key,
 }
+
+
+def run_attacker(name: str, target: Target) -> dict[str, Any]:
+    """One attacker to its end, in a process of its own (`ProcessPoolExecutor`): its own work
+    must not slow the bench's honest clients, or their gaps would measure the bench, not the server."""
+    return asyncio.run(ATTACKERS[name](target))

@@ -30,6 +30,7 @@ import asyncio
 import contextlib
 import datetime
 import json
+import multiprocessing
 import os
 import random
 import signal
@@ -40,6 +41,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -51,7 +53,7 @@ from rich.table import Table
 from websockets.asyncio.client import connect
 from websockets.exceptions import WebSocketException
 
-from whiz.bench.attackers import ATTACKERS, Target
+from whiz.bench.attackers import ATTACKERS, Target, run_attacker
 from whiz.bench.report import rounded, say
 from whiz.errors import WhizError
 from whiz.gateway.local import LocalCluster, LocalServer, kv_budget_mb
@@ -401,13 +403,18 @@ class Soak:
             kill_after_s = plan.kill_after_s if plan.kill_after_s is not None else plan.seconds * 0.4
             killer = asyncio.create_task(self.kill_one(kill_after_s)) if self.replicas else None
             target = Target(self.root, self.deadline, plan.api_key, plan.attacker_key)
-            attacks = {name: asyncio.create_task(ATTACKERS[name](target)) for name in plan.attacks}
-            sampler = asyncio.create_task(self.sample_rss(http))
-            await asyncio.gather(*clients)
-            if killer is not None and not killer.done():
-                killer.cancel()  # the run ended first: nothing was killed
-            attacked = {name: await task for name, task in attacks.items()}
-            sampler.cancel()
+            loop = asyncio.get_running_loop()
+            spawn = multiprocessing.get_context("spawn")  # not fork: this process has threads
+            with ProcessPoolExecutor(max_workers=max(1, len(plan.attacks)), mp_context=spawn) as pool:
+                attacks = {
+                    name: loop.run_in_executor(pool, run_attacker, name, target) for name in plan.attacks
+                }
+                sampler = asyncio.create_task(self.sample_rss(http))
+                await asyncio.gather(*clients)
+                if killer is not None and not killer.done():
+                    killer.cancel()  # the run ended first: nothing was killed
+                attacked = {name: await future for name, future in attacks.items()}
+                sampler.cancel()
             left_at = time.monotonic()
             idle_ms = await self.idle_after_ms(http, left_at)
             rss_after, _ = await self.server_state(http)

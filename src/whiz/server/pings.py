@@ -6,9 +6,12 @@ before its key was checked (and after the server had sent its close). The server
 wait while the buffer is above its high-water mark (asyncio's flow control); pongs get the same
 rule here: while the client is not reading, a ping gets no pong (RFC 6455 lets an endpoint answer
 only the latest ping), and a client that sends `max_unanswered_pings` of them is disconnected.
-Once the server has sent its close, pings get no pong either, and the socket no longer counts
-toward the connection cap while it waits (3 s) for the client's close. A client that reads nothing at
-all for `send_timeout_s` while the server has data for it is let go (`stalls.py`).
+
+Each ping costs a frame to parse whether or not it is answered, so a client that pings faster than
+`PINGS_PER_S` (past a burst of `PING_BURST`) is closed with 1008, reading or not. Once the server
+has sent its close, pings get no pong either, and the socket no longer counts toward the
+connection cap while it waits (3 s) for the client's close. A client that reads nothing at all
+for `send_timeout_s` while the server has data for it is let go (`stalls.py`).
 """
 
 from __future__ import annotations
@@ -21,6 +24,10 @@ from whiz.server.stalls import SEND_TIMEOUT_S, StallTimer
 from whiz.server.waiting import WaitingConnections
 
 MAX_UNANSWERED_PINGS = 64
+PING_BURST = 100
+PINGS_PER_S = 10.0
+"""A client's pings, as a token bucket: keep-alives come every few seconds; more than this is a
+flood, and each ping costs the server a frame to parse whether or not it answers it."""
 CLOSE_TIMEOUT_S = 3.0
 """How long a closed WebSocket waits for the client's close frame (uvicorn waits 10 s)."""
 
@@ -37,6 +44,8 @@ class PingBoundProtocol(WebSocketsSansIOProtocol):
     def __init__(self, config: Any, server_state: Any, app_state: dict[str, Any], _loop: Any = None):
         super().__init__(config, server_state, app_state, _loop)
         self.unanswered_pings = 0
+        self._ping_tokens = float(PING_BURST)
+        self._ping_at = self.loop.time()
         self.stall = StallTimer(self.loop, self.send_timeout_s, self._drop_unread)
         self.close_timeout = CLOSE_TIMEOUT_S
 
@@ -59,12 +68,31 @@ class PingBoundProtocol(WebSocketsSansIOProtocol):
             self.waiting.start(self)
         super().connection_lost(exc)
 
+    def _refuse_flood(self) -> None:
+        """Close with 1008 (policy violation): the client pings faster than any keep-alive."""
+        self.conn.data_to_send()  # the pongs queued for this flood are not sent
+        if self.close_sent or self.transport.is_closing():
+            self.transport.abort()
+            return
+        self.logger.info("closing a WebSocket that sends more than %g pings a second", PINGS_PER_S)
+        self.conn.fail(1008, "too many pings")
+        self.transport.write(b"".join(self.conn.data_to_send()))
+        self.close_sent = True
+        self.transport.close()
+
     def _drop_unread(self) -> None:
         if not self.transport.is_closing():
             self.logger.info("closing a WebSocket that has read nothing for %g s", self.send_timeout_s)
             self.transport.abort()
 
     def handle_ping(self) -> None:
+        now = self.loop.time()
+        self._ping_tokens = min(float(PING_BURST), self._ping_tokens + (now - self._ping_at) * PINGS_PER_S)
+        self._ping_at = now
+        self._ping_tokens -= 1
+        if self._ping_tokens < 0:
+            self._refuse_flood()
+            return
         if self.writable.is_set() and not self.close_sent:
             self.unanswered_pings = 0
             super().handle_ping()

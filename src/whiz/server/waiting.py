@@ -21,8 +21,10 @@ Idle keep-alive connections are not counted either, and are closed by uvicorn's 
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -135,10 +137,24 @@ class WaitingConnections:
 
     def _make_room(self, address: str) -> None:
         mine = self._by_address.get(address)
-        while mine and len(mine) > self.limits.max_waiting_per_address and self._old(next(iter(mine))):
-            self._evict(next(iter(mine)))
-        while len(self._heads) > self.limits.max_waiting and self._old(next(iter(self._heads))):
-            self._evict(next(iter(self._heads)))
+        if mine:
+            self._shrink(mine, self.limits.max_waiting_per_address)
+        self._shrink(self._heads, self.limits.max_waiting)
+
+    def _shrink(self, heads: Mapping[WaitingProtocol, object], most: int) -> None:
+        """Close the oldest of `heads` past `most`, sparing the young and those whose next bytes
+        are already here, unread (a busy loop has not got to them: their client is not slow)."""
+        excess = len(heads) - most
+        if excess <= 0:
+            return
+        victims = []
+        for conn in heads:
+            if len(victims) == excess or not self._old(conn):
+                break  # oldest first: the rest are younger still
+            if not conn.has_unread():
+                victims.append(conn)
+        for conn in victims:
+            self._evict(conn)
 
     def _old(self, conn: WaitingProtocol) -> bool:
         started = self._heads[conn].when() - self.limits.header_timeout_s
@@ -280,6 +296,17 @@ class WaitingProtocol(H11Protocol):
         if not self.transport.is_closing():
             self.transport.write(_timeout_response(seconds))
             self.transport.close()
+
+    def has_unread(self) -> bool:
+        """Whether bytes wait in the socket that the event loop has not read yet."""
+        sock = self.transport.get_extra_info("socket")
+        if sock is None:
+            return False
+        try:
+            with socket.socket(fileno=os.dup(sock.fileno())) as peek:
+                return bool(peek.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))
+        except OSError:  # nothing there (EAGAIN), or the socket is gone
+            return False
 
     def drop(self) -> None:
         """Close without an answer: no request was made (or the last one was answered)."""
