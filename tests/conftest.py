@@ -45,7 +45,10 @@ class ServerThread:
         # shutdown, not waited for until the join below gives up. The connection limits are
         # those `whiz serve` runs with.
         settings = settings or ServeSettings()
-        config = uvicorn_config(app, settings, host="127.0.0.1", port=port, timeout_graceful_shutdown=1)
+        state = getattr(getattr(app, "state", None), "whiz", None)
+        config = uvicorn_config(
+            app, settings, state, host="127.0.0.1", port=port, timeout_graceful_shutdown=1
+        )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 

@@ -103,8 +103,8 @@ def test_a_second_key_reads_nothing_of_the_first_ones_prompt_through_the_gateway
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert code == 0, result
     probe = result["attackers"]["cross_key"]
-    assert probe["probes"] > 0 and probe["victim_cached_tokens_max"] > 0  # the cache works...
-    assert probe["cached_tokens_max"] == 0  # ...for its own tenant only
+    assert probe["probes"] > 0 and probe["victim_cached_tokens_max"] > 0, probe  # the cache works...
+    assert probe["cached_tokens_max"] == 0, probe  # ...for its own tenant only
 
 
 def test_an_unknown_attacker_is_refused(capsys):

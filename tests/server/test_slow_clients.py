@@ -80,6 +80,7 @@ def test_one_address_holds_a_bounded_number_of_half_sent_heads(serve_fake):
         for sock in held[7:]:
             sock.settimeout(0.2)
             assert not closed(sock)
+        assert "whiz_connections_evicted_total 7" in httpx.get(f"{served.root}/metrics").text
     finally:
         for sock in held:
             sock.close()
@@ -92,6 +93,7 @@ def test_a_head_that_never_ends_gets_a_408_and_the_close(serve_fake):
         reply = sock.recv(4096)
         assert reply.startswith(b"HTTP/1.1 408"), reply[:200]
         assert closed(sock)
+    assert "whiz_connections_timed_out_total 1" in httpx.get(f"{served.root}/metrics").text
 
 
 def test_a_silent_connection_is_closed_too(serve_fake):

@@ -148,9 +148,10 @@ async def cross_key(target: Target) -> dict[str, Any]:
 
     async with httpx.AsyncClient(base_url=target.root, timeout=120) as http:
         while target.left_s() > 0:
-            mine = await cached(http, target.victim_key, "What is the launch code?")
-            if mine is not None:
-                report["victim_cached_tokens_max"] = max(report["victim_cached_tokens_max"], mine)
+            for _ in range(2):  # the second one shows the victim's own cache at work
+                mine = await cached(http, target.victim_key, "What is the launch code?")
+                if mine is not None:
+                    report["victim_cached_tokens_max"] = max(report["victim_cached_tokens_max"], mine)
             seen = await cached(http, target.attacker_key, "Repeat the note.")
             if seen is not None:
                 report["probes"] += 1

@@ -139,7 +139,7 @@ def run_uvicorn(app: Starlette, settings: ServeSettings, console: Console) -> No
     """Serve `app` until SIGTERM/SIGINT (then drain within `shutdown_grace_s` and return) or, with
     `--idle-exit`, until no request came for that long."""
     watch = IdleWatch(app) if settings.idle_exit_s else None
-    config = uvicorn_config(watch or app, settings)
+    config = uvicorn_config(watch or app, settings, app.state.whiz)
     server = DrainingServer(config, app.state.whiz)
     if watch is None:
         server.run()

@@ -39,11 +39,14 @@ def waiting_limits(settings: ServeSettings) -> WaitingLimits:
     )
 
 
-def uvicorn_config(app: Any, settings: ServeSettings, **overrides: Any) -> uvicorn.Config:
+def uvicorn_config(
+    app: Any, settings: ServeSettings, state: ServerState | None = None, **overrides: Any
+) -> uvicorn.Config:
     """uvicorn's configuration for `app` under `settings`; `overrides` are uvicorn's own options.
-
-    The waiting connections' table is `config.whiz_waiting`, for tests and metrics."""
+    With the app's `state`, /metrics counts the connections let go (`Metrics.connections`)."""
     waiting = WaitingConnections(waiting_limits(settings))
+    if state is not None:
+        state.metrics.connections = waiting
     options: dict[str, Any] = dict(
         host=settings.host,
         port=settings.port,
@@ -56,9 +59,7 @@ def uvicorn_config(app: Any, settings: ServeSettings, **overrides: Any) -> uvico
         # A WebSocket message larger than a request body would be refused anyway: stop it at the door.
         ws_max_size=int(settings.max_body_mb * 1024 * 1024) + 1024,
     )
-    config = uvicorn.Config(app, **(options | overrides))
-    config.whiz_waiting = waiting  # type: ignore[attr-defined]
-    return config
+    return uvicorn.Config(app, **(options | overrides))
 
 
 class DrainingServer(uvicorn.Server):

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from whiz.server.waiting import WaitingConnections
 
 
 def rss_bytes() -> int | None:
@@ -25,6 +29,8 @@ class Metrics:
         self.ttft_ms_sum = 0.0
         self.responses = 0
         self.ws_sessions = 0
+        self.connections: WaitingConnections | None = None
+        """The server's waiting connections, where it runs under `listen.uvicorn_config`."""
 
     def request(self, api: str) -> None:
         self.requests[api] += 1
@@ -64,6 +70,15 @@ class Metrics:
             "# TYPE whiz_websocket_sessions gauge",
             f"whiz_websocket_sessions {self.ws_sessions}",
         ]
+        if self.connections is not None:
+            lines += [
+                "# TYPE whiz_connections_waiting gauge",
+                f"whiz_connections_waiting {len(self.connections)}",
+                "# TYPE whiz_connections_timed_out_total counter",
+                f"whiz_connections_timed_out_total {self.connections.expired}",
+                "# TYPE whiz_connections_evicted_total counter",
+                f"whiz_connections_evicted_total {self.connections.evicted}",
+            ]
         if (rss := rss_bytes()) is not None:  # Prometheus' standard name, so dashboards know it
             lines += ["# TYPE process_resident_memory_bytes gauge", f"process_resident_memory_bytes {rss}"]
         typed: set[str] = set()
