@@ -307,3 +307,19 @@ def test_refused_websockets_that_never_answer_the_close_do_not_fill_the_cap(serv
     finally:
         for sock in refused:
             sock.close()
+
+
+def test_a_refused_websocket_cannot_make_the_server_read_a_large_message(serve_fake):
+    served = serve_fake(api_keys=["secret"])
+    sock = _open_socket(served)  # no key: refused, and the server closes
+    try:
+        said = b""
+        while b"\x88" not in said:
+            said += sock.recv(4096)
+        mask = os.urandom(4)
+        payload = b"x" * (8 * 1024 * 1024)
+        frame = struct.pack("!BBQ", 0x81, 0x80 | 127, len(payload)) + mask + payload  # never unmasked
+        with pytest.raises((ConnectionResetError, BrokenPipeError)):
+            sock.sendall(frame)  # the server hangs up instead of reading 8 MB it would drop
+    finally:
+        sock.close()

@@ -28,6 +28,9 @@ PING_BURST = 100
 PINGS_PER_S = 10.0
 """A client's pings, as a token bucket: keep-alives come every few seconds; more than this is a
 flood, and each ping costs the server a frame to parse whether or not it answers it."""
+AFTER_CLOSE_BYTES = 64 * 1024
+"""What a client may still send once the server has closed: its own close frame, and what was in
+flight. Not a message of up to `ws_max_size` that the parser would hold only to drop it."""
 CLOSE_TIMEOUT_S = 3.0
 """How long a closed WebSocket waits for the client's close frame (uvicorn waits 10 s)."""
 
@@ -48,6 +51,15 @@ class PingBoundProtocol(WebSocketsSansIOProtocol):
         self._ping_at = self.loop.time()
         self.stall = StallTimer(self.loop, self.send_timeout_s, self._drop_unread)
         self.close_timeout = CLOSE_TIMEOUT_S
+        self.after_close_bytes = 0
+
+    def data_received(self, data: bytes) -> None:
+        if self.close_sent:
+            self.after_close_bytes += len(data)
+            if self.after_close_bytes > AFTER_CLOSE_BYTES:
+                self.transport.abort()
+                return
+        super().data_received(data)
 
     async def send(self, message: Any) -> None:
         await super().send(message)
