@@ -6,12 +6,21 @@ samples among those: it checks the model's best few candidates first (its own ch
 always allowed inside a call) and the whole vocabulary only when none of them is allowed.
 Masking then sampling is a pure function of the logits, the grammar's state and the job's random
 generator, so a speculative draft verified through `pick` yields exactly what plain decoding does.
+
+The matcher runs on the engine thread, which every request shares, and its cost grows with the
+grammar's ambiguity (a stack per way of reading the text, each checked against each candidate):
+a whole-vocabulary check that takes 20 ms for a plain call grammar took seconds for a nested
+anyOf. So each token's matching has a budget (`budget_ms`): candidates are checked in growing
+batches, best first, each batch's cost predicted from the last; when the next one would pass the
+budget, or matching took longer than it anyway, the grammar is let go for the rest of this
+request (its output is free, as with no grammar) and `dropped` says why.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import time
 
 import numpy as np
 
@@ -24,17 +33,71 @@ log = logging.getLogger("whiz.engine")
 OPENING_WINDOW_BYTES = 64
 """How far into the output a call's opening (bare JSON) is looked for; past it, text stays free."""
 _FIRST_LOOK = 32
-"""Candidates checked, at temperature 0, before the whole vocabulary is."""
+"""Candidates checked, at temperature 0, before more are."""
+_TIERS = (1024, 8192, 32768)
+"""The next batches of candidates, best first, when none of the first few is allowed."""
+_CHUNK = 16384
+"""Most candidates checked in one matcher call, so that the budget is looked at in between."""
+MATCH_BUDGET_MS = 100.0
+"""Most milliseconds of grammar matching per token (about 5x what a whole-vocabulary check of a
+plain call grammar costs on a laptop CPU); past it the grammar is dropped for that request."""
+
+
+class _OverBudget(Exception):
+    """Matching this token would take longer than the budget."""
+
+
+class _Clock:
+    """The time one token's matching has spent, and a guess at what checking n candidates costs."""
+
+    def __init__(self, budget_ms: float):
+        self.budget_s = budget_ms / 1000
+        self.t0 = time.perf_counter()
+        self.per_id_s = 0.0
+        self.overhead_s = 0.0
+
+    def spent_s(self) -> float:
+        return time.perf_counter() - self.t0
+
+    def check(self, matcher: GrammarMatcher, ids: np.ndarray) -> np.ndarray:
+        """`matcher.allowed(ids)`, in chunks; raises _OverBudget before a chunk that would not fit."""
+        out = []
+        for at in range(0, len(ids), _CHUNK):
+            chunk = ids[at : at + _CHUNK]
+            if self.spent_s() + self.per_id_s * len(chunk) > self.budget_s:
+                raise _OverBudget
+            t = time.perf_counter()
+            out.append(matcher.allowed(chunk))
+            # The cost per candidate, from the largest call so far (small calls are mostly overhead).
+            self.per_id_s = max(
+                self.per_id_s if len(chunk) < 256 else 0.0, (time.perf_counter() - t) / len(chunk)
+            )
+        if self.spent_s() > self.budget_s:
+            raise _OverBudget
+        return np.concatenate(out) if out else np.zeros(0, dtype=bool)
 
 
 class Constraint:
     """One job's grammar state. `pick` chooses the next token; `accept` records the chosen one."""
 
-    def __init__(self, grammar: LazyGrammar, tokenizer: Tokenizer, matcher_factory):
+    def __init__(
+        self,
+        grammar: LazyGrammar,
+        tokenizer: Tokenizer,
+        matcher_factory,
+        *,
+        budget_ms: float = MATCH_BUDGET_MS,
+        notes: dict[str, str] | None = None,
+    ):
         self.grammar = grammar
         self.tokenizer = tokenizer
         self._new_matcher = matcher_factory
         """(gbnf, root rule) -> GrammarMatcher."""
+        self.budget_ms = budget_ms
+        self.dropped: str | None = None
+        """Why the grammar was let go before the output ended (None: it was not)."""
+        self._notes = notes
+        """Where `dropped` is written too: the job's stats, shown in the reply's `whiz` object."""
         self._opening = re.compile(grammar.opening.encode()) if grammar.opening else None
         self._tag = grammar.tag.encode() if grammar.tag else None
         self._out = bytearray()
@@ -45,17 +108,24 @@ class Constraint:
         self._mode: str | None = None
         self._looking_for_opening = self._opening is not None
         self.ended = False
+        self._start = grammar.start
+        """A rule that constrains from the first token: its matcher is built on first use, on the
+        engine thread (building it costs time in proportion to the grammar)."""
         if grammar.start is not None:
             self._looking_for_opening = False
-            self._on(grammar.start, 0)
 
     # -- choosing a token -------------------------------------------------------------------
 
     def pick(self, logits: np.ndarray, params: SamplingParams, rng: np.random.Generator) -> int:
         """The next token: as `sample` would choose it, among the tokens the grammar allows."""
+        self._begin()
         if self.matcher is None:
             return sample(logits, params, rng)
-        masked = self._masked(logits, params)
+        try:
+            masked = self._masked(logits, params, _Clock(self.budget_ms))
+        except _OverBudget:
+            self._drop(f"matching one token would take more than {self.budget_ms:g} ms")
+            return sample(logits, params, rng)
         if masked is None:  # the grammar allows nothing: let the model go on unconstrained
             log.warning("the tool-call grammar allows no token here; the rest of the output is free")
             self._off()
@@ -63,23 +133,52 @@ class Constraint:
             return sample(logits, params, rng)
         return sample(masked, params, rng)
 
-    def _masked(self, logits: np.ndarray, params: SamplingParams) -> np.ndarray | None:
+    def _begin(self) -> None:
+        """Switch on the rule that constrains from the first token, the first time it is needed."""
+        if self._start is not None:
+            root, self._start = self._start, None
+            self._on(root, 0)
+
+    def _drop(self, why: str) -> None:
+        """Let the grammar go for the rest of this output: matching it costs everyone too much."""
+        log.warning("the tool-call grammar is dropped for this request: %s", why)
+        self.dropped = "dropped: " + why
+        if self._notes is not None:
+            self._notes["grammar"] = self.dropped
+        self._off()
+        self.ended = True
+
+    def _masked(self, logits: np.ndarray, params: SamplingParams, clock: _Clock) -> np.ndarray | None:
         """The logits with every token the grammar forbids at -inf (None when it allows none).
 
         Greedy: the best allowed token, found among the best few when one of them is allowed (then
-        it is the best allowed of all). Top-k sampling: among the model's k best, those allowed;
-        only when none is, the k best of all the allowed ones. Checking a whole 152k vocabulary
-        costs ~20 ms, a few candidates microseconds."""
+        it is the best allowed of all), else among the next best batches. Top-k sampling: among the
+        model's k best, those allowed; when none is, the k best of the allowed ones, found the same
+        way. Otherwise every token is checked. A whole 152k vocabulary costs ~20 ms for a plain
+        grammar, a few candidates microseconds; each batch must fit `clock`'s budget."""
         assert self.matcher is not None
         n = logits.size
         top_k = params.top_k if 0 < params.top_k < n else n
-        look = min(_FIRST_LOOK, n) if params.temperature <= 0 else top_k
-        best = np.argpartition(logits, -look)[-look:] if look < n else np.arange(n)
-        ok = self.matcher.allowed(best)
-        if not ok.any() and look < n:
-            best = np.arange(n)
-            ok = self.matcher.allowed(best)
-        ids = best[ok]
+        want = 1 if params.temperature <= 0 else top_k
+        first = min(_FIRST_LOOK, n) if params.temperature <= 0 else top_k
+        if want >= n:
+            tiers: list[int] = [n]
+        else:
+            tiers = [first, *(t for t in _TIERS if first < t < n), n]
+        allowed: list[np.ndarray] = []
+        seen = np.zeros(n, dtype=bool)
+        for i, size in enumerate(tiers):
+            # The `size` best candidates, less those already checked.
+            best = np.argpartition(logits, -size)[-size:] if size < n else np.arange(n)
+            best = best[~seen[best]]
+            seen[best] = True
+            allowed.append(best[clock.check(self.matcher, best)])
+            found = sum(len(a) for a in allowed)
+            # The first batch decides alone where it has anything (what plain top-k sampling keeps);
+            # after it, enough allowed ones among the best checked are the best of all.
+            if found and (i == 0 or found >= want):
+                break
+        ids = np.concatenate(allowed)
         if ids.size == 0:
             return None
         masked = np.full(n, -np.inf, dtype=np.float32)
@@ -90,6 +189,7 @@ class Constraint:
 
     def accept(self, token: int) -> None:
         """Record a token of the output (one `pick` chose, or one the model wrote before a trigger)."""
+        self._begin()
         if self.ended:
             return
         if self.tokenizer.is_eog(token):
@@ -99,7 +199,11 @@ class Constraint:
         self._tokens.append(token)
         self._out += self.tokenizer.piece(token)
         if self.matcher is not None:
+            t0 = time.perf_counter()
             self.matcher.accept(token)
+            if (time.perf_counter() - t0) * 1000 > self.budget_ms:
+                self._drop(f"matching one token took more than {self.budget_ms:g} ms")
+                return
             if self._mode == "tagged" and self._complete():
                 self._off()  # the call is closed: free text again, until the next tag
             return
@@ -123,7 +227,9 @@ class Constraint:
         """Switch the grammar on at rule `root`, replaying the output's tokens from `first` on.
 
         Those tokens were written freely; if the grammar refuses one, the model's text is not a
-        call this grammar can finish, and the output stays free."""
+        call this grammar can finish, and the output stays free. Building the matcher and replaying
+        count against one token's budget."""
+        t0 = time.perf_counter()
         try:
             matcher = self._new_matcher(self.grammar.gbnf, root)
         except Exception:
@@ -134,6 +240,9 @@ class Constraint:
             if not matcher.allowed(np.array([token]))[0]:
                 return False
             matcher.accept(token)
+        if (time.perf_counter() - t0) * 1000 > self.budget_ms:
+            self._drop(f"starting the grammar took more than {self.budget_ms:g} ms")
+            return False
         self.matcher, self._mode = matcher, root
         return True
 
