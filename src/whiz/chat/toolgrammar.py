@@ -105,7 +105,7 @@ class GrammarLimits:
     """Rules in the whole grammar."""
     max_chars: int = 512_000
     """Characters of grammar text (llama.cpp parses all of it for every request)."""
-    max_width: int = 1024
+    max_width: int = 256
     """The most ways one call's arguments may be read at once: the branches of an anyOf (or a
     type list) add up, and multiply through nesting (an anyOf of k schemas that each hold an anyOf
     of k others, d levels deep, is k^d). The matcher keeps each one alive on every token the model

@@ -58,19 +58,31 @@ class PredictionDrafter:
     changed something) it re-anchors on the longest recent suffix of the output that occurs in the
     prediction, nearest after where it was, so an edit in the middle of a file costs only the few
     tokens around the edit.
+
+    The index of the prediction's n-grams is built a slice per call (`INDEX_STEP` tokens), on the
+    engine thread every request shares: a long prediction costs each step a little, never one
+    step all of it. A re-anchor meanwhile looks in the part indexed so far.
     """
 
     ANCHORS = (8, 4, 2)
+    INDEX_STEP = 2048
 
     def __init__(self, prediction: Sequence[int], prompt_len: int):
-        self.prediction = list(prediction)
+        self.prediction = prediction
         self.prompt_len = prompt_len
         self._pos: int | None = 0
         self._seen = 0
         self._index: dict[int, dict[tuple[int, ...], list[int]]] = {n: {} for n in self.ANCHORS}
-        for n in self.ANCHORS:
-            for end in range(n, len(self.prediction) + 1):
-                self._index[n].setdefault(tuple(self.prediction[end - n : end]), []).append(end)
+        self.indexed = 0
+        """The n-grams that end at or before this position of the prediction are in the index."""
+
+    def _index_more(self) -> None:
+        stop = min(len(self.prediction), self.indexed + self.INDEX_STEP)
+        for end in range(self.indexed + 1, stop + 1):
+            for n in self.ANCHORS:
+                if end >= n:
+                    self._index[n].setdefault(tuple(self.prediction[end - n : end]), []).append(end)
+        self.indexed = stop
 
     def _follow(self, output: Sequence[int]) -> None:
         lost = False
@@ -102,6 +114,7 @@ class PredictionDrafter:
     def propose(self, context: Sequence[int], n: int) -> list[int]:
         if n <= 0:
             return []
+        self._index_more()
         self._follow(context[self.prompt_len :])
         if self._pos is None:
             return []

@@ -316,7 +316,8 @@ class ResponsesService:
 
     async def prepare_async(self, req: ResponsesRequest, *args: Any, **kwargs: Any) -> PreparedTurn:
         """`prepare`, with a large input tokenized on a worker thread so the event loop keeps serving."""
-        if input_chars(req) > OFF_LOOP_CHARS:
+        # Tools too: their grammar is built with the turn, and a schema can cost seconds of it.
+        if input_chars(req) > OFF_LOOP_CHARS or req.tools:
             return await asyncio.to_thread(self.prepare, req, *args, **kwargs)
         return self.prepare(req, *args, **kwargs)
 
