@@ -92,3 +92,14 @@ def test_many_keys_with_one_rule_name_still_build():
     schema = {"type": "object", "properties": {k: {"type": "integer"} for k in keys}, "required": keys[:1]}
     gbnf = schema_grammar(schema)
     assert Gbnf(gbnf).accepts('{"a!": 1, "a!!!": 2}')
+
+
+def test_the_most_tools_a_request_may_offer_with_honest_schemas_build():
+    # MAX_TOOLS tools of five optional arguments (each object's keys in any order: 2^5 rules),
+    # one of them an object of five more: the caps leave room for what real clients send.
+    inner = {"type": "object", "properties": {f"inner_{j}": {"type": "string"} for j in range(5)}}
+    props = {f"argument_number_{j}": {"type": ["string", "null"]} for j in range(4)} | {"options": inner}
+    tools = [Tool(f"tool_{i}", "", {"type": "object", "properties": props}) for i in range(128)]
+    gbnf = tool_call_grammar(tools, required=True).gbnf
+    call = '{"name": "tool_7", "arguments": {"options": {"inner_3": "x"}, "argument_number_1": null}}'
+    assert Gbnf(gbnf, "required").accepts(call)

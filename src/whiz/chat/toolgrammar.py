@@ -101,9 +101,9 @@ class GrammarLimits:
     """Schemas nested deeper than this (through properties, items, anyOf and $ref alike)."""
     max_alternatives: int = 1024
     """Branches of one anyOf or oneOf, types of one `type` list, values of one enum."""
-    max_rules: int = 8192
+    max_rules: int = 32_768
     """Rules in the whole grammar."""
-    max_chars: int = 512_000
+    max_chars: int = 2_000_000
     """Characters of grammar text (llama.cpp parses all of it for every request)."""
     max_width: int = 256
     """The most ways one call's arguments may be read at once: the branches of an anyOf (or a
@@ -127,7 +127,7 @@ class GrammarTooLarge(InvalidRequest):
         )
 
 
-_NAME_CHARS = 48
+_NAME_CHARS = 32
 """Rule names are cut to this: a name grows with each nesting level, and keys can be long."""
 
 
