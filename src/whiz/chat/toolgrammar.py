@@ -69,23 +69,18 @@ _NEEDS = {
 }
 
 
+_ESCAPES = {c: f"\\x{c:02x}" for c in range(0x20)} | {
+    ord('"'): '\\"',
+    ord("\\"): "\\\\",
+    ord("\n"): "\\n",
+    ord("\r"): "\\r",
+    ord("\t"): "\\t",
+}
+
+
 def literal(text: str) -> str:
-    """`text` as a GBNF string literal."""
-    out = []
-    for ch in text:
-        if ch in '"\\':
-            out.append("\\" + ch)
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ord(ch) < 0x20:
-            out.append(f"\\x{ord(ch):02x}")
-        else:
-            out.append(ch)
-    return '"' + "".join(out) + '"'
+    """`text` as a GBNF string literal (escaped at C speed: a schema's strings can be megabytes)."""
+    return '"' + text.translate(_ESCAPES) + '"'
 
 
 def _json_literal(value: Any) -> str:
@@ -317,7 +312,7 @@ class _Rules:
 
     def _object(self, s: dict, name: str) -> str:
         props = s.get("properties") if isinstance(s.get("properties"), dict) else {}
-        required = [k for k in s.get("required") or [] if isinstance(k, str)]
+        required = dict.fromkeys(k for k in s.get("required") or [] if isinstance(k, str))
         extra = s.get("additionalProperties")
         if not props and not required:
             if isinstance(extra, dict) and extra:
@@ -404,16 +399,18 @@ class _Rules:
 
 def _merge_all_of(s: dict) -> dict:
     """allOf of object schemas as one object schema (their properties and requirements together)."""
-    merged: dict[str, Any] = {"type": "object", "properties": {}, "required": []}
+    merged: dict[str, Any] = {"type": "object", "properties": {}}
+    required: dict[str, None] = {}  # in order, each once, in linear time
     for part in [s, *s["allOf"]]:
         if not isinstance(part, dict):
             continue
         if part.get("type") not in (None, "object"):
             return {}  # not objects: any value
         merged["properties"].update(part.get("properties") or {})
-        merged["required"] += [k for k in part.get("required") or [] if k not in merged["required"]]
+        required.update(dict.fromkeys(k for k in part.get("required") or [] if isinstance(k, str)))
         if "additionalProperties" in part:
             merged["additionalProperties"] = part["additionalProperties"]
+    merged["required"] = list(required)
     return merged
 
 
