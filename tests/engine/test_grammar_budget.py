@@ -14,6 +14,7 @@ from whiz.chat.toolgrammar import tool_call_grammar
 from whiz.engine.fake import ByteTokenizer, fake_engine
 from whiz.engine.gbnf import Gbnf, GbnfMatcher
 from whiz.engine.grammar import MATCH_BUDGET_MS, Constraint
+from whiz.engine.speculative import verify
 from whiz.engine.types import GenerateRequest, SamplingParams
 
 READ = Tool(
@@ -145,3 +146,21 @@ async def test_the_reply_says_the_grammar_was_dropped_and_the_other_request_goes
         assert "grammar" not in plain.stats.notes
     finally:
         engine.close()
+
+
+def test_a_draft_under_a_costly_grammar_is_verified_a_budget_at_a_time():
+    # A step verifies a draft row by row, a match per row: 32 rows of a grammar just under the
+    # per-token budget would hold the engine for 32 budgets. Past one budget the step ends there.
+    tok = ByteTokenizer()
+    c = Constraint(GRAMMAR, tok, costly(tok, ms_per_id=0.0, accept_ms=MATCH_BUDGET_MS / 3))
+    call = list(CALL.encode())
+    draft = call[:12]
+    rows = []
+    for ch in call[:13]:
+        row = np.zeros(tok.n_vocab, dtype=np.float32)
+        row[ch] = 10.0
+        rows.append(row)
+    verdict = verify(draft, rows, SamplingParams(), np.random.default_rng(0), c)
+    assert 2 <= len(verdict.tokens) < len(draft)
+    assert verdict.tokens == draft[: len(verdict.tokens)] and verdict.accepted == len(verdict.tokens) - 1
+    assert c.dropped is None  # each token was within its budget: the grammar is kept
