@@ -13,7 +13,7 @@ from whiz.chat.template import ChatTemplate
 from whiz.chat.toolgrammar import tool_call_grammar
 from whiz.engine.fake import ByteTokenizer, fake_engine
 from whiz.engine.gbnf import Gbnf, GbnfMatcher
-from whiz.engine.grammar import MATCH_BUDGET_MS, Constraint
+from whiz.engine.grammar import AVERAGE_WINDOW, MATCH_BUDGET_MS, Constraint
 from whiz.engine.speculative import verify
 from whiz.engine.types import GenerateRequest, SamplingParams
 
@@ -164,3 +164,20 @@ def test_a_draft_under_a_costly_grammar_is_verified_a_budget_at_a_time():
     assert 2 <= len(verdict.tokens) < len(draft)
     assert verdict.tokens == draft[: len(verdict.tokens)] and verdict.accepted == len(verdict.tokens) - 1
     assert c.dropped is None  # each token was within its budget: the grammar is kept
+
+
+def test_a_grammar_that_costs_just_under_the_budget_on_every_token_is_dropped_too():
+    tok = ByteTokenizer()
+    notes: dict[str, str] = {}
+    # ~64 ms a token (32 candidates at 2 ms): under the 200 ms budget, over a quarter of it.
+    c = Constraint(GRAMMAR, tok, costly(tok, ms_per_id=2.0), notes=notes)
+    rng = np.random.default_rng(0)
+    written = 0
+    for ch in CALL:
+        logits = prose_logits(tok)
+        logits[ord(ch)] = 20.0
+        c.accept(c.pick(logits, SamplingParams(), rng))
+        written += 1
+        if c.dropped:
+            break
+    assert written == AVERAGE_WINDOW and "per token over 16 tokens" in notes["grammar"]

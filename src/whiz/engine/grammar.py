@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections import deque
 
 import numpy as np
 
@@ -45,6 +46,10 @@ _CHUNK = 16384
 MATCH_BUDGET_MS = 200.0
 """Most milliseconds of grammar matching per token (about 3x what a whole-vocabulary check of a
 plain call grammar costs on a busy 2-core CPU); past it the grammar is dropped for that request."""
+AVERAGE_WINDOW = 16
+"""Tokens over which matching's average cost is watched: a grammar that costs just under the
+budget on every token would slow every other stream down for the whole reply. Past a quarter of
+the budget on average (a plain grammar averages a few ms), it is dropped too."""
 
 
 class _OverBudget(Exception):
@@ -103,6 +108,9 @@ class Constraint:
         self.dropped: str | None = None
         """Why the grammar was let go before the output ended (None: it was not)."""
         self._notes = notes
+        self._token_ms = 0.0
+        """What matching the token being chosen has cost so far."""
+        self._recent_ms: deque[float] = deque(maxlen=AVERAGE_WINDOW)
         """Where `dropped` is written too: the job's stats, shown in the reply's `whiz` object."""
         self._opening = re.compile(grammar.opening.encode()) if grammar.opening else None
         self._tag = grammar.tag.encode() if grammar.tag else None
@@ -127,8 +135,10 @@ class Constraint:
         self._begin()
         if self.matcher is None:
             return sample(logits, params, rng)
+        clock = _Clock(self.budget_ms)
         try:
-            masked = self._masked(logits, params, _Clock(self.budget_ms))
+            masked = self._masked(logits, params, clock)
+            self._token_ms = clock.spent_s() * 1000
         except _OverBudget:
             self._drop(f"matching one token would take more than {self.budget_ms:g} ms")
             return sample(logits, params, rng)
@@ -144,6 +154,16 @@ class Constraint:
         if self._start is not None:
             root, self._start = self._start, None
             self._on(root, 0)
+
+    def _over_average(self, token_ms: float) -> bool:
+        """Count one token's matching; past a quarter of the budget on average, drop the grammar."""
+        self._token_ms = 0.0
+        self._recent_ms.append(token_ms)
+        limit = self.budget_ms / 4
+        if len(self._recent_ms) < AVERAGE_WINDOW or sum(self._recent_ms) / AVERAGE_WINDOW <= limit:
+            return False
+        self._drop(f"matching took more than {limit:g} ms per token over {AVERAGE_WINDOW} tokens")
+        return True
 
     def _drop(self, why: str) -> None:
         """Let the grammar go for the rest of this output: matching it costs everyone too much."""
@@ -215,8 +235,11 @@ class Constraint:
         if self.matcher is not None:
             t0 = time.perf_counter()
             self.matcher.accept(token)
-            if (time.perf_counter() - t0) * 1000 > self.budget_ms:
+            accept_ms = (time.perf_counter() - t0) * 1000
+            if accept_ms > self.budget_ms:
                 self._drop(f"matching one token took more than {self.budget_ms:g} ms")
+                return
+            if self._over_average(self._token_ms + accept_ms):
                 return
             if self._mode == "tagged" and self._complete():
                 self._off()  # the call is closed: free text again, until the next tag
