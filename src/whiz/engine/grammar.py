@@ -3,7 +3,7 @@
 A `Constraint` follows one job's output token by token. While no trigger has fired it changes
 nothing. Once one fires it asks the runtime's grammar matcher which tokens may come next and
 samples among those: it checks the model's best few candidates first (its own choice is nearly
-always allowed inside a call) and the whole vocabulary only when none of them is allowed.
+always allowed inside a call), and more of them, best first, only while the answer is not known.
 Masking then sampling is a pure function of the logits, the grammar's state and the job's random
 generator, so a speculative draft verified through `pick` yields exactly what plain decoding does.
 
@@ -12,8 +12,9 @@ grammar's ambiguity (a stack per way of reading the text, each checked against e
 a whole-vocabulary check that takes 20 ms for a plain call grammar took seconds for a nested
 anyOf. So each token's matching has a budget (`budget_ms`): candidates are checked in growing
 batches, best first, each batch's cost predicted from the last; when the next one would pass the
-budget, or matching took longer than it anyway, the grammar is let go for the rest of this
-request (its output is free, as with no grammar) and `dropped` says why.
+budget, when matching took longer than it anyway, or when it averages over a quarter of it, the
+grammar is let go for the rest of this request (its output is free, as with no grammar) and
+`dropped` says why (the reply's `whiz.grammar`).
 """
 
 from __future__ import annotations
