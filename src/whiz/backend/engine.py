@@ -15,7 +15,7 @@ from whiz.chat.messages import Message, ToolCall
 from whiz.chat.template import ASSISTANT_START, ChatTemplate
 from whiz.chat.toolgrammar import request_grammar
 from whiz.errors import ContextOverflow, InvalidRequest
-from whiz.seams import Engine, Stream
+from whiz.seams import Engine, Stream, Tokenizer
 
 CLOSE_TURN = "<|im_end|>\n"
 
@@ -24,7 +24,9 @@ PREDICTION_CHARS_PER_TOKEN = 16
 tokenized (code averages 3 to 4): tokenizing megabytes only to cut them would cost seconds."""
 
 
-def prediction_tokens(tokenizer, text: str | None, limit: int) -> tuple[list[int] | None, str | None]:
+def prediction_tokens(
+    tokenizer: Tokenizer, text: str | None, limit: int
+) -> tuple[list[int] | None, str | None]:
     """A prediction's tokens, at most `limit` (the context window: an output cannot repeat more),
     and a note for the reply when it was cut. A prediction only speeds the output up, never
     changes it, so a long one is cut, not refused."""
