@@ -13,6 +13,7 @@ import pytest
 import whiz.backend.engine
 from tests.chat.hostile_schemas import nested_any_of, type_list_bomb
 from tests.engine.test_grammar_budget import costly
+from tests.server.test_bounded import over_socket
 from whiz.server.protocol import MAX_TOOLS
 
 API = ("chat", "responses", "messages")
@@ -166,3 +167,10 @@ def test_a_giant_prediction_is_cut_to_the_context_window(serve_fake):
     assert r.status_code == 200, r.text
     assert r.json()["whiz"]["prediction"] == "cut to its first 4096 tokens (the context window)"
     assert max(seen) <= 4096 * 16  # never tokenized whole
+
+
+def test_the_websocket_gets_the_same_400(serve_fake):
+    served = serve_fake()
+    _, payload = body("responses", nested_any_of())
+    assert over_socket(payload)(served) == 400
+    assert over_socket({**payload, "whiz": {"tool_grammar": False}})(served) == 200
