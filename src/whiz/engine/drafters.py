@@ -10,6 +10,7 @@ incremental index, so a call costs about as much as the tokens added since the l
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 
 from whiz.engine.speculative import DraftLength
@@ -107,8 +108,10 @@ class PredictionDrafter:
                 continue
             ends = self._index[n].get(tuple(output[-n:]))
             if ends:
-                after = [e for e in ends if e >= before]
-                return min(after) if after else ends[-1]
+                # Ends are indexed in order: the first at or after `before` in log time (a
+                # prediction of one repeated token has an n-gram at every position).
+                at = bisect.bisect_left(ends, before)
+                return ends[at] if at < len(ends) else ends[-1]
         return None
 
     def propose(self, context: Sequence[int], n: int) -> list[int]:
