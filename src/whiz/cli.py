@@ -14,6 +14,8 @@ from typing import Annotated, get_type_hints
 import typer
 from rich.console import Console
 
+from whiz.modes.registry import Mode, mode_help
+
 
 def _leave_out_httpx_cli() -> None:
     """Keep httpx's own command-line client out of this process.
@@ -516,11 +518,7 @@ JsonOpt = Annotated[
 
 # -- modes, healing, swarm and the safety policy (issue 5) ------------------------------------------
 
-MODE_HELP = (
-    "fast (the 0.5B), deep (the 1.5B with the 0.5B drafting, started in this process on first use, "
-    "or --deep-base-url), or auto (fast first; deep when an edit fails to apply twice or healing "
-    "finds no passing candidate). Every switch is shown with its reason."
-)
+MODE_HELP = mode_help()
 ModeOpt = Annotated[str | None, typer.Option("--mode", help=MODE_HELP)]
 ResumedModeOpt = Annotated[
     str | None,
@@ -605,13 +603,12 @@ class ModelFlags:
         (`AgentConfig`) where the command has them; a bad value exits with one line."""
         from whiz.modes.endpoints import DeepSettings, FastSettings
         from whiz.modes.policy import parse_action
-        from whiz.modes.router import parse_mode
         from whiz.modes.session import SessionOptions, check_heal
 
         try:
             options = SessionOptions(
                 Path.cwd(),
-                mode=None if self.mode is None else parse_mode(self.mode),
+                mode=None if self.mode is None else Mode.named(self.mode),
                 fast=FastSettings(
                     base_url=self.base_url, api_key=self.api_key, model=self.model, in_process=self.in_process
                 ),
