@@ -1,4 +1,4 @@
-"""The loop's control flow: exceptions that carry a message, caught in one place (`Agent.run`).
+"""The loop's control flow: exceptions that carry a message, caught in one place (`Agent._turn`).
 
 `Submitted` ends the turn done, `Failed` ends it with a reason, `Cancelled` when the user stopped
 it, and `FormatError` (a malformed action, or a reply that owed an edit and made none) sends
