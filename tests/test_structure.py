@@ -207,3 +207,10 @@ if mode is Mode.AUTO or label == Label.DEEP or truncation == "disabled": pass
         "label in ('fast', 'other')",
         "'deep' == which",
     ]
+
+
+def test_the_agent_loop_stays_a_loop() -> None:
+    # The loop asks, parses, acts, observes and stops; a policy for a weak model is a named piece
+    # it calls (`agent/retries.py`, `agent/control.py`), not another branch woven into it.
+    lines = len((SRC / "whiz" / "agent" / "loop.py").read_text().splitlines())
+    assert lines < 400, f"agent/loop.py has {lines} lines: move a policy out of the loop"
