@@ -167,11 +167,11 @@ async def test_the_policy_runs_the_tests_once_and_shows_them_in_every_redraw(tmp
     for _ in range(HOLLOW_AFTER):
         retries.replied(1)
         await retries.written_back(items, ["greet.py"], 0, run_tests)
-        retries.pushed_back()
+        told, error = retries.push_back("wrote the code back unchanged")
     assert runs == [1] and turn.tests_fail
-    told = retries.feedback()
+    assert told.startswith("Your last reply wrote the code back unchanged. It is the code the tests failed")
     assert "AssertionError" in told and told.endswith("write that function anew.")
-    assert retries.still_owed() == "and the tests (`python check.py`) still fail"
+    assert error == "the reply wrote the code back unchanged, and the tests (`python check.py`) still fail"
     sent = retries.request([*items, user(told)])
     assert sent.temperature == RETRY_TEMPERATURE and sent.hollow is not None
     [retry_from] = sent.retry_from

@@ -297,7 +297,7 @@ class Agent:
             self.stats.calls_well_formed += sum(not isinstance(a, Malformed) for a, _ in actions)
             return actions
         if (echoed := self.retries.echoed(self.items, text, self._still_to_change)) is not None:
-            raise self._push_back(*echoed)  # it wrote back its instructions or my message
+            raise self._retry(*echoed)  # it wrote back its instructions or my message
         actions = [(action, None) for action in text_actions(text, self.tools.focus_text())]
         if not actions:
             # Code with no path, or no usable edit: the file the task names, or told what is missing.
@@ -311,9 +311,8 @@ class Agent:
         if unchanged and self._still_to_change():  # the code written back is no answer
             quoted = [path for o in outcomes for path in o.quoted]
             await self.retries.written_back(self.items, quoted, self._turn_start, self._run_tests)
-            told = f"Your last reply wrote the code back unchanged. {self.retries.feedback()}"
-            error = f"the reply wrote the code back unchanged, {self.retries.still_owed()}"
-            raise self._push_back(told if self.config.actions == "text" else None, error)
+            told, error = self.retries.push_back("wrote the code back unchanged")
+            raise self._retry(told if self.config.actions == "text" else None, error)
         if self.config.actions == "text":
             self._tell("\n\n".join(o.text for o in outcomes))
         self.stats.acting_replies += not any(o.malformed or o.noop for o in outcomes)
@@ -367,15 +366,13 @@ class Agent:
             # Words while the tests fail: the 0.5B often explains the failure, or blames the test,
             # and stops. Told so, it gets another try (a format retry: two at most) before the turn
             # ends on it. (Words before any change end the turn: a refusal is words too.)
-            told = f"Your last reply made no edit. {self.retries.feedback()}"
-            raise self._push_back(told, f"the reply made no edit, {self.retries.still_owed()}")
+            raise self._retry(*self.retries.push_back("made no edit"))
         raise Submitted(text.strip() or "done")
 
-    def _push_back(self, told: str | None, error: str) -> FormatError:
-        """A reply owed an edit and made none: it is `told`, and the next request is a redraw."""
+    def _retry(self, told: str | None, error: str) -> FormatError:
+        """A format retry: the model is `told` what was wrong (None: a tool call's output said it)."""
         if told is not None:
             self._tell(told)
-        self.retries.pushed_back()
         return FormatError(error)
 
     def _still_to_change(self) -> bool:

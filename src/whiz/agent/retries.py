@@ -8,7 +8,7 @@ makes a few calls:
 
     what to send       `request(items)`: the conversation, `retry_from`, temperature, hollow
     after a reply      `replied(at)`, `restore(text)`, `echoed(...)`, `written_back(...)`,
-                       `pushed_back()`, `acted()`, `malformed(text)`, `well_formed()`
+                       `push_back(did)`, `acted()`, `malformed(text)`, `well_formed()`
     reset              `begin_turn(progress)`, `forget()` (after the conversation was compacted)
 
 Each rule is one piece below:
@@ -274,8 +274,11 @@ class Retries:
         if what is None:
             return None
         owed = self.feedback() if owes() else f"The task: {self.turn.task.strip()[:300]}"
-        told = f"Your last reply wrote {what} back instead of acting on it. {owed}"
-        return told, f"the reply wrote {what} back"
+        self.redraw.mark(self.reply_at)
+        return (
+            f"Your last reply wrote {what} back instead of acting on it. {owed}",
+            f"the reply wrote {what} back",
+        )
 
     async def written_back(
         self,
@@ -307,9 +310,11 @@ class Retries:
             return f"and the tests (`{shown(self.config.test_cmd or '')}`) still fail"
         return "and the task asked for a change"
 
-    def pushed_back(self) -> None:
-        """The reply owed an edit and made none: the next request is a redraw (`Redraw`)."""
+    def push_back(self, did: str) -> tuple[str, str]:
+        """The reply owed an edit and made none (it `did` something else): what it is told, and
+        the format error. The next request is a redraw (`Redraw`)."""
         self.redraw.mark(self.reply_at)
+        return f"Your last reply {did}. {self.feedback()}", f"the reply {did}, {self.still_owed()}"
 
     def acted(self) -> None:
         """The reply acted: the requests go back to the whole conversation."""
