@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 
 from whiz.commands.settings_options import settings_command
+from whiz.modes.registry import Mode, mode_help
 
 
 def _leave_out_httpx_cli() -> None:
@@ -343,11 +344,7 @@ JsonOpt = Annotated[
 
 # -- modes, healing, swarm and the safety policy (issue 5) ------------------------------------------
 
-MODE_HELP = (
-    "fast (the 0.5B), deep (the 1.5B with the 0.5B drafting, started in this process on first use, "
-    "or --deep-base-url), or auto (fast first; deep when an edit fails to apply twice or healing "
-    "finds no passing candidate). Every switch is shown with its reason."
-)
+MODE_HELP = mode_help()
 ModeOpt = Annotated[str | None, typer.Option("--mode", help=MODE_HELP)]
 ResumedModeOpt = Annotated[
     str | None,
@@ -451,13 +448,12 @@ class ModelFlags:
         from whiz.agent.secret_files import SecretFiles
         from whiz.modes.endpoints import DeepSettings, FastSettings
         from whiz.modes.policy import parse_action
-        from whiz.modes.router import parse_mode
         from whiz.modes.session import SessionOptions, check_heal
 
         try:
             options = SessionOptions(
                 Path.cwd(),
-                mode=None if self.mode is None else parse_mode(self.mode),
+                mode=None if self.mode is None else Mode.named(self.mode),
                 fast=FastSettings(
                     base_url=self.base_url, api_key=self.api_key, model=self.model, in_process=self.in_process
                 ),
