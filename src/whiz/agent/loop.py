@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from collections import deque
 from collections.abc import Callable
@@ -40,7 +41,7 @@ from whiz.agent.model import (
 from whiz.agent.prompt import echoes_instructions, repeats, system_prompt, task_message
 from whiz.agent.repetition import looping
 from whiz.agent.runs_check import shown
-from whiz.agent.secret_files import redact
+from whiz.agent.secret_files import SecretGate, redact
 from whiz.agent.stats import TurnOutcome, TurnStats
 from whiz.agent.test_files import named_paths
 from whiz.agent.tools import ApplyEdits, Malformed, RunCommand, Toolbox, WriteFailed
@@ -121,8 +122,12 @@ class Agent:
         self.approvals = approvals or Approvals(
             self.config.approval, preapproved=[self.config.test_cmd or ""]
         )
+        secrets = SecretGate(workspace)
+        # Commands hide the secret files the model may not see, by the workspace's own rules, and
+        # show those the user let through (named, or a READ approved) from the next command on.
+        sandbox = dataclasses.replace(self.config.sandbox, secret_files=workspace.secrets)
         self.env = environment or environment_for(
-            workspace.root, self.config.sandbox, timeout_s=self.config.command_timeout_s
+            workspace.root, sandbox, timeout_s=self.config.command_timeout_s, shown=secrets.granted
         )
         self.tools = Toolbox(
             workspace,
@@ -131,6 +136,7 @@ class Agent:
             self.emit,
             undo=undo,
             command_timeout_s=self.config.command_timeout_s,
+            secrets=secrets,
         )
         self.items: list[dict[str, Any]] = items if items is not None else []
         self.instructions = instructions or self.default_instructions()

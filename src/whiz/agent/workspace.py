@@ -9,6 +9,7 @@ from pathlib import Path, PurePosixPath
 from whiz.agent.errors import WhizAgentError
 from whiz.agent.secret_files import SecretFiles
 from whiz.environments.git import Repository
+from whiz.environments.secret_paths import secret_paths
 
 # Folders nobody wants the agent to list or search, git or not.
 SKIP_DIRS = frozenset(
@@ -78,15 +79,15 @@ class Workspace:
         return path.relative_to(self.root).as_posix()
 
     def is_secret(self, rel: str) -> bool:
-        """Whether `rel` looks like a secret (`SecretFiles`), by its own name or, for a symlink,
-        by the name of the file it leads to."""
+        """Whether `rel` looks like a secret (`SecretFiles`), by its own name, for a symlink by the
+        name of the file it leads to, or as another name (a hard link) of a secret file."""
         if self.secrets.matches(rel):
             return True
         try:
-            real = self.relative(self.resolve(rel))
+            path = self.resolve(rel)
         except WhizAgentError:
             return False
-        return self.secrets.matches(real)
+        return self.secrets.matches(self.relative(path)) or _hard_link_of_a_secret(self, path)
 
     def exists(self, rel: str) -> bool:
         """Whether `rel` names an existing file or folder inside the workspace."""
@@ -184,6 +185,18 @@ class Workspace:
             dirs[:] = [d for d in dirs if d not in SKIP_DIRS]
             found.extend(Path(folder) / name for name in files)
         return found
+
+
+def _hard_link_of_a_secret(ws: Workspace, path: Path) -> bool:
+    """Whether `path`, a file with more than one name, is a secret file under another name; the
+    search (`secret_paths`, which also tells the sandbox what to hide) runs only for such files,
+    which are rare."""
+    try:
+        if not path.is_file() or path.stat().st_nlink < 2:
+            return False
+    except OSError:
+        return False
+    return path in secret_paths(ws.root, ws.secrets)
 
 
 def _linked_git_dirs(root: Path) -> list[Path]:

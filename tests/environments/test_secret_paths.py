@@ -1,0 +1,58 @@
+"""Where a workspace's secret files are (`secret_paths`): what the sandbox hides from commands."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from whiz.environments.secret_paths import SecretFiles, secret_paths
+
+
+def rel(root: Path, paths: list[Path]) -> list[str]:
+    return [p.relative_to(root.resolve()).as_posix() for p in paths]
+
+
+def test_dependency_folders_and_git_are_not_searched(tmp_path: Path):
+    for folder in ("node_modules/pkg/test", ".venv/lib/certifi", "env/lib/certifi", ".git"):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "cacert.pem").write_text("certificates\n")
+    (tmp_path / "env" / "pyvenv.cfg").write_text("home = /usr\n")  # a venv by any name
+    (tmp_path / "certs").mkdir()
+    (tmp_path / "certs" / "server.pem").write_text("key\n")
+    assert rel(tmp_path, secret_paths(tmp_path, SecretFiles())) == ["certs/server.pem"]
+
+
+def test_a_folder_of_secrets_is_hidden_whole_and_one_with_code_file_by_file(tmp_path: Path):
+    (tmp_path / ".aws").mkdir()
+    (tmp_path / ".aws" / "credentials").write_text("k\n")
+    (tmp_path / ".aws" / "config").write_text("region\n")
+    (tmp_path / "secrets").mkdir()
+    (tmp_path / "secrets" / "manager.go").write_text("package secrets\n")  # code the model works on
+    (tmp_path / "secrets" / "db.txt").write_text("password\n")
+    assert rel(tmp_path, secret_paths(tmp_path, SecretFiles())) == [".aws", "secrets/db.txt"]
+
+
+def test_shown_files_and_the_users_exceptions_stay(tmp_path: Path):
+    for name in (".env", ".env.test", "prod.cfg"):
+        (tmp_path / name).write_text("X=1\n")
+    rules = SecretFiles(("*.cfg", "!.env.test"))
+    assert rel(tmp_path, secret_paths(tmp_path, rules)) == [".env", "prod.cfg"]
+    assert rel(tmp_path, secret_paths(tmp_path, rules, shown={".env"})) == ["prod.cfg"]
+
+
+def test_the_search_stops_after_its_budget_of_folders_shallow_ones_first(tmp_path: Path):
+    deep = tmp_path
+    for depth in range(6):
+        deep = deep / f"d{depth}"
+        deep.mkdir()
+        (deep / ".env").write_text("X=1\n")
+    found = rel(tmp_path, secret_paths(tmp_path, SecretFiles(), budget=3))
+    assert found == ["d0/.env", "d0/d1/.env"]  # the root, d0, d1: three folders
+    assert len(secret_paths(tmp_path, SecretFiles())) == 6
+
+
+def test_matching_is_the_agents(tmp_path: Path):
+    rules = SecretFiles()
+    for secret in (".env", "web/.env.local", "id_ed25519", "a/.ssh/config", "prod.tfvars", "kubeconfig"):
+        assert rules.matches(secret), secret
+    for plain in (".env.example", "id_rsa.pub", "credentials.py", "secrets/manager.go", "app.py"):
+        assert not rules.matches(plain), plain
