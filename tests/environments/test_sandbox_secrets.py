@@ -8,6 +8,7 @@ import asyncio
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -149,3 +150,19 @@ def test_a_link_outside_or_to_the_workspace_itself_hides_nothing_there(tmp_path:
     out = run(ws, "cat app.py; ls /bin/sh")
     assert "print('app')" in out and "/bin/sh" in out
     assert os.path.isdir(ws)
+
+
+def test_a_token_in_the_git_config_is_not_shown_and_git_still_works(tmp_path: Path):
+    ws = tmp_path / "clone"
+    ws.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=ws, check=True)
+    url = f"https://x-access-token:{SECRET}@github.com/o/r.git"
+    subprocess.run(["git", "remote", "add", "origin", url], cwd=ws, check=True)
+    header = f"AUTHORIZATION: basic {SECRET}-header"
+    subprocess.run(["git", "config", "http.https://github.com/.extraheader", header], cwd=ws, check=True)
+    before = set(Path(tempfile.gettempdir()).glob("whiz-git-config-*"))
+    out = run(ws, "cat .git/config; git remote -v; git status --short")
+    assert SECRET not in out
+    assert "https://github.com/o/r.git" in out and "fatal" not in out
+    assert SECRET in (ws / ".git" / "config").read_text()  # the file itself is as it was
+    assert set(Path(tempfile.gettempdir()).glob("whiz-git-config-*")) == before  # the copy is gone

@@ -14,7 +14,8 @@ even a process that detached with `setsid` or `nohup`. It holds no capabilities,
 runs as root it runs as `nobody` in a user namespace of its own (so `mount` cannot undo the
 read-only binds). It has its own IPC namespace, sees neither the host's runtime folders (`/run`,
 `$XDG_RUNTIME_DIR`) nor the home's secret stores (`hidden`) nor the workspace's own secret files
-(`secret_paths`: `.env`, keys, credentials, unless the user let them through), and a seccomp
+(`secret_paths`: `.env`, keys, credentials, unless the user let them through) nor a token in the
+git config (`git_credentials`), and a seccomp
 filter (`seccomp`) refuses new unix sockets, so it cannot reach a socket server on the host.
 Dependency folders an isolated copy links in (`dependencies`) are mounted read-only. Where
 bubblewrap is missing or cannot build all of this, a confined mode refuses to run
@@ -33,6 +34,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -42,6 +44,7 @@ from typing import BinaryIO
 from whiz.environments.dependencies import shared_dependencies, workspace_dependencies
 from whiz.environments.envvars import confined_env
 from whiz.environments.errors import SandboxUnavailable
+from whiz.environments.git_credentials import configs_with_credentials
 from whiz.environments.hidden import homes, overlaps, runtime_folders, secret_stores
 from whiz.environments.local import Environment, Launch, LocalEnvironment
 from whiz.environments.protected_git import WorkspaceLock, git_mounts, nested_repositories
@@ -115,7 +118,15 @@ class Bubblewrap:
         """Rebuilt per command, since `.git`, a dependency folder or a secret file may appear
         between two."""
         lock = WorkspaceLock(self.workspace) if self._writes_workspace else None
-        launch = Launch([], cleanup=None if lock is None else lock.release_and_tidy)
+        copies: list[Path] = []
+
+        def tidy() -> None:
+            if lock is not None:
+                lock.release_and_tidy()
+            for folder in copies:
+                shutil.rmtree(folder, ignore_errors=True)
+
+        launch = Launch([], cleanup=tidy)
         try:
             read_end, write_end = os.pipe()
             launch.pass_fds = (read_end,)
@@ -123,7 +134,13 @@ class Bubblewrap:
                 os.write(write_end, self.filter_bpf)  # a few hundred bytes: the pipe holds them
             finally:
                 os.close(write_end)
-            launch.argv = self.argv(command, read_end)
+            configs = []
+            for target, text in configs_with_credentials(self.workspace):
+                folder = Path(tempfile.mkdtemp(prefix="whiz-git-config-"))
+                copies.append(folder)
+                (folder / "config").write_text(text)
+                configs.append((folder / "config", target))
+            launch.argv = self.argv(command, read_end, configs)
         except BaseException:
             launch.finish()
             raise
@@ -133,8 +150,9 @@ class Bubblewrap:
     def _writes_workspace(self) -> bool:
         return self.options.mode is SandboxMode.WORKSPACE_WRITE
 
-    def argv(self, command: str, seccomp_fd: int) -> list[str]:
-        """The bwrap argv; `seccomp_fd`: an open descriptor bwrap reads the filter from."""
+    def argv(self, command: str, seccomp_fd: int, git_configs: Sequence[tuple[Path, Path]] = ()) -> list[str]:
+        """The bwrap argv; `seccomp_fd`: an open descriptor bwrap reads the filter from;
+        `git_configs`: (copy without credentials, the git config it stands in for) pairs."""
         ws = str(self.workspace)
         environ = os.environ
         # Namespaces: as root, a user namespace where the command is nobody (for anyone else
@@ -180,6 +198,8 @@ class Bubblewrap:
         if not self.options.allow_secret_reads:
             for secret in secret_paths(self.workspace, self.options.secret_files, shown=self.shown):
                 args += _hidden(secret)
+        for copy, config in git_configs:
+            args += ["--ro-bind", str(copy), str(config)]
         # A workspace inside a secret store is where the user chose to work: that one stays seen.
         stores = [
             s
