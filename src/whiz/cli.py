@@ -715,7 +715,7 @@ def sandbox_options(
     """`--sandbox MODE` (and `--allow-env-writes`, `--allow-secret-reads`, the `--secret-file`
     rules) as options; ValueError naming the modes for a bad one."""
     from whiz.environments import SandboxMode, SandboxOptions
-    from whiz.environments.secret_paths import SecretFiles
+    from whiz.environments.secret_rules import SecretFiles
 
     try:
         return SandboxOptions(
@@ -849,7 +849,7 @@ def sandbox(
     import asyncio
 
     from whiz.environments import SandboxUnavailable, run_sandboxed
-    from whiz.environments.secret_paths import SecretFiles
+    from whiz.environments.secret_rules import SecretFiles
 
     try:
         options = sandbox_options(

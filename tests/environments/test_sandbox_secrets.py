@@ -16,7 +16,7 @@ import pytest
 from tests.environments.test_sandbox_escapes import NOBODY, ROOT, _python_for_nobody, outside
 from whiz.environments import SandboxMode, SandboxOptions, environment_for
 from whiz.environments.sandbox import Bubblewrap, _checked_bubblewrap
-from whiz.environments.secret_paths import SecretFiles
+from whiz.environments.secret_rules import SecretFiles
 
 __all__ = ["outside"]  # a fixture
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
-from whiz.environments.secret_paths import SecretFiles, secret_paths
+from whiz.environments.secret_paths import SecretFinder, secret_paths
+from whiz.environments.secret_rules import SecretFiles
 
 
 def rel(root: Path, paths: list[Path]) -> list[str]:
@@ -56,3 +58,17 @@ def test_matching_is_the_agents(tmp_path: Path):
         assert rules.matches(secret), secret
     for plain in (".env.example", "id_rsa.pub", "credentials.py", "secrets/manager.go", "app.py"):
         assert not rules.matches(plain), plain
+
+
+def test_a_finder_sees_what_changed_since_its_last_search(tmp_path: Path):
+    (tmp_path / "web").mkdir()
+    (tmp_path / "web" / "app.js").write_text("x\n")
+    for folder in (tmp_path, tmp_path / "web"):
+        os.utime(folder, ns=(1_000_000_000, 1_000_000_000))  # long settled: its listing is kept
+    finder = SecretFinder(SecretFiles())
+    assert finder.find(tmp_path) == []
+    (tmp_path / "web" / ".env.local").write_text("X=1\n")
+    (tmp_path / "web" / "notes.txt").hardlink_to(tmp_path / "web" / ".env.local")
+    assert rel(tmp_path, finder.find(tmp_path)) == ["web/.env.local", "web/notes.txt"]
+    (tmp_path / "web" / ".env.local").rename(tmp_path / "web" / "env.bak")
+    assert finder.find(tmp_path) == []  # the old name is no secret; the renamed file is not one

@@ -20,7 +20,7 @@ from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
 from whiz.agent.errors import WhizAgentError
-from whiz.environments.secret_paths import SECRET_PATTERNS, SecretFiles
+from whiz.environments.secret_rules import SECRET_PATTERNS, SecretFiles
 
 __all__ = ["MASK", "SECRET_PATTERNS", "SecretFiles", "SecretGate", "mask", "redact", "secret_values"]
 

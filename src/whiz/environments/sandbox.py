@@ -49,7 +49,8 @@ from whiz.environments.hidden import homes, overlaps, runtime_folders, secret_st
 from whiz.environments.local import Environment, Launch, LocalEnvironment
 from whiz.environments.protected_git import WorkspaceLock, git_mounts, nested_repositories
 from whiz.environments.seccomp import UnsupportedArchitecture, unix_socket_filter
-from whiz.environments.secret_paths import SecretFiles, secret_paths
+from whiz.environments.secret_paths import SecretFinder
+from whiz.environments.secret_rules import SecretFiles
 
 # How long the check that bubblewrap can create its namespaces may take.
 PROBE_TIMEOUT_S = 10.0
@@ -113,6 +114,10 @@ class Bubblewrap:
     """Secret files (paths relative to the workspace, symlinks resolved) the user let the model
     see: commands see them too. A live collection: a file let through later shows from the next
     command on."""
+
+    def __post_init__(self) -> None:
+        # Remembers the workspace's folders between commands (`secret_paths`).
+        object.__setattr__(self, "_secrets", SecretFinder(self.options.secret_files))
 
     def launch(self, command: str) -> Launch:
         """Rebuilt per command, since `.git`, a dependency folder or a secret file may appear
@@ -196,7 +201,7 @@ class Bubblewrap:
                 args += ["--ro-bind", str(folder), str(folder)]
         # The workspace's secret files: after the workspace and its `.git`, so no bind shows one.
         if not self.options.allow_secret_reads:
-            for secret in secret_paths(self.workspace, self.options.secret_files, shown=self.shown):
+            for secret in self._secrets.find(self.workspace, self.shown):
                 args += _hidden(secret)
         for copy, config in git_configs:
             args += ["--ro-bind", str(copy), str(config)]

@@ -30,7 +30,8 @@ from typing import Literal
 from whiz.environments.dependencies import DEPENDENCY_DIRS
 from whiz.environments.git import Repository
 from whiz.environments.processes import alive
-from whiz.environments.secret_paths import SecretFiles, secret_paths
+from whiz.environments.secret_paths import secret_paths
+from whiz.environments.secret_rules import SecretFiles
 from whiz.errors import WhizError
 
 # Never copied: caches and the repository itself.
