@@ -166,3 +166,21 @@ def test_a_token_in_the_git_config_is_not_shown_and_git_still_works(tmp_path: Pa
     assert "https://github.com/o/r.git" in out and "fatal" not in out
     assert SECRET in (ws / ".git" / "config").read_text()  # the file itself is as it was
     assert set(Path(tempfile.gettempdir()).glob("whiz-git-config-*")) == before  # the copy is gone
+
+
+def test_in_a_sub_folder_of_a_repository_its_other_secret_files_are_hidden_too(outside: Path):
+    repo = outside / "mono"  # outside /tmp, whose private copy would hide the parent anyway
+    (repo / "backend").mkdir(parents=True)
+    (repo / "billing").mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    (repo / ".env").write_text(f"TOP={SECRET}-top\n")
+    (repo / "billing" / ".env").write_text(f"SIBLING={SECRET}-sibling\n")
+    (repo / "backend" / ".env").write_text(f"OWN={SECRET}-own\n")
+    (repo / "README.md").write_text("the monorepo\n")
+    shown: set[str] = set()
+    env = environment_for(repo / "backend", SandboxOptions(), shown=shown)
+    out = asyncio.run(env.run("cat ../.env ../billing/.env .env ../README.md")).output
+    assert SECRET not in out and "the monorepo" in out
+    shown.add(".env")  # the workspace's own, named by the user
+    out = asyncio.run(env.run("cat ../.env .env")).output
+    assert f"{SECRET}-own" in out and f"{SECRET}-top" not in out

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from whiz.environments.secret_paths import SecretFinder, secret_paths
+from whiz.environments.secret_paths import SecretFinder, search_root, secret_paths
 from whiz.environments.secret_rules import SecretFiles
 
 
@@ -72,3 +72,12 @@ def test_a_finder_sees_what_changed_since_its_last_search(tmp_path: Path):
     assert rel(tmp_path, finder.find(tmp_path)) == ["web/.env.local", "web/notes.txt"]
     (tmp_path / "web" / ".env.local").rename(tmp_path / "web" / "env.bak")
     assert finder.find(tmp_path) == []  # the old name is no secret; the renamed file is not one
+
+
+def test_the_search_starts_at_the_repository_top_but_never_at_a_home(tmp_path: Path):
+    ws = tmp_path / "repo" / "backend" / "api"
+    ws.mkdir(parents=True)
+    assert search_root(ws) == ws.resolve()  # no repository: the workspace alone
+    (tmp_path / "repo" / ".git").mkdir()
+    assert search_root(ws) == (tmp_path / "repo").resolve()
+    assert search_root(ws, homes=[(tmp_path / "repo").resolve()]) == ws.resolve()  # a dotfiles repo

@@ -49,7 +49,7 @@ from whiz.environments.hidden import homes, overlaps, runtime_folders, secret_st
 from whiz.environments.local import Environment, Launch, LocalEnvironment
 from whiz.environments.protected_git import WorkspaceLock, git_mounts, nested_repositories
 from whiz.environments.seccomp import UnsupportedArchitecture, unix_socket_filter
-from whiz.environments.secret_paths import SecretFinder
+from whiz.environments.secret_paths import SecretFinder, search_root
 from whiz.environments.secret_rules import SecretFiles
 
 # How long the check that bubblewrap can create its namespaces may take.
@@ -118,6 +118,7 @@ class Bubblewrap:
     def __post_init__(self) -> None:
         # Remembers the workspace's folders between commands (`secret_paths`).
         object.__setattr__(self, "_secrets", SecretFinder(self.options.secret_files))
+        object.__setattr__(self, "_secrets_root", search_root(self.workspace, homes(os.environ, self.euid)))
 
     def launch(self, command: str) -> Launch:
         """Rebuilt per command, since `.git`, a dependency folder or a secret file may appear
@@ -199,9 +200,12 @@ class Bubblewrap:
             prefixes = [sys.prefix, environ.get("VIRTUAL_ENV", ""), environ.get("CONDA_PREFIX", "")]
             for folder in workspace_dependencies(self.workspace, prefixes):
                 args += ["--ro-bind", str(folder), str(folder)]
-        # The workspace's secret files: after the workspace and its `.git`, so no bind shows one.
+        # The workspace's secret files (and, in a sub-folder of a repository, the repository's):
+        # after the workspace and its `.git`, so no bind shows one.
         if not self.options.allow_secret_reads:
-            for secret in self._secrets.find(self.workspace, self.shown):
+            below = self.workspace.relative_to(self._secrets_root).as_posix()
+            shown = [s if below == "." else f"{below}/{s}" for s in self.shown]
+            for secret in self._secrets.find(self._secrets_root, shown):
                 args += _hidden(secret)
         for copy, config in git_configs:
             args += ["--ro-bind", str(copy), str(config)]

@@ -29,6 +29,26 @@ NOT_SEARCHED = WORKSPACE_DEPENDENCY_DIRS | {"__pycache__", "site-packages", ".my
 would break the tools. Their own contents are the dependency folders' business (`dependencies.py`)."""
 
 
+REPOSITORY_LEVELS = 8
+"""How far above a workspace `search_root` looks for the repository it belongs to."""
+
+
+def search_root(workspace: Path, homes: Collection[Path] = ()) -> Path:
+    """Where to look for the secret files a command in `workspace` must not read: the workspace,
+    or where it is a sub-folder of a git repository (a monorepo's `backend/`), that repository's
+    top, whose other secret files (`../.env`) a command could read as well. Never a home folder or
+    `/`: a dotfiles repository would make every command search the whole home."""
+    workspace = Path(os.path.realpath(workspace))
+    folder = workspace
+    for _ in range(REPOSITORY_LEVELS):
+        if os.path.lexists(folder / ".git"):
+            return workspace if folder in homes or folder == folder.parent else folder
+        if folder == folder.parent:
+            break
+        folder = folder.parent
+    return workspace
+
+
 def secret_paths(
     root: Path, rules: SecretFiles, *, shown: Collection[str] = (), budget: int = WALK_BUDGET
 ) -> list[Path]:
