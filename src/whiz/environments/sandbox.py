@@ -15,8 +15,8 @@ runs as root it runs as `nobody` in a user namespace of its own (so `mount` cann
 read-only binds). It has its own IPC namespace, sees neither the host's runtime folders (`/run`,
 `$XDG_RUNTIME_DIR`) nor the home's secret stores (`hidden`) nor the workspace's own secret files
 (`secret_paths`: `.env`, keys, credentials, unless the user let them through) nor a token in the
-git config (`git_credentials`), and a seccomp
-filter (`seccomp`) refuses new unix sockets, so it cannot reach a socket server on the host.
+git config (`git_credentials`), and a seccomp filter (`seccomp`) refuses new unix sockets, so it
+cannot reach a socket server on the host.
 Dependency folders an isolated copy links in (`dependencies`) are mounted read-only. Where
 bubblewrap is missing or cannot build all of this, a confined mode refuses to run
 (`SandboxUnavailable`) instead of running unconfined. docs/sandbox.md has the threat model.
