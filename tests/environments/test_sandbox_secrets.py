@@ -184,3 +184,13 @@ def test_in_a_sub_folder_of_a_repository_its_other_secret_files_are_hidden_too(o
     shown.add(".env")  # the workspace's own, named by the user
     out = asyncio.run(env.run("cat ../.env .env")).output
     assert f"{SECRET}-own" in out and f"{SECRET}-top" not in out
+
+
+def test_a_workspace_called_secrets_in_a_repository_is_judged_as_the_agent_judges_it(outside: Path):
+    ws = outside / "infra" / "secrets"
+    ws.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q"], cwd=outside / "infra", check=True)
+    (ws / "Makefile").write_text("all:\n\techo built\n")  # the model may read it: so may commands
+    (ws / ".env").write_text(f"KEY={SECRET}\n")
+    out = run(ws, "cat Makefile .env; ls")
+    assert "echo built" in out and SECRET not in out

@@ -203,9 +203,7 @@ class Bubblewrap:
         # The workspace's secret files (and, in a sub-folder of a repository, the repository's):
         # after the workspace and its `.git`, so no bind shows one.
         if not self.options.allow_secret_reads:
-            below = self.workspace.relative_to(self._secrets_root).as_posix()
-            shown = [s if below == "." else f"{below}/{s}" for s in self.shown]
-            for secret in self._secrets.find(self._secrets_root, shown):
+            for secret in self._secrets.find(self._secrets_root, self.shown, self.workspace):
                 args += _hidden(secret)
         for copy, config in git_configs:
             args += ["--ro-bind", str(copy), str(config)]

@@ -79,14 +79,17 @@ class SecretFinder:
         self.budget = budget
         self._listings: dict[str, tuple[int, _Listing]] = {}
 
-    def find(self, root: Path, shown: Collection[str] = ()) -> list[Path]:
+    def find(self, root: Path, shown: Collection[str] = (), workspace: Path | None = None) -> list[Path]:
         """The real paths inside `root` that a command must not read: each secret-looking file,
         each folder that holds nothing else (to hide whole), the file a secret-looking link leads
         to, a link's target that looks like a secret, and a secret file's other names (hard links).
-        `shown`: paths relative to `root` (real ones) the user let through. `.git` and dependency
-        folders are not searched, nor anything past the first `budget` folders."""
+        `workspace` (default: `root`), a folder inside `root`: its files are judged by their paths
+        relative to it, as the agent judges them, the others relative to `root`. `shown`: paths
+        relative to the workspace (real ones) the user let through. `.git` and dependency folders
+        are not searched, nor anything past the first `budget` folders. Call it with the same
+        `root` and `workspace` each time: what a folder held is remembered as judged then."""
         root = Path(os.path.realpath(root))
-        search = _Search(root, self.rules, set(shown))
+        search = _Search(root, Path(os.path.realpath(workspace or root)), self.rules, set(shown))
         level, seen = [str(root)], 0
         while level and seen < self.budget:
             below: list[str] = []
@@ -109,9 +112,7 @@ class SecretFinder:
         if cached is not None and cached[0] == mtime_ns and mtime_ns < time.time_ns() - SETTLED_NS:
             return cached[1]
         listing = _Listing()
-        listing.only_secrets = folder != str(search.root) and self.rules.holds_only_secrets(
-            search.rel(folder)
-        )
+        listing.only_secrets = folder not in search.tops and self.rules.holds_only_secrets(search.rel(folder))
         try:
             with os.scandir(folder) as entries:
                 for entry in entries:
@@ -140,9 +141,13 @@ def _searched(entry: os.DirEntry) -> bool:
 class _Search:
     """One search's findings."""
 
-    def __init__(self, root: Path, rules: SecretFiles, shown: set[str]):
+    def __init__(self, root: Path, workspace: Path, rules: SecretFiles, shown: set[str]):
         self.root, self.rules, self.shown = root, rules, shown
+        self.tops = {str(root), str(workspace)}
+        """Never hidden whole: a workspace called `secrets` is where the user works."""
         self.prefix = str(root).rstrip("/") + "/"
+        self.prefixes = [str(workspace).rstrip("/") + "/", self.prefix]
+        """The workspace's first: a file inside it is judged relative to it."""
         self.hidden: dict[str, bool] = {}
         """Real path -> whether it is a folder."""
         self.listings: list[_Listing] = []
@@ -170,13 +175,13 @@ class _Search:
         the target lies in the workspace (one outside was never the workspace's to hide; the
         workspace itself stays, or a link `.env -> .` would empty it)."""
         real = os.path.realpath(path)
-        if real == str(self.root) or not real.startswith(self.prefix) or not os.path.exists(real):
+        if real in self.tops or not real.startswith(self.prefix) or not os.path.exists(real):
             return
         if self.rules.matches(self.rel(path)) or self.rules.matches(self.rel(real)):
             self._hide(real, folder=os.path.isdir(real))
 
     def _hide(self, path: str, *, folder: bool) -> None:
-        if self.rel(path) in self.shown:
+        if path.startswith(self.prefixes[0]) and self.rel(path) in self.shown:
             self.let_through.append(path)
         else:
             self.hidden[path] = folder
@@ -219,5 +224,8 @@ class _Search:
             self.hidden[folder] = True
 
     def rel(self, path: str) -> str:
-        # Every path here is the root's, or one below it built by joining names onto it.
-        return path[len(self.prefix) :] if path.startswith(self.prefix) else os.path.relpath(path, self.root)
+        # Every path here is below the root, built by joining names onto it: no pathlib needed.
+        for prefix in self.prefixes:
+            if path.startswith(prefix):
+                return path[len(prefix) :]
+        return os.path.relpath(path, self.root)
