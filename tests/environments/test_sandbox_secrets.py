@@ -16,6 +16,7 @@ import pytest
 from tests.environments.test_sandbox_escapes import NOBODY, ROOT, _python_for_nobody, outside
 from whiz.environments import SandboxMode, SandboxOptions, environment_for
 from whiz.environments.sandbox import Bubblewrap, _checked_bubblewrap
+from whiz.environments.secret_paths import MAX_HIDDEN
 from whiz.environments.secret_rules import SecretFiles
 
 __all__ = ["outside"]  # a fixture
@@ -194,3 +195,11 @@ def test_a_workspace_called_secrets_in_a_repository_is_judged_as_the_agent_judge
     (ws / ".env").write_text(f"KEY={SECRET}\n")
     out = run(ws, "cat Makefile .env; ls")
     assert "echo built" in out and SECRET not in out
+
+
+def test_a_command_the_sandbox_cannot_hold_does_not_run_and_says_why(workspace: Path):
+    env = environment_for(workspace, OPTIONS)
+    for i in range(MAX_HIDDEN + 5):
+        (workspace / f"k{i}.key").write_text(f"{SECRET}\n")
+    result = asyncio.run(env.run("echo ran; cat k1.key"))
+    assert not result.ok and "too many to hide" in result.output and "ran" not in result.output

@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from whiz.environments.secret_paths import SecretFinder, search_root, secret_paths
+import pytest
+
+from whiz.environments.secret_paths import MAX_HIDDEN, SecretFinder, TooManySecrets, search_root, secret_paths
 from whiz.environments.secret_rules import SecretFiles
 
 
@@ -81,3 +83,17 @@ def test_the_search_starts_at_the_repository_top_but_never_at_a_home(tmp_path: P
     (tmp_path / "repo" / ".git").mkdir()
     assert search_root(ws) == (tmp_path / "repo").resolve()
     assert search_root(ws, homes=[(tmp_path / "repo").resolve()]) == ws.resolve()  # a dotfiles repo
+
+
+def test_thousands_of_keys_in_a_folder_hide_the_folder_and_at_the_top_are_refused(tmp_path: Path):
+    fixtures = tmp_path / "tests" / "certs"
+    fixtures.mkdir(parents=True)
+    for i in range(MAX_HIDDEN + 5):
+        (fixtures / f"k{i}.pem").write_text("key\n")
+    (fixtures / "README").write_text("test keys\n")
+    (tmp_path / ".env").write_text("X=1\n")
+    assert rel(tmp_path, secret_paths(tmp_path, SecretFiles())) == [".env", "tests/certs"]
+    for i in range(MAX_HIDDEN + 5):
+        (tmp_path / f"k{i}.key").write_text("key\n")
+    with pytest.raises(TooManySecrets, match="too many to hide"):
+        secret_paths(tmp_path, SecretFiles())

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from whiz.environments.dependencies import ENVIRONMENT_MARKERS, WORKSPACE_DEPENDENCY_DIRS
+from whiz.environments.errors import SandboxUnavailable
 from whiz.environments.secret_rules import SecretFiles
 
 WALK_BUDGET = 20_000
@@ -27,6 +28,14 @@ clock (milliseconds), so a name added right after a listing can leave the time a
 NOT_SEARCHED = WORKSPACE_DEPENDENCY_DIRS | {"__pycache__", "site-packages", ".mypy_cache", ".pytest_cache"}
 """Installed packages ship `*.pem` certificate bundles and test keys nobody's secrets: hiding them
 would break the tools. Their own contents are the dependency folders' business (`dependencies.py`)."""
+
+
+MAX_HIDDEN = 1000
+"""Mounts one command's secret files may take (see `_Search._fewer`)."""
+
+
+class TooManySecrets(SandboxUnavailable):
+    """More secret files than the sandbox can hide, in folders it cannot hide whole."""
 
 
 REPOSITORY_LEVELS = 8
@@ -131,6 +140,16 @@ class SecretFinder:
         return listing
 
 
+def _below_any(path: str, folders: set[str]) -> bool:
+    """Whether a folder of `folders` holds `path` (hidden with it already)."""
+    parent = path.rpartition("/")[0]
+    while parent:
+        if parent in folders:
+            return True
+        parent = parent.rpartition("/")[0]
+    return False
+
+
 def _searched(entry: os.DirEntry) -> bool:
     name = entry.name.lower()
     if name.rstrip(". ") == ".git" or name in NOT_SEARCHED:
@@ -189,8 +208,33 @@ class _Search:
     def result(self) -> list[Path]:
         self._hard_links()
         self._whole_folders()
-        paths = sorted(Path(p) for p in self.hidden)
-        return [p for p in paths if not any(o != p and p.is_relative_to(o) for o in paths)]
+        if len(self.hidden) > MAX_HIDDEN:
+            self._fewer()
+        folders = {p for p, folder in self.hidden.items() if folder}
+        return [Path(p) for p in sorted(self.hidden) if not _below_any(p, folders)]
+
+    def _fewer(self) -> None:
+        """Hide the folders that hold the most secret files whole, until no more than MAX_HIDDEN
+        mounts are left: bubblewrap takes a few thousand arguments at most. A test fixture folder
+        of 3,000 keys becomes one empty folder; the workspace itself is never hidden."""
+        counts: dict[str, int] = {}
+        for path in self.hidden:
+            parent = path.rpartition("/")[0]
+            if parent not in self.tops and path not in self.tops:
+                counts[parent] = counts.get(parent, 0) + 1
+        left = len(self.hidden)
+        for parent, count in sorted(counts.items(), key=lambda item: -item[1]):
+            if left <= MAX_HIDDEN:
+                return
+            self.hidden = {p: d for p, d in self.hidden.items() if p.rpartition("/")[0] != parent}
+            self.hidden[parent] = True
+            left -= count - 1
+        if len(self.hidden) > MAX_HIDDEN:
+            raise TooManySecrets(
+                f"{len(self.hidden)} files that look like secrets lie directly in {self.root}: too "
+                "many to hide one by one; take the ones that are not secrets out with "
+                "--secret-file '!GLOB', or let commands read them with --allow-secret-reads"
+            )
 
     def _hard_links(self) -> None:
         """A secret file with more than one name (`ln .env notes.txt`, made before the command)
