@@ -97,3 +97,22 @@ def test_thousands_of_keys_in_a_folder_hide_the_folder_and_at_the_top_are_refuse
         (tmp_path / f"k{i}.key").write_text("key\n")
     with pytest.raises(TooManySecrets, match="too many to hide"):
         secret_paths(tmp_path, SecretFiles())
+
+
+def test_the_folder_that_holds_the_workspace_is_never_hidden_whole(tmp_path: Path):
+    (tmp_path / ".git").mkdir()
+    services = tmp_path / "services"
+    (services / "api").mkdir(parents=True)
+    for i in range(MAX_HIDDEN + 5):
+        (services / f"k{i}.key").write_text("key\n")
+    with pytest.raises(TooManySecrets):
+        SecretFinder(SecretFiles()).find(tmp_path, workspace=services / "api")
+
+
+def test_no_link_or_folder_of_secrets_hides_the_workspace(tmp_path: Path):
+    (tmp_path / ".git").mkdir()
+    ws = tmp_path / "secrets" / "api"  # `secrets/*` looks like a folder of secrets
+    ws.mkdir(parents=True)
+    (ws / ".env").symlink_to("..")  # a link to the folder above the workspace
+    (ws / "id_rsa").symlink_to("../..")
+    assert SecretFinder(SecretFiles()).find(tmp_path, workspace=ws) == []

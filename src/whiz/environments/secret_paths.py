@@ -194,7 +194,7 @@ class _Search:
         the target lies in the workspace (one outside was never the workspace's to hide; the
         workspace itself stays, or a link `.env -> .` would empty it)."""
         real = os.path.realpath(path)
-        if real in self.tops or not real.startswith(self.prefix) or not os.path.exists(real):
+        if self.holds_a_top(real) or not real.startswith(self.prefix) or not os.path.exists(real):
             return
         if self.rules.matches(self.rel(path)) or self.rules.matches(self.rel(real)):
             self._hide(real, folder=os.path.isdir(real))
@@ -220,7 +220,7 @@ class _Search:
         counts: dict[str, int] = {}
         for path in self.hidden:
             parent = path.rpartition("/")[0]
-            if parent not in self.tops and path not in self.tops:
+            if not self.holds_a_top(parent):
                 counts[parent] = counts.get(parent, 0) + 1
         left = len(self.hidden)
         for parent, count in sorted(counts.items(), key=lambda item: -item[1]):
@@ -261,11 +261,18 @@ class _Search:
         """A folder of secrets and nothing else is hidden whole (an empty folder, rather than one
         mount per file): then what a command adds there is out of sight too."""
         for folder in self.secret_folders:
+            if self.holds_a_top(folder):
+                continue
             inside = folder + "/"
             if any(f.startswith(inside) for f in self.others() if f not in self.hidden):
                 continue
             self.hidden = {p: d for p, d in self.hidden.items() if not p.startswith(inside)}
             self.hidden[folder] = True
+
+    def holds_a_top(self, path: str) -> bool:
+        """Whether `path` is the workspace, the search's root, or a folder above one of them:
+        hidden, it would hide the workspace (a link `.env -> ..` must not do that)."""
+        return any(top == path or top.startswith(path.rstrip("/") + "/") for top in self.tops)
 
     def rel(self, path: str) -> str:
         # Every path here is below the root, built by joining names onto it: no pathlib needed.
