@@ -33,7 +33,7 @@ from whiz.agent.prompt import system_prompt, task_message
 from whiz.agent.reply import Reply, cut_off, read_reply
 from whiz.agent.retries import Retries
 from whiz.agent.runs_check import shown
-from whiz.agent.secret_files import redact
+from whiz.agent.secret_files import SecretGate, redact
 from whiz.agent.signals import Cancelled, Failed, FormatError, OverBudget, Submitted
 from whiz.agent.stats import TurnOutcome, TurnStats
 from whiz.agent.test_files import named_paths
@@ -42,7 +42,7 @@ from whiz.agent.turns import Progress, Turn, turn
 from whiz.agent.undo import UndoStore
 from whiz.agent.workspace import Workspace
 from whiz.client import ClientError, ResponseError
-from whiz.environments import Environment, environment_for
+from whiz.environments import Environment
 
 Actions = list[tuple[Action, str | None]]
 """A reply's actions, each with its tool call's id (None in text)."""
@@ -72,10 +72,10 @@ class Agent:
         self.emit = Emitter(sink or (lambda event: None))
         cfg, timeout_s = self.config, self.config.command_timeout_s
         self.approvals = approvals or Approvals(cfg.approval, preapproved=[cfg.test_cmd or ""])
-        self.env = environment or environment_for(workspace.root, cfg.sandbox, timeout_s=timeout_s)
-        self.tools = Toolbox(
-            workspace, self.env, self.approvals, self.emit, undo=undo, command_timeout_s=timeout_s
-        )
+        secrets = SecretGate(workspace)
+        self.env = environment or secrets.environment(cfg.sandbox, timeout_s)
+        kept = {"undo": undo, "command_timeout_s": timeout_s, "secrets": secrets}
+        self.tools = Toolbox(workspace, self.env, self.approvals, self.emit, **kept)
         self.items: list[dict[str, Any]] = items if items is not None else []
         self.instructions = instructions or self.default_instructions()
         self.retries = Retries(workspace, self.config)

@@ -547,7 +547,16 @@ class Healer:
 
     async def _test(self, result: CandidateResult) -> None:
         started = time.perf_counter()
-        copying = asyncio.ensure_future(asyncio.to_thread(isolated_copy, self.ws.root, prefix="whiz-heal-"))
+        sandbox = self.settings.sandbox
+        copying = asyncio.ensure_future(
+            asyncio.to_thread(
+                isolated_copy,
+                self.ws.root,
+                prefix="whiz-heal-",
+                secrets=self.ws.secrets,
+                keep_secrets=sandbox.allow_secret_reads,
+            )
+        )
         try:
             copy = await asyncio.shield(copying)
         except asyncio.CancelledError:

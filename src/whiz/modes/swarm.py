@@ -140,7 +140,13 @@ class Swarm:
             tasks=[{"id": t.id, "title": t.title, "files": t.files, "check": t.check} for t in plan.tasks],
         )
         try:
-            base = await asyncio.to_thread(isolated_copy, self.ws.root, prefix="whiz-swarm-base-")
+            base = await asyncio.to_thread(
+                isolated_copy,
+                self.ws.root,
+                prefix="whiz-swarm-base-",
+                secrets=self.ws.secrets,
+                keep_secrets=self.settings.sandbox.allow_secret_reads,
+            )
         except WhizError as exc:
             raise SwarmError(f"could not snapshot the workspace: {exc.message}") from None
         merger = Merger(self.ws, base.read_text, self.undo, self.turn_id)
