@@ -73,3 +73,15 @@ def test_whiz_sandbox_keeps_the_venv_read_only_unless_allow_env_writes(tmp_path,
     assert refused.exit_code != 0 and not (site / "evil.pth").exists()
     allowed = runner.invoke(app, ["sandbox", "--allow-env-writes", "--", *plant])
     assert allowed.exit_code == 0 and (site / "evil.pth").exists()
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed (make sandbox)")
+def test_whiz_sandbox_hides_the_env_file_unless_allow_secret_reads(tmp_path, monkeypatch):
+    (tmp_path / ".env").write_text("STRIPE_KEY=sk_live_4eC39HqLyjWDarjtT1zdp7dc\n")
+    (tmp_path / "prod.cfg").write_text("password=hunter2hunter2\n")
+    monkeypatch.chdir(tmp_path)
+    hidden = runner.invoke(app, ["sandbox", "--secret-file", "*.cfg", "--", "sh", "-c", "cat .env prod.cfg"])
+    assert hidden.exit_code != 0
+    assert "sk_live" not in hidden.output and "hunter2" not in hidden.output
+    allowed = runner.invoke(app, ["sandbox", "--allow-secret-reads", "--", "cat", ".env"])
+    assert allowed.exit_code == 0 and "sk_live_4eC39HqLyjWDarjtT1zdp7dc" in allowed.output

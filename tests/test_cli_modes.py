@@ -94,3 +94,12 @@ def test_the_swarm_starts_in_auto_mode_and_the_others_in_fast():
         end = next(i for i in range(start + 1, len(lines)) if re.match(r"│ {1,4}-", lines[i]))
         text = " ".join(line.strip("│ ") for line in lines[start:end])
         assert f"[default: {default}]" in text, (command, text)
+
+
+def test_the_mode_help_comes_from_the_mode_registry():
+    from whiz.modes.registry import mode_help
+
+    for command in ("exec", "heal", "swarm", "code"):
+        output = runner.invoke(app, [command, "--help"], terminal_width=100).output
+        text = " ".join(output.replace("│", " ").split())
+        assert " ".join(mode_help().split()) in text, command

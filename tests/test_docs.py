@@ -56,7 +56,9 @@ EXAMPLE_FILES = {
 
 WIRE_NAMES = {
     # Fields of the `whiz` object on the wire (docs/protocol.md), written as dotted names.
+    "whiz.grammar",
     "whiz.ignored_tools",
+    "whiz.prediction",
     "whiz.timeline",
     "whiz.tool_grammar",
     "whiz.ttft_ms",

@@ -225,3 +225,57 @@ def test_the_git_scan_can_tell_a_violation() -> None:
     assert [snippet for snippet in caught if not starts_git(snippet)] == []
     passed = ['"""Asks `git ls-files` which files are tracked."""', 'kind = "git-worktree"', 'run(["gitk"])']
     assert [snippet for snippet in passed if starts_git(snippet)] == []
+
+
+MODE_NAMES = {"fast", "deep", "auto"}
+"""The modes (and the two models' labels) by name: `whiz.modes.registry` is where they are
+spelled, as `Mode` and `Label`."""
+
+
+def mode_name_comparisons(source: str) -> list[str]:
+    """The comparisons in `source` that test a value against a mode's name as a string
+    (`mode == "auto"`, `label != "deep"`, `mode in ("fast", "auto")`), each as written."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Compare):
+            continue
+        for operand in [node.left, *node.comparators]:
+            strings = operand.elts if isinstance(operand, ast.Tuple | ast.List | ast.Set) else [operand]
+            if any(isinstance(s, ast.Constant) and s.value in MODE_NAMES for s in strings):
+                found.append(ast.unparse(node))
+                break
+    return found
+
+
+def test_no_mode_is_compared_to_a_string_outside_the_registry() -> None:
+    # A mode is an object: code asks it what it does (`mode.first`, `mode.escalates(trigger)`)
+    # instead of comparing its name in five files. Below the modes' layer the same words mean
+    # other things (a Responses request's `truncation: "auto"`), and no mode is seen there.
+    found = [
+        f"{path.relative_to(SRC)}: {text}"
+        for name, path in sorted(whiz_modules().items())
+        if layer(name) >= layer("whiz.modes") and name != "whiz.modes.registry"
+        for text in mode_name_comparisons(path.read_text())
+    ]
+    assert found == []
+
+
+def test_the_mode_check_can_tell_a_comparison() -> None:
+    code = """
+if mode == "auto" or router.mode != "deep": pass
+if label in ("fast", "other") or "deep" == which: pass
+if mode is Mode.AUTO or label == Label.DEEP or truncation == "disabled": pass
+"""
+    assert mode_name_comparisons(code) == [
+        "mode == 'auto'",
+        "router.mode != 'deep'",
+        "label in ('fast', 'other')",
+        "'deep' == which",
+    ]
+
+
+def test_the_agent_loop_stays_a_loop() -> None:
+    # The loop asks, parses, acts, observes and stops; a policy for a weak model is a named piece
+    # it calls (`agent/retries.py`, `agent/control.py`), not another branch woven into it.
+    lines = len((SRC / "whiz" / "agent" / "loop.py").read_text().splitlines())
+    assert lines < 400, f"agent/loop.py has {lines} lines: move a policy out of the loop"

@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 
 from whiz.commands.settings_options import settings_command
+from whiz.modes.registry import Mode, mode_help
 
 
 def _leave_out_httpx_cli() -> None:
@@ -351,11 +352,7 @@ JsonOpt = Annotated[
 
 # -- modes, healing, swarm and the safety policy (issue 5) ------------------------------------------
 
-MODE_HELP = (
-    "fast (the 0.5B), deep (the 1.5B with the 0.5B drafting, started in this process on first use, "
-    "or --deep-base-url), or auto (fast first; deep when an edit fails to apply twice or healing "
-    "finds no passing candidate). Every switch is shown with its reason."
-)
+MODE_HELP = mode_help()
 ModeOpt = Annotated[str | None, typer.Option("--mode", help=MODE_HELP)]
 ResumedModeOpt = Annotated[
     str | None,
@@ -414,7 +411,8 @@ SecretFileOpt = Annotated[
         envvar="WHIZ_SECRET_FILES",
         help="A glob of more files that look like secrets, beside .env*, keys and credentials (e.g. "
         "'config/prod.yaml'; '!.env.test' takes one back out); repeat it, or list them in "
-        "WHIZ_SECRET_FILES. The model sees such a file only if you name it or approve its READ.",
+        "WHIZ_SECRET_FILES. The model sees such a file only if you name it or approve its READ; "
+        "sandboxed commands see it only then too (or with --allow-secret-reads).",
     ),
 ]
 ENV_WRITES_HELP = (
@@ -423,6 +421,13 @@ ENV_WRITES_HELP = (
     "installs there runs unconfined the next time you start Python or node in the project."
 )
 EnvWritesOpt = Annotated[bool, typer.Option("--allow-env-writes", help=ENV_WRITES_HELP)]
+SECRET_READS_HELP = (
+    "Let confined commands read the workspace's secret files (.env, keys, credentials, and "
+    "--secret-file globs), hidden from them otherwise, e.g. for tests that load .env. Risk: a "
+    "command the model writes can then pass their values to the model in any encoding. Naming a "
+    "file in your task, or approving its READ, lets that one file through instead."
+)
+SecretReadsOpt = Annotated[bool, typer.Option("--allow-secret-reads", help=SECRET_READS_HELP)]
 PolicyCheckOpt = Annotated[
     bool,
     typer.Option(
@@ -452,6 +457,7 @@ class ModelFlags:
     sandbox: SandboxOpt = "workspace-write"
     secret_file: SecretFileOpt = None
     allow_env_writes: EnvWritesOpt = False
+    allow_secret_reads: SecretReadsOpt = False
 
     def session_options(self, agent=None, *, resume: str | None = None, heal: int | None = None):
         """The flags as `SessionOptions` for the current directory, with the agent's settings
@@ -459,13 +465,12 @@ class ModelFlags:
         from whiz.agent.secret_files import SecretFiles
         from whiz.modes.endpoints import DeepSettings, FastSettings
         from whiz.modes.policy import parse_action
-        from whiz.modes.router import parse_mode
         from whiz.modes.session import SessionOptions, check_heal
 
         try:
             options = SessionOptions(
                 Path.cwd(),
-                mode=None if self.mode is None else parse_mode(self.mode),
+                mode=None if self.mode is None else Mode.named(self.mode),
                 fast=FastSettings(
                     base_url=self.base_url, api_key=self.api_key, model=self.model, in_process=self.in_process
                 ),
@@ -479,8 +484,13 @@ class ModelFlags:
             )
             if agent is not None:
                 options.agent = agent
-            options.agent.sandbox = sandbox_options(self.sandbox, allow_env_writes=self.allow_env_writes)
             options.agent.secrets = SecretFiles(tuple(self.secret_file or ()))
+            options.agent.sandbox = sandbox_options(
+                self.sandbox,
+                allow_env_writes=self.allow_env_writes,
+                allow_secret_reads=self.allow_secret_reads,
+                secret_files=options.agent.secrets,
+            )
             check_heal(heal, options.agent)
         except ValueError as exc:
             raise fail(str(exc)) from None
@@ -530,13 +540,21 @@ def _read_task(task: str) -> str:
     return task
 
 
-def sandbox_options(mode: str, *, allow_env_writes: bool = False):  # -> SandboxOptions
-    """`--sandbox MODE` (and `--allow-env-writes`) as options; ValueError naming the modes for a bad
-    one."""
+def sandbox_options(
+    mode: str, *, allow_env_writes: bool = False, allow_secret_reads: bool = False, secret_files=None
+):  # -> SandboxOptions
+    """`--sandbox MODE` (and `--allow-env-writes`, `--allow-secret-reads`, the `--secret-file`
+    rules) as options; ValueError naming the modes for a bad one."""
     from whiz.environments import SandboxMode, SandboxOptions
+    from whiz.environments.secret_rules import SecretFiles
 
     try:
-        return SandboxOptions(SandboxMode(mode), allow_env_writes=allow_env_writes)
+        return SandboxOptions(
+            SandboxMode(mode),
+            allow_env_writes=allow_env_writes,
+            secret_files=secret_files or SecretFiles(),
+            allow_secret_reads=allow_secret_reads,
+        )
     except ValueError:
         choices = ", ".join(m.value for m in SandboxMode)
         raise ValueError(f"--sandbox must be one of {choices}, not {mode!r}") from None
@@ -646,22 +664,31 @@ def sandbox(
         float | None, typer.Option(help="Seconds before it is stopped (default: none).")
     ] = None,
     allow_env_writes: EnvWritesOpt = False,
+    secret_file: SecretFileOpt = None,
+    allow_secret_reads: SecretReadsOpt = False,
 ) -> None:
     """Run one command in this directory the way the agent would: `whiz sandbox -- pytest -q`.
 
     In workspace-write only this folder and a private /tmp can be written, `.git` and the
     dependency folders (.venv, node_modules) are read-only, there is no network, keys and tokens
-    are left out of the environment, secret stores in the home folder and host sockets are out of
-    reach, the command holds no root capabilities, and every process it started is gone when it
-    ends. Try your test command here to see what it needs. The exit code is the command's (124
-    when the timeout stopped it). docs/sandbox.md has the whole threat model.
+    are left out of the environment, the project's secret files (.env, keys) and the home folder's
+    secret stores are hidden, host sockets are out of reach, the command holds no root
+    capabilities, and every process it started is gone when it ends. Try your test command here
+    to see what it needs. The exit code is the command's (124 when the timeout stopped it).
+    docs/sandbox.md has the whole threat model.
     """
     import asyncio
 
     from whiz.environments import SandboxUnavailable, run_sandboxed
+    from whiz.environments.secret_rules import SecretFiles
 
     try:
-        options = sandbox_options(mode, allow_env_writes=allow_env_writes)
+        options = sandbox_options(
+            mode,
+            allow_env_writes=allow_env_writes,
+            allow_secret_reads=allow_secret_reads,
+            secret_files=SecretFiles(tuple(secret_file or ())),
+        )
     except ValueError as exc:
         raise fail(str(exc).replace("--sandbox", "--mode")) from None
     try:

@@ -274,3 +274,13 @@ async def test_tool_calls_get_the_same_masked_view(app: Path) -> None:
     outputs = [i["output"] for i in h.model.requests[1].items if i.get("type") == "function_call_output"]
     assert f"STRIPE_KEY={MASK}" in outputs[0] and outputs[1].startswith("No matches")
     assert leaks(sent(h)) == []
+
+
+def test_a_hard_link_of_a_secret_file_is_a_secret_under_its_other_name(tmp_path: Path) -> None:
+    (tmp_path / ".env").write_text("STRIPE_KEY=sk_live_4eC39HqLyjWDarjtT1zdp7dc\n")
+    (tmp_path / "settings.txt").hardlink_to(tmp_path / ".env")
+    (tmp_path / "plain.txt").write_text("hello\n")
+    (tmp_path / "other.txt").hardlink_to(tmp_path / "plain.txt")
+    ws = Workspace(tmp_path)
+    assert ws.is_secret("settings.txt")
+    assert not ws.is_secret("plain.txt") and not ws.is_secret("other.txt")

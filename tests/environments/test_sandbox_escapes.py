@@ -241,10 +241,12 @@ async def test_whiz_own_sessions_are_not_readable(
     chosen = outside / "whiz-home"
     for folder in (default, chosen):
         (folder / "journal").mkdir(parents=True)
+        (folder / "undo" / "s1").mkdir(parents=True)
         (folder / "sessions.db").write_text("secret-session")
         (folder / "journal" / "entry").write_text("secret-journal")
+        (folder / "undo" / "s1" / "env.before").write_text("secret-undo")  # a .env's text before an edit
     monkeypatch.setenv("WHIZ_HOME", str(chosen))
-    reads = " ".join(f"{f}/sessions.db {f}/journal/entry" for f in (default, chosen))
+    reads = " ".join(f"{f}/sessions.db {f}/journal/entry {f}/undo/s1/env.before" for f in (default, chosen))
     result = await environment_for(workspace).run(f"cat {reads}; echo end")
     assert "secret-" not in result.output and "end" in result.output
 

@@ -156,3 +156,23 @@ def test_copies_a_killed_whiz_left_are_swept_and_their_worktrees_pruned(
         assert mine.path.exists() and str(mine.path.parent) in git(repo, "worktree", "list")
     (temp / "whiz-not-a-copy").mkdir()  # no owner file: not whiz's to judge
     assert sweep_stale_copies(repo, temp_dir=temp) == [] and (temp / "whiz-not-a-copy").exists()
+
+
+@pytest.mark.parametrize("kind", ["git-worktree", "copy"])
+def test_a_copy_leaves_secret_files_out_unless_commands_may_read_them(repo: Path, kind: str):
+    source = repo if kind == "git-worktree" else repo / "sub"
+    source.mkdir(exist_ok=True)
+    (source / ".gitignore").write_text(".env\n")
+    (source / ".env").write_text("KEY=sk_live_value\n")  # ignored: git leaves it out anyway
+    (source / "deploy.pem").write_text("key\n")  # untracked, not ignored: git copies it
+    (source / "secrets").mkdir()
+    (source / "secrets" / "db").write_text("password\n")
+    (source / "notes.txt").hardlink_to(source / ".env")
+    with isolated_copy(source) as copy:
+        assert copy.kind == kind
+        assert [p for p in (".env", "deploy.pem", "secrets", "notes.txt") if (copy.path / p).exists()] == []
+        assert (copy.path / ".gitignore").exists()
+    with isolated_copy(source, keep_secrets=True) as copy:
+        assert (copy.path / ".env").read_text() == "KEY=sk_live_value\n"
+        assert (copy.path / "secrets" / "db").read_text() == "password\n"
+        assert (copy.path / "deploy.pem").exists()

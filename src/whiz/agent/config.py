@@ -59,4 +59,6 @@ class AgentConfig:
     secrets: SecretFiles = field(default_factory=SecretFiles)
     """Which workspace files look like secrets (`.env`, keys, credentials, and the globs given
     with `--secret-file` or WHIZ_SECRET_FILES): the model sees one only where the user names it
-    or approves its READ (docs/secrets.md). The session's `Workspace` is built with it."""
+    or approves its READ (docs/secrets.md), and the commands it runs only then too (or with
+    `SandboxOptions.allow_secret_reads`). The session's `Workspace` is built with it, and the
+    agent's sandbox hides by the same rules."""

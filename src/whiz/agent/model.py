@@ -134,3 +134,10 @@ def output_items(text: str, calls: list[ModelToolCall]) -> list[dict[str, Any]]:
             {"type": "function_call", "call_id": call.call_id, "name": call.name, "arguments": call.arguments}
         )
     return items
+
+
+def unwrapped(model: ModelClient) -> ModelClient:
+    """The plain model under wrappers (healing, whole-file answers): what a summary is asked of."""
+    while isinstance(model, WrappedModel):
+        model = model.inner
+    return model

@@ -3,7 +3,7 @@ at its end.
 
 A small model at temperature 0 sometimes falls into a cycle and repeats it until the output limit:
 the 0.5B ended an edit with `>>>>>>> REPLACE` and wrote that line 1,900 tokens more (70 s on this
-machine's CPUs). The agent stops such a reply as soon as it is seen (`Agent._ask`) and keeps what
+machine's CPUs). The agent stops such a reply as soon as it is seen (`reply.read_reply`) and keeps what
 came before the loop, which often holds a whole edit.
 """
 

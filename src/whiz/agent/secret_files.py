@@ -7,124 +7,31 @@ READ of it asks the user, in every approval mode; and where the user says no (or
 asked), the model sees the file masked: its keys, each value replaced by `MASK`. Values of such
 files that turn up anyway (a command's output, an edit's error message) are masked there too.
 
-The user names more files in a setting (`SecretFiles.extra`), and lets the model read one by
-naming it in a message or approving its READ (`SecretGate`).
+Which files look like secrets is `environments/secret_paths.py`'s rule set, shared with the
+sandbox, which hides the same files from the commands the model writes. The user names more files
+in a setting (`SecretFiles.extra`), and lets the model read one by naming it in a message or
+approving its READ (`SecretGate`); a file let through is let through to commands as well.
 """
 
 from __future__ import annotations
 
-import fnmatch
+import dataclasses
 import re
-from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
 from whiz.agent.errors import WhizAgentError
+from whiz.environments.secret_rules import SECRET_PATTERNS, SecretFiles
+
+__all__ = ["MASK", "SECRET_PATTERNS", "SecretFiles", "SecretGate", "mask", "redact", "secret_values"]
 
 if TYPE_CHECKING:
     from whiz.agent.workspace import Workspace
+    from whiz.environments import Environment
+    from whiz.environments.sandbox import SandboxOptions
 
 MASK = "…"
 """What stands for a hidden value."""
-
-SECRET_PATTERNS = (
-    # Environment files (dotenv, direnv, docker compose's `*.env`), but see PUBLIC_SUFFIXES.
-    ".env*",
-    "*.env",
-    # Private keys and key stores. SSH keys (`id_rsa`, `id_ed25519`) are `_SSH_KEY`.
-    "*.pem",
-    "*.key",
-    "*.p12",
-    "*.pfx",
-    "*.jks",
-    "*.keystore",
-    "*.ppk",
-    # Tokens and passwords of package registries, git, databases and web servers.
-    ".netrc",
-    "_netrc",
-    ".npmrc",
-    ".pypirc",
-    ".pgpass",
-    ".git-credentials",
-    ".htpasswd",
-    ".dockercfg",
-    ".docker/config.json",
-    "kubeconfig*",
-    ".kube/config",
-    # Credential and secret stores by name (but see `NAMES_CODE_MAY_HAVE`).
-    "*credentials*",
-    "client_secret*",
-    "secrets",
-    "secrets.*",
-    "*.secret",
-    "secrets/*",
-    ".secrets/*",
-    # Terraform's state and variables.
-    "*.tfstate",
-    "*.tfstate.*",
-    "*.tfvars",
-    # Whole folders of them, where a project keeps a copy.
-    ".ssh/*",
-    ".aws/*",
-    ".gnupg/*",
-)
-"""Globs (case-insensitive) of files that look like secrets: one without '/' matches a file's
-name, one with '/' its path (or the end of it)."""
-
-PUBLIC_SUFFIXES = (".example", ".sample", ".template", ".dist", ".pub")
-"""Templates meant to be committed (`.env.example`: the keys, with made-up values) and public keys
-(`id_rsa.pub`, `server.key.pub`) are not secrets, and the model needs to see which keys exist."""
-
-_SSH_KEY = re.compile(r"id_[a-z0-9_-]+")
-"""`id_rsa`, `id_ed25519`, `id_ecdsa_sk`, `id_deploy`: an SSH key has no extension, while a module
-like `id_utils.py` has one."""
-
-NAMES_CODE_MAY_HAVE = frozenset({"*credentials*", "secrets", "secrets.*", "secrets/*", ".secrets/*"})
-"""Patterns a source file matched by its name alone is no secret for: see `_CODE`."""
-_CODE = frozenset(
-    {".py", ".pyi", ".js", ".mjs", ".cjs", ".jsx", ".ts", ".tsx", ".go", ".rs", ".java", ".kt", ".rb",
-     ".php", ".cs", ".c", ".h", ".cc", ".cpp", ".hpp", ".swift", ".scala", ".ex", ".exs", ".md", ".rst",
-     ".html", ".css"}
-)  # fmt: skip
-"""`credentials.py`, `secrets.ts` and `secrets/manager.go` are usually code (that reads credentials
-from elsewhere), and a model that may not read them cannot work on them: add them to the setting
-where yours hold values."""
-
-
-@dataclass(frozen=True)
-class SecretFiles:
-    """Which files of a workspace look like secrets: `SECRET_PATTERNS`, and the user's own."""
-
-    extra: tuple[str, ...] = field(default=())
-    """More globs, as in SECRET_PATTERNS (`config/prod.yaml`, `*.cfg`); one that starts with '!'
-    takes a file back out (`!.env.test` for a test env file with no real values). From
-    `--secret-file` or WHIZ_SECRET_FILES."""
-
-    def matches(self, path: str) -> bool:
-        """Whether the workspace file `path` (posix, relative to the root) looks like a secret."""
-        rel = path.replace("\\", "/").removeprefix("./").lower()
-        name = PurePosixPath(rel).name
-        if any(_glob(rel, pattern[1:].lower()) for pattern in self.extra if pattern.startswith("!")):
-            return False
-        if any(_glob(rel, pattern.lower()) for pattern in self.extra if not pattern.startswith("!")):
-            return True
-        if name.endswith(PUBLIC_SUFFIXES):
-            return False
-        if _SSH_KEY.fullmatch(name):
-            return True
-        code = PurePosixPath(name).suffix in _CODE
-        return any(
-            _glob(rel, pattern)
-            for pattern in SECRET_PATTERNS
-            if not (code and pattern in NAMES_CODE_MAY_HAVE)
-        )
-
-
-def _glob(rel: str, pattern: str) -> bool:
-    if "/" not in pattern:
-        return fnmatch.fnmatchcase(PurePosixPath(rel).name, pattern)
-    return fnmatch.fnmatchcase(rel, pattern) or fnmatch.fnmatchcase(rel, "*/" + pattern)
-
 
 # --- what the model sees of a withheld file ---------------------------------------------------------
 
@@ -246,6 +153,15 @@ class SecretGate:
         self.granted: set[str] = set()
         self._values: dict[str, tuple[tuple[int, int], set[str]]] = {}
         """Per secret file, its (mtime_ns, size) when read and the values found in it."""
+
+    def environment(self, sandbox: SandboxOptions, timeout_s: float | None) -> Environment:
+        """Where the agent's commands run: confined as `sandbox` says, with the secret files the
+        model may not see hidden by the workspace's own rules, and those the user let through
+        (named, or a READ approved) shown from the next command on."""
+        from whiz.environments import environment_for
+
+        options = dataclasses.replace(sandbox, secret_files=self.ws.secrets)
+        return environment_for(self.ws.root, options, timeout_s=timeout_s, shown=self.granted)
 
     def withheld(self, rel: str) -> bool:
         """Whether `rel` looks like a secret that the model has not been let see."""

@@ -109,6 +109,7 @@ class Toolbox:
         *,
         undo: UndoStore | None = None,
         command_timeout_s: float = 120.0,
+        secrets: SecretGate | None = None,
     ):
         self.ws = workspace
         self.env = environment
@@ -124,7 +125,7 @@ class Toolbox:
         self.protected: set[str] = set()
         """Files edits leave alone: the tests that decide (see `Agent`), which a small model
         otherwise quotes back changed, or rewrites until they pass."""
-        self.secrets = SecretGate(workspace)
+        self.secrets = secrets or SecretGate(workspace)
         """The secret-looking files the model may see (those the user named or let it read); every
         outcome has the others' values masked."""
         self._turn_id = ""

@@ -1,5 +1,6 @@
 """One way to run a turn: `with turn(emit) as t:` mints the id, emits `turn.started`, and always
-ends with `turn.completed` or `turn.failed`, whatever happens inside.
+ends with `turn.completed` or `turn.failed`, whatever happens inside. `Progress` is what the
+running turn has done so far.
 
 The body says how the turn ended (`t.completed(...)` or `t.failed(message, ...)`); one that raises
 instead ends as failed with the error's message (cancelled, for a cancellation), and one that
@@ -12,6 +13,7 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from whiz.agent.events import Emitter
@@ -62,3 +64,20 @@ def turn(emit: Emitter, turn_id: str | None = None) -> Iterator[Turn]:
         raise
     if t.ended is None:
         t.failed("the turn ended without a result")
+
+
+@dataclass
+class Progress:
+    """What the running turn has done so far: the loop writes it, the retry policy reads it."""
+
+    task: str = ""
+    """The task as the user wrote it."""
+    changed: list[str] = field(default_factory=list)
+    """The files the turn's edits changed, in order (a file once per edit)."""
+    tests_fail: bool = False
+    """The tests failed the last time they ran this turn."""
+    untested: bool = False
+    """Files changed since the tests last ran: with a test command, they run before an answer in
+    words can end the turn."""
+    checked: bool = False
+    """The edit checks found problems this turn (they look once a turn)."""

@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from pathlib import Path, PurePosixPath
 
 from whiz.agent.errors import WhizAgentError
 from whiz.agent.secret_files import SecretFiles
 from whiz.environments.git import Repository
+from whiz.environments.secret_paths import SecretFinder
 
 # Folders nobody wants the agent to list or search, git or not.
 SKIP_DIRS = frozenset(
     {".git", ".venv", "venv", "node_modules", "__pycache__", ".mypy_cache", ".pytest_cache"}
 )
+# How long one search for the hard links of secret files answers `is_secret`.
+SECRET_SEARCH_TTL_S = 2.0
 # Larger files are skipped by search: they are data or generated, and would flood the model's context.
 SEARCH_MAX_BYTES = 1_000_000
 
@@ -49,6 +53,8 @@ class Workspace:
         self.secrets = secrets or SecretFiles()
         """Which files look like secrets: they reach the model only as `secret_files` allows."""
         self._git_dirs = _linked_git_dirs(self.root)
+        self._secret_finder = SecretFinder(self.secrets)
+        self._secret_search: tuple[float, set[Path]] | None = None
 
     def resolve(self, rel: str) -> Path:
         """The real path of `rel` in the workspace (symlinks followed); PathEscape if it leads out."""
@@ -78,15 +84,30 @@ class Workspace:
         return path.relative_to(self.root).as_posix()
 
     def is_secret(self, rel: str) -> bool:
-        """Whether `rel` looks like a secret (`SecretFiles`), by its own name or, for a symlink,
-        by the name of the file it leads to."""
+        """Whether `rel` looks like a secret (`SecretFiles`), by its own name, for a symlink by the
+        name of the file it leads to, or as another name (a hard link) of a secret file."""
         if self.secrets.matches(rel):
             return True
         try:
-            real = self.relative(self.resolve(rel))
+            path = self.resolve(rel)
         except WhizAgentError:
             return False
-        return self.secrets.matches(real)
+        return self.secrets.matches(self.relative(path)) or self._other_name_of_a_secret(path)
+
+    def _other_name_of_a_secret(self, path: Path) -> bool:
+        """Whether `path`, a file with more than one name, is a secret file under another (a hard
+        link). The search (`SecretFinder`, which tells the sandbox what to hide too) runs only for
+        such files, which are rare, and its answer serves for `SECRET_SEARCH_TTL_S`: a listing of
+        the workspace asks about every file in a row."""
+        try:
+            if not path.is_file() or path.stat().st_nlink < 2:
+                return False
+        except OSError:
+            return False
+        now = time.monotonic()
+        if self._secret_search is None or now - self._secret_search[0] > SECRET_SEARCH_TTL_S:
+            self._secret_search = (now, set(self._secret_finder.find(self.root)))
+        return path in self._secret_search[1]
 
     def exists(self, rel: str) -> bool:
         """Whether `rel` names an existing file or folder inside the workspace."""

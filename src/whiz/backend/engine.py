@@ -15,9 +15,27 @@ from whiz.chat.messages import Message, ToolCall
 from whiz.chat.template import ASSISTANT_START, ChatTemplate
 from whiz.chat.toolgrammar import request_grammar
 from whiz.errors import ContextOverflow, InvalidRequest
-from whiz.seams import Engine, Stream
+from whiz.seams import Engine, Stream, Tokenizer
 
 CLOSE_TURN = "<|im_end|>\n"
+
+PREDICTION_CHARS_PER_TOKEN = 16
+"""A prediction is cut to this many characters per token of the context window before it is
+tokenized (code averages 3 to 4): tokenizing megabytes only to cut them would cost seconds."""
+
+
+def prediction_tokens(
+    tokenizer: Tokenizer, text: str | None, limit: int
+) -> tuple[list[int] | None, str | None]:
+    """A prediction's tokens, at most `limit` (the context window: an output cannot repeat more),
+    and a note for the reply when it was cut. A prediction only speeds the output up, never
+    changes it, so a long one is cut, not refused."""
+    if not text:
+        return None, None
+    tokens = tokenizer.encode(text[: limit * PREDICTION_CHARS_PER_TOKEN])
+    if len(tokens) <= limit and len(text) <= limit * PREDICTION_CHARS_PER_TOKEN:
+        return tokens, None
+    return tokens[:limit], f"cut to its first {min(len(tokens), limit)} tokens (the context window)"
 
 
 class EngineBackend:
@@ -43,6 +61,7 @@ class EngineBackend:
         limit = self.engine.info.n_ctx
         if len(prompt) >= limit:
             raise ContextOverflow(len(prompt), limit, param=request.input_param)
+        prediction, cut = prediction_tokens(enc.tokenizer, request.prediction, limit)
         spec = TurnSpec(
             prompt,
             (request.max_tokens or limit) if request.generate else 0,
@@ -51,12 +70,13 @@ class EngineBackend:
             parse_tools=bool(request.tools),
             tool_names=tuple(t.name for t in request.tools),
             session=request.session or request.cache_key,
-            prediction=enc.tokenizer.encode(request.prediction) if request.prediction else None,
+            prediction=prediction,
             speculation=request.speculation,
             tenant=request.tenant,
             grammar=request_grammar(request.tools, request.tool_choice)
             if request.tools and request.tool_grammar
             else None,
+            notes={"prediction": cut} if cut else {},
         )
         return EngineTurn(self, spec, basis, generate=request.generate)
 

@@ -34,6 +34,8 @@ class TurnSpec:
     tenant: str | None = None
     grammar: LazyGrammar | None = None
     """The offered tools' call grammar, where calls are constrained."""
+    notes: dict[str, str] = field(default_factory=dict)
+    """What was changed about the request before it ran (see `GenerationStats.notes`)."""
 
     def request(self) -> GenerateRequest:
         """What the engine is asked to generate."""
@@ -84,6 +86,7 @@ class DecodedTurn:
         self._engine = engine
         self._t0 = time.perf_counter()
         self.stream: Stream = stream if stream is not None else engine.generate(spec.request())
+        self.stream.stats.notes.update(spec.notes)
         self.result: DecodedResult | None = None
 
     def cancel(self) -> None:

@@ -42,7 +42,7 @@ from whiz.bench.tasks import command_for_tests, workspace_for
 from whiz.environments import environment_for
 from whiz.modes.endpoints import DeepSettings, FastSettings, ensure_server
 from whiz.modes.pool import Label, ModelPool, Models
-from whiz.modes.router import Mode
+from whiz.modes.registry import Mode
 
 JUDGE_TIMEOUT_S = 30.0
 

@@ -25,6 +25,7 @@ from whiz.modes.endpoints import SetupError
 from whiz.modes.notices import ItemEmitter, NoticePrinter, Tee
 from whiz.modes.policy import PolicyDecision
 from whiz.modes.pool import Label, ModelPool, Models
+from whiz.modes.registry import Mode
 from whiz.modes.router import ModeRouter
 from whiz.modes.session import SessionLog, SessionOptions, check_policy, check_sandbox, refuse, tidy_workspace
 
@@ -195,7 +196,7 @@ async def open_frame(
     chain = Tee(sink)
     emit = ItemEmitter(chain)
     pool = pool or ModelPool(options.fast, options.deep, notice=output.notice)
-    mode = options.mode or "fast"
+    mode = options.mode or Mode.FAST
     router = ModeRouter(pool, mode, emit)
     store = SessionStore(home / "sessions.db")
     try:

@@ -14,6 +14,7 @@ from whiz.commands.common import Output, open_frame
 from whiz.modes.endpoints import SetupError
 from whiz.modes.notices import NoticePrinter, Tee
 from whiz.modes.pool import Models
+from whiz.modes.registry import Mode
 from whiz.modes.session import SessionOptions
 from whiz.modes.swarm import Swarm, SwarmError, SwarmOutcome, SwarmSettings
 from whiz.modes.swarm_plan import PlanError, load_plan
@@ -65,7 +66,7 @@ async def _swarm(
             err.write(f"error: {frame.refuse(task)}\n")
             return False
         if frame.policy.action == "reroute:deep":
-            frame.router.mode = "deep"  # the director and every worker use the deep model
+            frame.router.mode = Mode.DEEP  # the director and every worker use the deep model
         with turn(frame.emit) as t:
             started = time.perf_counter()
             undo = UndoStore(frame.home / "undo" / frame.thread_id)

@@ -10,6 +10,7 @@ incremental index, so a call costs about as much as the tokens added since the l
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 
 from whiz.engine.speculative import DraftLength
@@ -58,19 +59,31 @@ class PredictionDrafter:
     changed something) it re-anchors on the longest recent suffix of the output that occurs in the
     prediction, nearest after where it was, so an edit in the middle of a file costs only the few
     tokens around the edit.
+
+    The index of the prediction's n-grams is built a slice per call (`INDEX_STEP` tokens), on the
+    engine thread every request shares: a long prediction costs each step a little, never one
+    step all of it. A re-anchor meanwhile looks in the part indexed so far.
     """
 
     ANCHORS = (8, 4, 2)
+    INDEX_STEP = 2048
 
     def __init__(self, prediction: Sequence[int], prompt_len: int):
-        self.prediction = list(prediction)
+        self.prediction = prediction
         self.prompt_len = prompt_len
         self._pos: int | None = 0
         self._seen = 0
         self._index: dict[int, dict[tuple[int, ...], list[int]]] = {n: {} for n in self.ANCHORS}
-        for n in self.ANCHORS:
-            for end in range(n, len(self.prediction) + 1):
-                self._index[n].setdefault(tuple(self.prediction[end - n : end]), []).append(end)
+        self.indexed = 0
+        """The n-grams that end at or before this position of the prediction are in the index."""
+
+    def _index_more(self) -> None:
+        stop = min(len(self.prediction), self.indexed + self.INDEX_STEP)
+        for end in range(self.indexed + 1, stop + 1):
+            for n in self.ANCHORS:
+                if end >= n:
+                    self._index[n].setdefault(tuple(self.prediction[end - n : end]), []).append(end)
+        self.indexed = stop
 
     def _follow(self, output: Sequence[int]) -> None:
         lost = False
@@ -95,13 +108,16 @@ class PredictionDrafter:
                 continue
             ends = self._index[n].get(tuple(output[-n:]))
             if ends:
-                after = [e for e in ends if e >= before]
-                return min(after) if after else ends[-1]
+                # Ends are indexed in order: the first at or after `before` in log time (a
+                # prediction of one repeated token has an n-gram at every position).
+                at = bisect.bisect_left(ends, before)
+                return ends[at] if at < len(ends) else ends[-1]
         return None
 
     def propose(self, context: Sequence[int], n: int) -> list[int]:
         if n <= 0:
             return []
+        self._index_more()
         self._follow(context[self.prompt_len :])
         if self._pos is None:
             return []

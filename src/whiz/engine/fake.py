@@ -96,6 +96,8 @@ class FakeRuntime:
         self.decoded_tokens = 0
         self.decode_calls = 0
         self.restored_tokens = 0
+        self._grammars: dict[tuple[str, str], Gbnf] = {}
+        """The last few grammars parsed, newest last."""
 
     def _tokens(self, seq: int) -> list[int]:
         mine = sorted((pos, tok) for pos, tok, seqs in self._cells if seq in seqs)
@@ -168,7 +170,15 @@ class FakeRuntime:
         self.restored_tokens += len(tokens)
 
     def grammar(self, gbnf: str, root: str) -> GbnfMatcher:
-        return GbnfMatcher(Gbnf(gbnf, root), self.tokenizer)
+        # Parsed once per (text, root) for the last few grammars: a request's every tool call, and
+        # an agent's every turn, use the same one, and parsing a large one in Python takes seconds
+        # of the engine thread.
+        key = (gbnf, root)
+        parsed = self._grammars.pop(key, None) or Gbnf(gbnf, root)
+        self._grammars[key] = parsed
+        while len(self._grammars) > 4:
+            del self._grammars[next(iter(self._grammars))]
+        return GbnfMatcher(parsed, self.tokenizer)
 
     def used_cells(self) -> int:
         return len(self._cells)

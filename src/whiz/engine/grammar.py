@@ -3,15 +3,26 @@
 A `Constraint` follows one job's output token by token. While no trigger has fired it changes
 nothing. Once one fires it asks the runtime's grammar matcher which tokens may come next and
 samples among those: it checks the model's best few candidates first (its own choice is nearly
-always allowed inside a call) and the whole vocabulary only when none of them is allowed.
+always allowed inside a call), and more of them, best first, only while the answer is not known.
 Masking then sampling is a pure function of the logits, the grammar's state and the job's random
 generator, so a speculative draft verified through `pick` yields exactly what plain decoding does.
+
+The matcher runs on the engine thread, which every request shares, and its cost grows with the
+grammar's ambiguity (a stack per way of reading the text, each checked against each candidate):
+a whole-vocabulary check that takes 20 ms for a plain call grammar took seconds for a nested
+anyOf. So each token's matching has a budget (`budget_ms`): candidates are checked in growing
+batches, best first, each batch's cost predicted from the last; when the next one would pass the
+budget, when matching took longer than it anyway, or when it averages over a quarter of it, the
+grammar is let go for the rest of this request (its output is free, as with no grammar) and
+`dropped` says why (the reply's `whiz.grammar`).
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import time
+from collections import deque
 
 import numpy as np
 
@@ -24,17 +35,84 @@ log = logging.getLogger("whiz.engine")
 OPENING_WINDOW_BYTES = 64
 """How far into the output a call's opening (bare JSON) is looked for; past it, text stays free."""
 _FIRST_LOOK = 32
-"""Candidates checked, at temperature 0, before the whole vocabulary is."""
+"""Candidates checked, at temperature 0, before more are."""
+_TIERS = (1024, 8192, 32768)
+"""The next batches of candidates, best first, when none of the first few is allowed."""
+_NEGLIGIBLE = 1e-6
+"""Sampling over all tokens stops checking candidates once the unchecked ones together could
+weigh no more than this share of the allowed ones: they would be drawn less than once in a
+million tokens, and a whole-vocabulary check is the matcher's costliest call."""
+_CHUNK = 16384
+"""Most candidates checked in one matcher call, so that the budget is looked at in between."""
+MATCH_BUDGET_MS = 200.0
+"""Most milliseconds of grammar matching per token (about 3x what a whole-vocabulary check of a
+plain call grammar costs on a busy 2-core CPU); past it the grammar is dropped for that request."""
+AVERAGE_WINDOW = 16
+"""Tokens over which matching's average cost is watched: a grammar that costs just under the
+budget on every token would slow every other stream down for the whole reply. Past a quarter of
+the budget on average (a plain grammar averages a few ms), it is dropped too."""
+
+
+class _OverBudget(Exception):
+    """Matching this token would take longer than the budget."""
+
+
+class _Clock:
+    """The time one token's matching has spent, and a guess at what checking n candidates costs."""
+
+    def __init__(self, budget_ms: float):
+        self.budget_s = budget_ms / 1000
+        self.t0 = time.perf_counter()
+        self.per_id_s = 0.0
+        """What one candidate cost in the largest call so far (a small call's fixed cost inflates it)."""
+        self.largest = 0
+
+    def spent_s(self) -> float:
+        return time.perf_counter() - self.t0
+
+    def check(self, matcher: GrammarMatcher, ids: np.ndarray) -> np.ndarray:
+        """`matcher.allowed(ids)`, in chunks; raises _OverBudget before a chunk that would not fit."""
+        out = []
+        at = 0
+        while at < len(ids):
+            # Calls grow 32-fold from a small first one, each one's cost foretold by the last.
+            chunk = ids[at : at + (min(_CHUNK, self.largest * 32) if self.largest else _FIRST_LOOK)]
+            if self.spent_s() + self.per_id_s * len(chunk) > self.budget_s:
+                raise _OverBudget
+            t = time.perf_counter()
+            out.append(matcher.allowed(chunk))
+            if len(chunk) >= self.largest:
+                self.per_id_s, self.largest = (time.perf_counter() - t) / len(chunk), len(chunk)
+            at += len(chunk)
+        if self.spent_s() > self.budget_s:
+            raise _OverBudget
+        return np.concatenate(out) if out else np.zeros(0, dtype=bool)
 
 
 class Constraint:
     """One job's grammar state. `pick` chooses the next token; `accept` records the chosen one."""
 
-    def __init__(self, grammar: LazyGrammar, tokenizer: Tokenizer, matcher_factory):
+    def __init__(
+        self,
+        grammar: LazyGrammar,
+        tokenizer: Tokenizer,
+        matcher_factory,
+        *,
+        budget_ms: float = MATCH_BUDGET_MS,
+        notes: dict[str, str] | None = None,
+    ):
         self.grammar = grammar
         self.tokenizer = tokenizer
         self._new_matcher = matcher_factory
         """(gbnf, root rule) -> GrammarMatcher."""
+        self.budget_ms = budget_ms
+        self.dropped: str | None = None
+        """Why the grammar was let go before the output ended (None: it was not)."""
+        self._notes = notes
+        self._token_ms = 0.0
+        """What matching the token being chosen has cost so far."""
+        self._recent_ms: deque[float] = deque(maxlen=AVERAGE_WINDOW)
+        """Where `dropped` is written too: the job's stats, shown in the reply's `whiz` object."""
         self._opening = re.compile(grammar.opening.encode()) if grammar.opening else None
         self._tag = grammar.tag.encode() if grammar.tag else None
         self._out = bytearray()
@@ -45,17 +123,26 @@ class Constraint:
         self._mode: str | None = None
         self._looking_for_opening = self._opening is not None
         self.ended = False
+        self._start = grammar.start
+        """A rule that constrains from the first token: its matcher is built on first use, on the
+        engine thread (building it costs time in proportion to the grammar)."""
         if grammar.start is not None:
             self._looking_for_opening = False
-            self._on(grammar.start, 0)
 
     # -- choosing a token -------------------------------------------------------------------
 
     def pick(self, logits: np.ndarray, params: SamplingParams, rng: np.random.Generator) -> int:
         """The next token: as `sample` would choose it, among the tokens the grammar allows."""
+        self._begin()
         if self.matcher is None:
             return sample(logits, params, rng)
-        masked = self._masked(logits, params)
+        clock = _Clock(self.budget_ms)
+        try:
+            masked = self._masked(logits, params, clock)
+            self._token_ms = clock.spent_s() * 1000
+        except _OverBudget:
+            self._drop(f"matching one token would take more than {self.budget_ms:g} ms")
+            return sample(logits, params, rng)
         if masked is None:  # the grammar allows nothing: let the model go on unconstrained
             log.warning("the tool-call grammar allows no token here; the rest of the output is free")
             self._off()
@@ -63,23 +150,70 @@ class Constraint:
             return sample(logits, params, rng)
         return sample(masked, params, rng)
 
-    def _masked(self, logits: np.ndarray, params: SamplingParams) -> np.ndarray | None:
+    def _begin(self) -> None:
+        """Switch on the rule that constrains from the first token, the first time it is needed."""
+        if self._start is not None:
+            root, self._start = self._start, None
+            self._on(root, 0)
+
+    def _over_average(self, token_ms: float) -> bool:
+        """Count one token's matching; past a quarter of the budget on average, drop the grammar."""
+        self._token_ms = 0.0
+        self._recent_ms.append(token_ms)
+        limit = self.budget_ms / 4
+        if len(self._recent_ms) < AVERAGE_WINDOW or sum(self._recent_ms) / AVERAGE_WINDOW <= limit:
+            return False
+        self._drop(f"matching took more than {limit:g} ms per token over {AVERAGE_WINDOW} tokens")
+        return True
+
+    def _drop(self, why: str) -> None:
+        """Let the grammar go for the rest of this output: matching it costs everyone too much."""
+        log.warning("the tool-call grammar is dropped for this request: %s", why)
+        self.dropped = "dropped: " + why
+        if self._notes is not None:
+            self._notes["grammar"] = self.dropped
+        self._off()
+        self.ended = True
+
+    def _masked(self, logits: np.ndarray, params: SamplingParams, clock: _Clock) -> np.ndarray | None:
         """The logits with every token the grammar forbids at -inf (None when it allows none).
 
-        Greedy: the best allowed token, found among the best few when one of them is allowed (then
-        it is the best allowed of all). Top-k sampling: among the model's k best, those allowed;
-        only when none is, the k best of all the allowed ones. Checking a whole 152k vocabulary
-        costs ~20 ms, a few candidates microseconds."""
+        Candidates are checked best first, in growing batches, until the answer is known: greedy,
+        once one is allowed (the best allowed of all); top-k, among the model's k best where any is
+        allowed, else once k are (the k best allowed); otherwise once what is left unchecked
+        weighs less than `_NEGLIGIBLE` of what is allowed. A whole 152k vocabulary costs ~20-70 ms
+        for a plain call grammar, a few candidates microseconds; each batch must fit `clock`."""
         assert self.matcher is not None
         n = logits.size
         top_k = params.top_k if 0 < params.top_k < n else n
-        look = min(_FIRST_LOOK, n) if params.temperature <= 0 else top_k
-        best = np.argpartition(logits, -look)[-look:] if look < n else np.arange(n)
-        ok = self.matcher.allowed(best)
-        if not ok.any() and look < n:
-            best = np.arange(n)
-            ok = self.matcher.allowed(best)
-        ids = best[ok]
+        want = 1 if params.temperature <= 0 else top_k
+        first = min(_FIRST_LOOK if params.temperature <= 0 or top_k == n else top_k, n)
+        tiers = [first, *(t for t in _TIERS if first < t < n), n]
+        found: list[np.ndarray] = []
+        seen = np.zeros(n, dtype=bool)
+        peak = float(logits.max())
+        temperature = max(params.temperature, 1e-6)
+        for i, size in enumerate(tiers):
+            # The `size` best candidates, less those already checked.
+            best = np.argpartition(logits, -size)[-size:] if size < n else np.arange(n)
+            floor = float(logits[best].min())
+            best = best[~seen[best]]
+            seen[best] = True
+            found.append(best[clock.check(self.matcher, best)])
+            count = sum(len(f) for f in found)
+            if not count or size == n:
+                continue
+            if want < n:
+                # The first batch decides alone where it has anything (what plain top-k keeps).
+                if i == 0 or count >= want:
+                    break
+                continue
+            # Every unchecked token's logit is at most `floor`: bound their share of the mass.
+            allowed = np.concatenate(found)
+            mass = np.exp((logits[allowed].astype(np.float64) - peak) / temperature).sum()
+            if (n - size) * np.exp((floor - peak) / temperature) <= _NEGLIGIBLE * mass:
+                break
+        ids = np.concatenate(found)
         if ids.size == 0:
             return None
         masked = np.full(n, -np.inf, dtype=np.float32)
@@ -90,6 +224,7 @@ class Constraint:
 
     def accept(self, token: int) -> None:
         """Record a token of the output (one `pick` chose, or one the model wrote before a trigger)."""
+        self._begin()
         if self.ended:
             return
         if self.tokenizer.is_eog(token):
@@ -99,7 +234,14 @@ class Constraint:
         self._tokens.append(token)
         self._out += self.tokenizer.piece(token)
         if self.matcher is not None:
+            t0 = time.perf_counter()
             self.matcher.accept(token)
+            accept_ms = (time.perf_counter() - t0) * 1000
+            if accept_ms > self.budget_ms:
+                self._drop(f"matching one token took more than {self.budget_ms:g} ms")
+                return
+            if self._over_average(self._token_ms + accept_ms):
+                return
             if self._mode == "tagged" and self._complete():
                 self._off()  # the call is closed: free text again, until the next tag
             return
@@ -123,7 +265,9 @@ class Constraint:
         """Switch the grammar on at rule `root`, replaying the output's tokens from `first` on.
 
         Those tokens were written freely; if the grammar refuses one, the model's text is not a
-        call this grammar can finish, and the output stays free."""
+        call this grammar can finish, and the output stays free. Building the matcher and replaying
+        count against one token's budget."""
+        t0 = time.perf_counter()
         try:
             matcher = self._new_matcher(self.grammar.gbnf, root)
         except Exception:
@@ -134,6 +278,9 @@ class Constraint:
             if not matcher.allowed(np.array([token]))[0]:
                 return False
             matcher.accept(token)
+        if (time.perf_counter() - t0) * 1000 > self.budget_ms:
+            self._drop(f"starting the grammar took more than {self.budget_ms:g} ms")
+            return False
         self.matcher, self._mode = matcher, root
         return True
 

@@ -205,7 +205,9 @@ class Scheduler:
         job.stats.prompt_tokens = len(request.prompt)
         job.rng = np.random.default_rng(request.sampling.seed)
         if request.grammar is not None:
-            job.constraint = Constraint(request.grammar, self.tokenizer, self.runtime.grammar)
+            job.constraint = Constraint(
+                request.grammar, self.tokenizer, self.runtime.grammar, notes=job.stats.notes
+            )
         job.stream = TokenStream(asyncio.get_running_loop(), job)
         return job
 

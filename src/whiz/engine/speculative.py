@@ -15,6 +15,7 @@ more token, so every step makes progress.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -43,8 +44,12 @@ def verify(
     """Check `draft` against rows of logits (len(draft) + 1 of them).
 
     With a `constraint`, each row's token is the one the grammar allows as plain decoding picks
-    it, and the constraint follows each token kept: a draft token the grammar forbids never is."""
+    it, and the constraint follows each token kept: a draft token the grammar forbids never is.
+    Matching costs time per row, so once this step's rows have taken the constraint's budget for
+    one token the rest of the draft waits for the next step, as if the model had stopped agreeing
+    there: the tokens made so far are those plain decoding makes, only fewer of them this step."""
     out: list[int] = []
+    t0 = time.perf_counter()
     for i, row in enumerate(logits):
         if constraint is None:
             token = sample(row, params, rng)
@@ -54,6 +59,8 @@ def verify(
         out.append(token)
         if i >= len(draft) or token != draft[i]:
             return Verdict(i, out)
+        if constraint is not None and (time.perf_counter() - t0) * 1000 > constraint.budget_ms:
+            return Verdict(i, out)  # the last token is the model's own; the draft after it waits
     raise ValueError("verify needs one more row of logits than draft tokens")
 
 

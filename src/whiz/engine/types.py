@@ -84,6 +84,10 @@ class GenerationStats:
     error: str | None = None
     replica: str | None = None
     """The upstream replica that ran it, when whiz is a gateway."""
+    notes: dict[str, str] = field(default_factory=dict)
+    """What whiz changed about this request, and why, by topic: `grammar` when the tool-call
+    grammar was let go (its matching cost too much), `prediction` when the prediction was cut.
+    Shown in the reply's `whiz` object."""
 
     @property
     def tokens_per_s(self) -> float:

@@ -61,8 +61,9 @@ def runtime_folders(environ: Mapping[str, str]) -> list[Path]:
 
 
 # In whiz's own data folder (`$WHIZ_HOME`, else ~/.local/share/whiz, listed above): past sessions
-# (the conversations, with whatever files they read) and the edit journal.
-WHIZ_STORES = ("sessions.db", "sessions.db-wal", "sessions.db-shm", "journal")
+# (the conversations, with whatever files they read), the edit journal and the undo snapshots (the
+# texts files had before an edit: a `.env` the user let the model change, too).
+WHIZ_STORES = ("sessions.db", "sessions.db-wal", "sessions.db-shm", "journal", "undo")
 
 
 def secret_stores(home_folders: Iterable[Path], whiz_home: str = "") -> list[Path]:

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from whiz.environments.errors import SandboxUnavailable
+
 # Read no more than this much output into memory; the rest is counted and dropped.
 MAX_CAPTURE_BYTES = 4_000_000
 # How long a process group gets between SIGTERM and SIGKILL.
@@ -100,7 +102,10 @@ class LocalEnvironment:
         """Run `command`; on timeout or cancellation the process group is killed first."""
         limit = self.timeout_s if timeout_s is None else timeout_s
         started = time.perf_counter()
-        launch = Launch(["/bin/sh", "-c", command]) if self.wrap is None else self.wrap(command)
+        try:
+            launch = Launch(["/bin/sh", "-c", command]) if self.wrap is None else self.wrap(command)
+        except SandboxUnavailable as exc:  # the sandbox cannot hold this command: it does not run
+            return CommandResult(command, 1, f"not run: {exc.message}\n", 0.0)
         try:
             return await self._run(command, launch, limit, started)
         finally:

@@ -13,11 +13,13 @@ through, and its own PID namespace: when the command ends, everything it started
 even a process that detached with `setsid` or `nohup`. It holds no capabilities, and when whiz
 runs as root it runs as `nobody` in a user namespace of its own (so `mount` cannot undo the
 read-only binds). It has its own IPC namespace, sees neither the host's runtime folders (`/run`,
-`$XDG_RUNTIME_DIR`) nor the home's secret stores (`hidden`), and a seccomp filter (`seccomp`)
-refuses new unix sockets, so it cannot reach a socket server on the host. Dependency folders an
-isolated copy links in (`dependencies`) are mounted read-only. Where bubblewrap is missing or
-cannot build all of this, a confined mode refuses to run (`SandboxUnavailable`) instead of
-running unconfined. docs/sandbox.md has the threat model.
+`$XDG_RUNTIME_DIR`) nor the home's secret stores (`hidden`) nor the workspace's own secret files
+(`secret_paths`: `.env`, keys, credentials, unless the user let them through) nor a token in the
+git config (`git_credentials`), and a seccomp filter (`seccomp`) refuses new unix sockets, so it
+cannot reach a socket server on the host.
+Dependency folders an isolated copy links in (`dependencies`) are mounted read-only. Where
+bubblewrap is missing or cannot build all of this, a confined mode refuses to run
+(`SandboxUnavailable`) instead of running unconfined. docs/sandbox.md has the threat model.
 
 Bubblewrap rather than Landlock: one tool gives read-only mounts, the network and PID namespaces
 and works on kernels without Landlock; Landlock alone cannot end detached processes.
@@ -32,7 +34,8 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+import tempfile
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -41,10 +44,13 @@ from typing import BinaryIO
 from whiz.environments.dependencies import shared_dependencies, workspace_dependencies
 from whiz.environments.envvars import confined_env
 from whiz.environments.errors import SandboxUnavailable
+from whiz.environments.git_credentials import configs_with_credentials
 from whiz.environments.hidden import homes, overlaps, runtime_folders, secret_stores
 from whiz.environments.local import Environment, Launch, LocalEnvironment
 from whiz.environments.protected_git import WorkspaceLock, git_mounts, nested_repositories
 from whiz.environments.seccomp import UnsupportedArchitecture, unix_socket_filter
+from whiz.environments.secret_paths import SecretFinder, search_root
+from whiz.environments.secret_rules import SecretFiles
 
 # How long the check that bubblewrap can create its namespaces may take.
 PROBE_TIMEOUT_S = 10.0
@@ -81,6 +87,14 @@ class SandboxOptions:
     `venv`, `node_modules`, `.tox`, whiz's own environment when it lives there), so `pip install`
     or `npm install` work. The risk: what it installs there (a `.pth` file, a patched package) runs
     outside the sandbox the next time you start Python or node in the project."""
+    secret_files: SecretFiles = field(default_factory=SecretFiles)
+    """Which of the workspace's files look like secrets (`.env`, keys, credentials, and the user's
+    `--secret-file` globs): the same rules that keep them from the model. A confined command finds
+    each one hidden (a file empty and unreadable, a folder of them empty), so it cannot pass a
+    value on in a form output masking misses (`cat .env | base64`)."""
+    allow_secret_reads: bool = False
+    """Let confined commands read the workspace's secret files (tests that load `.env`). The risk:
+    a command the model writes can then send their values to the model in any encoding."""
     bwrap: str = "bwrap"
     """The bubblewrap executable: a name looked up on PATH, or a path."""
 
@@ -96,11 +110,29 @@ class Bubblewrap:
     filter_bpf: bytes
     euid: int = field(default_factory=os.geteuid)
     """Whose command it is: root's runs as `UNPRIVILEGED_ID` inside."""
+    shown: Collection[str] = ()
+    """Secret files (paths relative to the workspace, symlinks resolved) the user let the model
+    see: commands see them too. A live collection: a file let through later shows from the next
+    command on."""
+
+    def __post_init__(self) -> None:
+        # Remembers the workspace's folders between commands (`secret_paths`).
+        object.__setattr__(self, "_secrets", SecretFinder(self.options.secret_files))
+        object.__setattr__(self, "_secrets_root", search_root(self.workspace, homes(os.environ, self.euid)))
 
     def launch(self, command: str) -> Launch:
-        """Rebuilt per command, since `.git` or a dependency folder may appear between two."""
+        """Rebuilt per command, since `.git`, a dependency folder or a secret file may appear
+        between two."""
         lock = WorkspaceLock(self.workspace) if self._writes_workspace else None
-        launch = Launch([], cleanup=None if lock is None else lock.release_and_tidy)
+        copies: list[Path] = []
+
+        def tidy() -> None:
+            if lock is not None:
+                lock.release_and_tidy()
+            for folder in copies:
+                shutil.rmtree(folder, ignore_errors=True)
+
+        launch = Launch([], cleanup=tidy)
         try:
             read_end, write_end = os.pipe()
             launch.pass_fds = (read_end,)
@@ -108,7 +140,13 @@ class Bubblewrap:
                 os.write(write_end, self.filter_bpf)  # a few hundred bytes: the pipe holds them
             finally:
                 os.close(write_end)
-            launch.argv = self.argv(command, read_end)
+            configs = []
+            for target, text in configs_with_credentials(self.workspace):
+                folder = Path(tempfile.mkdtemp(prefix="whiz-git-config-"))
+                copies.append(folder)
+                (folder / "config").write_text(text)
+                configs.append((folder / "config", target))
+            launch.argv = self.argv(command, read_end, configs)
         except BaseException:
             launch.finish()
             raise
@@ -118,8 +156,9 @@ class Bubblewrap:
     def _writes_workspace(self) -> bool:
         return self.options.mode is SandboxMode.WORKSPACE_WRITE
 
-    def argv(self, command: str, seccomp_fd: int) -> list[str]:
-        """The bwrap argv; `seccomp_fd`: an open descriptor bwrap reads the filter from."""
+    def argv(self, command: str, seccomp_fd: int, git_configs: Sequence[tuple[Path, Path]] = ()) -> list[str]:
+        """The bwrap argv; `seccomp_fd`: an open descriptor bwrap reads the filter from;
+        `git_configs`: (copy without credentials, the git config it stands in for) pairs."""
         ws = str(self.workspace)
         environ = os.environ
         # Namespaces: as root, a user namespace where the command is nobody (for anyone else
@@ -161,6 +200,13 @@ class Bubblewrap:
             prefixes = [sys.prefix, environ.get("VIRTUAL_ENV", ""), environ.get("CONDA_PREFIX", "")]
             for folder in workspace_dependencies(self.workspace, prefixes):
                 args += ["--ro-bind", str(folder), str(folder)]
+        # The workspace's secret files (and, in a sub-folder of a repository, the repository's):
+        # after the workspace and its `.git`, so no bind shows one.
+        if not self.options.allow_secret_reads:
+            for secret in self._secrets.find(self._secrets_root, self.shown, self.workspace):
+                args += _hidden(secret)
+        for copy, config in git_configs:
+            args += ["--ro-bind", str(copy), str(config)]
         # A workspace inside a secret store is where the user chose to work: that one stays seen.
         stores = [
             s
@@ -172,10 +218,7 @@ class Bubblewrap:
             if not overlaps(target, [*runtime, *stores]):
                 args += ["--ro-bind", str(target), str(target)]
         for store in stores:
-            if store.is_dir():
-                args += ["--tmpfs", str(store), "--remount-ro", str(store)]
-            else:
-                args += ["--ro-bind", "/dev/null", str(store)]
+            args += _hidden(store)
         # No --new-session: the runner already starts bwrap in a session of its own, without a
         # terminal, and the process inside that is init of the new pid namespace must stay in the
         # runner's process group, so that killing the group ends the namespace and everything in
@@ -187,6 +230,13 @@ class Bubblewrap:
         args += ["--seccomp", str(seccomp_fd)]
         args += ["--setenv", "TMPDIR", "/tmp", "--chdir", ws, "--", "/bin/sh", "-c", command]
         return args
+
+
+def _hidden(path: Path) -> list[str]:
+    """An empty read-only folder over a folder, /dev/null over a file."""
+    if path.is_dir():
+        return ["--tmpfs", str(path), "--remount-ro", str(path)]
+    return ["--ro-bind", "/dev/null", str(path)]
 
 
 def _under(path: str, folders: Sequence[str]) -> bool:
@@ -217,15 +267,20 @@ def tools_under_tmp() -> list[str]:
 
 
 def environment_for(
-    cwd: Path, options: SandboxOptions | None = None, timeout_s: float | None = 120.0
+    cwd: Path,
+    options: SandboxOptions | None = None,
+    timeout_s: float | None = 120.0,
+    *,
+    shown: Collection[str] = (),
 ) -> Environment:
     """The environment that runs commands in `cwd` as `options` say (default: workspace-write).
 
     Use it wherever a model-written command runs, instead of constructing `LocalEnvironment`.
-    Raises `SandboxUnavailable` for a confined mode this machine cannot enforce; the check starts
-    bwrap once (a few milliseconds).
+    `shown`: the secret files the user let the model see (`Bubblewrap.shown`). Raises
+    `SandboxUnavailable` for a confined mode this machine cannot enforce; the check starts bwrap
+    once (a few milliseconds).
     """
-    return _environment(Path(cwd), options or SandboxOptions(), timeout_s, echo=None)
+    return _environment(Path(cwd), options or SandboxOptions(), timeout_s, echo=None, shown=shown)
 
 
 async def run_sandboxed(
@@ -286,17 +341,21 @@ def run_confined(
 
 
 def _environment(
-    cwd: Path, options: SandboxOptions, timeout_s: float | None, echo: Callable[[bytes], None] | None
+    cwd: Path,
+    options: SandboxOptions,
+    timeout_s: float | None,
+    echo: Callable[[bytes], None] | None,
+    shown: Collection[str] = (),
 ) -> LocalEnvironment:
     if options.mode is SandboxMode.DANGER_FULL_ACCESS:
         return LocalEnvironment(cwd, timeout_s=timeout_s, echo=echo)
-    bubblewrap = _checked_bubblewrap(cwd.resolve(), options)
+    bubblewrap = _checked_bubblewrap(cwd.resolve(), options, shown)
     return LocalEnvironment(
         cwd, timeout_s=timeout_s, env=confined_env(os.environ), wrap=bubblewrap.launch, echo=echo
     )
 
 
-def _checked_bubblewrap(workspace: Path, options: SandboxOptions) -> Bubblewrap:
+def _checked_bubblewrap(workspace: Path, options: SandboxOptions, shown: Collection[str] = ()) -> Bubblewrap:
     """The sandbox for `workspace`, once it has shown that it confines: the real argv ran a probe
     that found no capabilities and the seccomp filter in place."""
     way_out = "or choose the danger-full-access sandbox mode"
@@ -311,7 +370,7 @@ def _checked_bubblewrap(workspace: Path, options: SandboxOptions) -> Bubblewrap:
     if not workspace.is_dir():
         raise SandboxUnavailable(f"cannot confine commands in {workspace}: it is not a folder")
     try:
-        bubblewrap = Bubblewrap(executable, workspace, options, unix_socket_filter())
+        bubblewrap = Bubblewrap(executable, workspace, options, unix_socket_filter(), shown=shown)
     except UnsupportedArchitecture as exc:
         raise SandboxUnavailable(f"cannot confine commands: {exc}; {way_out}") from None
     launch = bubblewrap.launch("exec cat /proc/self/status")

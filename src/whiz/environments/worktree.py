@@ -10,6 +10,9 @@ names able to run (`git.py`). Either way, big dependency folders (`dependencies.
 .venv, node_modules) are symlinked rather than copied, so the tests find their packages. The link leads
 to the user's real environment: run candidates through the sandbox (`sandbox.environment_for`),
 which mounts the link's target read-only, so their tests cannot install into it or change it.
+A copy leaves the workspace's secret files out (`secret_paths`: `.env`, keys, credentials), so
+they do not linger in the temporary folder; where the user lets commands read them
+(`keep_secrets`), the copy has them all, git-ignored ones included, as its tests would need.
 Nothing here touches the user's branches, index or history; a worktree is registered under
 .git/worktrees only while the copy exists.
 """
@@ -27,6 +30,8 @@ from typing import Literal
 from whiz.environments.dependencies import DEPENDENCY_DIRS
 from whiz.environments.git import Repository
 from whiz.environments.processes import alive
+from whiz.environments.secret_paths import secret_paths
+from whiz.environments.secret_rules import SecretFiles
 from whiz.errors import WhizError
 
 # Never copied: caches and the repository itself.
@@ -96,8 +101,17 @@ def sweep_stale_copies(source: Path | None = None, temp_dir: Path | None = None)
     return removed
 
 
-def isolated_copy(source: Path, *, use_git: bool = True, prefix: str = "whiz-copy-") -> IsolatedCopy:
+def isolated_copy(
+    source: Path,
+    *,
+    use_git: bool = True,
+    prefix: str = "whiz-copy-",
+    secrets: SecretFiles | None = None,
+    keep_secrets: bool = False,
+) -> IsolatedCopy:
     """Copy `source` (its current state, uncommitted changes included) into a new temporary folder.
+    `secrets`: which files look like secrets (default: the built-in rules); the copy leaves them
+    out, or with `keep_secrets` holds every one of them.
 
     Blocking (it runs git or copies files): call it with `asyncio.to_thread` from async code.
     Raises `CopyError` when the copy cannot be made.
@@ -120,6 +134,7 @@ def isolated_copy(source: Path, *, use_git: bool = True, prefix: str = "whiz-cop
             copy = IsolatedCopy(source, holder / "tree", "copy", holder)
             shutil.copytree(source, copy.path, symlinks=True, ignore=_ignore(source))
         _link_dependencies(source, copy.path)
+        _settle_secrets(source, copy.path, secrets or SecretFiles(), keep=keep_secrets)
         return copy
     except OSError as exc:
         shutil.rmtree(holder, ignore_errors=True)
@@ -141,6 +156,24 @@ def _link_dependencies(source: Path, copy: Path) -> None:
         original = source / name
         if original.is_dir() and not (copy / name).exists():
             (copy / name).symlink_to(original, target_is_directory=True)
+
+
+def _settle_secrets(source: Path, copy: Path, rules: SecretFiles, *, keep: bool) -> None:
+    """Leave `source`'s secret files out of `copy` (a tracked `.env`, one copied as untracked, a
+    hard link's other name), or with `keep` bring over those the copy lacks (git-ignored ones)."""
+    for path in secret_paths(source, rules):
+        dest = copy / path.relative_to(source)
+        if keep:
+            if not os.path.lexists(dest) and path.is_file():
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(path, dest)
+            elif not os.path.lexists(dest) and path.is_dir():
+                shutil.copytree(path, dest, symlinks=True)
+        elif dest.is_dir() and not dest.is_symlink():
+            shutil.rmtree(dest)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                dest.unlink()
 
 
 def _read(path: Path) -> str | None:

@@ -51,6 +51,9 @@ from whiz.environments.worktree import CopyError, isolated_copy
 from whiz.modes.candidates import Candidate, CandidateSource, CandidateStream, Draw, Generation
 from whiz.modes.pool import Label
 
+Rung = Literal["first"] | Label
+"""Which model a rung of the heal asks: the one answering at its start, or the deep one."""
+
 TEST_TIME_MARGIN = 10
 """How many times as long as the slowest run of the tests seen a candidate's run may take."""
 
@@ -356,8 +359,8 @@ class Healer:
         first = models.current
         for which, n, greedy in self.rungs():
             label = first
-            if which == "deep":
-                if first == "deep":
+            if which == Label.DEEP:
+                if first == Label.DEEP:
                     continue  # its own model is the deep one already
                 if not escalated:
                     failure = best_failure([r for rnd in rounds for r in rnd.results])
@@ -366,7 +369,7 @@ class Healer:
                     escalated = models.escalate(reason, "healing")
                     if not escalated:
                         continue
-                label = "deep"
+                label = Label.DEEP
             elif self.settings.ladder and escalated and not self._writes_new_file(rounds):
                 # Both models' most likely replies failed a change of code that exists: the
                 # smaller model's samples rarely mend what the larger one could not: they passed
@@ -385,7 +388,7 @@ class Healer:
                 # or a reply that did not parse, fed back says nothing it could use: the 0.5B
                 # answered "Write fizzbuzz.py" with the instructions echoed after such feedback,
                 # and with the program without it. The sampled rung is seeded as a first round.
-                seed = None if label == "deep" else self.settings.seed
+                seed = None if label == Label.DEEP else self.settings.seed
                 tested = failure is not None and failure.status in ("failed", "timeout")
                 if tested and not creates_file(failure):
                     history = told_without_reply(messages, failure, self.test_cmd)
@@ -417,18 +420,18 @@ class Healer:
         source = await models.candidates()
         return await self.round(source, messages, 1, models.current, n=n, seed=seed, parallel=True)
 
-    def rungs(self) -> list[tuple[Literal["first", "deep"], int, bool]]:
+    def rungs(self) -> list[tuple[Rung, int, bool]]:
         """The heal's rounds in order: which model (the one answering at the start, or the deep
         one where the mode escalates), how many candidates, and whether the first is greedy."""
         s = self.settings
         if s.ladder:
-            rungs: list[tuple[Literal["first", "deep"], int, bool]] = [("first", 1, True)]
+            rungs: list[tuple[Rung, int, bool]] = [("first", 1, True)]
             if s.n > 1:
-                rungs.append(("deep", 1, True))
+                rungs.append((Label.DEEP, 1, True))
             if s.n > 2:
                 rungs.append(("first", s.n - 2, False))
             return rungs
-        return [("first", s.n, False)] * s.rounds + [("deep", s.n, False)] * s.deep_rounds
+        return [("first", s.n, False)] * s.rounds + [(Label.DEEP, s.n, False)] * s.deep_rounds
 
     async def round(
         self,
@@ -544,7 +547,16 @@ class Healer:
 
     async def _test(self, result: CandidateResult) -> None:
         started = time.perf_counter()
-        copying = asyncio.ensure_future(asyncio.to_thread(isolated_copy, self.ws.root, prefix="whiz-heal-"))
+        sandbox = self.settings.sandbox
+        copying = asyncio.ensure_future(
+            asyncio.to_thread(
+                isolated_copy,
+                self.ws.root,
+                prefix="whiz-heal-",
+                secrets=self.ws.secrets,
+                keep_secrets=sandbox.allow_secret_reads,
+            )
+        )
         try:
             copy = await asyncio.shield(copying)
         except asyncio.CancelledError:

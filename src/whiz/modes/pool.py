@@ -24,8 +24,7 @@ from whiz.client import ClientError, ConnectError, HttpClient
 from whiz.errors import WhizError
 from whiz.modes.candidates import CandidateSource, ChatCandidates
 from whiz.modes.endpoints import DeepSettings, FastSettings, SetupError, ensure_server, probe_upstream
-
-Label = Literal["fast", "deep"]
+from whiz.modes.registry import Label
 
 
 @dataclass
@@ -64,7 +63,7 @@ class ModelPool:
         lock = self._locks.setdefault(label, asyncio.Lock())
         async with lock:
             if label not in self._endpoints:
-                self._endpoints[label] = await (self._fast() if label == "fast" else self._deep())
+                self._endpoints[label] = await (self._fast() if label == Label.FAST else self._deep())
             return self._endpoints[label]
 
     async def open_client(self, label: Label, *, temperature: float = 0.0) -> ModelClient:

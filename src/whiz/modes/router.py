@@ -1,13 +1,8 @@
-"""Fast, deep and auto, and which model answers.
+"""Which model answers: the mode (`registry.py`: fast, deep, auto) and the model it points at now.
 
-    fast   the fast model answers (see `pool.py` for where each model is)
-    deep   the deep model answers
-    auto   fast first; deep when an edit fails to apply twice in a turn, or when healing finds no
-           passing candidate
-
-`ModeRouter` says which model answers now and switches between them; every switch is a
-`mode_change` item with its reason. `RoutedModel` is the `ModelClient` the agent talks to:
-it asks whichever model the router points at.
+`ModeRouter` says which model answers now and switches between them as the mode says; every
+switch is a `mode_change` item with its reason. `RoutedModel` is the `ModelClient` the agent
+talks to: it asks whichever model the router points at (see `pool.py` for where each model is).
 """
 
 from __future__ import annotations
@@ -15,75 +10,69 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Literal
 
 from whiz.agent.events import Emitter, Event
 from whiz.agent.model import Finished, ModelClient, ModelEvent, ModelRequest
 from whiz.errors import WhizError
 from whiz.modes.candidates import CandidateSource
-from whiz.modes.pool import Label, Models
+from whiz.modes.pool import Models
+from whiz.modes.registry import Label, Mode
 
-Mode = Literal["fast", "deep", "auto"]
-MODES: tuple[Mode, ...] = ("fast", "deep", "auto")
 EDIT_FAILURES_TO_ESCALATE = 2
-
-
-def parse_mode(value: str) -> Mode:
-    """`value` as a mode; ValueError naming the choices otherwise."""
-    if value not in MODES:
-        raise ValueError(f"the mode must be fast, deep or auto, not {value!r}")
-    return value  # type: ignore[return-value]
 
 
 @dataclass
 class ModeRouter:
     """The mode and the model that answers now; every switch is a `mode_change` item.
 
-    In auto mode each turn starts fast, unless the policy pinned the turn to deep.
+    Each turn starts with the mode's first model, unless the policy pinned the turn to deep.
     """
 
     pool: Models
     mode: Mode
+    """A mode's name is read as that mode."""
     emit: Emitter
-    current: Label = "fast"
+    current: Label = Label.FAST
     pinned: bool = False
     changes: list[dict] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.current = "deep" if self.mode == "deep" else "fast"
+        self.mode = Mode.named(self.mode)
+        self.current = self.mode.first
 
     def escalate(self, reason: str, trigger: str) -> bool:
-        """Auto mode: move to deep, saying why. False (and nothing emitted) in any other case."""
-        if self.mode != "auto" or self.current == "deep":
+        """Move to deep, saying why, where the mode escalates on `trigger` (`Mode.escalates`).
+        False (and nothing emitted) in any other case."""
+        if not self.mode.escalates(trigger) or self.current == Label.DEEP:
             return False
-        self._switch("deep", reason, trigger)
+        self._switch(Label.DEEP, reason, trigger)
         return True
 
     def pin_deep(self, reason: str, trigger: str = "policy") -> None:
         """Send the next turn to deep whatever the mode (a policy reroute)."""
         self.pinned = True
-        if self.current != "deep":
-            self._switch("deep", reason, trigger)
+        if self.current != Label.DEEP:
+            self._switch(Label.DEEP, reason, trigger)
 
     def set_mode(self, mode: Mode, reason: str = "the user chose it") -> None:
         """Change the mode (the UI's /mode); a change of model is announced.
 
         During a turn the policy pinned to deep, the new mode's model takes over at the next turn:
         a reroute is not undone by a mode switch."""
-        self.mode = mode
-        wanted: Label = "deep" if mode == "deep" else "fast"
-        if wanted != self.current and not self.pinned:
-            self._switch(wanted, reason, "user")
+        self.mode = Mode.named(mode)
+        if self.mode.first != self.current and not self.pinned:
+            self._switch(self.mode.first, reason, "user")
 
     def observe_turn(self, event: Event) -> None:
         """An `EventSink` hook: a new turn starts with the mode's own model again (after auto
         escalated, or the policy rerouted the previous request); a pin lasts one turn."""
         kind = event.get("type")
-        if kind == "turn.started" and not self.pinned and self.mode != "deep" and self.current == "deep":
+        back = self.mode.first == Label.FAST and self.current == Label.DEEP
+        if kind == "turn.started" and not self.pinned and back:
             why = "a new task starts with the fast model"
-            if self.mode == "fast":
-                why = "back to fast mode's model (the reroute was for that request only)"
-            self._switch("fast", why, "new_turn")
+            if not self.mode.does.triggers:  # it never escalates: deep was the policy's reroute
+                why = f"back to {self.mode} mode's model (the reroute was for that request only)"
+            self._switch(Label.FAST, why, "new_turn")
         elif kind in ("turn.completed", "turn.failed"):
             self.pinned = False
 

@@ -41,7 +41,8 @@ from whiz.modes.healing import Healer, HealSettings
 from whiz.modes.notices import ItemEmitter, Tee
 from whiz.modes.policy import ChatModelCheck, Policy, PolicyAction, PolicyDecision
 from whiz.modes.pool import ModelPool, Models
-from whiz.modes.router import MODES, Mode, ModeRouter, RoutedModel
+from whiz.modes.registry import Mode
+from whiz.modes.router import ModeRouter, RoutedModel
 
 ROUTING_ITEMS = ("mode_change", "policy_decision")
 
@@ -57,7 +58,7 @@ class SessionOptions:
     fast: FastSettings = field(default_factory=FastSettings)
     deep: DeepSettings = field(default_factory=DeepSettings)
     mode: Mode | None = None
-    """None: the resumed session's mode, else fast."""
+    """None: the resumed session's mode, else fast. A mode's name is read as that mode."""
     heal: int | None = None
     """Candidates of the agent's healing steps (0: off). None: the resumed session's setting, else
     by the mode (see `heal_candidates`)."""
@@ -68,6 +69,10 @@ class SessionOptions:
     """A session id to continue, or "last" for the latest session in this workspace."""
     home: Path | None = None
     """Where sessions and undo history live (default: the whiz data home)."""
+
+    def __post_init__(self) -> None:
+        if self.mode is not None:
+            self.mode = Mode.named(self.mode)
 
 
 class SessionLog:
@@ -96,7 +101,7 @@ def heal_candidates(heal: int | None, mode: Mode, agent: AgentConfig) -> int:
         return 0
     if heal is None:
         # actions None is text (or the resumed session's, which `AgentSession.open` looks up first)
-        return HEAL_N_DEFAULT if mode == "auto" and agent.test_cmd and agent.actions != "tools" else 0
+        return HEAL_N_DEFAULT if mode.heals and agent.test_cmd and agent.actions != "tools" else 0
     return heal
 
 
@@ -107,9 +112,8 @@ def ladder(settings: HealSettings, mode: Mode) -> None:
     lone replies and a lone reply drafts from the prompt, so one after another costs about the
     same in all, and a task the first reply solves is done in the time of one (about 8x sooner
     than a batch of five). The other modes' `--heal N` decodes N together, in two rounds."""
-    auto = mode == "auto"
-    settings.ladder = auto
-    settings.parallel = not auto
+    settings.ladder = mode.heals
+    settings.parallel = not mode.heals
 
 
 def check_heal(heal: int | None, agent: AgentConfig) -> None:
@@ -244,7 +248,7 @@ class AgentSession:
             tidy_workspace(options.workspace, notice)
             stored = dict(info.settings) if info else {}
             given, options = options, _restore(options, stored)  # the mode and actions are set now
-            heal_candidates(options.heal, options.mode or "fast", options.agent)
+            heal_candidates(options.heal, options.mode or Mode.FAST, options.agent)
         except ValueError as exc:
             store.close()
             release(lock)
@@ -256,7 +260,7 @@ class AgentSession:
         chain = Tee(sink)
         emit = ItemEmitter(chain)
         pool = pool or ModelPool(options.fast, options.deep, notice=notice)
-        router = ModeRouter(pool, options.mode or "fast", emit)
+        router = ModeRouter(pool, options.mode or Mode.FAST, emit)
         routed = RoutedModel(router)
         chain.sinks.append(routed.observe)
         model: ModelClient = routed
@@ -404,7 +408,7 @@ class AgentSession:
     async def switch_mode(self, mode: Mode, reason: str = "the user chose it") -> None:
         """`set_mode`, once the model the mode starts with answers (the deep one may start in this
         process first). Raises `SetupError` with the reason, and changes nothing, if it cannot."""
-        await self.routed.client("deep" if mode == "deep" else "fast")
+        await self.routed.client(Mode.named(mode).first)
         self.set_mode(mode, reason)
 
     async def follow_session(self) -> str:
@@ -423,9 +427,9 @@ class AgentSession:
         self.options = dataclasses.replace(
             self.options, mode=options.mode, heal=options.heal, agent=options.agent
         )
-        wanted, failed = options.mode or "fast", None
-        if wanted != self.router.mode:
-            if stored.get("mode") == wanted:
+        wanted, failed = options.mode or Mode.FAST, None
+        if wanted is not self.router.mode:
+            if Mode.read(stored.get("mode")) is wanted:
                 why = f"the resumed session {self.id} was in {wanted} mode"
             else:
                 why = f"--mode {wanted}" if self.given.mode else "the resumed session had no mode stored"
@@ -540,14 +544,14 @@ def resumed_settings(options: SessionOptions) -> dict[str, Any]:
 def _restore(options: SessionOptions, stored: dict[str, Any]) -> SessionOptions:
     """The options with what a resumed session stored filling in what was not given; the mode and
     the actions are always set (given, else stored, else fast and text)."""
-    mode = options.mode or (stored.get("mode") if stored.get("mode") in MODES else None)
+    mode = options.mode or Mode.read(stored.get("mode"))
     heal = options.heal if options.heal is not None else stored.get("heal")
     agent = dataclasses.replace(
         options.agent,
         actions=options.agent.actions or stored.get("actions") or "text",
         test_cmd=options.agent.test_cmd or stored.get("test_cmd"),
     )
-    return dataclasses.replace(options, mode=mode or "fast", heal=heal, agent=agent)
+    return dataclasses.replace(options, mode=mode or Mode.FAST, heal=heal, agent=agent)
 
 
 def healing_step(routed: RoutedModel, router: ModeRouter, ws: Workspace, agent: AgentConfig) -> HealingModel:
@@ -561,7 +565,7 @@ def healing_step(routed: RoutedModel, router: ModeRouter, ws: Workspace, agent: 
 def resumed_notice(session: AgentSession, stored: dict[str, Any]) -> str:
     """The line a resume starts with: the mode in force and where it came from, and the healing."""
     mode, was = session.router.mode, stored.get("mode")
-    if was is None or was == mode:
+    if was is None or Mode.read(was) is mode:
         line = f"resumed {session.id} in {mode} mode"
         line += " (as it was; --mode overrides)" if was else ""
     else:

@@ -35,7 +35,8 @@ from whiz.environments.worktree import IsolatedCopy, isolated_copy
 from whiz.errors import WhizError
 from whiz.modes.merge import Merger, MergeResult
 from whiz.modes.notices import ItemEmitter
-from whiz.modes.router import Label, ModeRouter
+from whiz.modes.registry import Label
+from whiz.modes.router import ModeRouter
 from whiz.modes.swarm_plan import MicroTask, Plan, PlanError, director_messages, parse_plan
 from whiz.modes.whole_files import WholeFileEdits
 
@@ -96,7 +97,7 @@ class SwarmOutcome:
             "tasks": len(self.plan.tasks),
             "passed": sum(r.passed for r in self.runs),
             "failed": [r.task.id for r in self.runs if not r.passed],
-            "handed_to_deep": [r.task.id for r in self.runs if r.mode == "deep"],
+            "handed_to_deep": [r.task.id for r in self.runs if r.mode == Label.DEEP],
             "merged": [m.task_id for m in self.merges if m.status == "merged"],
             "conflicts": [m.task_id for m in self.conflicts],
             "tests_passed": None if self.final is None else self.final.ok,
@@ -125,11 +126,11 @@ class Swarm:
 
     @property
     def director_label(self) -> Label:
-        return "fast" if self.router.mode == "fast" else "deep"
+        return self.router.mode.director
 
     @property
     def worker_label(self) -> Label:
-        return "deep" if self.router.mode == "deep" else "fast"
+        return self.router.mode.first
 
     async def run(self, task: str, plan: Plan | None = None) -> SwarmOutcome:
         """Plan (unless given), work, merge, test. Raises `SwarmError` when there is no plan."""
@@ -139,7 +140,13 @@ class Swarm:
             tasks=[{"id": t.id, "title": t.title, "files": t.files, "check": t.check} for t in plan.tasks],
         )
         try:
-            base = await asyncio.to_thread(isolated_copy, self.ws.root, prefix="whiz-swarm-base-")
+            base = await asyncio.to_thread(
+                isolated_copy,
+                self.ws.root,
+                prefix="whiz-swarm-base-",
+                secrets=self.ws.secrets,
+                keep_secrets=self.settings.sandbox.allow_secret_reads,
+            )
         except WhizError as exc:
             raise SwarmError(f"could not snapshot the workspace: {exc.message}") from None
         merger = Merger(self.ws, base.read_text, self.undo, self.turn_id)
@@ -208,8 +215,8 @@ class Swarm:
         """Attempts until the task's check passes: fast ones first, then (auto) one with deep."""
         first = self.worker_label
         labels: list[Label] = [first] * (1 + self.settings.retries)
-        if first == "fast" and self.router.mode == "auto":
-            labels.append("deep")
+        if first != Label.DEEP and self.router.mode.escalates("swarm_retry"):
+            labels.append(Label.DEEP)
         item = self.emit.start(
             "micro_task", task_id=micro.id, title=micro.title, files=micro.files, check=micro.check,
             status="in_progress", attempt=1, mode=first, message="", check_output="",

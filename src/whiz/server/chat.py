@@ -92,8 +92,9 @@ class ChatService:
     async def start_async(
         self, req: ChatRequest, session: str | None = None, tenant: str | None = None
     ) -> list[BackendTurn]:
-        """`start`, with a large prompt tokenized on a worker thread so the event loop keeps serving."""
-        if input_chars(req) > OFF_LOOP_CHARS:
+        """`start`, on a worker thread where it may be slow (a large prompt to tokenize, tools whose
+        grammar to build), so the event loop keeps serving."""
+        if input_chars(req) > OFF_LOOP_CHARS or req.tools:
             return await asyncio.to_thread(self.start, req, session, tenant)
         return self.start(req, session, tenant)
 

@@ -29,7 +29,14 @@ from whiz.engine.types import SamplingParams
 from whiz.errors import InvalidRequest, WhizError
 from whiz.server.auth import bearer
 from whiz.server.http import ClientGone, run_to_end
-from whiz.server.protocol import MAX_STOP_CHARS, OFF_LOOP_CHARS, WhizOptions, read_json, wants_tool_grammar
+from whiz.server.protocol import (
+    MAX_STOP_CHARS,
+    MAX_TOOLS,
+    OFF_LOOP_CHARS,
+    WhizOptions,
+    read_json,
+    wants_tool_grammar,
+)
 from whiz.server.responses import timings
 
 if TYPE_CHECKING:
@@ -67,7 +74,7 @@ class MessagesRequest(_Wire):
     max_tokens: int = Field(ge=1)
     messages: list[MessageParam] = Field(min_length=1)
     system: str | list[dict[str, Any]] | None = None
-    tools: list[dict[str, Any]] | None = None
+    tools: list[dict[str, Any]] | None = Field(default=None, max_length=MAX_TOOLS)
     tool_choice: dict[str, Any] | None = None
     stop_sequences: list[str] | None = Field(default=None, max_length=MAX_STOP_SEQUENCES)
 
@@ -91,7 +98,7 @@ class CountTokensRequest(_Wire):
     model: str = Field(min_length=1)
     messages: list[MessageParam] = Field(min_length=1)
     system: str | list[dict[str, Any]] | None = None
-    tools: list[dict[str, Any]] | None = None
+    tools: list[dict[str, Any]] | None = Field(default=None, max_length=MAX_TOOLS)
 
 
 # -- the request, as a backend turn -------------------------------------------------------------------
@@ -373,7 +380,8 @@ def messages_routes(state: ServerState) -> list[BaseRoute]:
                 state.tenant(key, request.headers),
                 state.defaults.tool_grammar,
             )
-            if size > OFF_LOOP_CHARS:  # rendering and tokenizing megabytes would stall other streams
+            # Rendering and tokenizing megabytes, or building the tools' grammar, would stall others.
+            if size > OFF_LOOP_CHARS or req.tools:
                 turn = await asyncio.to_thread(state.backend.start, spec)
             else:
                 turn = state.backend.start(spec)

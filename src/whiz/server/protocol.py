@@ -346,6 +346,16 @@ class ResponsesRequest(SamplingFields):
     """auto: when the conversation does not fit the context window, drop its oldest items until it
     does (OpenAI's meaning); disabled (the default): a 400 context_length_exceeded instead."""
 
+    @field_validator("tools")
+    @classmethod
+    def _bounded_tools(cls, tools: list[dict] | None) -> list[dict] | None:
+        # A namespace's tools are each shown to the model and each get a grammar rule: they count.
+        inner = [t.get("tools") for t in tools or [] if isinstance(t, dict) and t.get("type") == "namespace"]
+        count = len(tools or []) - len(inner) + sum(len(t) if isinstance(t, list) else 0 for t in inner)
+        if count > MAX_TOOLS:
+            raise ValueError(f"at most {MAX_TOOLS} tools are allowed, those inside namespaces included")
+        return tools
+
     @field_validator("metadata")
     @classmethod
     def _bounded_metadata(cls, metadata: dict[str, str] | None) -> dict[str, str] | None:

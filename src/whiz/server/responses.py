@@ -131,6 +131,7 @@ def usage(stats: GenerationStats, output_tokens: int) -> dict:
 def timings(stats: GenerationStats) -> dict:
     """The `whiz` object every finished response carries (docs/protocol.md, Timings)."""
     where = {"replica": stats.replica} if stats.replica else {}  # which upstream ran it, behind a gateway
+    # What whiz changed about the request (a dropped grammar, a cut prediction) comes last.
     return where | {
         "ttft_ms": round(stats.ttft_ms, 2),
         "prefill_tokens": stats.prefill_tokens,
@@ -140,6 +141,7 @@ def timings(stats: GenerationStats) -> dict:
         "tokens_per_s": round(stats.tokens_per_s, 2),
         "draft_accepted": stats.draft_accepted,
         "draft_rejected": stats.draft_rejected,
+        **stats.notes,
     }
 
 
@@ -319,7 +321,8 @@ class ResponsesService:
 
     async def prepare_async(self, req: ResponsesRequest, *args: Any, **kwargs: Any) -> PreparedTurn:
         """`prepare`, with a large input tokenized on a worker thread so the event loop keeps serving."""
-        if input_chars(req) > OFF_LOOP_CHARS:
+        # Tools too: their grammar is built with the turn, and a schema can cost seconds of it.
+        if input_chars(req) > OFF_LOOP_CHARS or req.tools:
             return await asyncio.to_thread(self.prepare, req, *args, **kwargs)
         return self.prepare(req, *args, **kwargs)
 

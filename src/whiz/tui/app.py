@@ -125,8 +125,8 @@ class CodeApp:
     def mode_text(self) -> str:
         """`auto`, or `auto, deep now` while another model than the mode's own answers."""
         router = self.session.router
-        own = "deep" if router.mode == "deep" else "fast"
-        return router.mode if router.current == own else f"{router.mode}, {router.current} now"
+        mode = router.mode
+        return mode if router.current == mode.first else f"{mode}, {router.current} now"
 
     async def name_models(self) -> None:
         """Learn the names of the models opened since (for the status line)."""

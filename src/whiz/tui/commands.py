@@ -22,19 +22,12 @@ from whiz.client import ClientError, HttpClient
 from whiz.client.urls import api_base
 from whiz.errors import WhizError
 from whiz.modes.endpoints import DeepSettings, SetupError
-from whiz.modes.router import MODES, parse_mode
+from whiz.modes.registry import Mode
 from whiz.tui import sessions
 from whiz.tui.diffs import render_diff
 
 if TYPE_CHECKING:
     from whiz.tui.app import CodeApp
-
-
-MODE_HELP = {
-    "fast": "the fast model answers (the default 0.5B, or --base-url's)",
-    "deep": "the deep model answers: {deep}",
-    "auto": "fast first; deep when an edit fails to apply twice or healing finds no passing candidate",
-}
 
 
 @dataclass(frozen=True)
@@ -167,17 +160,17 @@ class SlashCommands:
         router = self.app.session.router
         deep = describe_deep(self.app.session.options.deep)
         if not args:
-            for name in MODES:
-                mark = "●" if name == router.mode else " "
-                self.say(f"{mark} {name:5} {MODE_HELP[name].format(deep=deep)}")
+            for each in Mode:
+                mark = "●" if each is router.mode else " "
+                self.say(f"{mark} {each:5} {each.help(deep)}")
             self.say(f"the {router.current} model answers now · /mode NAME switches", "dim")
             return
         try:
-            mode = parse_mode(args.lower())
+            mode = Mode.named(args.lower())
         except ValueError as exc:
             self.say(f"{exc}; staying in {router.mode} mode", "red")
             return
-        if mode == router.mode:
+        if mode is router.mode:
             self.say(f"already in {mode} mode")
             return
         switches, heal_n = len(router.changes), self.app.session.heal_n
@@ -191,7 +184,7 @@ class SlashCommands:
         if router.pinned:
             when = "from the next task (the safety policy sent this one to deep)"
         if len(router.changes) == switches:  # the same model answers: no mode_change to show
-            self.say(f"{mode} mode {when}: {MODE_HELP[mode].format(deep=deep)}", "bold cyan")
+            self.say(f"{mode} mode {when}: {mode.help(deep)}", "bold cyan")
         else:
             self.say(f"{mode} mode {when}", "dim")
         self.say_healing(heal_n)

@@ -1,0 +1,183 @@
+"""Matching a grammar has a budget per token: past it the grammar is let go for that request, and
+the reply says so, so that one request's grammar never stalls the engine thread every client shares."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import numpy as np
+
+from whiz.chat.messages import Message, Tool
+from whiz.chat.template import ChatTemplate
+from whiz.chat.toolgrammar import tool_call_grammar
+from whiz.engine.fake import ByteTokenizer, fake_engine
+from whiz.engine.gbnf import Gbnf, GbnfMatcher
+from whiz.engine.grammar import AVERAGE_WINDOW, MATCH_BUDGET_MS, Constraint
+from whiz.engine.speculative import verify
+from whiz.engine.types import GenerateRequest, SamplingParams
+
+READ = Tool(
+    "read_file", "", {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
+)
+GRAMMAR = tool_call_grammar([READ], required=True)
+CALL = '<tool_call>\n{"name": "read_file", "arguments": {"path": "a.py"}}\n</tool_call>'
+
+
+class CostlyMatcher:
+    """A real matcher that also costs `ms_per_id` for each candidate it checks (the cost of an
+    ambiguous grammar: a stack per reading, each checked against each candidate). It counts what
+    it would cost instead of sleeping, where `sleep` is off."""
+
+    def __init__(self, inner: GbnfMatcher, ms_per_id: float, accept_ms: float = 0.0, sleep: bool = True):
+        self.inner = inner
+        self.ms_per_id = ms_per_id
+        self.accept_ms = accept_ms
+        self.sleep = sleep
+        self.spent_ms: list[float] = []
+
+    def _cost(self, ms: float) -> None:
+        self.spent_ms.append(ms)
+        if self.sleep:
+            time.sleep(ms / 1000)
+
+    def allowed(self, ids: np.ndarray) -> np.ndarray:
+        self._cost(self.ms_per_id * len(ids))
+        return self.inner.allowed(ids)
+
+    def accept(self, token: int) -> None:
+        self._cost(self.accept_ms)
+        self.inner.accept(token)
+
+    def can_end(self) -> bool:
+        return self.inner.can_end()
+
+
+def costly(tokenizer, ms_per_id: float, accept_ms: float = 0.0, made: list | None = None):
+    def factory(gbnf: str, root: str) -> CostlyMatcher:
+        matcher = CostlyMatcher(GbnfMatcher(Gbnf(gbnf, root), tokenizer), ms_per_id, accept_ms)
+        if made is not None:
+            made.append(matcher)
+        return matcher
+
+    return factory
+
+
+def prose_logits(tokenizer: ByteTokenizer) -> np.ndarray:
+    """The model wants to chat where the grammar wants a call: its best tokens are all forbidden."""
+    logits = np.zeros(tokenizer.n_vocab, dtype=np.float32)
+    logits[[ord(c) for c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"]] = 5.0
+    logits[ord("H")] = 9.0
+    return logits
+
+
+def test_a_grammar_too_costly_to_match_is_dropped_within_the_budget():
+    tok = ByteTokenizer()
+    made: list[CostlyMatcher] = []
+    notes: dict[str, str] = {}
+    c = Constraint(GRAMMAR, tok, costly(tok, ms_per_id=2.0, made=made), notes=notes)
+    token = c.pick(prose_logits(tok), SamplingParams(), np.random.default_rng(0))
+    # The model's own choice, unconstrained: checking the whole vocabulary would have cost ~0.5 s.
+    assert token == ord("H")
+    assert c.dropped and c.dropped.startswith("dropped: ") and notes == {"grammar": c.dropped}
+    assert sum(made[0].spent_ms) <= MATCH_BUDGET_MS
+    c.accept(token)
+    assert c.pick(prose_logits(tok), SamplingParams(), np.random.default_rng(0)) == ord("H")
+
+
+def test_sampling_over_the_whole_vocabulary_is_bounded_too():
+    tok = ByteTokenizer()
+    made: list[CostlyMatcher] = []
+    c = Constraint(GRAMMAR, tok, costly(tok, ms_per_id=2.0, made=made))
+    c.pick(prose_logits(tok), SamplingParams(temperature=1.0), np.random.default_rng(0))
+    assert c.dropped and sum(made[0].spent_ms) <= MATCH_BUDGET_MS
+
+
+def test_a_token_that_took_too_long_to_accept_drops_the_grammar():
+    tok = ByteTokenizer()
+    c = Constraint(GRAMMAR, tok, costly(tok, ms_per_id=0.0, accept_ms=MATCH_BUDGET_MS * 1.5))
+    logits = prose_logits(tok)
+    logits[ord("<")] = 1.0
+    token = c.pick(logits, SamplingParams(), np.random.default_rng(0))
+    assert token == ord("<") and c.dropped is None  # the grammar's choice: the call's tag
+    c.accept(token)
+    assert c.dropped is not None and "took more than" in c.dropped
+
+
+def test_a_cheap_grammar_is_kept_and_followed():
+    tok = ByteTokenizer()
+    c = Constraint(GRAMMAR, tok, costly(tok, ms_per_id=0.01))
+    rng = np.random.default_rng(0)
+    out: list[int] = []
+    for ch in CALL:
+        logits = prose_logits(tok)
+        logits[ord(ch)] = 20.0
+        token = c.pick(logits, SamplingParams(), rng)
+        c.accept(token)
+        out.append(token)
+    assert c.dropped is None and bytes(out).decode() == CALL
+
+
+def test_the_matcher_is_built_on_the_engine_thread_not_where_the_request_is_queued():
+    tok = ByteTokenizer()
+    made: list[CostlyMatcher] = []
+    c = Constraint(GRAMMAR, tok, costly(tok, ms_per_id=0.0, made=made))
+    assert made == []  # a grammar that takes long to read must not hold the event loop
+    c.pick(prose_logits(tok), SamplingParams(), np.random.default_rng(0))
+    assert len(made) == 1
+
+
+async def test_the_reply_says_the_grammar_was_dropped_and_the_other_request_goes_on():
+    engine = fake_engine(lambda conv: "Hello there, nothing to call." * 3, step_s=0.0, token_s=0.0)
+    # The fake model's other tokens tie at 0, so the first candidates checked include allowed ones:
+    # costly enough that checking those alone passes the budget.
+    engine.runtime.grammar = costly(engine.tokenizer, ms_per_id=10.0)
+    try:
+        prompt = ChatTemplate(engine.tokenizer).encode([Message("user", "hi")], [READ])
+        costly_one = engine.generate(GenerateRequest(prompt, max_tokens=40, grammar=GRAMMAR))
+        plain = engine.generate(GenerateRequest(prompt, max_tokens=40))
+
+        async def run(stream) -> str:
+            return bytes(t for chunk in [c async for c in stream] for t in chunk.tokens).decode()
+
+        constrained, free = await asyncio.gather(run(costly_one), run(plain))
+        assert constrained == free == ("Hello there, nothing to call." * 3)[:40]
+        assert costly_one.stats.notes["grammar"].startswith("dropped: ")
+        assert "grammar" not in plain.stats.notes
+    finally:
+        engine.close()
+
+
+def test_a_draft_under_a_costly_grammar_is_verified_a_budget_at_a_time():
+    # A step verifies a draft row by row, a match per row: 32 rows of a grammar just under the
+    # per-token budget would hold the engine for 32 budgets. Past one budget the step ends there.
+    tok = ByteTokenizer()
+    c = Constraint(GRAMMAR, tok, costly(tok, ms_per_id=0.0, accept_ms=MATCH_BUDGET_MS / 3))
+    call = list(CALL.encode())
+    draft = call[:12]
+    rows = []
+    for ch in call[:13]:
+        row = np.zeros(tok.n_vocab, dtype=np.float32)
+        row[ch] = 10.0
+        rows.append(row)
+    verdict = verify(draft, rows, SamplingParams(), np.random.default_rng(0), c)
+    assert 2 <= len(verdict.tokens) < len(draft)
+    assert verdict.tokens == draft[: len(verdict.tokens)] and verdict.accepted == len(verdict.tokens) - 1
+    assert c.dropped is None  # each token was within its budget: the grammar is kept
+
+
+def test_a_grammar_that_costs_just_under_the_budget_on_every_token_is_dropped_too():
+    tok = ByteTokenizer()
+    notes: dict[str, str] = {}
+    # ~64 ms a token (32 candidates at 2 ms): under the 200 ms budget, over a quarter of it.
+    c = Constraint(GRAMMAR, tok, costly(tok, ms_per_id=2.0), notes=notes)
+    rng = np.random.default_rng(0)
+    written = 0
+    for ch in CALL:
+        logits = prose_logits(tok)
+        logits[ord(ch)] = 20.0
+        c.accept(c.pick(logits, SamplingParams(), rng))
+        written += 1
+        if c.dropped:
+            break
+    assert written == AVERAGE_WINDOW and "per token over 16 tokens" in notes["grammar"]
