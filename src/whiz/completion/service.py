@@ -140,7 +140,7 @@ class Completion:
                 if boundary is not None and (end := boundary.end(text)) is not None:
                     text, stop_type = text[:end], stop_type or "eos"
                 elif self._out_of_time(text, t_first):
-                    stop_type = "limit"
+                    text, stop_type = text[: text.rfind("\n")], "limit"  # the complete lines
                 if stop_type is not None:
                     self._stream.cancel()
                     continue

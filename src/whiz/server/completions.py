@@ -267,7 +267,7 @@ def completions_routes(state: ServerState, read_body: BodyReader) -> list[BaseRo
                 finally:
                     completion.cancel()
                 assert completion.result is not None
-                yield final(completion.result)
+                yield final(completion.result) | {"content": ""}  # it all came in the chunks before
 
             return sse_lines(events(), done=False)
         result = await run(request, completion)
