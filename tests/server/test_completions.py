@@ -228,3 +228,22 @@ def test_completions_need_the_api_key(serve):
     assert httpx.post(f"{root}/infill", json=body, timeout=30).status_code == 401
     ok = httpx.post(f"{root}/infill", json=body, headers={"Authorization": "Bearer sk-1"}, timeout=30)
     assert ok.status_code == 200 and ok.json()["content"] == EXPECTED
+
+
+@pytest.mark.model
+def test_the_real_model_completes_a_function_body(real_server):
+    source = (
+        "import math\n\n\n"
+        "def add(a, b):\n"
+        '    """Return the sum of a and b."""\n'
+        "    {cursor}\n\n\n"
+        "def mul(a, b):\n"
+        '    """Return the product of a and b."""\n'
+        "    return a * b\n"
+    )
+    before, after = source.split("{cursor}")
+    body = {"input_prefix": before, "input_suffix": after, "n_predict": 24, "id_slot": 7}
+    out = httpx.post(f"{real_server.root}/infill", json=body, timeout=120).json()
+    code = out["content"]
+    assert code.startswith("return") and "a + b" in code.replace("b + a", "a + b"), code
+    assert "a * b" not in code and "def mul" not in code  # it stops at the block, repeats nothing
