@@ -95,3 +95,28 @@ def test_other_files_come_first_in_the_repository_format_the_oldest_dropped_over
 def test_the_cursor_knows_its_line_and_the_next_line_with_text():
     c = Cursor.at("a = 1\nb = f(", ")\n\n\nc = 3\n")
     assert (c.line_before, c.line_after, c.next_line) == ("b = f(", ")", "c = 3")
+
+
+class CountingTokenizer(FimByteTokenizer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.chars = 0
+
+    def encode(self, text: str) -> list[int]:
+        self.chars += len(text)
+        return super().encode(text)
+
+
+def test_a_huge_file_costs_no_more_tokenizing_than_the_budget():
+    tok = CountingTokenizer()
+    big = "x = 1  # " + "y" * 200 + "\n"
+    extra = [ExtraFile(f"f{i}.py", big * 500) for i in range(50)]
+    given = FimInput(big * 20_000 + "z = ", "\n" + big * 20_000, extra, "main.py")
+    made = build(VOCAB, tok, given, FimBudget())
+    assert made.truncated and len(made.tokens) <= 2048 + 512 + 4096 + 300
+    assert tok.chars < 300_000  # of about 10 MB sent
+
+
+def test_one_enormous_line_is_cut_not_refused():
+    made = build(VOCAB, TOK, FimInput("x = '" + "a" * 1_000_000, "b" * 1_000_000 + "'\n"), FimBudget())
+    assert made.truncated and len(made.tokens) <= 2048 + 512 + 3

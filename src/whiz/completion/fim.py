@@ -116,6 +116,11 @@ class FimPrompt:
     """Part of the prefix, suffix or other files did not fit the budget."""
 
 
+MAX_CHARS_PER_TOKEN = 16
+"""Text longer than this many characters per token of budget cannot fit: it is never tokenized, so
+a request's cost stays bounded by its budget, not by the size of the file it sends."""
+
+
 def build(vocab: FimVocab, tokenizer: Tokenizer, given: FimInput, budget: FimBudget) -> FimPrompt:
     """The prompt for `given`, token ids ready for the engine."""
     lines_before = given.before.split("\n")
@@ -125,73 +130,85 @@ def build(vocab: FimVocab, tokenizer: Tokenizer, given: FimInput, budget: FimBud
     middle = "\n".join(middle_lines)
     healed = middle[len(middle.rstrip(HORIZONTAL_SPACE)) :]
     middle = middle[: len(middle) - len(healed)]
+    # A block of absurdly long lines (minified code): the end of it, no longer than the prefix.
+    mid = plain_tokens(tokenizer, middle[-budget.prefix_tokens * MAX_CHARS_PER_TOKEN :])
+    cut_middle = len(mid) > budget.prefix_tokens or len(middle) > budget.prefix_tokens * MAX_CHARS_PER_TOKEN
+    mid = mid[-budget.prefix_tokens :] if budget.prefix_tokens > 0 else []
 
     prefix, cut_prefix = _prefix_tokens(tokenizer, head_lines, budget)
     suffix, cut_suffix = _suffix_tokens(tokenizer, given.after, budget.suffix_tokens)
     head, cut_extra = _repository(vocab, tokenizer, given, budget)
-    tokens = [*head, vocab.prefix, *prefix, vocab.suffix, *suffix, vocab.middle]
-    tokens += plain_tokens(tokenizer, middle)
-    return FimPrompt(tokens, healed, cut_prefix or cut_suffix or cut_extra)
+    tokens = [*head, vocab.prefix, *prefix, vocab.suffix, *suffix, vocab.middle, *mid]
+    return FimPrompt(tokens, healed, cut_prefix or cut_suffix or cut_extra or cut_middle)
 
 
 def _prefix_tokens(tokenizer: Tokenizer, lines: list[str], budget: FimBudget) -> tuple[list[int], bool]:
-    """The lines before the middle (each ending in a newline), dropped from the start in blocks
-    aligned to line numbers until they fit: while typing below, the prefix's start stays put."""
-    step = max(budget.trim_lines, 1)
-    blocks = [
-        plain_tokens(tokenizer, "".join(x + "\n" for x in lines[i : i + step]))
-        for i in range(0, len(lines), step)
-    ]
-    total = sum(len(b) for b in blocks)
-    dropped = 0
-    while blocks and total > budget.prefix_tokens:
-        total -= len(blocks[0])
-        blocks.pop(0)
-        dropped += 1
-    out = [t for b in blocks for t in b]
-    if not blocks and lines and dropped:  # one huge block: keep its end
-        last = plain_tokens(tokenizer, "".join(x + "\n" for x in lines[-step:]))
-        out = last[-budget.prefix_tokens :] if budget.prefix_tokens > 0 else []
-    return out, dropped > 0
+    """The lines before the middle (each ending in a newline), in blocks aligned to line numbers,
+    as many of the last blocks as fit: while typing below them, the prefix's start stays put."""
+    step, limit = max(budget.trim_lines, 1), budget.prefix_tokens
+    kept: list[list[int]] = []
+    total = 0
+    for start in range((len(lines) - 1) // step * step, -1, -step) if lines else ():
+        text = "".join(x + "\n" for x in lines[start : start + step])
+        tokens = plain_tokens(tokenizer, text[-limit * MAX_CHARS_PER_TOKEN :])
+        if len(text) > limit * MAX_CHARS_PER_TOKEN or total + len(tokens) > limit:
+            if not kept:  # the block next to the cursor alone is too long: its end
+                kept.append(tokens[-limit:] if limit > 0 else [])
+            return [t for block in reversed(kept) for t in block], True
+        kept.append(tokens)
+        total += len(tokens)
+    return [t for block in reversed(kept) for t in block], False
 
 
 def _suffix_tokens(tokenizer: Tokenizer, text: str, limit: int) -> tuple[list[int], bool]:
-    """The start of the text after the cursor, cut after a whole line when it is over `limit`."""
-    window = text[: limit * 8]  # a token is rarely under one character; enough to fill the budget
-    tokens = plain_tokens(tokenizer, window)
-    if len(tokens) <= limit and len(window) == len(text):
-        return tokens, False
-    tokens = tokens[:limit]
-    for i in range(len(tokens) - 1, -1, -1):
-        if b"\n" in tokenizer.piece(tokens[i]):
-            return tokens[: i + 1], True
-    return tokens, True
+    """The start of the text after the cursor: as many whole lines as fit in `limit` tokens."""
+    out: list[int] = []
+    at = 0
+    while at < len(text):
+        nl = text.find("\n", at)
+        end = len(text) if nl < 0 else nl + 1
+        line = text[at:end]
+        tokens = plain_tokens(tokenizer, line[: limit * MAX_CHARS_PER_TOKEN])
+        if len(line) > limit * MAX_CHARS_PER_TOKEN or len(out) + len(tokens) > limit:
+            if not out:  # one long first line: its start
+                out = tokens[:limit]
+            return out, True
+        out += tokens
+        at = end
+    return out, False
 
 
 def _repository(
     vocab: FimVocab, tokenizer: Tokenizer, given: FimInput, budget: FimBudget
 ) -> tuple[list[int], bool]:
-    """Other files ahead of the current one, newest last, the oldest dropped when over budget.
+    """Other files ahead of the current one, newest last, as many of the newest as fit.
 
     Models with the repository tokens read `<|repo_name|>name <|file_sep|>path text ...`; others
     get the files' text as plain context."""
     if not given.extra and not given.filename:
         return [], False
     repo_format = vocab.repo is not None and vocab.file_sep is not None
+    limit = budget.extra_tokens
     chunks: list[list[int]] = []
-    for f in given.extra:
-        text = f.text if f.text.endswith("\n") or not f.text else f.text + "\n"
-        if repo_format:
-            chunks.append([vocab.file_sep, *plain_tokens(tokenizer, f"{f.filename}\n{text}")])
-        else:
-            chunks.append(plain_tokens(tokenizer, f"# {f.filename}\n{text}\n" if f.filename else text + "\n"))
+    total = 0
     dropped = False
-    while chunks and sum(len(c) for c in chunks) > budget.extra_tokens:
-        chunks.pop(0)
-        dropped = True
-    out = [t for c in chunks for t in c]
+    for f in reversed(given.extra):
+        text = f.text if f.text.endswith("\n") or not f.text else f.text + "\n"
+        if len(text) + len(f.filename) > limit * MAX_CHARS_PER_TOKEN:
+            dropped = True
+            break
+        if repo_format:
+            chunk = [vocab.file_sep, *plain_tokens(tokenizer, f"{f.filename}\n{text}")]  # type: ignore[list-item]
+        else:
+            chunk = plain_tokens(tokenizer, f"# {f.filename}\n{text}\n" if f.filename else text + "\n")
+        if total + len(chunk) > limit:
+            dropped = True
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+    out = [t for c in reversed(chunks) for t in c]
     if repo_format:
         name = given.filename or "file"
         head = [vocab.repo, *plain_tokens(tokenizer, budget.repo_name + "\n")]
         out = head + out + [vocab.file_sep, *plain_tokens(tokenizer, name + "\n")]
-    return out, dropped
+    return out, dropped  # type: ignore[return-value]

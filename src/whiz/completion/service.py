@@ -200,13 +200,12 @@ class CompletionService:
     def __init__(self, engine: Engine, options: CompletionOptions | None = None):
         self.engine = engine
         self.options = options or CompletionOptions()
-        self._vocab: FimVocab | None | bool = False
+        self.fim = FimVocab.of(engine.tokenizer)
+        """The model's FIM tokens, None where it has none."""
         self._live: dict[str, Completion] = {}
 
     def vocab(self) -> FimVocab:
-        if self._vocab is False:
-            self._vocab = FimVocab.of(self.engine.tokenizer)
-        if self._vocab is None:
+        if self.fim is None:
             raise NoFim(
                 f"The model '{self.engine.info.model}' has no fill-in-the-middle tokens "
                 "(<|fim_prefix|>, <|fim_suffix|>, <|fim_middle|>), so it cannot complete between a "
@@ -214,18 +213,35 @@ class CompletionService:
                 "only a prompt to /v1/completions.",
                 param="suffix",
             )
-        return self._vocab  # type: ignore[return-value]
+        return self.fim
 
     def budget_for(self, max_tokens: int) -> FimBudget:
-        """The budget, its other-files share cut so the prompt and the output fit the window."""
+        """The budget, cut where it must so the prompt and the output fit the context window:
+        the other files give way first, then the prefix and the suffix, 3 to 1."""
         b = self.options.budget
-        room = self.engine.info.n_ctx - b.prefix_tokens - b.suffix_tokens - max_tokens - 256
-        return replace(b, extra_tokens=max(0, min(b.extra_tokens, room)))
+        room = max(self.engine.info.n_ctx - max_tokens - 256, 64)  # 256: the middle and the markers
+        prefix = min(b.prefix_tokens, room * 3 // 4)
+        suffix = min(b.suffix_tokens, room // 4)
+        return replace(
+            b,
+            prefix_tokens=prefix,
+            suffix_tokens=suffix,
+            extra_tokens=max(0, min(b.extra_tokens, room - prefix - suffix)),
+        )
+
+    def prepare(self, request: CompletionRequest) -> Completion:
+        """Build the prompt (raises a `WhizError` for a request that cannot run). It only tokenizes,
+        so a large request may be prepared on a worker thread."""
+        return Completion(self, request)
 
     def start(self, request: CompletionRequest) -> Completion:
-        """Start a completion (raises a `WhizError` for a request that cannot run, before anything
-        is sent); a request that generates makes its client's one in flight stale."""
-        completion = Completion(self, request)
+        """`prepare` and `launch` in one."""
+        return self.launch(self.prepare(request))
+
+    def launch(self, completion: Completion) -> Completion:
+        """Queue it on the engine; a completion that generates makes its client's one in flight
+        stale. Raises ContextOverflow (nothing was sent yet) for a prompt over the window."""
+        request = completion.request
         if request.client is not None and request.max_tokens != 0:
             old = self._live.get(request.client)
             if old is not None:

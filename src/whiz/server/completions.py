@@ -14,6 +14,7 @@ address. Plain prompts with none of these never cancel each other.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 import uuid
@@ -30,7 +31,7 @@ from whiz.completion.service import Completion, CompletionRequest, CompletionRes
 from whiz.engine.types import SamplingParams
 from whiz.errors import InvalidRequest, WhizError
 from whiz.server.http import ClientGone, until_disconnected
-from whiz.server.protocol import INT64, MAX_STOP, MAX_STOP_CHARS, Wire
+from whiz.server.protocol import INT64, MAX_STOP, MAX_STOP_CHARS, OFF_LOOP_CHARS, Wire
 from whiz.server.state import ServerState
 
 BodyReader = Callable[[Request, type], Awaitable[tuple[Any, str | None]]]
@@ -175,7 +176,9 @@ def completions_routes(state: ServerState, read_body: BodyReader) -> list[BaseRo
     engine = getattr(state.backend, "engine", None)
     service = CompletionService(engine) if engine is not None else None
 
-    def start(request: Request, key: str | None, req: CompletionRequest, explicit: str | None) -> Completion:
+    async def start(
+        request: Request, key: str | None, req: CompletionRequest, explicit: str | None
+    ) -> Completion:
         if service is None:
             raise InvalidRequest(
                 "Completions need the model in this server; it forwards to upstream servers instead.",
@@ -190,7 +193,14 @@ def completions_routes(state: ServerState, read_body: BodyReader) -> list[BaseRo
         elif req.fim is not None:  # one person types at one cursor at a time
             req.client = f"{tenant}:addr:{request.client.host if request.client else ''}"
         req.tenant = tenant
-        return service.start(req)
+        if req.fim is not None:
+            service.vocab()  # a model without FIM tokens is refused before any tokenizing
+        chars = len(req.raw_prompt) + (_chars(req.fim) if req.fim is not None else 0)
+        if chars > OFF_LOOP_CHARS:  # tokenizing megabytes on the event loop would stall every stream
+            completion = await asyncio.to_thread(service.prepare, req)
+        else:
+            completion = service.prepare(req)
+        return service.launch(completion)
 
     async def run(request: Request, completion: Completion) -> CompletionResult | None:
         async def drain() -> CompletionResult:
@@ -221,7 +231,7 @@ def completions_routes(state: ServerState, read_body: BodyReader) -> list[BaseRo
             t_max_predict_ms=body.t_max_predict_ms or None,
         )
         slot = body.id_slot if body.id_slot is not None and body.id_slot >= 0 else None
-        completion = start(request, key, req, None if slot is None else f"slot:{slot}")
+        completion = await start(request, key, req, None if slot is None else f"slot:{slot}")
         state.metrics.request("infill")
 
         def final(result: CompletionResult) -> dict:
@@ -285,7 +295,7 @@ def completions_routes(state: ServerState, read_body: BodyReader) -> list[BaseRo
             sampling=body.sampling(),
             stop=_stops(body.stop),
         )
-        completion = start(request, key, req, body.user)
+        completion = await start(request, key, req, body.user)
         state.metrics.request("completions")
         cid, created = "cmpl-" + uuid.uuid4().hex[:24], int(time.time())
         model = body.model or state.model_name
@@ -331,6 +341,10 @@ def completions_routes(state: ServerState, read_body: BodyReader) -> list[BaseRo
         Route("/infill", infill, methods=["POST"]),
         Route("/v1/completions", completions, methods=["POST"]),
     ]
+
+
+def _chars(fim: FimInput) -> int:
+    return len(fim.before) + len(fim.after) + sum(len(f.text) + len(f.filename) for f in fim.extra)
 
 
 def _finish_reason(result: CompletionResult) -> str:
