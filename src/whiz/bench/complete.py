@@ -4,7 +4,8 @@ Functions from well-known Python files (the standard library's, so every machine
 ones) are typed again from an empty body, a word or symbol at a time. At each pause the replay asks
 the server for a completion at the cursor as llama.vim does (`/infill`: the lines before, the
 cursor's line up to the cursor, the rest of the file as suffix, streamed) and waits for the answer
-before typing on. Each file is cut to about `file_tokens` tokens around the function.
+before typing on. Each file is cut to about `file_tokens` tokens around the function, and loaded
+first (a request for no output, as an editor's plugin warms the server) before typing starts.
 
 Per request: time to first token (the server's own prefill time, `timings.prompt_ms`), time to a
 complete line (from sending the request to the first newline of the answer, or its end), tokens
@@ -148,7 +149,9 @@ class Sample:
     accepted: bool | None
 
 
-def ask(http: httpx.Client, url: str, before: str, after: str, rest_of_line: str) -> Sample:
+def ask(
+    http: httpx.Client, url: str, before: str, after: str, rest_of_line: str, *, n_predict: int = N_PREDICT
+) -> Sample:
     """One completion, streamed from `/infill` as llama.vim asks for it."""
     line_start = before.rfind("\n") + 1
     cursor_line = before[line_start:]
@@ -157,7 +160,7 @@ def ask(http: httpx.Client, url: str, before: str, after: str, rest_of_line: str
         "prompt": cursor_line,
         "input_suffix": after,
         "input_extra": [],
-        "n_predict": N_PREDICT,
+        "n_predict": n_predict,
         "n_indent": len(cursor_line) - len(cursor_line.lstrip()),
         "top_k": 40,
         "top_p": 0.99,
@@ -196,6 +199,8 @@ def replay(url: str, work: list[Case], limit: int, progress: Progress) -> list[S
     with httpx.Client(timeout=120) as http:
         for case in work:
             progress(f"typing {case.name}")
+            # Opening the file: the editor warms the server up before the first keystroke.
+            ask(http, url, *next(pauses(case, 1)), n_predict=0)
             samples += [ask(http, url, *pause) for pause in pauses(case, limit)]
     return samples
 
