@@ -192,6 +192,8 @@ def test_other_clients_are_not_cancelled(serve):
         ("/infill", {"input_extra": [{"filename": "a.py"}]}, "input_extra.0.text"),
         ("/infill", {"input_extra": "a.py"}, "input_extra"),
         ("/infill", {"n_predict": -5}, "n_predict"),
+        ("/infill", {"stop": ["x" * 65]}, "stop"),
+        ("/infill", {"prompt": [1, 2, 3]}, "prompt"),
     ],
 )
 def test_bad_requests_get_a_400_naming_the_field(serve, path, body, param):

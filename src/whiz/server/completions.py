@@ -83,7 +83,7 @@ class InfillRequest(Sampling):
     n_predict: int | None = Field(default=None, ge=-1)
     t_max_predict_ms: float | None = Field(default=None, ge=0)
     n_indent: int = Field(default=0, ge=0)
-    stop: list[str] | None = None
+    stop: str | list[str] | None = None
     id_slot: int | None = None
     response_fields: list[str] | None = None
     filename: str | None = None
@@ -226,7 +226,7 @@ def completions_routes(state: ServerState, read_body: BodyReader) -> list[BaseRo
             fim,
             max_tokens=body.n_predict,
             sampling=body.sampling(),
-            stop=list(body.stop or []),
+            stop=_stops(body.stop),
             n_indent=body.n_indent,
             t_max_predict_ms=body.t_max_predict_ms or None,
         )
