@@ -27,6 +27,7 @@ LAYERS = {
     "whiz.engine": 1,
     # message-level backends, the client the agent and the bench share, where commands run
     "whiz.backend": 2,
+    "whiz.completion": 2,
     "whiz.client": 2,
     "whiz.environments": 2,
     "whiz.gateway": 3,

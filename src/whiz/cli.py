@@ -210,6 +210,21 @@ def bench_prefix_cache(
     raise typer.Exit(main(model, prefix_tokens, prefix_cache_dir, threads=threads))
 
 
+@bench_app.command("complete")
+def bench_complete(
+    model: Annotated[str, typer.Option(help="Model for `whiz serve`.")] = "qwen2.5-coder-0.5b",
+    quick: Annotated[bool, typer.Option(help="Two functions, 20 requests each (a few minutes).")] = False,
+    llama_server: Annotated[
+        Path | None, typer.Option(help="A llama-server binary to compare with (same model file).")
+    ] = None,
+    threads: Annotated[int | None, typer.Option(help="CPU threads (default: all cores).")] = None,
+) -> None:
+    """Completion as you type: real code typed again, a completion asked at every pause."""
+    from whiz.bench.complete import CompletePlan, main
+
+    raise typer.Exit(main(CompletePlan(model, quick, llama_server, threads=threads)))
+
+
 @bench_app.command("codex-restart")
 def bench_codex_restart(
     model: Annotated[str, typer.Option(help="Model for `whiz serve`.")] = "qwen2.5-coder-0.5b",

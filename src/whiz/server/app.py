@@ -32,6 +32,7 @@ from whiz.seams import Backend, Engine
 from whiz.server.auth import bearer, named_tenant
 from whiz.server.browser import FORBIDDEN_CLOSE_CODE, SUBPROTOCOL, BrowserGuard, key_from_subprotocols
 from whiz.server.codex import codex_routes
+from whiz.server.completions import completions_routes
 from whiz.server.http import ClientGone, run_to_end, until_disconnected
 from whiz.server.messages import MESSAGES_PATH, messages_routes
 from whiz.server.messages import error_response as anthropic_error
@@ -285,7 +286,7 @@ def create_app(
         Route("/health", health, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
     ]
-    api += messages_routes(state) + codex_routes(state)
+    api += messages_routes(state) + codex_routes(state) + completions_routes(state, read_body)
     for source in routes:
         api += source(state)
 
