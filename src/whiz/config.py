@@ -13,6 +13,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from whiz.errors import InvalidRequest
 
+TENANT_HEADER = "x-whiz-tenant"
+"""The header a gateway names its client's tenant in (a digest of the client's key), so that a
+replica keeps tenants apart as one server does: cached prefixes, sessions, slot caps. Trusted
+only from a key in `gateway_keys` (or on a server without keys). Here, below both the gateway
+that sends it and the server that reads it."""
+
 
 @dataclass(frozen=True)
 class Flag:

@@ -23,6 +23,7 @@ import httpx
 
 from whiz.backend.types import TurnRequest
 from whiz.client.urls import api_base
+from whiz.config import TENANT_HEADER
 from whiz.gateway.errors import (
     UpstreamError,
     UpstreamLost,
@@ -33,7 +34,6 @@ from whiz.gateway.errors import (
     from_upstream,
 )
 from whiz.gateway.wire import chat_messages
-from whiz.server.auth import TENANT_HEADER
 
 # owned_by in GET /v1/models -> the server it is.
 FLAVOURS = {

@@ -9,11 +9,11 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 
+from whiz.config import TENANT_HEADER
 from whiz.errors import AuthError, InvalidRequest, RateLimited
 
-TENANT_HEADER = "x-whiz-tenant"
-"""The header a gateway names its client's tenant in (a digest of the client's key), so that a
-replica keeps tenants apart as one server does: cached prefixes, sessions, slot caps."""
+__all__ = ["TENANT_HEADER", "KeyCheck", "bearer", "named_tenant"]
+
 _TENANT_NAME = re.compile(r"[A-Za-z0-9._:-]{1,64}")
 
 
