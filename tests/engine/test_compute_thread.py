@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import threading
 import types
 
@@ -39,3 +40,31 @@ def test_a_call_from_the_thread_itself_runs_in_place():
 def test_one_thread_per_process_shared_by_every_runtime():
     module = types.SimpleNamespace()
     assert compute_thread(module) is compute_thread(module)
+
+
+class Interrupted(Exception):
+    pass
+
+
+def test_an_interrupted_caller_waits_for_the_call_to_finish():
+    # The call uses the caller's objects: returning early would let the caller free them mid-call
+    # (a test's timeout did, and the context was freed under a running decode).
+    worker = ComputeThread()
+    finished = threading.Event()
+
+    def slow():
+        threading.Event().wait(0.3)
+        finished.set()
+
+    def interrupt(signum, frame):
+        raise Interrupted
+
+    old = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.05)
+        with pytest.raises(Interrupted):
+            worker.call(slow)
+        assert finished.is_set()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)

@@ -35,7 +35,19 @@ class ComputeThread:
             return fn(*args)
         reply: queue.SimpleQueue = queue.SimpleQueue()
         self._jobs.put((fn, args, reply))
-        ok, value = reply.get()
+        try:
+            ok, value = reply.get()
+        except BaseException:
+            # Interrupted (Ctrl-C, a test's timeout) while the call runs on the other thread: it
+            # uses the caller's objects (a context the caller would free next), so wait it out, as
+            # the caller would have waited had it made the call itself.
+            while True:
+                try:
+                    reply.get()
+                    break
+                except BaseException:
+                    continue
+            raise
         if ok:
             return value
         raise value
