@@ -8,9 +8,9 @@ machine falls on both; a ratio is the median of the rounds' ratios. Then, if ask
 a prompt whose continuation repeats code already in it, where prompt lookup drafts well, decoded
 with and without drafts (the outputs must be identical) and beside llama.cpp on it.
 
-Both sides decode on whiz's one compute thread (whiz.engine.compute_thread): llama.cpp on a
-second thread of this process would make both slow (libgomp's barriers sleep once two OpenMP
-teams share the CPUs), which would measure nothing but that.
+llama.cpp runs in a child process (whiz.bench.llama_baseline) with its own defaults: in whiz's
+process it would get whiz's settings for exactness, and its OpenMP team would be a second one
+there, which makes both sides slow (see whiz.engine.compute_thread). The two never run at once.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -107,42 +107,40 @@ class WhizSide:
 
 
 class LlamaSide:
-    """llama-cpp-python's own `Llama` on the same file and threads: the floor whiz must reach."""
+    """llama-cpp-python's own `Llama` on the same file and threads, in a child process (see
+    whiz.bench.llama_baseline): the floor whiz must reach."""
 
     name = "llama.cpp"
 
     def __init__(self, model_path: Path, *, threads: int, n_ctx: int):
-        import llama_cpp
-
-        from whiz.engine.compute_thread import compute_thread
-
-        self._compute = compute_thread(llama_cpp)
-        self._llm = self._compute.call(
-            lambda: llama_cpp.Llama(
-                str(model_path), n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads, verbose=False
-            )
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GGML_")}  # llama.cpp's defaults
+        self._child = subprocess.Popen(
+            [sys.executable, "-m", "whiz.bench.llama_baseline", str(model_path), str(threads), str(n_ctx)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
         )
+        self._read()  # loaded
+
+    def _read(self) -> dict[str, Any]:
+        line = self._child.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the llama.cpp baseline exited (code {self._child.wait()})")
+        return json.loads(line)
 
     def run(self, prompt: list[int], n: int) -> Run:
-        return self._compute.call(self._run, prompt, n)
-
-    def _run(self, prompt: list[int], n: int) -> Run:
-        self._llm.reset()
-        tokens: list[int] = []
-        start = time.perf_counter()
-        first = 0.0
-        # The clock for decode starts at the first token, as whiz's does; greedy, no penalties.
-        for token in self._llm.generate(prompt, temp=0.0, top_k=1, top_p=1.0, min_p=0.0, repeat_penalty=1.0):
-            if not tokens:
-                first = time.perf_counter()
-            tokens.append(token)
-            if len(tokens) > n:
-                break
-        end = time.perf_counter()
-        return Run(len(prompt) / (first - start), n / (end - first), tokens)
+        self._child.stdin.write(json.dumps({"prompt": list(prompt), "n": n}) + "\n")
+        self._child.stdin.flush()
+        reply = self._read()
+        return Run(reply["prefill_tok_s"], reply["decode_tok_s"], reply["tokens"])
 
     def close(self) -> None:
-        self._compute.call(self._llm.close)
+        self._child.stdin.close()
+        try:
+            self._child.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self._child.kill()
 
 
 def _median_ratio(mine: list[float], theirs: list[float]) -> float:
