@@ -225,6 +225,20 @@ def bench_complete(
     raise typer.Exit(main(CompletePlan(model, quick, llama_server, threads=threads)))
 
 
+@bench_app.command("engine")
+def bench_engine(
+    deep: Annotated[bool, typer.Option(help="Also the deep model (qwen2.5-coder-1.5b), if pulled.")] = False,
+    threads: Annotated[int | None, typer.Option(help="CPU threads, both sides (default: all cores).")] = None,
+    quick: Annotated[bool, typer.Option(help="Fewer, shorter runs (a 1k-token long context).")] = False,
+    speculation: Annotated[bool, typer.Option(help="Also decode with drafts, beside both.")] = True,
+) -> None:
+    """Plain decode and prefill of whiz's engine beside llama.cpp's own, same file and threads."""
+    from whiz.bench.engine import DEEP_MODEL, FAST_MODEL, EnginePlan, main
+
+    models = (FAST_MODEL, DEEP_MODEL) if deep else (FAST_MODEL,)
+    raise typer.Exit(main(EnginePlan(models, threads=threads, quick=quick, speculation=speculation)))
+
+
 @bench_app.command("codex-restart")
 def bench_codex_restart(
     model: Annotated[str, typer.Option(help="Model for `whiz serve`.")] = "qwen2.5-coder-0.5b",

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from whiz.engine.compute_thread import compute_thread
 from whiz.errors import EngineError, KVCacheFull
 
 # Batch invariance: ggml's tiled K-quant matmul takes over from 8 rows and sums in another order
@@ -144,6 +145,9 @@ class LlamaRuntime:
 
         self._ll = llama_cpp
         self._log_callback = _quiet_log_callback(llama_cpp)
+        # Every decode on one thread, whichever thread asks (see compute_thread.py): decoding on
+        # two threads made each later token sleep at every one of llama.cpp's barriers.
+        self._compute = compute_thread(llama_cpp)
         llama_cpp.llama_backend_init()
         mparams = llama_cpp.llama_model_default_params()
         mparams.n_gpu_layers = 0
@@ -226,6 +230,9 @@ class LlamaRuntime:
         return costs, all(np.array_equal(first_rows[0], row) for row in first_rows[1:])
 
     def decode(self, rows: Sequence[tuple[int, int, int, bool]]) -> list[np.ndarray]:
+        return self._compute.call(self._decode, rows)
+
+    def _decode(self, rows: Sequence[tuple[int, int, int, bool]]) -> list[np.ndarray]:
         if len(rows) > self.n_batch:
             raise EngineError(f"a batch of {len(rows)} rows exceeds n_batch={self.n_batch}")
         b = self._batch
