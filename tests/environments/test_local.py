@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import threading
 import time
 from pathlib import Path
 
-from whiz.environments.local import LocalEnvironment, truncate
+from whiz.environments.local import Launch, LocalEnvironment, truncate
 
 
 def alive(pid: int) -> bool:
@@ -72,3 +73,36 @@ def test_truncate_keeps_head_and_tail() -> None:
     assert short.startswith("HEAD") and short.endswith("TAIL") and len(short) < 400
     assert "characters cut" in short
     assert truncate("small", 300) == "small"
+
+
+async def test_a_launch_being_built_does_not_hold_the_event_loop(tmp_path):
+    # A sandbox's launch walks the workspace and takes a file lock: a server's other clients go on.
+    released, waited = threading.Event(), []
+
+    def wrap(command: str) -> Launch:
+        waited.append(released.wait(timeout=5))  # set by a coroutine: only if the loop is free
+        return Launch(["/bin/sh", "-c", command])
+
+    async def release() -> None:
+        await asyncio.sleep(0)
+        released.set()
+
+    result, _ = await asyncio.gather(LocalEnvironment(tmp_path, wrap=wrap).run("true"), release())
+    assert waited == [True] and result.exit_code == 0
+
+
+async def test_a_launch_its_caller_gave_up_on_is_tidied_once_built(tmp_path):
+    building, finish, tidied = threading.Event(), threading.Event(), threading.Event()
+
+    def wrap(command: str) -> Launch:
+        building.set()
+        finish.wait(timeout=5)
+        return Launch(["/bin/sh", "-c", command], cleanup=tidied.set)
+
+    run = asyncio.ensure_future(LocalEnvironment(tmp_path, wrap=wrap).run("true"))
+    await asyncio.to_thread(building.wait, 5)
+    run.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await run
+    finish.set()
+    assert await asyncio.to_thread(tidied.wait, 5)

@@ -97,19 +97,37 @@ class LocalEnvironment:
         self.env = env
         self.wrap = wrap
         self.echo = echo
+        self._preparing = asyncio.Lock()
+        """One launch is built at a time, as when the event loop built them: a sandbox's launch
+        keeps what it found between commands (the workspace's folders) and is not built for two
+        threads at once."""
 
     async def run(self, command: str, *, timeout_s: float | None = None) -> CommandResult:
         """Run `command`; on timeout or cancellation the process group is killed first."""
         limit = self.timeout_s if timeout_s is None else timeout_s
         started = time.perf_counter()
         try:
-            launch = Launch(["/bin/sh", "-c", command]) if self.wrap is None else self.wrap(command)
+            launch = Launch(["/bin/sh", "-c", command]) if self.wrap is None else await self._wrapped(command)
         except SandboxUnavailable as exc:  # the sandbox cannot hold this command: it does not run
             return CommandResult(command, 1, f"not run: {exc.message}\n", 0.0)
         try:
             return await self._run(command, launch, limit, started)
         finally:
             launch.finish()
+
+    async def _wrapped(self, command: str) -> Launch:
+        """The wrapped launch, built on a worker thread: a sandbox walks the workspace for secret
+        files, nested repositories and dependency folders and takes a file lock, which would hold
+        the event loop (and every other client of a server) for as long. A caller cancelled while it
+        is built does not wait for it, and the launch it did not get is finished when it is done."""
+        assert self.wrap is not None
+        async with self._preparing:
+            building = asyncio.ensure_future(asyncio.to_thread(self.wrap, command))
+            try:
+                return await asyncio.shield(building)
+            except asyncio.CancelledError:
+                building.add_done_callback(_finish_unclaimed)
+                raise
 
     async def _run(self, command: str, launch: Launch, limit: float | None, started: float) -> CommandResult:
         creating = asyncio.ensure_future(
@@ -195,3 +213,9 @@ def truncate(text: str, max_chars: int = 8000) -> str:
     tail = max_chars - head
     cut = len(text) - head - tail
     return f"{text[:head]}\n[... {cut} characters cut ...]\n{text[-tail:]}"
+
+
+def _finish_unclaimed(building: asyncio.Future[Launch]) -> None:
+    """Tidy a launch whose caller was cancelled while it was built (its lock, its descriptors)."""
+    if not building.cancelled() and building.exception() is None:
+        building.result().finish()
