@@ -375,6 +375,16 @@ CheckOpt = Annotated[
         "exits 0 or is still running after 5 s with no traceback. Decides like --test-cmd (after it).",
     ),
 ]
+InstructionsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--instructions-tokens",
+        min=0,
+        help="Budget for the project's AGENTS.md (or CLAUDE.md) files, read from the repository's top "
+        "down to this folder into the model's instructions; longer ones are cut, and you are told "
+        "(default 1200; 0 = read none).",
+    ),
+]
 JsonOpt = Annotated[
     bool, typer.Option("--json", help="Write JSON Lines events on stdout (as `codex exec --json`).")
 ]
@@ -589,7 +599,13 @@ def sandbox_options(
         raise ValueError(f"--sandbox must be one of {choices}, not {mode!r}") from None
 
 
-def _agent_config(approval: str, actions: str | None, test_cmd: str | None, check: str | None = None):
+def _agent_config(
+    approval: str,
+    actions: str | None,
+    test_cmd: str | None,
+    check: str | None = None,
+    instructions_tokens: int | None = None,
+):
     """How the agent acts (`AgentConfig`), from the flags; a bad value exits with one line. `--check`
     joins the test command: the tests, then the check, decide together."""
     from whiz.agent.approvals import ApprovalMode
@@ -604,7 +620,10 @@ def _agent_config(approval: str, actions: str | None, test_cmd: str | None, chec
         raise fail(f"--approval must be read-only, auto-edit or full-auto, not {approval!r}") from None
     if actions not in ("text", "tools", None):
         raise fail(f"--actions must be text or tools, not {actions!r}")
-    return AgentConfig(approval=mode, actions=actions, test_cmd=test_cmd)  # type: ignore[arg-type]
+    config = AgentConfig(approval=mode, actions=actions, test_cmd=test_cmd)  # type: ignore[arg-type]
+    if instructions_tokens is not None:
+        config.instructions_tokens = instructions_tokens
+    return config
 
 
 @app.command("exec")
@@ -617,6 +636,7 @@ def exec_(
     test_cmd: TestCmdOpt = None,
     check: CheckOpt = None,
     heal: HealStepOpt = None,
+    instructions_tokens: InstructionsOpt = None,
     *,
     flags: ModelFlags,
 ) -> None:
@@ -629,7 +649,8 @@ def exec_(
     from whiz.commands.exec import exec_in_mode
 
     task = _read_task(task)
-    options = flags.session_options(_agent_config(approval, actions, test_cmd, check), heal=heal)
+    agent = _agent_config(approval, actions, test_cmd, check, instructions_tokens)
+    options = flags.session_options(agent, heal=heal)
     raise typer.Exit(exec_in_mode(task, options, Output(json_mode=json_)))
 
 
@@ -999,6 +1020,7 @@ def code(
     ] = False,
     heal: HealStepOpt = None,
     check: CheckOpt = None,
+    instructions_tokens: InstructionsOpt = None,
     *,
     flags: ModelFlags,
 ) -> None:
@@ -1015,7 +1037,7 @@ def code(
     """
     from whiz.tui import run_code
 
-    agent = _agent_config(approval, actions, test_cmd, check)
+    agent = _agent_config(approval, actions, test_cmd, check, instructions_tokens)
     raise typer.Exit(run_code(flags.session_options(agent, resume="last" if last else resume, heal=heal)))
 
 

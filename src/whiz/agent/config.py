@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from whiz.agent.approvals import ApprovalMode
 from whiz.agent.formats import ActionFormat
+from whiz.agent.instructions import INSTRUCTIONS_TOKENS
 from whiz.agent.secret_files import SecretFiles
 from whiz.environments.sandbox import SandboxOptions
 
@@ -39,6 +40,9 @@ class AgentConfig:
     candidate finishing) and an exec's median is 9 s; six times the slowest passing task leaves
     room on a busy machine and ends a runaway (one ran 300 s)."""
     map_tokens: int = 1024
+    instructions_tokens: int = INSTRUCTIONS_TOKENS
+    """Budget for the project's AGENTS.md (or CLAUDE.md) files in the system prompt (0: none are
+    read); longer files are cut, and the user told (`instructions.py`)."""
     context_tokens: int | None = None
     """The model's context window in tokens; None: as the server says (`/v1/models`). The agent
     compacts the conversation before a request that would not fit with room for the reply."""

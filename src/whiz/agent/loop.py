@@ -26,6 +26,7 @@ from whiz.agent.config import AgentConfig
 from whiz.agent.control import Budget, Steps
 from whiz.agent.events import Emitter, EventSink
 from whiz.agent.formats import TOOLS, ActionFormat, text_actions, tool_action, unparsed_calls
+from whiz.agent.instructions import read_instructions
 from whiz.agent.intent import asks_for_change, code_without_edit
 from whiz.agent.intent import named_paths as intent_paths
 from whiz.agent.model import ModelClient, ModelRequest, unwrapped
@@ -44,8 +45,7 @@ from whiz.agent.workspace import Workspace
 from whiz.client import ClientError, ResponseError
 from whiz.environments import Environment
 
-Actions = list[tuple[Action, str | None]]
-"""A reply's actions, each with its tool call's id (None in text)."""
+Actions = list[tuple[Action, str | None]]  # a reply's actions, each with its tool call's id (None in text)
 
 
 class Agent:
@@ -77,6 +77,7 @@ class Agent:
         kept = {"undo": undo, "command_timeout_s": timeout_s, "secrets": secrets}
         self.tools = Toolbox(workspace, self.env, self.approvals, self.emit, **kept)
         self.items: list[dict[str, Any]] = items if items is not None else []
+        self.project = read_instructions(workspace, cfg.instructions_tokens)  # AGENTS.md files
         self.instructions = instructions or self.default_instructions()
         self.retries = Retries(workspace, self.config)
         """The small-model retry policy (`retries.py`)."""
@@ -85,11 +86,10 @@ class Agent:
         """The step that runs now, and whether the user stopped the turn (`control.py`)."""
         self.progress = Progress()
         """What the running (or the last) turn has done so far."""
-        self.budget = Budget(self.config)
+        self.budget, self.stats = Budget(self.config), TurnStats()
         self.on_over_budget: Callable[[str], bool] | None = None
         """Called with the reason when the turn runs over its budget: True when a deeper model
         takes over (auto mode), and the turn goes on with a fresh budget; else the turn fails."""
-        self.stats = TurnStats()
         self.context = Context(test_cmd=self.config.test_cmd)
         """The context window's use, and what a compaction keeps (see `compaction.py`)."""
         self.compactions = 0
@@ -100,8 +100,8 @@ class Agent:
         """The system prompt for the agent's config and approval mode as they are now (write it
         to `instructions` again after changing them)."""
         read_only, cfg = self.approvals.mode is ApprovalMode.READ_ONLY, self.config
-        actions, test_cmd, map_tokens = cfg.actions, cfg.test_cmd, cfg.map_tokens
-        return system_prompt(self.ws, actions, read_only=read_only, test_cmd=test_cmd, map_tokens=map_tokens)
+        options = {"test_cmd": cfg.test_cmd, "map_tokens": cfg.map_tokens, "project": self.project.render()}
+        return system_prompt(self.ws, cfg.actions, read_only=read_only, **options)
 
     def reconfigure(self, actions: ActionFormat, test_cmd: str | None) -> None:
         """Act in `actions` and test with `test_cmd` (None: no tests) from the next turn on: the

@@ -85,8 +85,10 @@ def system_prompt(
     read_only: bool = False,
     test_cmd: str | None = None,
     map_tokens: int = 1024,
+    project: str = "",
 ) -> str:
-    """The instructions for a session: rules, how to act, and a map of the repository."""
+    """The instructions for a session: rules, how to act, a map of the repository, and last the
+    project's own instructions (`project`: `ProjectInstructions.render()`), nearest the task."""
     if test_cmd:
         command = shown(test_cmd)
         tests = f"After your edits the tests run with `{command}`; you will see their output if they fail."
@@ -104,6 +106,8 @@ def system_prompt(
     tree = repo_map(ws, budget_tokens=map_tokens)
     if tree.strip():
         parts.append("The repository:\n" + tree.rstrip())
+    if project:
+        parts.append(project)
     return "\n\n".join(parts)
 
 

@@ -12,6 +12,8 @@ renders them like any other item:
     swarm_plan       {tasks: [{id, title, files, check}]}
     micro_task       {task_id, title, files, status, attempt, mode, message, check_output}
     merge            {task_id, status, paths, conflicts: [{path, reason}], diff}
+    project_instructions  {files: [{path, tokens, shown_tokens, cut}], budget_tokens, cut, warnings}
+                     the AGENTS.md files the model reads, once as a session opens
 
 Their ids start with `item_w` so they never collide with the agent's own `item_N` ids.
 """
@@ -21,6 +23,7 @@ from __future__ import annotations
 import sys
 from typing import Any, TextIO
 
+from whiz.agent import instructions
 from whiz.agent.events import Emitter, Event, EventSink
 
 
@@ -92,6 +95,8 @@ def describe(item: dict[str, Any], *, show_candidates: bool = True) -> str | Non
             why = f": {item['error']}" if item.get("error") else ""
             same = f" (same edit as candidate {item['same_as']})" if item.get("same_as") is not None else ""
             return f"  candidate {item['index']}: {item['status']}{extra}{same}{why}"
+        case "project_instructions":
+            return instructions.describe(item)
         case "context_compacted":
             return (
                 f"context compacted ({item['summary']}): about {item['before_tokens']} -> "

@@ -291,6 +291,8 @@ class AgentSession:
         # Auto mode: a turn over its budget goes on with the deep model instead of failing.
         agent.on_over_budget = lambda reason: router.escalate(reason, "budget")
         chain({"type": "thread.started", "thread_id": info.id})
+        if agent.project.files or agent.project.warnings:  # which AGENTS.md files the model reads
+            emit.single("project_instructions", **agent.project.item())
         opened = cls(
             agent,
             store,
