@@ -14,8 +14,10 @@ from typing import TYPE_CHECKING
 from rich.table import Table
 from rich.text import Text
 
+from whiz.agent.agents_md import AgentsFileExists, write_agents_md
 from whiz.agent.approvals import ApprovalMode
 from whiz.agent.errors import WhizAgentError
+from whiz.agent.instructions import read_instructions
 from whiz.agent.loop import Agent
 from whiz.agent.whiz_model import WhizModel
 from whiz.client import ClientError, HttpClient
@@ -51,6 +53,12 @@ COMMANDS = [
         "shorten the conversation now: long outputs cut, earlier turns summarised",
         while_running=False,
     ),
+    Command(
+        "init",
+        "/init [--force]",
+        "write a starting AGENTS.md from the repository map (--force replaces one)",
+        while_running=False,
+    ),
     Command("clear", "/clear", "start a new conversation (this one stays stored)", while_running=False),
     Command("resume", "/resume [ID]", "list this folder's sessions, or continue one", while_running=False),
     Command("exit", "/exit", "leave whiz (also Ctrl-D)"),
@@ -77,6 +85,7 @@ class SlashCommands:
             "mode": self.mode,
             "approval": self.approval,
             "compact": self.compact,
+            "init": self.init,
             "clear": self.clear,
             "resume": self.resume,
             "exit": self.exit,
@@ -225,6 +234,22 @@ class SlashCommands:
         done = await session.compact()  # the view shows the context_compacted item
         if done is None:
             self.say("nothing to compact yet")
+
+    async def init(self, args: str) -> None:
+        if args not in ("", "--force", "force"):
+            self.say(f"/init takes --force or nothing, not {args!r}", "red")
+            return
+        agent = self.app.session.agent
+        try:
+            written = write_agents_md(agent.ws, force=bool(args))
+        except AgentsFileExists as exc:
+            self.say(exc.message, "yellow")
+            return
+        self.say(f"{'replaced' if written.replaced else 'wrote'} {written.path}:", "bold green")
+        self.app.scrollback.print(Text(written.text))
+        agent.project = read_instructions(agent.ws, agent.config.instructions_tokens)
+        agent.instructions = agent.default_instructions()
+        self.say("the agent follows it from the next task; edit it to say what the map cannot", "dim")
 
     async def clear(self, args: str) -> None:
         info = sessions.start_new(self.app.session)  # a new id: no other whiz holds it
