@@ -1041,6 +1041,39 @@ def code(
     raise typer.Exit(run_code(flags.session_options(agent, resume="last" if last else resume, heal=heal)))
 
 
+@app.command()
+def setup(
+    client: Annotated[str, typer.Argument(help="claude, codex, opencode, qwen, aider or zed.")],
+    print_: Annotated[
+        bool, typer.Option("--print", help="Show the files it would write, and write nothing.")
+    ] = False,
+    base_url: Annotated[
+        str | None,
+        typer.Option(
+            "--base-url", help="The whiz server the client talks to (default $WHIZ_BASE_URL or port 8321)."
+        ),
+    ] = None,
+    api_key: ApiKeyOpt = None,
+    warm: Annotated[
+        bool,
+        typer.Option(
+            "--warm/--no-warm",
+            help="Warm the client's fixed opening (its prompt and tools) into the server's prefix "
+            "cache in the background, so its first turn starts warm.",
+        ),
+    ] = True,
+) -> None:
+    """Point a client at whiz: write its configuration (base URL, the model with its real context
+    window, the trimming docs/clients.md lists), merged into yours, the old file backed up.
+
+    A file that does not parse is left alone, and nothing is written. For zed: whiz's own agent
+    (`whiz acp`) as an external agent, and edit predictions from whiz.
+    """
+    from whiz.commands.setup import run_setup
+
+    raise typer.Exit(run_setup(client, base_url=base_url, api_key=api_key, print_only=print_, warm=warm))
+
+
 @bench_app.command("parallel")
 def bench_parallel(
     target: Annotated[str, typer.Option(help="Base URL of the server to measure.")] = "http://127.0.0.1:8321",
