@@ -104,11 +104,19 @@ class CountTokensRequest(_Wire):
 # -- the request, as a backend turn -------------------------------------------------------------------
 
 
+BILLING_HEADER = "x-anthropic-billing-header:"
+"""Claude Code's first system block: metadata for Anthropic's billing (its version and how it was
+started: `cli`, `sdk-cli`), no instruction. Left out, so that its sessions however started share
+one prompt prefix (and what `whiz setup claude` warmed)."""
+
+
 def system_text(system: str | list[dict[str, Any]] | None) -> str | None:
-    """`system` as one text: a string, or the texts of its blocks (their `cache_control` ignored)."""
+    """`system` as one text: a string, or the texts of its blocks (their `cache_control` ignored;
+    a billing header left out)."""
     if system is None or isinstance(system, str):
         return system or None
-    return "\n\n".join(_block_text(block, "system") for block in system) or None
+    texts = [_block_text(block, "system") for block in system]
+    return "\n\n".join(t for t in texts if not t.startswith(BILLING_HEADER)) or None
 
 
 def tool_list(tools: list[dict[str, Any]] | None, tool_choice: dict[str, Any] | None) -> list[Tool]:
