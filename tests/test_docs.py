@@ -37,6 +37,8 @@ EXPECTED_TO_LAND = {
 
 EXAMPLE_FILES = {
     # Files of a user's project that prose uses as examples, not files of this repository.
+    "AGENTS.md",
+    "CLAUDE.md",
     "app.py",
     "calc.py",
     "credentials.py",

@@ -40,6 +40,7 @@ LAYERS = {
     "whiz.web": 7,
     "whiz.tui": 7,
     "whiz.bench": 7,
+    "whiz.setup": 7,
     "whiz.commands": 7,
     "whiz.cli": 8,
     "whiz.__main__": 8,
