@@ -35,8 +35,8 @@ HEADING = "The project's instructions, from its {names} (the nearest folder's la
 
 @dataclass
 class InstructionFile:
-    """One file read: its path as shown (relative to the working folder: `../AGENTS.md` for one
-    above it), what of it the model is shown, and its size in tokens whole and as shown."""
+    """One file read: its path as shown (relative to the working folder, with a `../` for each
+    folder above it), what of it the model is shown, and its size in tokens whole and as shown."""
 
     path: str
     text: str
