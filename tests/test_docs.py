@@ -106,9 +106,9 @@ def repo_files() -> tuple[str, ...]:
 
 
 def file_exists(name: str) -> bool:
+    name = re.sub(r"^(?:\.+/)+", "", name)  # `./x.py`, `.../pkg/x.py`: the tail is what must exist
     if name in EXAMPLE_FILES or name.startswith("path/to/"):
         return True
-    name = re.sub(r"^(?:\.+/)+", "", name)  # `./x.py`, `.../pkg/x.py`: the tail is what must exist
     return any(f == name or f.endswith("/" + name) for f in repo_files())
 
 
