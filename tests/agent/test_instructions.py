@@ -129,3 +129,15 @@ def test_a_link_to_a_file_already_read_is_read_once(repo: Path) -> None:
     (repo / "services" / "AGENTS.md").symlink_to(repo / "AGENTS.md")
     found = read_instructions(Workspace(repo / "services"))
     assert found.render().count("The one rule.") == 1 and not found.warnings
+
+
+def test_the_flags_help_names_the_budget_the_agent_uses() -> None:
+    from typer.main import get_command
+
+    from whiz.agent.instructions import INSTRUCTIONS_TOKENS
+    from whiz.cli import app
+
+    for command in ("exec", "code"):
+        params = get_command(app).commands[command].params
+        [flag] = [p for p in params if p.name == "instructions_tokens"]
+        assert f"default {INSTRUCTIONS_TOKENS};" in flag.help, command

@@ -95,8 +95,8 @@ def start_warming(client: str, server: Server, where: Where, cwd: Path | None = 
         return f"could not start warming {client}'s opening: {exc}"
     return (
         f"warming {client}'s opening (its system prompt and tools) into the server's prefix cache in the "
-        f"background (log: {log}); it is safe to go on: a first turn meanwhile is no slower, and once "
-        "it is done the first turn starts warm"
+        f"background (log: {log}); it is safe to go on: a turn meanwhile works (sharing the CPU with "
+        "it), and once it is done the first turn starts warm"
     )
 
 
