@@ -30,6 +30,8 @@ INSTRUCTIONS_TOKENS = 1200
 """The default budget: a few short files, small beside the rules and the repository map."""
 MAX_FILE_BYTES = 256_000
 """A larger file is not read at all: an instructions file that size is a generated or a wrong one."""
+SEPARATOR = "\n\0\n"
+"""Between the files' texts while they are masked together: no text read holds a NUL byte."""
 HEADING = "The project's instructions, from its {names} (the nearest folder's last); follow them:"
 
 
@@ -128,6 +130,9 @@ def read_instructions(ws: Workspace, budget_tokens: int = INSTRUCTIONS_TOKENS) -
         return found
     reader = _Reader(ws, found.warnings)
     texts = [(path, text) for folder in instruction_folders(ws.root) for path, text in reader.read(folder)]
+    if texts:  # the values of the workspace's secret files masked, the workspace listed once for all
+        masked = SecretGate(ws).redact(SEPARATOR.join(text for _, text in texts)).split(SEPARATOR)
+        texts = [(path, text) for (path, _), text in zip(texts, masked, strict=True)]
     sizes = [len_based_estimate(text) for _, text in texts]
     for (path, text), size, share in zip(texts, sizes, fair_shares(sizes, budget_tokens), strict=True):
         shown = text if share >= size else cut_to(text, share, path)
@@ -166,7 +171,6 @@ class _Reader:
     def __init__(self, ws: Workspace, warnings: list[str]):
         self.ws = ws
         self.warnings = warnings
-        self.gate = SecretGate(ws)
         self.top = instruction_folders(ws.root)[0]
         self.seen: set[Path] = set()
 
@@ -207,7 +211,7 @@ class _Reader:
         if holds_private_key(text):
             self.warnings.append(f"{shown} not read: it holds a private key")
             return None
-        return self.gate.redact(text)
+        return text
 
     def _checked(self, path: Path, shown: str) -> Path:
         """The file's real path, where the secret rules let it be read; WhizAgentError saying why not."""
