@@ -650,7 +650,9 @@ def resume(
     mode: ResumedModeOpt = None,
     sandbox: SandboxOpt = "workspace-write",
     in_process: InProcessOpt = False,
+    allow_env_writes: EnvWritesOpt = False,
     secret_file: SecretFileOpt = None,
+    allow_secret_reads: SecretReadsOpt = False,
 ) -> None:
     """Continue a stored session with a new task; without one, list this directory's sessions.
 
@@ -677,7 +679,9 @@ def resume(
         model=model,
         sandbox=sandbox,
         in_process=in_process,
+        allow_env_writes=allow_env_writes,
         secret_file=secret_file,
+        allow_secret_reads=allow_secret_reads,
     )
     options = flags.session_options(_agent_config(approval, actions, test_cmd), resume=session or "last")
     raise typer.Exit(exec_in_mode(task, options, Output(json_mode=json_)))
