@@ -1,7 +1,7 @@
 """`whiz acp` over a scripted model, for the ACP tests: `python scripted_acp.py SCRIPT.json`.
 
 The script is a JSON list of the fast model's replies, one per model call: {"text": ...,
-"delay_s": ..., "chunk_chars": ...}; or an object {"fast": [...], "deep": [...]} for modes. The
+"delay_s": ..., "chunk_chars": ..., "print": ...}; or an object {"fast": [...], "deep": [...]} for modes. The
 approval mode comes from $WHIZ_TEST_APPROVAL (default auto-edit), the sandbox from
 $WHIZ_TEST_SANDBOX (default workspace-write); sessions live under $WHIZ_HOME.
 """
@@ -22,10 +22,23 @@ from whiz.modes.pool import ScriptedPool
 from whiz.modes.session import SessionOptions
 
 
+def reply(spec: dict):
+    """One reply; with "print", it first writes that to stdout as a stray library would, through
+    `print` and straight to file descriptor 1."""
+    made = Reply(spec["text"], delay_s=spec.get("delay_s", 0.0), chunk_chars=spec.get("chunk_chars", 8))
+    if "print" not in spec:
+        return made
+
+    def noisy(request):
+        print(spec["print"], flush=True)
+        os.write(1, f"{spec['print']} (fd 1)\n".encode())
+        return made
+
+    return noisy
+
+
 def model(specs: list[dict]):
-    replies = [
-        Reply(s["text"], delay_s=s.get("delay_s", 0.0), chunk_chars=s.get("chunk_chars", 8)) for s in specs
-    ]
+    replies = [reply(spec) for spec in specs]
     shared = ScriptedModel(replies)  # one script across the process's sessions, in order
     return lambda: shared
 
