@@ -11,7 +11,7 @@ import sys
 import time
 
 import pytest
-from acp import RequestError, text_block
+from acp import RequestError, image_block, text_block
 
 from tests.acp.conftest import ROOT, SCRIPT, Editor, replies, sr, whiz_acp
 
@@ -69,6 +69,18 @@ async def test_a_command_asks_the_editor_and_runs_only_if_allowed(tmp_path, proj
     assert finished[-1].status == ("completed" if runs else "failed")
 
 
+async def test_always_allowing_a_command_asks_no_more_for_it(tmp_path, project) -> None:
+    editor = Editor(answers=["allow_always"])
+    script = replies("RUN touch ran.txt", "Done.", "RUN touch ran.txt", "Done again.")
+    async with whiz_acp(tmp_path, project, script, editor) as conn:
+        new = await conn.new_session(cwd=str(project))
+        await prompt(conn, new.session_id, "Create ran.txt by running touch")
+        (project / "ran.txt").unlink()
+        await prompt(conn, new.session_id, "Once more")
+    assert len(editor.asked) == 1
+    assert (project / "ran.txt").exists()
+
+
 @pytest.mark.parametrize(("answer", "changed"), [("allow_once", True), ("reject_once", False)])
 async def test_editing_a_secret_file_asks_first(tmp_path, project, answer, changed) -> None:
     (project / "app.env").write_text("TOKEN=old\n")
@@ -96,6 +108,21 @@ async def test_cancel_stops_the_turn_promptly(tmp_path, project) -> None:
     assert done.stop_reason == "cancelled"
     assert stopped_s < 3, f"the turn took {stopped_s:.1f} s to stop"
     assert len(editor.text()) < len("word " * 400)
+
+
+async def test_cancel_while_the_editor_is_asked_stops_and_runs_nothing(tmp_path, project) -> None:
+    editor = Editor(answers=["allow_once"], permission_delay_s=30)
+    async with whiz_acp(tmp_path, project, replies("RUN touch ran.txt", "Done."), editor) as conn:
+        new = await conn.new_session(cwd=str(project))
+        running = asyncio.ensure_future(prompt(conn, new.session_id, "Create ran.txt by running touch"))
+        while not editor.asked:
+            await asyncio.sleep(0.05)
+        started = time.monotonic()
+        await conn.cancel(session_id=new.session_id)
+        done = await asyncio.wait_for(running, 10)
+        stopped_s = time.monotonic() - started
+    assert done.stop_reason == "cancelled" and stopped_s < 3
+    assert not (project / "ran.txt").exists()
 
 
 async def test_a_second_prompt_while_one_runs_is_refused_and_the_first_finishes(tmp_path, project) -> None:
@@ -127,6 +154,12 @@ async def test_bad_requests_get_clear_errors_and_the_session_goes_on(tmp_path, p
         with pytest.raises(RequestError) as bad_mode:
             await conn.set_session_mode(session_id=new.session_id, mode_id="turbo")
         assert bad_mode.value.code == -32602 and "fast, deep or auto" in str(bad_mode.value)
+        with pytest.raises(RequestError) as no_deep:
+            await conn.set_session_mode(session_id=new.session_id, mode_id="deep")
+        assert no_deep.value.code == -32603 and "could not switch to deep" in str(no_deep.value)
+        with pytest.raises(RequestError) as image:
+            await conn.prompt(session_id=new.session_id, prompt=[image_block("aGk=", "image/png")])
+        assert image.value.code == -32602 and "image" in str(image.value)
         with pytest.raises(RequestError) as loaded:
             await conn.load_session(cwd=str(project), session_id="sess_missing")
         assert loaded.value.code == -32002
