@@ -170,6 +170,15 @@ async def test_bad_requests_get_clear_errors_and_the_session_goes_on(tmp_path, p
     assert done.stop_reason == "end_turn" and editor.text() == "Hello there."
 
 
+async def test_a_failed_turn_says_why_in_the_editor(tmp_path, project) -> None:
+    editor = Editor()
+    async with whiz_acp(tmp_path, project, [], editor) as conn:  # the model has nothing to say
+        new = await conn.new_session(cwd=str(project))
+        done = await prompt(conn, new.session_id, "Say something")
+    assert done.stop_reason == "end_turn"
+    assert "The turn failed: " in editor.text() and "no more replies" in editor.text()
+
+
 async def test_set_mode_switches_the_model_that_answers(tmp_path, project) -> None:
     editor = Editor()
     script = {"fast": replies("fast here."), "deep": replies("deep here.")}

@@ -12,7 +12,7 @@ import asyncio
 import dataclasses
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -90,12 +90,12 @@ class Live:
 
     session: AgentSession
     outbox: asyncio.Queue
+    mapper: UpdateMapper
     approver: AcpApprover
     files: ClientFiles | None
     sender: asyncio.Task | None = None
     running: bool = False
     cancelled: bool = False
-    turns: list[str] = field(default_factory=list)
 
 
 def mode_state(current: Mode) -> SessionModeState:
@@ -200,7 +200,8 @@ class WhizAcpAgent:
                 f"session {session_id} is already running a prompt; wait for it or send session/cancel",
                 sessionId=session_id,
             )
-        live.running, live.cancelled = True, False
+        live.cancelled = live.mapper.cancelled = False
+        live.running = True
         try:
             outcome = await self.runner.call(live.session.run(task))
         except WhizError as exc:
@@ -216,7 +217,7 @@ class WhizAcpAgent:
         live = self.sessions.get(session_id)
         if live is None or not live.running:
             return  # a notification has no answer; nothing runs there to stop
-        live.cancelled = True
+        live.cancelled = live.mapper.cancelled = True
         self.runner.soon(live.session.agent.cancel)
 
     # -- sessions ----------------------------------------------------------------------------------
@@ -262,8 +263,8 @@ class WhizAcpAgent:
         if self.fs_read or self.fs_write:
             files = ClientFiles(self.conn, session.id, loop, read=self.fs_read, write=self.fs_write)
             ws.files = files
-        holder["mapper"] = UpdateMapper(ws)
-        live = Live(session, outbox, approver, files)
+        holder["mapper"] = mapper = UpdateMapper(ws)
+        live = Live(session, outbox, mapper, approver, files)
         live.sender = asyncio.create_task(self._send(session.id, outbox))
         self.sessions[session.id] = live
         return live

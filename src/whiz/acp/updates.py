@@ -53,6 +53,8 @@ class UpdateMapper:
 
     def __init__(self, ws: Workspace):
         self.ws = ws
+        self.cancelled = False
+        """Set when the client cancelled the turn: its end is the stop reason, not a message."""
         self._sent: dict[str, int] = {}
 
     def __call__(self, event: dict[str, Any]) -> list[Update]:
@@ -63,7 +65,7 @@ class UpdateMapper:
             return []
         if kind == "turn.failed":
             message = (event.get("error") or {}).get("message", "")
-            if "cancelled" in message:
+            if self.cancelled:
                 return []
             return [update_agent_message_text(f"\n\nThe turn failed: {message}\n")] if message else []
         if kind not in ("item.started", "item.updated", "item.completed"):
