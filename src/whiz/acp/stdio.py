@@ -63,6 +63,11 @@ def run(options: SessionOptions, *, pool: Models | None = None, verbose: bool = 
         level=logging.INFO if verbose else logging.WARNING,
         format="whiz acp: %(message)s",
     )
+    if sys.stdin.isatty():
+        sys.stderr.write(
+            "whiz acp speaks the Agent Client Protocol on stdin and stdout: start it from your "
+            "editor (see docs/acp.md). Waiting for JSON-RPC; Ctrl-D ends it.\n"
+        )
     try:
         asyncio.run(serve_stdio(options, pool=pool))
     except KeyboardInterrupt:
