@@ -41,6 +41,7 @@ LAYERS = {
     "whiz.tui": 7,
     "whiz.bench": 7,
     "whiz.commands": 7,
+    "whiz.acp": 7,
     "whiz.cli": 8,
     "whiz.__main__": 8,
 }

@@ -1023,6 +1023,38 @@ def code(
     raise typer.Exit(run_code(flags.session_options(agent, resume="last" if last else resume, heal=heal)))
 
 
+@app.command()
+@with_model_flags(mode=None)
+def acp(
+    approval: Annotated[
+        str,
+        typer.Option(
+            "--approval",
+            help="read-only, auto-edit (edits applied, each command asks you in the editor first), "
+            "or full-auto (commands run too, in the workspace, with a timeout).",
+        ),
+    ] = "auto-edit",
+    actions: ActionsOpt = None,
+    test_cmd: TestCmdOpt = None,
+    heal: HealStepOpt = None,
+    check: CheckOpt = None,
+    verbose: Annotated[bool, typer.Option("--verbose", help="Log what happens on stderr.")] = False,
+    *,
+    flags: ModelFlags,
+) -> None:
+    """The agent inside your editor (Zed, JetBrains, Neovim): the Agent Client Protocol on stdio.
+
+    The editor starts `whiz acp` and talks to it on stdin and stdout; each session works in the
+    folder the editor gives. Its files are read and edited through the editor where it offers
+    that (so unsaved changes count), commands ask you there, and --mode's fast, deep and auto are
+    the session's modes. Stored sessions load again (they are `whiz resume`'s too). See docs/acp.md.
+    """
+    from whiz.commands.acp import run_acp
+
+    agent = _agent_config(approval, actions, test_cmd, check)
+    raise typer.Exit(run_acp(flags.session_options(agent, heal=heal), verbose=verbose))
+
+
 @bench_app.command("parallel")
 def bench_parallel(
     target: Annotated[str, typer.Option(help="Base URL of the server to measure.")] = "http://127.0.0.1:8321",
