@@ -85,3 +85,18 @@ def test_whiz_sandbox_hides_the_env_file_unless_allow_secret_reads(tmp_path, mon
     assert "sk_live" not in hidden.output and "hunter2" not in hidden.output
     allowed = runner.invoke(app, ["sandbox", "--allow-secret-reads", "--", "cat", ".env"])
     assert allowed.exit_code == 0 and "sk_live_4eC39HqLyjWDarjtT1zdp7dc" in allowed.output
+
+
+def test_every_command_that_runs_the_agent_offers_the_same_safety_flags():
+    """A resumed session runs model-written commands too: a user who needed `--allow-env-writes` or
+    `--allow-secret-reads` for `exec` must be able to say it again when resuming."""
+    import typer.main
+
+    from whiz.cli import app
+
+    group = typer.main.get_command(app)
+    safety = {"--sandbox", "--allow-env-writes", "--secret-file", "--allow-secret-reads"}
+    for name in ("exec", "resume", "code", "heal", "swarm"):
+        command = group.commands[name]
+        flags = {opt for param in command.params for opt in getattr(param, "opts", [])}
+        assert safety <= flags, f"whiz {name} lacks {sorted(safety - flags)}"

@@ -42,6 +42,7 @@ LAYERS = {
     "whiz.bench": 7,
     "whiz.setup": 7,
     "whiz.commands": 7,
+    "whiz.acp": 7,
     "whiz.cli": 8,
     "whiz.__main__": 8,
 }

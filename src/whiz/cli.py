@@ -671,7 +671,9 @@ def resume(
     mode: ResumedModeOpt = None,
     sandbox: SandboxOpt = "workspace-write",
     in_process: InProcessOpt = False,
+    allow_env_writes: EnvWritesOpt = False,
     secret_file: SecretFileOpt = None,
+    allow_secret_reads: SecretReadsOpt = False,
 ) -> None:
     """Continue a stored session with a new task; without one, list this directory's sessions.
 
@@ -698,7 +700,9 @@ def resume(
         model=model,
         sandbox=sandbox,
         in_process=in_process,
+        allow_env_writes=allow_env_writes,
         secret_file=secret_file,
+        allow_secret_reads=allow_secret_reads,
     )
     options = flags.session_options(_agent_config(approval, actions, test_cmd), resume=session or "last")
     raise typer.Exit(exec_in_mode(task, options, Output(json_mode=json_)))
@@ -1039,6 +1043,39 @@ def code(
 
     agent = _agent_config(approval, actions, test_cmd, check, instructions_tokens)
     raise typer.Exit(run_code(flags.session_options(agent, resume="last" if last else resume, heal=heal)))
+
+
+@app.command()
+@with_model_flags(mode=None)
+def acp(
+    approval: Annotated[
+        str,
+        typer.Option(
+            "--approval",
+            help="read-only, auto-edit (edits applied, each command asks you in the editor first), "
+            "or full-auto (commands run too, in the workspace, with a timeout).",
+        ),
+    ] = "auto-edit",
+    actions: ActionsOpt = None,
+    test_cmd: TestCmdOpt = None,
+    heal: HealStepOpt = None,
+    check: CheckOpt = None,
+    instructions_tokens: InstructionsOpt = None,
+    verbose: Annotated[bool, typer.Option("--verbose", help="Log what happens on stderr.")] = False,
+    *,
+    flags: ModelFlags,
+) -> None:
+    """The agent inside your editor (Zed, JetBrains, Neovim): the Agent Client Protocol on stdio.
+
+    The editor starts `whiz acp` and talks to it on stdin and stdout; each session works in the
+    folder the editor gives. Its files are read and edited through the editor where it offers
+    that (so unsaved changes count), commands ask you there, and --mode's fast, deep and auto are
+    the session's modes. Stored sessions load again (they are `whiz resume`'s too). See docs/acp.md.
+    """
+    from whiz.commands.acp import run_acp
+
+    agent = _agent_config(approval, actions, test_cmd, check, instructions_tokens)
+    raise typer.Exit(run_acp(flags.session_options(agent, heal=heal), verbose=verbose))
 
 
 @app.command()

@@ -137,7 +137,7 @@ def test_the_flags_help_names_the_budget_the_agent_uses() -> None:
     from whiz.agent.instructions import INSTRUCTIONS_TOKENS
     from whiz.cli import app
 
-    for command in ("exec", "code"):
+    for command in ("exec", "code", "acp"):
         params = get_command(app).commands[command].params
         [flag] = [p for p in params if p.name == "instructions_tokens"]
         assert f"default {INSTRUCTIONS_TOKENS};" in flag.help, command

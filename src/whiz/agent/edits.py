@@ -458,7 +458,7 @@ def _apply_changes(ws: Workspace, changes: list[FileChange], journal_dir: Path, 
             raise EditError(
                 f"{change.path} changed on disk since the edit was planned; read it again and redo it."
             )
-    if not changes:
+    if not changes or _written_through(ws, changes, targets):
         return
     with workspace_lock(ws.root):
         journal = _journal_for(ws, changes, targets)
@@ -495,6 +495,22 @@ def _apply_changes(ws: Workspace, changes: list[FileChange], journal_dir: Path, 
             raise EditError(f"Could not write {journal.at}: {exc.strerror or exc}. {outcome}") from exc
         journal.remove()
         step("journal removed")
+
+
+def _written_through(ws: Workspace, changes: list[FileChange], targets: list[Path]) -> bool:
+    """Whether `ws.files` (an editor's buffers) took the changes instead of the disk: it does where
+    every change edits a file that exists; a new or deleted file goes through the journal."""
+    pairs = list(zip(changes, targets, strict=True))
+    if ws.files is None or not all(c.after is not None and t.is_file() for c, t in pairs):
+        return False
+    for change, target in pairs:
+        assert change.after is not None
+        try:
+            if not ws.files.write_text(target, change.after):
+                return False  # it writes none: the disk takes them all
+        except OSError as exc:
+            raise EditError(f"Could not write {change.path}: {exc.strerror or exc}.") from exc
+    return True
 
 
 def _journal_for(ws: Workspace, changes: list[FileChange], targets: list[Path]) -> Journal:

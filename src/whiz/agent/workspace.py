@@ -6,6 +6,7 @@ import os
 import re
 import time
 from pathlib import Path, PurePosixPath
+from typing import Protocol
 
 from whiz.agent.errors import WhizAgentError
 from whiz.agent.secret_files import SecretFiles
@@ -45,11 +46,27 @@ def is_git_name(name: str) -> bool:
     return bare == ".git" or name.lower() == "git~1"
 
 
+class FileAccess(Protocol):
+    """Where the text of the workspace's files comes from and goes to, instead of the disk: an
+    editor's buffers over ACP's `fs/*` (`whiz.acp.files`), so the agent sees and edits what the
+    user has open, saved or not. Paths are absolute and already through `Workspace.resolve`."""
+
+    def read_text(self, path: Path) -> str | None:
+        """The file's text; None: read it from the disk."""
+        ...
+
+    def write_text(self, path: Path, text: str) -> bool:
+        """Write the file's new text (OSError when that fails); False: write it to the disk."""
+        ...
+
+
 class Workspace:
     """A folder the agent may read and edit; `resolve` is the one gate every path goes through."""
 
     def __init__(self, root: Path, secrets: SecretFiles | None = None):
         self.root = Path(root).resolve()
+        self.files: FileAccess | None = None
+        """Where existing files are read and edited, where not on the disk (an editor's buffers)."""
         self.secrets = secrets or SecretFiles()
         """Which files look like secrets: they reach the model only as `secret_files` allows."""
         self._git_dirs = _linked_git_dirs(self.root)
@@ -118,6 +135,8 @@ class Workspace:
         path = self.resolve(rel)
         if path.is_dir():
             raise WhizAgentError(f"{rel} is a folder, not a file; list it instead of reading it.")
+        if self.files is not None and path.is_file() and (text := self.files.read_text(path)) is not None:
+            return text
         try:
             data = path.read_bytes()
         except FileNotFoundError:
