@@ -123,3 +123,17 @@ def test_a_server_that_refuses_the_opening_is_reported(serve_fake) -> None:
     else:
         raise AssertionError("a refused warm-up must say so")
     assert httpx.get(f"{server.root}/health").status_code == 200
+
+
+def test_aiders_opening_is_caught_without_touching_the_project(serve_fake, tmp_path: Path) -> None:
+    # Aider offers to make a git repository where there is none, and keeps its chat history in
+    # the folder it runs in: the warm-up's run must do neither.
+    from tests.clients.test_openai_agents import aider_client
+
+    aider = aider_client()
+    work, where = project(tmp_path)
+    server = Server(serve_fake().root, 32768, reachable=True)
+    assert run_setup("aider", base_url=server.root, warm=False, where=where, err=io.StringIO()) == 0
+    call = _capture("aider", writer_for("aider").plan(server, where), server, where, work, str(aider))
+    assert call.path == "/v1/chat/completions" and call.body["messages"][0]["role"] == "system"
+    assert sorted(p.name for p in work.iterdir()) == ["app.py"]
