@@ -378,6 +378,35 @@ CheckOpt = Annotated[
 JsonOpt = Annotated[
     bool, typer.Option("--json", help="Write JSON Lines events on stdout (as `codex exec --json`).")
 ]
+McpOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--mcp",
+        metavar="NAME=CMD",
+        help="Start an MCP server for this run and offer its tools as NAME__tool (CMD split as a shell "
+        "would; an http(s):// URL is reached over streamable HTTP); repeat it for more. Beside the "
+        "config file's [mcp_servers.NAME] tables. Servers run outside the sandbox (docs/mcp.md).",
+    ),
+]
+
+
+def mcp_config(flags: list[str] | None):  # -> list[McpServerConfig]
+    """The MCP servers for an agent run (the config file's and `--mcp`'s). A bad `--mcp` exits with
+    one line; a mistake in the config file is said, and that server left out, and the run goes on."""
+    import importlib.util
+
+    from whiz.mcp.config import McpConfigError, mcp_servers
+
+    try:
+        servers, problems = mcp_servers(flags)
+    except McpConfigError as exc:
+        raise fail(exc.message) from None
+    for problem in problems:
+        typer.echo(f"whiz: {problem}; that MCP server is not started.", err=True)
+    if servers and importlib.util.find_spec("mcp") is None:
+        raise fail("MCP servers are configured but the MCP SDK is not installed: pip install 'whiz[mcp]'")
+    return servers
+
 
 # -- modes, healing, swarm and the safety policy (issue 5) ------------------------------------------
 
@@ -617,6 +646,7 @@ def exec_(
     test_cmd: TestCmdOpt = None,
     check: CheckOpt = None,
     heal: HealStepOpt = None,
+    mcp: McpOpt = None,
     *,
     flags: ModelFlags,
 ) -> None:
@@ -630,6 +660,7 @@ def exec_(
 
     task = _read_task(task)
     options = flags.session_options(_agent_config(approval, actions, test_cmd, check), heal=heal)
+    options.mcp = mcp_config(mcp)
     raise typer.Exit(exec_in_mode(task, options, Output(json_mode=json_)))
 
 
@@ -999,6 +1030,7 @@ def code(
     ] = False,
     heal: HealStepOpt = None,
     check: CheckOpt = None,
+    mcp: McpOpt = None,
     *,
     flags: ModelFlags,
 ) -> None:
@@ -1016,7 +1048,9 @@ def code(
     from whiz.tui import run_code
 
     agent = _agent_config(approval, actions, test_cmd, check)
-    raise typer.Exit(run_code(flags.session_options(agent, resume="last" if last else resume, heal=heal)))
+    options = flags.session_options(agent, resume="last" if last else resume, heal=heal)
+    options.mcp = mcp_config(mcp)
+    raise typer.Exit(run_code(options))
 
 
 @bench_app.command("parallel")
