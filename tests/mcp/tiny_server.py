@@ -1,6 +1,6 @@
 """A small MCP server written with the SDK, for the tests: notes kept as files in `$NOTES_DIR`.
 
-    python tiny_server.py stdio           serve over stdin/stdout
+    python tiny_server.py stdio [DIR]     serve over stdin/stdout (notes in DIR, else $NOTES_DIR)
     python tiny_server.py http PORT       serve streamable HTTP on 127.0.0.1:PORT/mcp
 
 `read_note` says it is read-only; `write_note` writes; `crash` ends the process mid-call (a server
@@ -18,7 +18,8 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
 
 server = MCPServer("notes")
-NOTES = Path(os.environ.get("NOTES_DIR", "."))
+ARGS = sys.argv[1:]
+NOTES = Path(ARGS[1] if ARGS[:1] == ["stdio"] and len(ARGS) > 1 else os.environ.get("NOTES_DIR", "."))
 
 
 @server.tool(annotations=ToolAnnotations(readOnlyHint=True))

@@ -130,7 +130,7 @@ def tables_in_file(path: Path) -> dict[str, Any]:
         with open(path, "rb") as f:
             data = tomllib.load(f)
     except FileNotFoundError:
-        return []
+        return {}
     except OSError as exc:
         raise McpConfigError(f"Cannot read the config file {path}: {exc.strerror}.") from None
     except tomllib.TOMLDecodeError as exc:
