@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests.agent.conftest import Harness
-from tests.agent.conftest import project as project  # the fixture, for these tests
+from tests.agent.conftest import harness as harness  # the fixtures, for these tests
+from tests.agent.conftest import project as project
 from tests.conftest import free_port
 from whiz.mcp.config import McpServerConfig, server
 from whiz.mcp.tools import McpTools

@@ -26,8 +26,9 @@ async def test_text_actions_list_the_tools_and_a_call_reads_back_its_result(proj
         result = await h.agent.run("What does my shop note say?")
     assert result.ok, result.message
     instructions = h.model.requests[0].instructions
-    assert "CALL name" in instructions
-    assert "notes__read_note {name: string}" in instructions and "notes__write_note" in instructions
+    # Each tool's line to copy, its required arguments with placeholders, then what it does.
+    assert 'CALL notes__read_note {"name": "..."}  -- Show the note called `name`.' in instructions
+    assert 'CALL notes__write_note {"name": "...", "text": "..."} (may also take: repeat)' in instructions
     assert "buy milk" in told(h, 1)
     [item] = h.events.items("tool_call")
     assert item["tool"] == "notes__read_note" and item["status"] == "completed"
@@ -114,6 +115,15 @@ async def test_arguments_that_break_the_schema_are_refused_before_the_call(proje
     assert result.stats.malformed_actions == 2
 
 
+async def test_words_after_the_name_are_the_one_string_argument_of_a_tool_that_has_one(project, notes):
+    replies = ["CALL notes__read_note shop", "CALL notes__write_note call mum", "buy milk"]
+    async with mcp_agent(project, replies, [stdio_notes(notes)], approval="full-auto") as h:
+        await h.agent.run("What does my shop note say?")
+    assert "buy milk" in told(h, 1)
+    assert "must be one line of JSON" in told(h, 2)  # two required arguments: words cannot say which
+    assert not (notes / "todo.txt").exists()
+
+
 async def test_bad_json_and_an_unknown_tool_get_feedback(project: Path, notes: Path):
     replies = ["CALL notes__read_note {name: shop}", 'CALL notes__nothing {"a": 1}', READ, "buy milk"]
     async with mcp_agent(project, replies, [stdio_notes(notes)]) as h:
@@ -183,3 +193,14 @@ async def test_streamable_http_server(project: Path, http_notes: str):
         result = await h.agent.run("What does my shop note say?")
     assert result.ok, result.message
     assert "buy milk" in told(h, 1) and h.said == ["MCP server web: 4 tools"]
+
+
+async def test_without_servers_the_agent_offers_only_its_own_tools(harness) -> None:
+    h = harness([Reply(calls=[("notes__read_note", {"name": "shop"})]), "No such tool."], actions="tools")
+    result = await h.agent.run("What does my shop note say?")
+    assert result.ok, result.message
+    assert "CALL" not in h.model.requests[0].instructions
+    assert [t["name"] for t in h.model.requests[0].tools] == [
+        "read_file", "list_files", "search_text", "edit_file", "create_file", "run_command"
+    ]  # fmt: skip
+    assert "There is no tool named 'notes__read_note'" in h.model.requests[1].items[-1]["output"]

@@ -66,31 +66,38 @@ def specs(tools: list[ExternalTool]) -> list[dict[str, Any]]:
 
 
 def listing(tools: list[ExternalTool]) -> str:
-    """The instructions' paragraph for text actions: how to call a tool, and each one with its
-    arguments."""
+    """The instructions' paragraph for text actions: each tool's CALL line to copy, its required
+    arguments with a placeholder of their type (a small model copies an abstract example such
+    as `{"argument": "value"}` as it is), then what it does."""
     lines = [
-        "More tools, from MCP servers the user added. To call one, write on its own line:",
-        'CALL name {"argument": "value"}',
-        "with its arguments as one line of JSON. The tools:",
+        "More tools, from MCP servers the user added. To use one, write its CALL line on a line of",
+        "its own, with your values in place of the ... (the arguments are one line of JSON):",
     ]
     for tool in tools:
         props = tool.parameters.get("properties") or {}
-        required = set(tool.parameters.get("required") or [])
-        args = ", ".join(
-            f"{k}{'' if k in required else '?'}: {_type(v)}" for k, v in props.items() if isinstance(v, dict)
-        )
+        required = [k for k in tool.parameters.get("required") or [] if isinstance(props.get(k), dict)]
+        optional = [k for k in props if k not in required]
+        args = json.dumps({k: _placeholder(props[k]) for k in required}, ensure_ascii=False)
         about = " ".join(tool.description.split())[:200]
-        lines.append(f"- {tool.name} {{{args}}}: {about}" if about else f"- {tool.name} {{{args}}}")
+        more = f" (may also take: {', '.join(optional)})" if optional else ""
+        lines.append(f"CALL {tool.name} {args}{more}" + (f"  -- {about}" if about else ""))
     return "\n".join(lines)
 
 
-def _type(schema: dict[str, Any]) -> str:
+def _placeholder(schema: dict[str, Any]) -> Any:
     kind = schema.get("type")
-    if isinstance(kind, list):
-        return "|".join(map(str, kind))
-    if kind == "array" and isinstance(schema.get("items"), dict):
-        return f"{_type(schema['items'])}[]"
-    return str(kind or "any")
+    kind = kind[0] if isinstance(kind, list) and kind else kind
+    return {"integer": 0, "number": 0, "boolean": False, "array": [], "object": {}}.get(str(kind), "...")
+
+
+def plain_argument(tool: ExternalTool, text: str) -> dict[str, Any] | None:
+    """`CALL tool some words` for a tool of one required string argument: the words as it (as
+    `READ path` takes a path); None for any other tool."""
+    props = tool.parameters.get("properties") or {}
+    required = tool.parameters.get("required") or list(props)
+    if len(required) != 1 or (props.get(required[0]) or {}).get("type", "string") != "string":
+        return None
+    return {required[0]: text.strip().strip("\"'`")}
 
 
 def shown(arguments: dict[str, Any]) -> str:

@@ -197,6 +197,8 @@ def _call(arg: str) -> CallTool | Malformed:
     if not found:
         return Malformed('CALL needs a tool name, then its arguments as JSON: CALL name {"arg": "value"}')
     name, raw = found.group(1), found.group(2).strip()
+    if raw and not raw.startswith("{"):
+        return CallTool(name, {}, plain=raw)  # words, not JSON: the toolbox knows if that fits
     try:
         args = json.loads(raw) if raw else {}
     except json.JSONDecodeError as exc:

@@ -25,7 +25,7 @@ from whiz.agent.edits import (
 )
 from whiz.agent.errors import WhizAgentError
 from whiz.agent.events import Emitter
-from whiz.agent.external import ExternalTool, listing, specs
+from whiz.agent.external import ExternalTool, ExternalTools, listing, plain_argument, specs
 from whiz.agent.external import shown as shown_arguments
 from whiz.agent.runs_check import shown
 from whiz.agent.secret_files import MASK, SecretGate, mask
@@ -76,6 +76,9 @@ class CallTool:
 
     name: str
     arguments: dict
+    plain: str | None = None
+    """Words written after the name in text instead of JSON (`CALL notes__read shop`): taken as
+    the tool's one required string argument, where it has one."""
 
 
 @dataclass
@@ -138,6 +141,8 @@ class Toolbox:
         self.secrets = secrets or SecretGate(workspace)
         """The secret-looking files the model may see (those the user named or let it read); every
         outcome has the others' values masked."""
+        self.external: ExternalTools | None = None
+        """Tools of the MCP servers the user configured, offered beside these (`external.py`)."""
         self._turn_id = ""
 
     def begin_turn(self, turn_id: str) -> None:
@@ -395,6 +400,13 @@ class Toolbox:
                                "run_command", *(t.name for t in tools)])  # fmt: skip
             return Outcome(f"There is no tool named {action.name!r}. The tools are: {names}.", False, True)
         assert self.external is not None
+        if action.plain is not None:
+            if (plain := plain_argument(tool, action.plain)) is None:
+                form = f'CALL {tool.name} {{"argument": value, ...}}'
+                return Outcome(
+                    f"The arguments of CALL {tool.name} must be one line of JSON: {form}.", False, True
+                )
+            action = CallTool(tool.name, plain)
         if (problem := self.external.invalid(tool, action.arguments)) is not None:
             return Outcome(f"{tool.name} was not called: {problem}. Call it again with arguments that fit.",
                            ok=False, malformed=True)  # fmt: skip
