@@ -682,6 +682,7 @@ def resume(
     sandbox: SandboxOpt = "workspace-write",
     in_process: InProcessOpt = False,
     secret_file: SecretFileOpt = None,
+    mcp: McpOpt = None,
 ) -> None:
     """Continue a stored session with a new task; without one, list this directory's sessions.
 
@@ -711,6 +712,7 @@ def resume(
         secret_file=secret_file,
     )
     options = flags.session_options(_agent_config(approval, actions, test_cmd), resume=session or "last")
+    options.mcp = mcp_config(mcp)
     raise typer.Exit(exec_in_mode(task, options, Output(json_mode=json_)))
 
 
