@@ -1,5 +1,6 @@
 """One turn with the real default model that calls an MCP tool: `whiz exec --mcp` with the notes
-server (`tiny_server.py`), and a task that asks for the tool by name."""
+server (`tiny_server.py`), and a task that asks for the tool by name. Function tools: the server
+decodes the call under the tool's schema, so the 0.5B's call parses and its arguments fit."""
 
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ from tests.mcp.conftest import TINY
 pytestmark = pytest.mark.model
 
 
-@pytest.mark.parametrize("actions", ["text", "tools"])
-def test_the_model_calls_an_mcp_tool_in_a_turn(real_server, tmp_path: Path, actions: str) -> None:
+@pytest.mark.timeout(600)  # the shared real server's start counts too, on a busy machine
+def test_the_model_calls_an_mcp_tool_in_a_turn(real_server, tmp_path: Path) -> None:
     repo, notes = tmp_path / "repo", tmp_path / "notes"
     repo.mkdir()
     notes.mkdir()
@@ -29,7 +30,7 @@ def test_the_model_calls_an_mcp_tool_in_a_turn(real_server, tmp_path: Path, acti
     env = {**os.environ, "WHIZ_HOME": str(tmp_path / "home"), "WHIZ_CONFIG": str(tmp_path / "none.toml")}
     done = subprocess.run(
         [sys.executable, "-m", "whiz", "exec", "--json", "--base-url", real_server.root,
-         "--actions", actions, "--mcp", flag, task],
+         "--actions", "tools", "--mcp", flag, task],
         cwd=repo, env=env, capture_output=True, text=True, timeout=240,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
