@@ -55,7 +55,8 @@ async def test_a_writing_tool_is_put_to_the_approver_in_auto_edit(project: Path,
         result = await h.agent.run("Note that I must call mum")
     assert result.ok, result.message
     [asked] = approver.asked
-    assert asked.kind == "tool" and "notes__write_note" in asked.summary and "call mum" in asked.detail
+    assert asked.kind == "tool" and "notes__write_note" in asked.summary and "call mum" in asked.summary
+    assert asked.detail == 'notes__write_note {"name": "todo", "text": "call mum"}'
     assert (notes / "todo.txt").read_text() == "call mum"
 
 

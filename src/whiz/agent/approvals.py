@@ -110,7 +110,8 @@ class Approvals:
         if self.mode is ApprovalMode.READ_ONLY:
             why = f"the session is read-only and {name} is not marked read-only by its server"
             return Decision(False, f"{why}. Answer in words.")
-        request = ApprovalRequest("tool", f"call the MCP tool {name}", f"{name} {arguments}")
+        brief = arguments if len(arguments) <= 120 else arguments[:120] + "…"
+        request = ApprovalRequest("tool", f"call the MCP tool {name} {brief}", f"{name} {arguments}")
         if await self.approver.approve(request):
             return Decision(True)
         return Decision(False, f"the user did not approve calling {name}. Do not retry it.")
