@@ -134,6 +134,15 @@ async def test_bad_json_and_an_unknown_tool_get_feedback(project: Path, notes: P
     assert "There is no tool named 'notes__nothing'" in told(h, 2) and "notes__read_note" in told(h, 2)
 
 
+async def test_a_tool_that_reports_an_error_is_read_back_and_the_turn_goes_on(project: Path, notes: Path):
+    replies = ['CALL notes__read_note {"name": "nope"}', READ, "buy milk"]
+    async with mcp_agent(project, replies, [stdio_notes(notes)]) as h:
+        result = await h.agent.run("What does my nope note say?")
+    assert result.ok, result.message
+    assert "The tool reported an error: " in told(h, 1) and "no note called nope" in told(h, 1)
+    assert [i["status"] for i in h.events.items("tool_call")] == ["failed", "completed"]
+
+
 async def test_a_server_that_crashes_mid_run_leaves_the_turn_going(project: Path, notes: Path):
     replies = ["CALL notes__crash", READ, "The notes server is gone."]
     async with mcp_agent(project, replies, [stdio_notes(notes)], approval="full-auto") as h:

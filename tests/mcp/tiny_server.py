@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 
 server = MCPServer("notes")
@@ -27,7 +28,7 @@ def read_note(name: str) -> str:
     """Show the note called `name`."""
     path = NOTES / f"{name}.txt"
     if not path.exists():
-        raise ValueError(f"no note called {name}")
+        raise ToolError(f"no note called {name}")
     return path.read_text()
 
 
