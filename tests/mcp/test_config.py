@@ -109,6 +109,15 @@ def test_a_bad_flag_is_an_error_that_says_the_form(flag: str, said: str) -> None
         server_flag(flag)
 
 
+def test_a_server_gets_the_variables_it_is_given_and_those_named(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("GH_TOKEN", "gh-1")
+    monkeypatch.delenv("UNSET_VAR", raising=False)
+    table = '[mcp_servers.g]\ncommand = "g"\nenv_vars = ["GH_TOKEN", "UNSET_VAR"]\nenv = { A = "1" }\n'
+    path = write(tmp_path, table)
+    (g,), _ = mcp_servers([], path)
+    assert g.environment() == {"GH_TOKEN": "gh-1", "A": "1"}
+
+
 def test_a_missing_bearer_token_variable_is_said(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.delenv("NO_SUCH_TOKEN", raising=False)
     path = write(tmp_path, '[mcp_servers.d]\nurl = "http://x"\nbearer_token_env_var = "NO_SUCH_TOKEN"\n')

@@ -48,6 +48,9 @@ class McpServerConfig(BaseModel):
     command: str | None = Field(None, description="Program that runs the server over stdin/stdout.")
     args: list[str] = Field(default_factory=list, description="Its arguments.")
     env: dict[str, str] = Field(default_factory=dict, description="Environment variables set for it.")
+    env_vars: list[str] = Field(
+        default_factory=list, description="Variables of whiz's environment passed on to it (it gets few)."
+    )
     cwd: str | None = Field(None, description="Its working folder (default: the workspace).")
     url: str | None = Field(None, description="Streamable HTTP endpoint, e.g. http://127.0.0.1:8000/mcp.")
     http_headers: dict[str, str] = Field(
@@ -70,6 +73,12 @@ class McpServerConfig(BaseModel):
         if (self.command is None) == (self.url is None):
             raise ValueError("needs `command` (a program to start) or `url` (an HTTP endpoint), one of them")
         return self
+
+    def environment(self) -> dict[str, str]:
+        """What a stdio server gets beside the SDK's safe few (`PATH`, `HOME`, ...): the named
+        variables of this environment, then `env`."""
+        passed = {var: os.environ[var] for var in self.env_vars if var in os.environ}
+        return {**passed, **self.env}
 
     def headers(self) -> dict[str, str]:
         """The HTTP headers to send: the literal ones, those from the environment, the bearer token."""

@@ -93,7 +93,7 @@ class McpConnection:
                     params = StdioServerParameters(
                         command=self.config.command or "",
                         args=self.config.args,
-                        env=self.config.env or None,
+                        env=self.config.environment() or None,
                         cwd=self.config.cwd or self.cwd,
                     )
                     transport = stdio_client(params, errlog=log)
