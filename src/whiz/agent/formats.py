@@ -136,6 +136,10 @@ _BLOCKS = re.compile(
     re.S | re.M,
 )
 _COMMAND = re.compile(r"^[ \t]*(?:[-*$>][ \t]*)?`?(READ|LIST|GREP|RUN|CALL)\b[ \t:]*(.*?)`?[ \t]*$", re.M)
+_NAMED_CALL = re.compile(r"(?:^|[ \t`])([A-Za-z0-9_-]+__[\w.-]+)[ \t]*(\{.*\})[ \t`]*$")
+"""An MCP tool's name (`server__tool`) and JSON arguments ending a line: a small model writes its
+CALL without the verb, or inside a READ line (`READ notes.txt notes__read_note {"name": ...}`)."""
+_BARE_CALL = re.compile(r"^[ \t]*`?([A-Za-z0-9_-]+__[\w.-]+)[ \t]*(\{.*\})`?[ \t]*$", re.M)
 _RANGE = re.compile(r"^(.*?)(?:[ \t]+|:)(\d+)[ \t]*-[ \t]*(\d+)$")
 _EDIT_MARKERS = ("<<<<<<<", ">>>>>>>", "*** Begin Patch", "*** Update File", "*** Add File")
 
@@ -162,7 +166,9 @@ def text_actions(text: str, focus: tuple[str, str] | None = None) -> list[Action
     outside = _BLOCKS.sub("", text)
     for verb, arg in _COMMAND.findall(outside):
         arg = arg.strip().strip("`").strip()
-        if verb == "READ":
+        if verb != "CALL" and (named := _NAMED_CALL.search(arg)):
+            actions.append(_call(f"{named.group(1)} {named.group(2)}"))
+        elif verb == "READ":
             actions.append(_read(arg) if arg else Malformed("READ needs a path: READ path/to/file"))
         elif verb == "LIST":
             actions.append(ListFiles(arg or "."))
@@ -172,6 +178,7 @@ def text_actions(text: str, focus: tuple[str, str] | None = None) -> list[Action
             actions.append(_call(arg))
         elif arg:
             actions.append(RunCommand(arg))
+    actions += [_call(f"{name} {args}") for name, args in _BARE_CALL.findall(outside)]
     return actions
 
 
