@@ -48,6 +48,16 @@ async def test_function_tools_offer_the_schemas_and_the_output_goes_back_with_th
     assert output["type"] == "function_call_output" and "buy milk" in output["output"]
 
 
+async def test_the_same_read_only_call_again_in_a_turn_is_answered_from_the_first(project: Path, notes: Path):
+    call = Reply(calls=[("notes__read_note", {"name": "shop"})])
+    async with mcp_agent(project, [call, call, "buy milk"], [stdio_notes(notes)], actions="tools") as h:
+        result = await h.agent.run("What does my shop note say?")
+    assert result.ok, result.message
+    again = h.model.requests[2].items[-1]["output"]
+    assert "already called notes__read_note" in again and "buy milk" in again
+    assert len(h.events.items("tool_call")) == 1  # the server was asked once
+
+
 async def test_a_writing_tool_is_put_to_the_approver_in_auto_edit(project: Path, notes: Path):
     approver = ScriptedApprover([True])
     approvals = Approvals("auto-edit", approver)

@@ -143,11 +143,14 @@ class Toolbox:
         outcome has the others' values masked."""
         self.external: ExternalTools | None = None
         """Tools of the MCP servers the user configured, offered beside these (`external.py`)."""
+        self._read_calls: dict[str, str] = {}
+        """This turn's calls of read-only external tools (name and arguments) and what they gave."""
         self._turn_id = ""
 
     def begin_turn(self, turn_id: str) -> None:
         """Edits from here on belong to `turn_id`, one undo snapshot for the whole turn."""
         self._turn_id = turn_id
+        self._read_calls = {}
 
     def focus_text(self) -> tuple[str, str] | None:
         """(path, text) of the focus file, if it is there and readable."""
@@ -410,8 +413,13 @@ class Toolbox:
         if (problem := self.external.invalid(tool, action.arguments)) is not None:
             return Outcome(f"{tool.name} was not called: {problem}. Call it again with arguments that fit.",
                            ok=False, malformed=True)  # fmt: skip
-        fields = {"tool": tool.name, "arguments": action.arguments, "server": tool.source}
         asked = shown_arguments(action.arguments)
+        if tool.read_only and (seen := self._read_calls.get(f"{tool.name} {asked}")) is not None:
+            # A small model calls a tool again with the same arguments instead of answering with
+            # what it got: the same answer again, and told so, rather than a loop to the step limit.
+            again = f"You already called {tool.name} with these arguments in this turn. It gave:"
+            return Outcome(f"{again}\n{seen}\nDo not call it again: answer with what it gave.", ok=True)
+        fields = {"tool": tool.name, "arguments": action.arguments, "server": tool.source}
         decision = await self.approvals.tool(tool.name, asked, read_only=tool.read_only)
         if not decision.allowed:
             self.emit.single("tool_call", **fields, output="", status="declined")
@@ -424,6 +432,8 @@ class Toolbox:
             raise
         text = self.secrets.redact(truncate(result.text, MAX_OUTPUT_CHARS))
         self.emit.complete(item, output=truncate(text, 2000), status="completed" if result.ok else "failed")
+        if tool.read_only and result.ok:
+            self._read_calls[f"{tool.name} {asked}"] = text
         return Outcome(f"{tool.name}:\n{text}", ok=result.ok)
 
     async def _command(self, command: str) -> Outcome:
