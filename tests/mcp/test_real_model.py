@@ -43,7 +43,8 @@ def test_the_model_calls_an_mcp_tool_in_a_turn(real_server, tmp_path: Path) -> N
     except subprocess.TimeoutExpired:
         proc.kill()
         stdout, stderr = proc.communicate()
-    done = [f"{i['type']} {i.get('tool', '')} {i.get('status', '')} {i.get('text', '')[:80]}" for i in items_of(stdout)]
+    done = [f"{i['type']} {i.get('tool', '')} {i.get('status', '')} {i.get('text', '')[:80]}"
+            for i in items_of(stdout)]  # fmt: skip
     calls = [i for i in items_of(stdout) if i["type"] == "tool_call" and i["tool"] == "notes__read_note"]
     assert calls, (done, stderr[-2000:])
     assert calls[0]["status"] == "completed" and "oat milk" in calls[0]["output"]
