@@ -388,6 +388,35 @@ InstructionsOpt = Annotated[
 JsonOpt = Annotated[
     bool, typer.Option("--json", help="Write JSON Lines events on stdout (as `codex exec --json`).")
 ]
+McpOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--mcp",
+        metavar="NAME=CMD",
+        help="Start an MCP server for this run and offer its tools as NAME__tool (CMD split as a shell "
+        "would; an http(s):// URL is reached over streamable HTTP); repeat it for more. Beside the "
+        "config file's [mcp_servers.NAME] tables. Servers run outside the sandbox (docs/mcp.md).",
+    ),
+]
+
+
+def mcp_config(flags: list[str] | None):  # -> list[McpServerConfig]
+    """The MCP servers for an agent run (the config file's and `--mcp`'s). A bad `--mcp` exits with
+    one line; a mistake in the config file is said, and that server left out, and the run goes on."""
+    import importlib.util
+
+    from whiz.mcp.config import McpConfigError, mcp_servers
+
+    try:
+        servers, problems = mcp_servers(flags)
+    except McpConfigError as exc:
+        raise fail(exc.message) from None
+    for problem in problems:
+        typer.echo(f"whiz: {problem}; that MCP server is not started.", err=True)
+    if servers and importlib.util.find_spec("mcp") is None:
+        raise fail("MCP servers are configured but the MCP SDK is not installed: pip install 'whiz[mcp]'")
+    return servers
+
 
 # -- modes, healing, swarm and the safety policy (issue 5) ------------------------------------------
 
@@ -637,6 +666,7 @@ def exec_(
     check: CheckOpt = None,
     heal: HealStepOpt = None,
     instructions_tokens: InstructionsOpt = None,
+    mcp: McpOpt = None,
     *,
     flags: ModelFlags,
 ) -> None:
@@ -651,6 +681,7 @@ def exec_(
     task = _read_task(task)
     agent = _agent_config(approval, actions, test_cmd, check, instructions_tokens)
     options = flags.session_options(agent, heal=heal)
+    options.mcp = mcp_config(mcp)
     raise typer.Exit(exec_in_mode(task, options, Output(json_mode=json_)))
 
 
@@ -674,6 +705,7 @@ def resume(
     allow_env_writes: EnvWritesOpt = False,
     secret_file: SecretFileOpt = None,
     allow_secret_reads: SecretReadsOpt = False,
+    mcp: McpOpt = None,
 ) -> None:
     """Continue a stored session with a new task; without one, list this directory's sessions.
 
@@ -705,6 +737,7 @@ def resume(
         allow_secret_reads=allow_secret_reads,
     )
     options = flags.session_options(_agent_config(approval, actions, test_cmd), resume=session or "last")
+    options.mcp = mcp_config(mcp)
     raise typer.Exit(exec_in_mode(task, options, Output(json_mode=json_)))
 
 
@@ -1025,6 +1058,7 @@ def code(
     heal: HealStepOpt = None,
     check: CheckOpt = None,
     instructions_tokens: InstructionsOpt = None,
+    mcp: McpOpt = None,
     *,
     flags: ModelFlags,
 ) -> None:
@@ -1042,7 +1076,9 @@ def code(
     from whiz.tui import run_code
 
     agent = _agent_config(approval, actions, test_cmd, check, instructions_tokens)
-    raise typer.Exit(run_code(flags.session_options(agent, resume="last" if last else resume, heal=heal)))
+    options = flags.session_options(agent, resume="last" if last else resume, heal=heal)
+    options.mcp = mcp_config(mcp)
+    raise typer.Exit(run_code(options))
 
 
 @app.command()
@@ -1061,6 +1097,7 @@ def acp(
     heal: HealStepOpt = None,
     check: CheckOpt = None,
     instructions_tokens: InstructionsOpt = None,
+    mcp: McpOpt = None,
     verbose: Annotated[bool, typer.Option("--verbose", help="Log what happens on stderr.")] = False,
     *,
     flags: ModelFlags,
@@ -1075,7 +1112,9 @@ def acp(
     from whiz.commands.acp import run_acp
 
     agent = _agent_config(approval, actions, test_cmd, check, instructions_tokens)
-    raise typer.Exit(run_acp(flags.session_options(agent, heal=heal), verbose=verbose))
+    options = flags.session_options(agent, heal=heal)
+    options.mcp = mcp_config(mcp)
+    raise typer.Exit(run_acp(options, verbose=verbose))
 
 
 @app.command()

@@ -4,6 +4,9 @@
     auto-edit   edits inside the workspace are applied; each command is put to the approver (default)
     full-auto   commands run without asking too (still in the workspace, with a timeout)
 
+An MCP tool's call is a command's equal, except that one its server marks read-only runs in every
+mode.
+
 Whatever the mode, showing the model a file that looks like a secret (`secret_files.py`) is put
 to the approver.
 
@@ -29,7 +32,7 @@ class ApprovalMode(StrEnum):
 class ApprovalRequest:
     """One thing the agent wants to do. `detail` is the command line or the diff."""
 
-    kind: Literal["command", "edit", "secret"]
+    kind: Literal["command", "edit", "secret", "tool"]
     summary: str
     detail: str
 
@@ -97,6 +100,21 @@ class Approvals:
         if await self.approver.approve(request):
             return Decision(True)
         return Decision(False, "the user did not approve running this command. Do not retry it.")
+
+    async def tool(self, name: str, arguments: str, *, read_only: bool) -> Decision:
+        """An MCP tool's call: one whose server says it only reads (`readOnlyHint`) runs in every
+        mode, as a READ does; any other is a command's equal: refused in read-only, run in
+        full-auto, put to the approver otherwise."""
+        if read_only or self.mode is ApprovalMode.FULL_AUTO:
+            return Decision(True)
+        if self.mode is ApprovalMode.READ_ONLY:
+            why = f"the session is read-only and {name} is not marked read-only by its server"
+            return Decision(False, f"{why}. Answer in words.")
+        brief = arguments if len(arguments) <= 120 else arguments[:120] + "…"
+        request = ApprovalRequest("tool", f"call the MCP tool {name} {brief}", f"{name} {arguments}")
+        if await self.approver.approve(request):
+            return Decision(True)
+        return Decision(False, f"the user did not approve calling {name}. Do not retry it.")
 
     async def secret(self, path: str, action: str = "read") -> Decision:
         """Whether the model may see `path`, a file that looks like a secret, to `action` it: asked

@@ -19,6 +19,7 @@ from whiz.agent.model import ModelToolCall
 from whiz.agent.tools import (
     Action,
     ApplyEdits,
+    CallTool,
     ListFiles,
     Malformed,
     ReadFile,
@@ -86,9 +87,8 @@ def tool_action(call: ModelToolCall) -> Action:
     if not isinstance(args, dict):
         return Malformed(f"The arguments of {call.name} must be a JSON object.")
     spec = next((t for t in TOOLS if t["name"] == call.name), None)
-    if spec is None:
-        names = ", ".join(t["name"] for t in TOOLS)
-        return Malformed(f"There is no tool named {call.name!r}. The tools are: {names}.")
+    if spec is None:  # an MCP server's, or none: the toolbox knows which (and says so)
+        return CallTool(call.name, args)
     missing = [k for k in spec["parameters"]["required"] if not isinstance(args.get(k), str)]
     if missing:
         return Malformed(
@@ -135,7 +135,11 @@ _BLOCKS = re.compile(
     r"^```.*?^```[ \t]*$|<<<<<<< SEARCH.*?>>>>>>> REPLACE|\*\*\* Begin Patch.*?\*\*\* End Patch",
     re.S | re.M,
 )
-_COMMAND = re.compile(r"^[ \t]*(?:[-*$>][ \t]*)?`?(READ|LIST|GREP|RUN)\b[ \t:]*(.*?)`?[ \t]*$", re.M)
+_COMMAND = re.compile(r"^[ \t]*(?:[-*$>][ \t]*)?`?(READ|LIST|GREP|RUN|CALL)\b[ \t:]*(.*?)`?[ \t]*$", re.M)
+_NAMED_CALL = re.compile(r"(?:^|[ \t`])([A-Za-z0-9_-]+__[\w.-]+)[ \t]*(\{.*\})[ \t`]*$")
+"""An MCP tool's name (`server__tool`) and JSON arguments ending a line: a small model writes its
+CALL without the verb, or inside a READ line (`READ notes.txt notes__read_note {"name": ...}`)."""
+_BARE_CALL = re.compile(r"^[ \t]*`?([A-Za-z0-9_-]+__[\w.-]+)[ \t]*(\{.*\})`?[ \t]*$", re.M)
 _RANGE = re.compile(r"^(.*?)(?:[ \t]+|:)(\d+)[ \t]*-[ \t]*(\d+)$")
 _EDIT_MARKERS = ("<<<<<<<", ">>>>>>>", "*** Begin Patch", "*** Update File", "*** Add File")
 
@@ -162,14 +166,19 @@ def text_actions(text: str, focus: tuple[str, str] | None = None) -> list[Action
     outside = _BLOCKS.sub("", text)
     for verb, arg in _COMMAND.findall(outside):
         arg = arg.strip().strip("`").strip()
-        if verb == "READ":
+        if verb != "CALL" and (named := _NAMED_CALL.search(arg)):
+            actions.append(_call(f"{named.group(1)} {named.group(2)}"))
+        elif verb == "READ":
             actions.append(_read(arg) if arg else Malformed("READ needs a path: READ path/to/file"))
         elif verb == "LIST":
             actions.append(ListFiles(arg or "."))
         elif verb == "GREP":
             actions.append(SearchText(arg) if arg else Malformed("GREP needs a text to look for."))
+        elif verb == "CALL":
+            actions.append(_call(arg))
         elif arg:
             actions.append(RunCommand(arg))
+    actions += [_call(f"{name} {args}") for name, args in _BARE_CALL.findall(outside)]
     return actions
 
 
@@ -184,6 +193,26 @@ def _unnamed_rewrite(text: str, path: str, current: str) -> list[WholeFile]:
     if difflib.SequenceMatcher(None, current, blocks[0]).ratio() < 0.7:
         return []
     return [WholeFile(path, blocks[0])]
+
+
+_CALL = re.compile(r"^([\w.-]+)[ \t]*(.*)$", re.S)
+
+
+def _call(arg: str) -> CallTool | Malformed:
+    """`CALL name {"arg": ...}` (no JSON: no arguments)."""
+    found = _CALL.match(arg)
+    if not found:
+        return Malformed('CALL needs a tool name, then its arguments as JSON: CALL name {"arg": "value"}')
+    name, raw = found.group(1), found.group(2).strip()
+    if raw and not raw.startswith("{"):
+        return CallTool(name, {}, plain=raw)  # words, not JSON: the toolbox knows if that fits
+    try:
+        args = json.loads(raw) if raw else {}
+    except json.JSONDecodeError as exc:
+        return Malformed(f"The arguments of CALL {name} are not valid JSON ({exc.msg}).")
+    if not isinstance(args, dict):
+        return Malformed(f"The arguments of CALL {name} must be a JSON object.")
+    return CallTool(name, args)
 
 
 def _read(arg: str) -> ReadFile:

@@ -147,8 +147,7 @@ class Agent:
         self._turn_start = len(self.items)
         self.context.note_turn(task)
         self.items.append({"type": "message", "role": "user", "content": text})
-        if attached:
-            self.tools.focus = attached[-1]
+        self.tools.focus = attached[-1] if attached else self.tools.focus
         self.tools.wanted = set(intent_paths(task))
         # Edits leave the test command's files alone unless the task names them (the 0.5B quotes
         # a test file it was shown back with a broken line), and may change a test it asks for.
@@ -217,9 +216,10 @@ class Agent:
         if await self.compact() is not None:
             self.retries.forget()  # the items were rewritten: a retry sees them as they are now
         tokens_left = self.budget.tokens_left(self.stats.output_tokens)
+        offered = await self.tools.offer(self.instructions, TOOLS if self.config.actions == "tools" else None)
         request = ModelRequest(
-            self.instructions,
-            tools=TOOLS if self.config.actions == "tools" else None,
+            offered[0],
+            tools=offered[1],
             prediction=self.tools.prediction(),
             max_output_tokens=max(1, min(self.config.max_output_tokens, tokens_left)),
             task=self.progress.task,

@@ -25,6 +25,8 @@ from whiz.agent.edits import (
 )
 from whiz.agent.errors import WhizAgentError
 from whiz.agent.events import Emitter
+from whiz.agent.external import ExternalTool, ExternalTools, listing, plain_argument, specs
+from whiz.agent.external import shown as shown_arguments
 from whiz.agent.runs_check import shown
 from whiz.agent.secret_files import MASK, SecretGate, mask
 from whiz.agent.undo import UndoStore
@@ -69,6 +71,17 @@ class RunCommand:
 
 
 @dataclass
+class CallTool:
+    """A call of an external tool (an MCP server's), by the name the model was offered."""
+
+    name: str
+    arguments: dict
+    plain: str | None = None
+    """Words written after the name in text instead of JSON (`CALL notes__read shop`): taken as
+    the tool's one required string argument, where it has one."""
+
+
+@dataclass
 class Malformed:
     """An action the model got wrong (bad arguments, an edit block that does not parse)."""
 
@@ -76,7 +89,7 @@ class Malformed:
     is_edit: bool = False
 
 
-Action = ReadFile | ListFiles | SearchText | ApplyEdits | RunCommand | Malformed
+Action = ReadFile | ListFiles | SearchText | ApplyEdits | RunCommand | CallTool | Malformed
 
 
 @dataclass
@@ -128,11 +141,16 @@ class Toolbox:
         self.secrets = secrets or SecretGate(workspace)
         """The secret-looking files the model may see (those the user named or let it read); every
         outcome has the others' values masked."""
+        self.external: ExternalTools | None = None
+        """Tools of the MCP servers the user configured, offered beside these (`external.py`)."""
+        self._read_calls: dict[str, str] = {}
+        """This turn's calls of read-only external tools (name and arguments) and what they gave."""
         self._turn_id = ""
 
     def begin_turn(self, turn_id: str) -> None:
         """Edits from here on belong to `turn_id`, one undo snapshot for the whole turn."""
         self._turn_id = turn_id
+        self._read_calls = {}
 
     def focus_text(self) -> tuple[str, str] | None:
         """(path, text) of the focus file, if it is there and readable."""
@@ -147,6 +165,23 @@ class Toolbox:
         """The focus file's text: a rewrite (or a SEARCH/REPLACE block) copies much of it."""
         found = self.focus_text()
         return self.secrets.redact(found[1]) if found and len(found[1]) <= 64_000 else None
+
+    async def offer(self, instructions: str, tools: list[dict] | None) -> tuple[str, list[dict] | None]:
+        """The next request's instructions and function tools (None: text actions) with the external
+        tools added: as functions, or listed in the instructions. A read-only session is offered only
+        the tools that say they only read."""
+        extra = await self._external_tools()
+        if not extra:
+            return instructions, tools
+        if tools is not None:
+            return instructions, tools + specs(extra)
+        return f"{instructions}\n\n{listing(extra)}", None
+
+    async def _external_tools(self) -> list[ExternalTool]:
+        if self.external is None:
+            return []
+        tools = await self.external.tools()
+        return [t for t in tools if t.read_only] if self.approvals.mode is ApprovalMode.READ_ONLY else tools
 
     async def run(self, action: Action) -> Outcome:
         outcome = await self._run(action)
@@ -169,6 +204,8 @@ class Toolbox:
                 return await self._edit(action)
             case RunCommand():
                 return await self._command(action.command)
+            case CallTool():
+                return await self._call(action)
         raise TypeError(f"not an action: {action!r}")
 
     async def _tool(self, name: str, action: Action, run) -> Outcome:
@@ -355,6 +392,49 @@ class Toolbox:
             raise WriteFailed(
                 f"could not save the undo snapshot ({exc.strerror or exc}); nothing was changed"
             ) from exc
+
+    async def _call(self, action: CallTool) -> Outcome:
+        """An external tool's call: the tool looked up, its arguments checked against its schema,
+        then asked for as a command is (`Approvals.tool`), then made."""
+        tools = await self._external_tools()
+        tool = next((t for t in tools if t.name == action.name), None)
+        if tool is None:
+            names = ", ".join(["read_file", "list_files", "search_text", "edit_file", "create_file",
+                               "run_command", *(t.name for t in tools)])  # fmt: skip
+            return Outcome(f"There is no tool named {action.name!r}. The tools are: {names}.", False, True)
+        assert self.external is not None
+        if action.plain is not None:
+            if (plain := plain_argument(tool, action.plain)) is None:
+                form = f'CALL {tool.name} {{"argument": value, ...}}'
+                return Outcome(
+                    f"The arguments of CALL {tool.name} must be one line of JSON: {form}.", False, True
+                )
+            action = CallTool(tool.name, plain)
+        if (problem := self.external.invalid(tool, action.arguments)) is not None:
+            return Outcome(f"{tool.name} was not called: {problem}. Call it again with arguments that fit.",
+                           ok=False, malformed=True)  # fmt: skip
+        asked = shown_arguments(action.arguments)
+        if tool.read_only and (seen := self._read_calls.get(f"{tool.name} {asked}")) is not None:
+            # A small model calls a tool again with the same arguments instead of answering with
+            # what it got: the same answer again, and told so, rather than a loop to the step limit.
+            again = f"You already called {tool.name} with these arguments in this turn. It gave:"
+            return Outcome(f"{again}\n{seen}\nDo not call it again: answer with what it gave.", ok=True)
+        fields = {"tool": tool.name, "arguments": action.arguments, "server": tool.source}
+        decision = await self.approvals.tool(tool.name, asked, read_only=tool.read_only)
+        if not decision.allowed:
+            self.emit.single("tool_call", **fields, output="", status="declined")
+            return Outcome(f"Not called: {decision.reason}", ok=False)
+        item = self.emit.start("tool_call", **fields, status="in_progress")
+        try:
+            result = await self.external.call(tool, action.arguments)
+        except BaseException:
+            self.emit.complete(item, status="failed", output="(interrupted)")
+            raise
+        text = self.secrets.redact(truncate(result.text, MAX_OUTPUT_CHARS))
+        self.emit.complete(item, output=truncate(text, 2000), status="completed" if result.ok else "failed")
+        if tool.read_only and result.ok:
+            self._read_calls[f"{tool.name} {asked}"] = text
+        return Outcome(f"{tool.name}:\n{text}", ok=result.ok)
 
     async def _command(self, command: str) -> Outcome:
         decision = await self.approvals.command(command)

@@ -35,6 +35,7 @@ from whiz.agent.workspace import Workspace
 from whiz.client import HttpClient
 from whiz.environments import SandboxOptions, SandboxUnavailable, environment_for
 from whiz.environments.worktree import sweep_stale_copies
+from whiz.mcp import McpServerConfig, start_mcp
 from whiz.modes.endpoints import DeepSettings, FastSettings, SetupError
 from whiz.modes.heal_step import REDRAW_N, HealingModel
 from whiz.modes.healing import Healer, HealSettings
@@ -69,6 +70,9 @@ class SessionOptions:
     """A session id to continue, or "last" for the latest session in this workspace."""
     home: Path | None = None
     """Where sessions and undo history live (default: the whiz data home)."""
+    mcp: list[McpServerConfig] = field(default_factory=list)
+    """MCP servers whose tools the agent is offered: started when the session opens, stopped when
+    it closes (`whiz.mcp`)."""
 
     def __post_init__(self) -> None:
         if self.mode is not None:
@@ -288,6 +292,7 @@ class AgentSession:
         agent = Agent(
             model, ws, config=options.agent, sink=chain, approvals=approvals, undo=undo, items=items
         )
+        agent.tools.external = start_mcp(options.mcp, options.workspace, home / "mcp", notice)
         # Auto mode: a turn over its budget goes on with the deep model instead of failing.
         agent.on_over_budget = lambda reason: router.escalate(reason, "budget")
         chain({"type": "thread.started", "thread_id": info.id})
@@ -458,6 +463,8 @@ class AgentSession:
         self.healing.healer.test_cmd = test_cmd
 
     async def close(self) -> None:
+        if self.agent.tools.external is not None:
+            await self.agent.tools.external.close()
         self.lock.release()
         self.store.close()
         await self.routed.close()

@@ -1,0 +1,41 @@
+"""`whiz exec --mcp` as a user runs it: a subprocess against a server on the fake engine, whose
+script calls the notes server's tool in text actions."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+from tests.commands.test_exec import events, whiz
+from tests.mcp.conftest import TINY
+from whiz.engine.fake import last_user_message
+
+
+def notes_script(conversation: str) -> str:
+    if "notes__read_note:" in last_user_message(conversation):  # the call's result came back
+        return "The note says buy milk."
+    return 'CALL notes__read_note {"name": "shop"}'
+
+
+def test_exec_offers_and_calls_a_server_from_the_flag(serve_fake, project, notes, tmp_path, monkeypatch):
+    server = serve_fake(script=notes_script)
+    flag = f"notes={shlex.join([sys.executable, str(TINY), 'stdio', str(notes)])}"
+    config = tmp_path / "config.toml"
+    config.write_text('[mcp_servers.typo]\ncomand = "x"\n')
+    monkeypatch.setenv("WHIZ_CONFIG", str(config))
+    args = ["exec", "--json", "--base-url", server.root, "--mcp", flag, "What does my shop note say?"]
+    done = whiz(args, project, tmp_path / "home")
+    assert done.returncode == 0, done.stderr
+    calls = [e["item"] for e in events(done.stdout) if e["type"] == "item.completed"]
+    [call] = [i for i in calls if i["type"] == "tool_call"]
+    assert call["tool"] == "notes__read_note" and call["server"] == "MCP server notes"
+    assert "buy milk" in call["output"]
+    # The file's mistake is said, and the run went on without that server.
+    assert "unknown key 'comand' in [mcp_servers.typo] (did you mean 'command'?)" in done.stderr
+    assert "MCP server notes: 4 tools" in done.stderr
+
+
+def test_a_bad_flag_exits_with_the_form(project: Path, tmp_path: Path) -> None:
+    done = whiz(["exec", "--mcp", "justaname", "hello"], project, tmp_path / "home")
+    assert done.returncode == 2 and "--mcp takes NAME=COMMAND" in done.stderr

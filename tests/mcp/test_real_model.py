@@ -1,0 +1,51 @@
+"""One turn with the real default model that calls an MCP tool: `whiz exec --mcp` with the notes
+server (`tiny_server.py`), and a task that asks for the tool by name. Function tools: the server
+decodes the call under the tool's schema, so the 0.5B's call parses and its arguments fit."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.mcp.conftest import TINY
+
+pytestmark = pytest.mark.model
+
+
+def items_of(stdout: str) -> list[dict]:
+    lines = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+    return [e["item"] for e in lines if e["type"] == "item.completed"]
+
+
+@pytest.mark.timeout(600)  # the shared real server's start counts too, on a busy machine
+def test_the_model_calls_an_mcp_tool_in_a_turn(real_server, tmp_path: Path) -> None:
+    repo, notes = tmp_path / "repo", tmp_path / "notes"
+    repo.mkdir()
+    notes.mkdir()
+    (repo / "README.md").write_text("# groceries\n")
+    (notes / "shop.txt").write_text("buy oat milk and two lemons\n")
+    flag = f"notes={shlex.join([sys.executable, str(TINY), 'stdio', str(notes)])}"
+    task = "Call the notes__read_note tool with name shop, then tell me what the note says."
+    env = {**os.environ, "WHIZ_HOME": str(tmp_path / "home"), "WHIZ_CONFIG": str(tmp_path / "none.toml")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "whiz", "exec", "--json", "--base-url", real_server.root,
+         "--actions", "tools", "--mcp", flag, task],
+        cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        stdout, stderr = proc.communicate(timeout=420)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        stdout, stderr = proc.communicate()
+    done = [f"{i['type']} {i.get('tool', '')} {i.get('status', '')} {i.get('text', '')[:80]}"
+            for i in items_of(stdout)]  # fmt: skip
+    calls = [i for i in items_of(stdout) if i["type"] == "tool_call" and i["tool"] == "notes__read_note"]
+    assert calls, (done, stderr[-2000:])
+    assert calls[0]["status"] == "completed" and "oat milk" in calls[0]["output"]
+    assert proc.returncode == 0, (done, stderr[-2000:])
