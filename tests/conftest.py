@@ -65,6 +65,18 @@ class ServerThread:
         self.thread.join(timeout=10)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (`make test` runs `-n 3 --dist loadgroup`) the tests on the real model
+    run on one worker, one after another, against that worker's one `real_server`: the model uses
+    every core, so two of them side by side gain nothing, and each worker would load it again.
+    The other workers take the rest of the suite meanwhile, which mostly waits on sockets,
+    subprocesses and timers."""
+    for item in items:
+        if item.get_closest_marker("model") is not None:
+            item.add_marker(pytest.mark.xdist_group("model"))
+
+
 @pytest.fixture(scope="session", autouse=True)
 def no_background_servers_left() -> Iterator[None]:
     """A test that runs `whiz exec` with no server starts the warm background server (as a user's
