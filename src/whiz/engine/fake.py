@@ -98,6 +98,9 @@ class FakeRuntime:
         # them from the cells at every step made a reply cost time quadratic in its length.
         self._seq_tokens: dict[int, list[int]] = {}
         self._seq_text: dict[int, bytes] = {}
+        self._history_text: tuple[list[int] | None, int, bytes] = (None, 0, b"")
+        """The bytes of the history `decode` is about to ask `_logits` about (subclasses that
+        override `_logits` take the history alone)."""
         self.decoded_tokens = 0
         self.decode_calls = 0
         self.restored_tokens = 0
@@ -136,7 +139,8 @@ class FakeRuntime:
             history[seq].append(token)
             texts[seq] += self.tokenizer.piece(token)
             if wants:
-                outputs.append(self._logits(history[seq], bytes(texts[seq])))
+                self._history_text = (history[seq], len(history[seq]), bytes(texts[seq]))
+                outputs.append(self._logits(history[seq]))
         for token, pos, seq, _ in rows:
             self._cells.append((pos, token, {seq}))
         self._seq_tokens.update(history)
@@ -146,8 +150,11 @@ class FakeRuntime:
         time.sleep(self.step_s + self.token_s * len(rows))
         return outputs
 
-    def _logits(self, history: list[int], text: bytes) -> np.ndarray:
-        """The next token's logits after a sequence's whole `history` (`text`: its bytes)."""
+    def _logits(self, history: list[int]) -> np.ndarray:
+        """The next token's logits after a sequence's whole `history`."""
+        kept, length, text = self._history_text
+        if kept is not history or length != len(history):
+            text = b"".join(self.tokenizer.piece(t) for t in history)
         cut = text.rfind(_ASSISTANT)
         logits = np.zeros(self.n_vocab, dtype=np.float32)
         nxt = self.tokenizer.im_end
