@@ -65,6 +65,14 @@ class ServerThread:
         self.thread.join(timeout=10)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """pytest-xdist's workers start with COLUMNS=80 and LINES=24 set, which a serial run does not
+    have: without them output that follows the terminal's width is as wide in both."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        os.environ.pop("COLUMNS", None)
+        os.environ.pop("LINES", None)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Under pytest-xdist (`make test` runs `-n 3 --dist loadgroup`) the tests on the real model
