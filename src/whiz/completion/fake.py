@@ -90,7 +90,7 @@ class FimFakeRuntime(FakeRuntime):
     def _text(self, tokens: list[int]) -> str:
         return b"".join(self.tokenizer.piece(t) for t in tokens).decode(errors="replace")
 
-    def _logits(self, history: list[int], text: bytes) -> np.ndarray:
+    def _logits(self, history: list[int]) -> np.ndarray:
         ids = self.tokenizer.ids
         logits = np.zeros(self.n_vocab, dtype=np.float32)
         nxt = self.tokenizer.eos
