@@ -7,24 +7,44 @@ PY := $(VENV)/bin/python
 WHIZ := $(VENV)/bin/whiz
 LLAMA_VERSION := 0.3.36
 STAMP := $(VENV)/.whiz-installed
+DEPS := $(VENV)/.whiz-deps
+LLAMA := $(VENV)/.whiz-llama
+MODEL := qwen2.5-coder-0.5b
 PYTEST_ARGS ?=
 
-.PHONY: run test setup model browser sandbox lint format docs bench-serve clean
+.PHONY: run test setup model model-file browser sandbox lint format docs bench-serve clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP): pyproject.toml scripts/ensure_llama.sh scripts/llama_cmake_args.py scripts/llama_patch.py $(wildcard scripts/llama_kernels/*) | $(PY)
+# whiz and its Python dependencies, all but llama-cpp-python: enough for `whiz models pull`.
+$(DEPS): pyproject.toml scripts/python_deps.py | $(PY)
+	$(PY) scripts/python_deps.py > $(VENV)/requirements.txt
+	$(PY) -m pip install -q -r $(VENV)/requirements.txt
+	$(PY) -m pip install -q --no-deps -e .
+	touch $@
+
+$(LLAMA): scripts/ensure_llama.sh scripts/llama_cmake_args.py scripts/llama_patch.py $(wildcard scripts/llama_kernels/*) | $(PY)
 	scripts/ensure_llama.sh $(PY) $(LLAMA_VERSION)
+	touch $@
+
+# llama-cpp-python was installed without its own dependencies (jinja2, diskcache): this adds them.
+$(STAMP): $(LLAMA) $(DEPS)
 	$(PY) -m pip install -q -e '.[test]'
 	touch $@
 
 setup: $(STAMP)
 
-model: setup
-	$(WHIZ) models pull qwen2.5-coder-0.5b
+# Needs whiz, not llama.cpp: on a fresh machine the model downloads while llama.cpp compiles.
+model-file: $(DEPS)
+	$(WHIZ) models pull $(MODEL)
 
-run: model sandbox
+# Set-up's slow parts side by side: llama.cpp's build takes the CPU (minutes on 2 cores), the
+# Python packages, the model and the apt packages take the network meanwhile.
+model:
+	@$(MAKE) --no-print-directory -j4 setup model-file sandbox
+
+run: model
 	$(WHIZ) serve
 
 # Model-written commands run confined by bubblewrap (whiz.environments.sandbox). Installed once,
@@ -39,14 +59,18 @@ sandbox:
 
 # The web app's end-to-end tests drive Debian's chromium through Playwright (Playwright's own
 # browser download fails here). Installed once, quietly; needs root, as on CI.
-browser:
+browser: sandbox
 	@test -x /usr/bin/chromium || { echo "installing chromium for the browser tests"; \
 	  DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
 
-# --durations: CI's log names the slowest tests, where the suite's time goes.
-test: model browser sandbox
-	$(PY) -m pytest --durations=25 $(PYTEST_ARGS)
+# Three workers (pytest-xdist): the tests on the real model run on one of them, one at a time
+# (tests/conftest.py groups them), the rest of the suite, which mostly waits on sockets, timers and
+# subprocesses, on the other two. --durations: CI's log names the slowest tests.
+TEST_WORKERS ?= 3
+test:
+	@$(MAKE) --no-print-directory -j4 setup model-file browser
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=30 $(PYTEST_ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check src tests

@@ -17,7 +17,7 @@ fi
 cache="${WHIZ_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/whiz/wheels}/llama-$key"
 wheel="$(ls "$cache"/llama_cpp_python-"$version"-*.whl 2>/dev/null | head -n1 || true)"
 if [ -z "$wheel" ]; then
-  echo "Building llama-cpp-python $version for this CPU (once; about 4-8 minutes on 2 cores)..."
+  echo "Building llama-cpp-python $version for this CPU (once; a few minutes on 2 cores)..."
   echo "  CMAKE_ARGS=$args"
   work="$(mktemp -d)"
   trap 'rm -rf "$work"' EXIT

@@ -29,6 +29,11 @@ integration test test_batch_invariance checks it. Measured here (2 cores, AVX2, 
 
 The C++ lives in scripts/llama_kernels/; ensure_llama.sh keys the wheel cache on it too.
 
+4. Only what the bindings load. llama-cpp-python forces llama.cpp's `common` library on (with
+   cpp-httplib under it), which only llama.cpp's own tools and the multimodal library link: the
+   Python package loads libllama and ggml alone. It is about a third of the C++ a build compiles
+   (chat templates over nlohmann's JSON, an HTTP client and server), minutes of a 2-core `make`.
+
 Usage: python3 scripts/llama_patch.py SOURCE_DIR   (idempotent; fails if the code has moved)
 """
 
@@ -133,10 +138,18 @@ def patches() -> list[tuple[str, str]]:
     ]
 
 
+CMAKE = "CMakeLists.txt"
+COMMON_ON = '\n    set(LLAMA_BUILD_COMMON ON CACHE BOOL "Build llama.cpp common library" FORCE)'
+COMMON_OFF = '\n    set(LLAMA_BUILD_COMMON OFF CACHE BOOL "Build llama.cpp common library" FORCE)'
+"""At the top level of `if (LLAMA_BUILD)`, indented so (the WebAssembly branch sets it off too)."""
+
+
 def patch(source: Path) -> str:
-    path = source / SGEMM
+    return f"{patch_file(source / SGEMM, patches())}, {patch_file(source / CMAKE, [(COMMON_ON, COMMON_OFF)])}"
+
+
+def patch_file(path: Path, todo: list[tuple[str, str]]) -> str:
     text = path.read_text()
-    todo = patches()
     if all(after in text for _, after in todo):
         return "already patched"
     for before, after in todo:
@@ -152,4 +165,4 @@ def patch(source: Path) -> str:
 if __name__ == "__main__":
     if len(sys.argv) != 2:
         raise SystemExit(__doc__)
-    print(f"llama_patch: {patch(Path(sys.argv[1]))} {SGEMM}")
+    print(f"llama_patch: {patch(Path(sys.argv[1]))} ({SGEMM}, {CMAKE})")

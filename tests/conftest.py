@@ -65,6 +65,26 @@ class ServerThread:
         self.thread.join(timeout=10)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """pytest-xdist's workers start with COLUMNS=80 and LINES=24 set, which a serial run does not
+    have: without them output that follows the terminal's width is as wide in both."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        os.environ.pop("COLUMNS", None)
+        os.environ.pop("LINES", None)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (`make test` runs `-n 3 --dist loadgroup`) the tests on the real model
+    run on one worker, one after another, against that worker's one `real_server`: the model uses
+    every core, so two of them side by side gain nothing, and each worker would load it again.
+    The other workers take the rest of the suite meanwhile, which mostly waits on sockets,
+    subprocesses and timers."""
+    for item in items:
+        if item.get_closest_marker("model") is not None:
+            item.add_marker(pytest.mark.xdist_group("model"))
+
+
 @pytest.fixture(scope="session", autouse=True)
 def no_background_servers_left() -> Iterator[None]:
     """A test that runs `whiz exec` with no server starts the warm background server (as a user's

@@ -4,9 +4,12 @@ the model's own tool-call format: these tests prove the protocol, not the model'
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -21,13 +24,27 @@ def npm_client(package: str, version: str, binary: str) -> Path:
     prefix = cache / f"{package.strip('@').replace('/', '-')}-{version}"
     path = prefix / "node_modules" / ".bin" / binary
     if not path.exists():
-        command = ["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix", str(prefix)]
-        done = subprocess.run(
-            [*command, f"{package}@{version}"], capture_output=True, text=True, timeout=900, check=False
-        )
-        if done.returncode != 0 or not path.exists():
-            pytest.skip(f"could not install {package}@{version} from npm: {done.stderr.strip()[-300:]}")
+        with cache_lock(prefix):
+            if not path.exists():
+                _npm_install(prefix, f"{package}@{version}", path)
     return path
+
+
+@contextmanager
+def cache_lock(path: Path) -> Iterator[None]:
+    """Hold `path`'s lock file while the block installs into (or first fills) `path`: the suite's
+    tests run side by side (pytest-xdist), and two installs into one folder break it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(f"{path}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _npm_install(prefix: Path, spec: str, path: Path) -> None:
+    command = ["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix", str(prefix), spec]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
+    if done.returncode != 0 or not path.exists():
+        pytest.skip(f"could not install {spec} from npm: {done.stderr.strip()[-300:]}")
 
 
 def folders(tmp_path: Path) -> tuple[Path, Path]:

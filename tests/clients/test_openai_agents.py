@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import folders, npm_client
+from .conftest import cache_lock, folders, npm_client
 
 QWEN_CODE_VERSION = "0.24.4"
 OPENCODE_VERSION = "1.18.33"
@@ -88,12 +88,13 @@ def test_opencode_writes_a_file_through_whiz(serve_fake, tmp_path):
     work, home = folders(tmp_path)
     served = serve(serve_fake, write_then_answer("write", "filePath", work / "hello.py"))
     env = {**os.environ, **opencode_setup(work, home, served.base_url)}
-    done = subprocess.run(
-        [str(opencode), "run", "--model", "whiz/whiz", "Write hello.py that prints hello"],
-        cwd=work, env=env, capture_output=True, text=True,
-        timeout=300,
-        check=False,
-    )  # fmt: skip
+    with cache_lock(Path(env["XDG_CACHE_HOME"])):  # its first run fills the shared cache
+        done = subprocess.run(
+            [str(opencode), "run", "--model", "whiz/whiz", "Write hello.py that prints hello"],
+            cwd=work, env=env, capture_output=True, text=True,
+            timeout=300,
+            check=False,
+        )  # fmt: skip
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert (work / "hello.py").read_text() == CONTENT
     assert "I wrote hello.py." in done.stdout
@@ -107,16 +108,17 @@ def aider_client() -> Path:
     dependencies would not fit beside whiz's)."""
     venv = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "whiz" / f"aider-{AIDER_VERSION}"
     binary = venv / "bin" / "aider"
-    if not binary.exists():
-        if shutil.which("python3") is None:
-            pytest.skip("no python3 to make Aider's environment with")
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-        done = subprocess.run(
-            [str(venv / "bin" / "pip"), "install", "-q", f"aider-chat=={AIDER_VERSION}"],
-            capture_output=True, text=True, timeout=1200, check=False,
-        )  # fmt: skip
-        if done.returncode != 0 or not binary.exists():
-            pytest.skip(f"could not install aider-chat=={AIDER_VERSION}: {done.stderr.strip()[-300:]}")
+    if shutil.which("python3") is None and not binary.exists():
+        pytest.skip("no python3 to make Aider's environment with")
+    with cache_lock(venv):
+        if not binary.exists():
+            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+            done = subprocess.run(
+                [str(venv / "bin" / "pip"), "install", "-q", f"aider-chat=={AIDER_VERSION}"],
+                capture_output=True, text=True, timeout=1200, check=False,
+            )  # fmt: skip
+            if done.returncode != 0 or not binary.exists():
+                pytest.skip(f"could not install aider-chat=={AIDER_VERSION}: {done.stderr.strip()[-300:]}")
     return binary
 
 

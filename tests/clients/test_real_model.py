@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from .conftest import folders, npm_client
+from .conftest import cache_lock, folders, npm_client
 from .test_claude_code import CLAUDE_CODE_VERSION
 from .test_openai_agents import (
     OPENCODE_VERSION,
@@ -86,7 +86,8 @@ def test_opencode_answers_with_the_real_model(real_server, tmp_path):
     agent = {"ask": {"mode": "primary", "prompt": SYSTEM, "tools": {"*": False}}}
     env = opencode_setup(work, home, real_server.base_url, agent=agent)
     command = [str(opencode), "run", "--model", "whiz/whiz", "--agent", "ask", QUESTION]
-    out = run_turn(real_server, command, work, env)
+    with cache_lock(Path(env["XDG_CACHE_HOME"])):  # its first run fills the shared cache
+        out = run_turn(real_server, command, work, env)
     assert out.strip(), "OpenCode printed no answer"
 
 

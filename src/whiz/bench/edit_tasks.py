@@ -23,6 +23,7 @@ import tempfile
 import tokenize
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from whiz.environments import run_confined
@@ -187,7 +188,8 @@ def module_task(module: str, source: str, kind: str) -> EditTask | None:
     if not candidates:
         return None
     window, target = random.Random(f"whiz-bench-edits:{module}:{kind}").choice(candidates)
-    instruction, expected = target
+    instruction, carry_out = target
+    expected = carry_out()
     return EditTask(
         suite="rename",
         task_id=f"{module}:{kind}",
@@ -216,8 +218,9 @@ def windows(source: str) -> Iterator[str]:
             yield "".join(lines[min(fitting) - 1 : end])
 
 
-Target = tuple[str, str]
-"""An instruction and the file that carries it out."""
+Target = tuple[str, Callable[[], str]]
+"""An instruction, and how to write the file that carries it out: called only for the target a
+module's seed picks (tokenizing the window for every candidate took seconds per suite)."""
 
 
 def targets(window: str, kind: str) -> list[Target]:
@@ -231,7 +234,7 @@ def targets(window: str, kind: str) -> list[Target]:
             uses = sum(isinstance(n, ast.Name) and n.id == fn.name for n in ast.walk(tree)) + 1
             if unambiguous(window, fn.name, new, uses):
                 instruction = f"Rename the function `{fn.name}` to `{new}`, updating every reference to it."
-                found.append((instruction, rename_names(window, fn.name, new)))
+                found.append((instruction, partial(rename_names, window, fn.name, new)))
     elif kind == "rename-parameter":
         for fn in functions:
             region = "".join(window.splitlines(keepends=True)[region_slice(fn)])
@@ -248,7 +251,8 @@ def targets(window: str, kind: str) -> list[Target]:
                         f"In the function `{fn.name}`, rename the parameter `{arg}` to `{new}`, "
                         "updating its uses in that function."
                     )
-                    found.append((instruction, rename_names(window, arg, new, fn.lineno, fn.end_lineno)))
+                    rename = partial(rename_names, window, arg, new, fn.lineno, fn.end_lineno)
+                    found.append((instruction, rename))
     elif kind == "add-decorator":
         lines = window.splitlines(keepends=True)
         for fn in functions:
@@ -256,7 +260,7 @@ def targets(window: str, kind: str) -> list[Target]:
                 continue
             instruction = f"Add the decorator `@{DECORATOR}` to the function `{fn.name}`."
             after = lines[: fn.lineno - 1] + [f"@{DECORATOR}\n"] + lines[fn.lineno - 1 :]
-            found.append((instruction, "".join(after)))
+            found.append((instruction, partial("".join, after)))
     else:
         raise ValueError(f"unknown task kind {kind!r}")
     return found

@@ -93,6 +93,14 @@ class FakeRuntime:
         self.confidence = confidence
         # Each cell holds (position, token) and the set of sequences that share it.
         self._cells: list[tuple[int, int, set[int]]] = []
+        # Each sequence's tokens in position order and their text, kept from one step to the next
+        # until the sequence's cells change otherwise (seq_rm, seq_cp, seq_state_set): rebuilding
+        # them from the cells at every step made a reply cost time quadratic in its length.
+        self._seq_tokens: dict[int, list[int]] = {}
+        self._seq_text: dict[int, bytes] = {}
+        self._history_text: tuple[list[int] | None, int, bytes] = (None, 0, b"")
+        """The bytes of the history `decode` is about to ask `_logits` about (subclasses that
+        override `_logits` take the history alone)."""
         self.decoded_tokens = 0
         self.decode_calls = 0
         self.restored_tokens = 0
@@ -100,31 +108,53 @@ class FakeRuntime:
         """The last few grammars parsed, newest last."""
 
     def _tokens(self, seq: int) -> list[int]:
+        """The sequence's tokens in position order (not to be changed by the caller)."""
+        if (kept := self._seq_tokens.get(seq)) is not None:
+            return kept
         mine = sorted((pos, tok) for pos, tok, seqs in self._cells if seq in seqs)
         if [p for p, _ in mine] != list(range(len(mine))):
             raise EngineError(f"sequence {seq} has a gap in its positions")
-        return [t for _, t in mine]
+        tokens = self._seq_tokens[seq] = [t for _, t in mine]
+        return tokens
+
+    def _bytes(self, seq: int) -> bytes:
+        if (kept := self._seq_text.get(seq)) is None:
+            kept = self._seq_text[seq] = b"".join(self.tokenizer.piece(t) for t in self._tokens(seq))
+        return kept
+
+    def _changed(self, seq: int) -> None:
+        self._seq_tokens.pop(seq, None)
+        self._seq_text.pop(seq, None)
 
     def decode(self, rows: Sequence[tuple[int, int, int, bool]]) -> list[np.ndarray]:
         if len(self._cells) + len(rows) > self.n_ctx:
             raise KVCacheFull("the fake KV cache is full")
-        history = {seq: self._tokens(seq) for seq in {r[2] for r in rows}}
+        seqs = {r[2] for r in rows}
+        history = {seq: list(self._tokens(seq)) for seq in seqs}
+        texts = {seq: bytearray(self._bytes(seq)) for seq in seqs}
         outputs = []
         for token, pos, seq, wants in rows:
             if pos != len(history[seq]):
                 raise EngineError(f"sequence {seq}: position {pos} does not follow {len(history[seq])} cells")
             history[seq].append(token)
+            texts[seq] += self.tokenizer.piece(token)
             if wants:
+                self._history_text = (history[seq], len(history[seq]), bytes(texts[seq]))
                 outputs.append(self._logits(history[seq]))
         for token, pos, seq, _ in rows:
             self._cells.append((pos, token, {seq}))
+        self._seq_tokens.update(history)
+        self._seq_text.update((seq, bytes(text)) for seq, text in texts.items())
         self.decoded_tokens += len(rows)
         self.decode_calls += 1
         time.sleep(self.step_s + self.token_s * len(rows))
         return outputs
 
     def _logits(self, history: list[int]) -> np.ndarray:
-        text = b"".join(self.tokenizer.piece(t) for t in history)
+        """The next token's logits after a sequence's whole `history`."""
+        kept, length, text = self._history_text
+        if kept is not history or length != len(history):
+            text = b"".join(self.tokenizer.piece(t) for t in history)
         cut = text.rfind(_ASSISTANT)
         logits = np.zeros(self.n_vocab, dtype=np.float32)
         nxt = self.tokenizer.im_end
@@ -139,6 +169,7 @@ class FakeRuntime:
         return logits
 
     def seq_rm(self, seq: int, p0: int, p1: int) -> None:
+        self._changed(seq)
         end = p1 if p1 >= 0 else float("inf")
         kept = []
         for pos, tok, seqs in self._cells:
@@ -149,6 +180,7 @@ class FakeRuntime:
         self._cells = kept
 
     def seq_cp(self, src: int, dst: int, p0: int, p1: int) -> None:
+        self._changed(dst)
         end = p1 if p1 >= 0 else float("inf")
         for pos, _tok, seqs in self._cells:
             if src in seqs and p0 <= pos < end:
@@ -167,6 +199,7 @@ class FakeRuntime:
         if len(self._cells) + len(tokens) > self.n_ctx:
             raise KVCacheFull("the fake KV cache is full")
         self._cells.extend((pos, int(tok), {seq}) for pos, tok in enumerate(tokens))
+        self._changed(seq)
         self.restored_tokens += len(tokens)
 
     def grammar(self, gbnf: str, root: str) -> GbnfMatcher:
