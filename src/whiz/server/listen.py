@@ -19,7 +19,7 @@ import uvicorn
 from starlette.types import Receive, Scope, Send
 
 from whiz.config import ServeSettings
-from whiz.server.app import error_response_at
+from whiz.server.guards import error_response_at
 from whiz.server.http import Unavailable
 from whiz.server.pings import ping_bound_protocol
 from whiz.server.waiting import WaitingConnections, WaitingLimits, waiting_protocol

@@ -24,6 +24,7 @@ from whiz.chat.messages import Message, Tool, ToolCall
 from whiz.engine.types import GenerationStats, SamplingParams
 from whiz.errors import ContextOverflow, InvalidRequest, WhizError
 from whiz.seams import Backend, BackendTurn
+from whiz.server.keepalive import with_keepalive
 from whiz.server.protocol import (
     OFF_LOOP_CHARS,
     ResponsesRequest,
@@ -32,6 +33,9 @@ from whiz.server.protocol import (
     input_chars,
     required_tool,
 )
+
+_SILENT = object()
+"""What the model's stream gives while it says nothing for a while (see `keepalive.py`)."""
 
 
 def new_id(prefix: str) -> str:
@@ -242,6 +246,10 @@ class ResponseEvents:
             self._event("response.created", response=dict(self.response)),
             self._event("response.in_progress", response=dict(self.response)),
         ]
+
+    def still_in_progress(self) -> dict:
+        """`response.in_progress` again: the keep-alive of a long silence (a prefill)."""
+        return self._event("response.in_progress", response=dict(self.response))
 
     def text(self, delta: str) -> list[dict]:
         events = []
@@ -511,7 +519,10 @@ class ResponseRun:
         for ev in events.start():
             yield ev
         try:
-            async for piece in turn.live.events():
+            async for piece in with_keepalive(turn.live.events(), lambda: _SILENT):
+                if piece is _SILENT:
+                    yield events.still_in_progress()
+                    continue
                 batch = events.text(piece.text) if isinstance(piece, TextDelta) else events.tool_call(piece)
                 for ev in batch:
                     yield ev
