@@ -5,11 +5,17 @@ for long while a slow model reads a long prompt."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import time
 
 import httpx
+import pytest
 from websockets.sync.client import connect
 
+from tests.clients.conftest import npm_client
+from tests.clients.test_codex_cli import CODEX_VERSION
+from whiz.bench.codex_restart import configure_codex
 from whiz.server.keepalive import KEEPALIVE_S
 
 LONG = "Please read all of this. " * 150  # ~3,700 byte tokens on the fake engine
@@ -98,3 +104,30 @@ def test_a_responses_websocket_repeats_in_progress_while_the_prompt_prefills(ser
     assert kinds.count("response.in_progress") >= 3 and kinds[-1] == "response.incomplete"
     delta = next(t for t, e in events if e["type"] == "response.output_text.delta")
     _assert_alive([t for t, _ in events], delta)
+
+
+@pytest.mark.parametrize("websocket", [False, True], ids=["http", "websocket"])
+def test_the_codex_cli_waits_out_a_prefill_longer_than_its_idle_timeout(serve_fake, tmp_path, websocket):
+    # Codex gives up on a stream silent for `stream_idle_timeout_ms`; here 4 s, while its opening
+    # (~30k byte tokens on the fake engine) prefills for about 9 s.
+    codex_bin = npm_client("@openai/codex", CODEX_VERSION, "codex")
+    served = serve_fake(
+        script=lambda conversation: "Nothing to change.", engine_kw={"n_ctx": 65536, "token_s": 0.0003}
+    )
+    home, work = tmp_path / "codex-home", tmp_path / "work"
+    configure_codex(home, served.root, websocket=websocket)
+    with (home / "config.toml").open("a") as config:
+        config.write("stream_idle_timeout_ms = 4000\n")
+    work.mkdir()
+    env = {**os.environ, "CODEX_HOME": str(home), "RUST_LOG": "codex_api=debug"}
+    start = time.monotonic()
+    done = subprocess.run(
+        [str(codex_bin), "exec", "--skip-git-repo-check", "Say whether hello.py needs a change"],
+        cwd=work, env=env, capture_output=True, text=True, timeout=240, check=False,
+    )  # fmt: skip
+    took = time.monotonic() - start
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Nothing to change." in done.stdout
+    assert took > 6, f"the prefill took only {took:.1f} s: it did not outlast the idle timeout"
+    if websocket:
+        assert "successfully connected to Responses WebSocket" in done.stderr
