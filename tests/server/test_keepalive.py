@@ -77,6 +77,11 @@ def test_a_responses_stream_repeats_in_progress_while_the_prompt_prefills(serve_
     assert kinds[:2] == ["response.created", "response.in_progress"]
     assert kinds.count("response.in_progress") >= 3
     assert [e["sequence_number"] for _, e in events] == list(range(len(events)))
+    # Each keep-alive says how far the prompt's prefill has come.
+    progress = [e["prompt_progress"] for _, e in events if "prompt_progress" in e]
+    assert len(progress) >= 2 and progress[-1]["total"] > 3000
+    assert [p["processed"] for p in progress] == sorted(p["processed"] for p in progress)
+    assert 0 < progress[0]["processed"] < progress[-1]["processed"] <= progress[-1]["total"]
     delta = next(t for t, e in events if e["type"] == "response.output_text.delta")
     _assert_alive([t for t, _ in events], delta)
     assert kinds[-1] == "response.incomplete"  # at max_output_tokens

@@ -494,6 +494,7 @@ class Scheduler:
         for job, n in prefilled:
             job.placement.slot.tokens.extend(job.feed[:n])
             job.n_past += n
+            job.stats.prefilled_tokens += n
             del job.feed[:n]
             job.prompt_done = not job.feed
             if job.prompt_done and self.prefix_cache is not None:

@@ -247,9 +247,11 @@ class ResponseEvents:
             self._event("response.in_progress", response=dict(self.response)),
         ]
 
-    def still_in_progress(self) -> dict:
-        """`response.in_progress` again: the keep-alive of a long silence (a prefill)."""
-        return self._event("response.in_progress", response=dict(self.response))
+    def still_in_progress(self, progress: dict[str, int] | None = None) -> dict:
+        """`response.in_progress` again: the keep-alive of a long silence (a prefill), with how
+        far the prompt's prefill has come where the backend knows (`prompt_progress`)."""
+        extra = {"prompt_progress": progress} if progress else {}
+        return self._event("response.in_progress", response=dict(self.response), **extra)
 
     def text(self, delta: str) -> list[dict]:
         events = []
@@ -521,7 +523,7 @@ class ResponseRun:
         try:
             async for piece in with_keepalive(turn.live.events(), lambda: _SILENT):
                 if piece is _SILENT:
-                    yield events.still_in_progress()
+                    yield events.still_in_progress(turn.live.progress())
                     continue
                 batch = events.text(piece.text) if isinstance(piece, TextDelta) else events.tool_call(piece)
                 for ev in batch:
