@@ -2,7 +2,7 @@
 
 Every error a client can see carries an HTTP status, an OpenAI `type`, a stable `code` and,
 where it applies, the `param` at fault (`WhizError.to_dict`, the one wire shape, for HTTP and
-WebSocket alike; `whiz.server.app.error_response` sends it over HTTP).
+WebSocket alike; `whiz.server.guards.error_response` sends it over HTTP).
 """
 
 from __future__ import annotations

@@ -147,6 +147,12 @@ class BackendTurn(Protocol):
         """Stop soon; the turn then ends with finish_reason 'cancelled'."""
         ...
 
+    def progress(self) -> dict[str, int] | None:
+        """How far the prompt's prefill has come, in llama-server's `prompt_progress` shape
+        (`total`, `cache`: already cached, `processed`: cached and prefilled so far), where the
+        backend knows it (else None)."""
+        ...
+
 
 class Backend(Protocol):
     """Messages in, text and tool calls out: what the APIs run turns on.

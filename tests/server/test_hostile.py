@@ -176,6 +176,23 @@ def test_stored_responses_are_bounded_by_bytes_and_age():
     assert store.get("r9") is None and store.bytes == 0
 
 
+def test_a_full_store_evicts_the_oldest_of_the_tenant_holding_the_most():
+    store = ResponseStore(6, max_bytes=100_000)
+    store.put({"id": "b0"}, conversation("b"), "bob")
+    store.put({"id": "c0"}, conversation("c"), "carol")
+    for i in range(10):
+        store.put({"id": f"a{i}"}, conversation("a"), "alice")
+    assert store.get("b0", "bob") and store.get("c0", "carol")  # older, but not the flood's
+    assert [store.get(f"a{i}", "alice") is not None for i in range(10)] == [False] * 6 + [True] * 4
+    # In bytes too: a tenant of a few large responses pushes out its own.
+    store = ResponseStore(100, max_bytes=12_000)
+    store.put({"id": "small"}, conversation("s" * 100), "bob")
+    for i in range(10):
+        store.put({"id": f"big{i}"}, conversation("x" * 3000), "alice")
+    assert store.get("small", "bob") is not None and store.bytes <= 12_000
+    assert store.get("big9", "alice") is not None and store.get("big0", "alice") is None
+
+
 def test_metadata_within_openai_limits_is_kept(serve_fake):
     served = serve_fake()
     metadata = {f"k{i}": "v" * 512 for i in range(16)}

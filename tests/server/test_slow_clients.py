@@ -324,3 +324,45 @@ def test_a_refused_websocket_cannot_make_the_server_read_a_large_message(serve_f
             sock.sendall(frame)  # the server hangs up instead of reading 8 MB it would drop
     finally:
         sock.close()
+
+
+# -- the connection cap ------------------------------------------------------------------------------
+
+
+def _held_requests(served, n: int) -> list[socket.socket]:
+    """`n` connections with a request under way (its head sent, its body not yet)."""
+    held = []
+    for _ in range(n):
+        sock = socket.create_connection(address(served), timeout=10)
+        sock.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"
+        )
+        held.append(sock)
+    return held
+
+
+@pytest.mark.parametrize(
+    ("path", "shape"), [("/v1/models", "openai"), ("/v1/messages/count_tokens", "anthropic")]
+)
+def test_a_request_past_the_connection_cap_gets_a_json_503_with_retry_after(serve_fake, path, shape):
+    served = serve_fake(max_connections=2)
+    held = _held_requests(served, 2)
+    try:
+        time.sleep(0.3)  # both heads read: both count
+        with httpx.Client(timeout=10) as other:
+            busy = other.request("GET" if shape == "openai" else "POST", f"{served.root}{path}", json={})
+        assert busy.status_code == 503
+        assert busy.headers["retry-after"] == "1"
+        assert busy.headers["connection"] == "close"
+        body = busy.json()
+        if shape == "anthropic":  # the only shape Anthropic's SDK reads
+            assert body["type"] == "error" and body["error"]["type"] == "overloaded_error"
+        else:
+            assert body["error"]["code"] == "too_many_connections"
+        assert "most connections (2)" in str(body)
+    finally:
+        for sock in held:
+            sock.close()
+    time.sleep(0.3)
+    assert httpx.get(f"{served.root}/health", timeout=10).status_code == 200

@@ -105,3 +105,18 @@ def test_metrics_need_the_key_on_a_keyed_server(serve_fake):
 def test_metrics_are_open_without_keys(serve_fake):
     served = serve_fake()
     assert httpx.get(f"{served.root}/metrics").status_code == 200
+
+
+def test_one_tenant_storing_many_responses_pushes_out_only_its_own(serve_fake):
+    served = serve_fake(api_keys=["alice", "eve"], stored_responses=8)
+    kept = _stored(served, "alice")
+    flood = [_stored(served, "eve") for _ in range(20)]  # far past the whole store
+    body = {"input": "go on", "previous_response_id": kept, "max_output_tokens": 3}
+    r = httpx.post(f"{served.base_url}/responses", json=body, headers={"Authorization": "Bearer alice"})
+    assert r.status_code == 200, r.text
+    eve = {"Authorization": "Bearer eve"}
+    # The flood keeps the rest of the store, its newest first: the bound still holds.
+    assert httpx.get(f"{served.base_url}/responses/{flood[-1]}", headers=eve).status_code == 200
+    assert httpx.get(f"{served.base_url}/responses/{flood[0]}", headers=eve).status_code == 404
+    assert served.state.store.held(served.state.keys.tenant("alice")) == 2
+    assert served.state.store.held(served.state.keys.tenant("eve")) == 6  # the bound still holds

@@ -146,6 +146,13 @@ class EngineTurn:
         if self._live is not None:
             self._live.cancel()
 
+    def progress(self) -> dict[str, int] | None:
+        if self._live is None:
+            return None
+        stats = self._live.stream.stats
+        processed = stats.cached_tokens + stats.prefilled_tokens
+        return {"total": self.prompt_tokens, "cache": stats.cached_tokens, "processed": processed}
+
     async def events(self) -> AsyncIterator[TextDelta | ToolCall]:
         await self.open()
         assert self._live is not None

@@ -129,6 +129,18 @@ class Constraint:
         if grammar.start is not None:
             self._looking_for_opening = False
 
+    @property
+    def matching(self) -> bool:
+        """Whether choosing the next token runs the matcher (engine time every request shares)."""
+        return not self.ended and (self.matcher is not None or self._start is not None)
+
+    def expected_ms(self) -> float:
+        """What matching the next token should cost: the recent average, or, before any token
+        was matched, the most a grammar may average (a quarter of the budget)."""
+        if not self._recent_ms:
+            return self.budget_ms / 4
+        return sum(self._recent_ms) / len(self._recent_ms)
+
     # -- choosing a token -------------------------------------------------------------------
 
     def pick(self, logits: np.ndarray, params: SamplingParams, rng: np.random.Generator) -> int:

@@ -30,6 +30,7 @@ import numpy as np
 from whiz.engine.draft_model import DraftModel
 from whiz.engine.drafters import ChainDrafter, PredictionDrafter, PromptLookupDrafter
 from whiz.engine.grammar import Constraint
+from whiz.engine.grammar_share import GrammarShare, matching
 from whiz.engine.prefix_cache import PrefixCache
 from whiz.engine.sampling import sample
 from whiz.engine.slots import Placement, SlotTable
@@ -140,6 +141,8 @@ class Scheduler:
         self._closed = False
         self.steps = 0
         self.evictions = 0
+        self.grammar_share = GrammarShare()
+        """Grammar matching's share of the engine's time while other streams run."""
         self.restarts = 0
         """Times the worker loop failed outside a step and was started again."""
         self._thread = threading.Thread(target=self._supervise, name="whiz-engine", daemon=True)
@@ -438,9 +441,13 @@ class Scheduler:
         sampled: list[tuple[Job, list[int]]] = []  # each job whose logits are read, with its draft
         prefilled: list[tuple[Job, int]] = []
         budget = self.n_batch
+        # Grammar jobs beyond matching's share of this step wait for a later one (grammar_share.py).
+        held = self.grammar_share.held(
+            [job for job in self._active if job.decoding or len(job.feed) <= self.n_batch], self._active
+        )
         # Decoding jobs first: their last token, plus a draft to verify, so they keep streaming
         # while others prefill.
-        decoding = [job for job in self._active if job.decoding]
+        decoding = [job for job in self._active if job.decoding and job not in held]
         drafts = [self._draft(job) for job in decoding]
         if len(drafts) > 1:
             # llama.cpp takes the same number of rows from each sequence per forward pass, so
@@ -460,6 +467,10 @@ class Scheduler:
             if job.decoding or budget <= 0 or not job.feed:
                 continue
             n = min(len(job.feed), budget, prefill_cap)
+            if job in held and n == len(job.feed):
+                n -= 1  # the prompt's last token, which samples under the grammar, waits
+                if n == 0:
+                    continue
             seq = job.placement.slot.seq
             wants = n == len(job.feed) and job.request.max_tokens > 0
             for i in range(n):
@@ -474,13 +485,16 @@ class Scheduler:
                 if not job.feed:
                     self._finish(job, "stop")
             return
+        t_decode = time.perf_counter()
         logits = self._decode_with_eviction(rows)
         if logits is None:
             return
+        self.grammar_share.earned((time.perf_counter() - t_decode) * 1000)
         self.steps += 1
         for job, n in prefilled:
             job.placement.slot.tokens.extend(job.feed[:n])
             job.n_past += n
+            job.stats.prefilled_tokens += n
             del job.feed[:n]
             job.prompt_done = not job.feed
             if job.prompt_done and self.prefix_cache is not None:
@@ -494,6 +508,7 @@ class Scheduler:
         for job, draft in sampled:
             mine = logits[at : at + 1 + len(draft)]
             at += 1 + len(draft)
+            t_sample = time.perf_counter() if matching(job) else None
             try:
                 if job.decoding:
                     self._verified(job, draft, mine)
@@ -503,6 +518,8 @@ class Scheduler:
                 log.exception("a job failed after its step")
                 job.stats.error = f"the engine failed on this request: {exc}"
                 self._finish(job, "error")
+            if t_sample is not None:
+                self.grammar_share.spent((time.perf_counter() - t_sample) * 1000)
 
     def _first_token(self, job: Job, logits: np.ndarray) -> int:
         if job.constraint is None:

@@ -74,6 +74,9 @@ class GenerationStats:
     prompt_tokens: int = 0
     cached_tokens: int = 0
     prefill_tokens: int = 0
+    prefilled_tokens: int = 0
+    """Of `prefill_tokens`, those in the cache so far: it grows a chunk a step while the prompt is
+    read (set on the engine thread; what a stream's keep-alive reports as progress)."""
     prefill_ms: float = 0.0
     ttft_ms: float = 0.0
     decode_tokens: int = 0

@@ -176,6 +176,9 @@ class GatewayTurn:
         """The replica running the turn now."""
         return self._replica.name if self._replica else None
 
+    def progress(self) -> dict[str, int] | None:
+        return None  # an upstream does not say how far its prefill has come
+
     def cancel(self) -> None:
         """Stop: the upstream stream is closed, which stops generation on the upstream."""
         if self._cancelled:

@@ -9,10 +9,12 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 
+from starlette.requests import HTTPConnection
+
 from whiz.config import TENANT_HEADER
 from whiz.errors import AuthError, InvalidRequest, RateLimited
 
-__all__ = ["TENANT_HEADER", "KeyCheck", "bearer", "named_tenant"]
+__all__ = ["KEY_SCOPE", "TENANT_HEADER", "KeyCheck", "bearer", "checked_key", "named_tenant"]
 
 _TENANT_NAME = re.compile(r"[A-Za-z0-9._:-]{1,64}")
 
@@ -21,6 +23,16 @@ def bearer(header: str | None) -> str | None:
     if header and header.lower().startswith("bearer "):
         return header[7:].strip() or None
     return None
+
+
+KEY_SCOPE = "whiz.key"
+"""Where the key a request was let in with is kept in its ASGI scope (server/guards.py)."""
+
+
+def checked_key(conn: HTTPConnection) -> str | None:
+    """The key this request's route was let in with by `guards.KeyRequired` (None on a server
+    without keys, or on a public route)."""
+    return conn.scope.get(KEY_SCOPE)
 
 
 def named_tenant(headers: Mapping[str, str]) -> str | None:

@@ -16,8 +16,11 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import uvicorn
+from starlette.types import Receive, Scope, Send
 
 from whiz.config import ServeSettings
+from whiz.server.guards import error_response_at
+from whiz.server.http import Unavailable
 from whiz.server.pings import ping_bound_protocol
 from whiz.server.waiting import WaitingConnections, WaitingLimits, waiting_protocol
 
@@ -39,6 +42,24 @@ def waiting_limits(settings: ServeSettings) -> WaitingLimits:
     )
 
 
+def at_capacity(limit: int, state: ServerState | None = None):
+    """The answer to a request past `max_connections`: a 503 in the route's error shape, with
+    `Retry-After`, and the connection closed (uvicorn's own is plain text with no hint when to
+    come back)."""
+
+    async def busy(scope: Scope, receive: Receive, send: Send) -> None:
+        exc = Unavailable(
+            f"The server holds its most connections ({limit}); retry shortly.", code="too_many_connections"
+        )
+        if state is not None:
+            state.metrics.error(exc.code)
+        response = error_response_at(scope.get("path", ""), exc)  # with Retry-After
+        response.headers["Connection"] = "close"
+        await response(scope, receive, send)
+
+    return busy
+
+
 def uvicorn_config(
     app: Any, settings: ServeSettings, state: ServerState | None = None, **overrides: Any
 ) -> uvicorn.Config:
@@ -51,7 +72,7 @@ def uvicorn_config(
         host=settings.host,
         port=settings.port,
         log_level="warning",
-        http=waiting_protocol(waiting),
+        http=waiting_protocol(waiting, at_capacity(settings.max_connections, state)),
         ws=ping_bound_protocol(settings.send_timeout_s, waiting),
         timeout_graceful_shutdown=settings.shutdown_grace_s,
         limit_concurrency=settings.max_connections,

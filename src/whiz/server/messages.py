@@ -27,8 +27,9 @@ from whiz.backend.types import TextDelta, TurnRequest, TurnResult
 from whiz.chat.messages import Message, Tool, ToolCall
 from whiz.engine.types import SamplingParams
 from whiz.errors import InvalidRequest, WhizError
-from whiz.server.auth import bearer
+from whiz.server.auth import checked_key
 from whiz.server.http import ClientGone, run_to_end
+from whiz.server.keepalive import with_keepalive
 from whiz.server.protocol import (
     MAX_STOP_CHARS,
     MAX_TOOLS,
@@ -299,6 +300,10 @@ def _sse(kind: str, data: dict[str, Any]) -> str:
     return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
+PING = _sse("ping", {"type": "ping"})
+"""Anthropic's keep-alive event, sent after every `KEEPALIVE_S` of silence (see `keepalive.py`)."""
+
+
 async def stream_events(req: MessagesRequest, message_id: str, turn) -> AsyncIterator[str]:
     """The streamed reply: message_start, a content block per text run and per tool use, then
     message_delta with the stop reason and usage, and message_stop. A failure midway is an
@@ -309,7 +314,7 @@ async def stream_events(req: MessagesRequest, message_id: str, turn) -> AsyncIte
         "usage": {"input_tokens": turn.prompt_tokens, "output_tokens": 0},
     }  # fmt: skip
     yield _sse("message_start", {"type": "message_start", "message": start})
-    yield _sse("ping", {"type": "ping"})
+    yield PING
     index, text_open = 0, False
     try:
         async for piece in turn.events():
@@ -366,8 +371,7 @@ def messages_routes(state: ServerState) -> list[BaseRoute]:
     async def read(request: Request, model: type[BaseModel]) -> tuple[Any, str | None, int]:
         """The validated body, the caller's key, and the body's size (large ones tokenize off the loop)."""
         state.check_open()
-        key = request.headers.get("x-api-key") or bearer(request.headers.get("authorization"))
-        state.keys.check(key)
+        key = checked_key(request)  # checked before the route (server/guards.py)
         state.check_rate(key, request.client.host if request.client else None)
         raw = await state.read_body(request)
         try:
@@ -401,9 +405,8 @@ def messages_routes(state: ServerState) -> list[BaseRoute]:
         message_id = "msg_" + uuid.uuid4().hex[:24]
         if req.stream:
             headers = {"Cache-Control": "no-cache"}
-            return StreamingResponse(
-                stream_events(req, message_id, turn), media_type="text/event-stream", headers=headers
-            )
+            events = with_keepalive(stream_events(req, message_id, turn), lambda: PING)
+            return StreamingResponse(events, media_type="text/event-stream", headers=headers)
 
         try:
             await run_to_end(request, turn.events(), turn.cancel)

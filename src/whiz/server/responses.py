@@ -24,6 +24,7 @@ from whiz.chat.messages import Message, Tool, ToolCall
 from whiz.engine.types import GenerationStats, SamplingParams
 from whiz.errors import ContextOverflow, InvalidRequest, WhizError
 from whiz.seams import Backend, BackendTurn
+from whiz.server.keepalive import with_keepalive
 from whiz.server.protocol import (
     OFF_LOOP_CHARS,
     ResponsesRequest,
@@ -32,6 +33,9 @@ from whiz.server.protocol import (
     input_chars,
     required_tool,
 )
+
+_SILENT = object()
+"""What the model's stream gives while it says nothing for a while (see `keepalive.py`)."""
 
 
 def new_id(prefix: str) -> str:
@@ -60,13 +64,28 @@ def size_bytes(response: dict, conversation: Conversation) -> int:
     return len(json.dumps(response)) + text + len(conversation.system or "") + 36 * n_state
 
 
+@dataclass
+class _Stored:
+    response: dict
+    conversation: Conversation
+    size: int
+    at: float
+    tenant: str | None
+
+
 class ResponseStore:
     """Recent responses by id, for `previous_response_id` and GET /v1/responses/{id}.
 
-    Bounded by count, by bytes and by age, oldest out first: a client that stores large responses
-    forever must not grow the server without end. Each response is filed under its tenant (a
-    digest of its API key): another key asking for it is told there is no such response, exactly
-    as for an id that never existed, so an id seen in a log or a screenshot reads nothing.
+    Bounded by count, by bytes and by age: a client that stores large responses forever must not
+    grow the server without end. Each response is filed under its tenant (a digest of its API
+    key): another key asking for it is told there is no such response, exactly as for an id that
+    never existed, so an id seen in a log or a screenshot reads nothing.
+
+    Tenants share the store fairly. While there is room anyone may use it; when it is full, the
+    tenant holding the most (by count, or by bytes when bytes overflow) gives up its own oldest
+    response. So a tenant that stores thousands of responses pushes out only its own, down to
+    what each of the others holds, and never another tenant's last conversation. With one tenant
+    (a server without keys) this is plain oldest-first.
     """
 
     def __init__(
@@ -81,7 +100,11 @@ class ResponseStore:
         self.max_bytes = max_bytes
         self.ttl_s = ttl_s
         self._clock = clock
-        self._items: OrderedDict[str, tuple[dict, Conversation, int, float, str | None]] = OrderedDict()
+        self._items: OrderedDict[str, _Stored] = OrderedDict()
+        """Every stored response, oldest first (for expiry)."""
+        self._by_tenant: dict[str | None, OrderedDict[str, None]] = {}
+        """Each tenant's ids, oldest first (for its evictions)."""
+        self._tenant_bytes: dict[str | None, int] = {}
         self.bytes = 0
 
     def put(self, response: dict, conversation: Conversation, tenant: str | None = None) -> None:
@@ -89,32 +112,55 @@ class ResponseStore:
         if self.max_bytes is not None and size > self.max_bytes:
             return  # larger than the whole store: keeping it would evict everything else
         self._drop(response["id"])
-        self._items[response["id"]] = (response, conversation, size, self._clock(), tenant)
+        self._items[response["id"]] = _Stored(response, conversation, size, self._clock(), tenant)
+        self._by_tenant.setdefault(tenant, OrderedDict())[response["id"]] = None
+        self._tenant_bytes[tenant] = self._tenant_bytes.get(tenant, 0) + size
         self.bytes += size
         self._expire()
-        while len(self._items) > self.capacity or (
-            self.max_bytes is not None and self.bytes > self.max_bytes
-        ):
-            self._drop(next(iter(self._items)))
+        while len(self._items) > self.capacity:
+            self._evict(by_bytes=False)
+        while self.max_bytes is not None and self.bytes > self.max_bytes:
+            self._evict(by_bytes=True)
 
     def get(self, response_id: str, tenant: str | None = None) -> tuple[dict, Conversation] | None:
         """The response and its conversation, if `tenant` stored it (None: a server without keys)."""
         self._expire()
         found = self._items.get(response_id)
-        if found is None or found[4] != tenant:
+        if found is None or found.tenant != tenant:
             return None
-        return found[0], found[1]
+        return found.response, found.conversation
+
+    def held(self, tenant: str | None) -> int:
+        """How many responses `tenant` has stored."""
+        return len(self._by_tenant.get(tenant, ()))
+
+    def _evict(self, *, by_bytes: bool) -> None:
+        """Drop the oldest response of the tenant holding the most (ties: the oldest response)."""
+
+        def share(tenant: str | None) -> tuple[int, float]:
+            held = self._tenant_bytes[tenant] if by_bytes else len(self._by_tenant[tenant])
+            oldest = self._items[next(iter(self._by_tenant[tenant]))].at
+            return held, -oldest
+
+        victim = max(self._by_tenant, key=share)
+        self._drop(next(iter(self._by_tenant[victim])))
 
     def _drop(self, response_id: str) -> None:
         found = self._items.pop(response_id, None)
-        if found is not None:
-            self.bytes -= found[2]
+        if found is None:
+            return
+        self.bytes -= found.size
+        mine = self._by_tenant[found.tenant]
+        del mine[response_id]
+        self._tenant_bytes[found.tenant] -= found.size
+        if not mine:
+            del self._by_tenant[found.tenant], self._tenant_bytes[found.tenant]
 
     def _expire(self) -> None:
         if self.ttl_s is None:
             return
         oldest = self._clock() - self.ttl_s
-        while self._items and next(iter(self._items.values()))[3] < oldest:
+        while self._items and next(iter(self._items.values())).at < oldest:
             self._drop(next(iter(self._items)))
 
 
@@ -200,6 +246,12 @@ class ResponseEvents:
             self._event("response.created", response=dict(self.response)),
             self._event("response.in_progress", response=dict(self.response)),
         ]
+
+    def still_in_progress(self, progress: dict[str, int] | None = None) -> dict:
+        """`response.in_progress` again: the keep-alive of a long silence (a prefill), with how
+        far the prompt's prefill has come where the backend knows (`prompt_progress`)."""
+        extra = {"prompt_progress": progress} if progress else {}
+        return self._event("response.in_progress", response=dict(self.response), **extra)
 
     def text(self, delta: str) -> list[dict]:
         events = []
@@ -469,7 +521,10 @@ class ResponseRun:
         for ev in events.start():
             yield ev
         try:
-            async for piece in turn.live.events():
+            async for piece in with_keepalive(turn.live.events(), lambda: _SILENT):
+                if piece is _SILENT:
+                    yield events.still_in_progress(turn.live.progress())
+                    continue
                 batch = events.text(piece.text) if isinstance(piece, TextDelta) else events.tool_call(piece)
                 for ev in batch:
                     yield ev

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import h11
+from starlette.types import ASGIApp
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from whiz.server.stalls import SEND_TIMEOUT_S, StallTimer
@@ -203,13 +204,24 @@ class _HeadWatch(h11.Connection):
 
 
 class WaitingProtocol(H11Protocol):
-    """uvicorn's h11 protocol with its waiting time bounded. `waiting` is set per server by
-    `waiting_protocol`."""
+    """uvicorn's h11 protocol with its waiting time bounded. `waiting` and `busy` are set per
+    server by `waiting_protocol`.
+
+    At `limit_concurrency` a request is answered by `busy` (whiz's JSON 503 with `Retry-After`)
+    instead of uvicorn's plain-text one: the count is taken the moment the request's head is
+    complete, as uvicorn takes it, and uvicorn's own check is turned off.
+    """
 
     waiting: WaitingConnections
+    busy: ASGIApp | None = None
 
     def __init__(self, config: Any, server_state: Any, app_state: dict[str, Any], _loop: Any = None):
         super().__init__(config, server_state, app_state, _loop)
+        self.cap: int | None = self.limit_concurrency if self.busy is not None else None
+        if self.cap is not None:
+            self.limit_concurrency = None
+            self.app = self._capped(self.app)
+        self._over_cap = False
         self.connections = _Counted(server_state.connections, self.waiting)  # type: ignore[assignment]
         head_bytes = config.h11_max_incomplete_event_size or H11_MAX_HEAD_BYTES
         self.conn = _HeadWatch(head_bytes, self._head_complete)
@@ -290,6 +302,22 @@ class WaitingProtocol(H11Protocol):
 
     def _head_complete(self) -> None:
         self.waiting.start(self)
+        # This connection counts from here on; the request's own task is not made yet.
+        cap = self.cap
+        self._over_cap = cap is not None and (len(self.connections) >= cap or len(self.tasks) >= cap)
+
+    def _capped(self, app: ASGIApp) -> ASGIApp:
+        """`app`, or `busy` for a request that came past the cap (h11 reads no further request on
+        this connection before this one is answered, so the flag is this request's)."""
+
+        async def capped(scope: Any, receive: Any, send: Any) -> None:
+            over, self._over_cap = self._over_cap, False
+            if over and self.busy is not None:
+                await self.busy(scope, receive, send)
+            else:
+                await app(scope, receive, send)
+
+        return capped
 
     def time_out(self, seconds: float) -> None:
         """Answer 408 and close: the request's head took too long."""
@@ -314,6 +342,8 @@ class WaitingProtocol(H11Protocol):
             self.transport.close()
 
 
-def waiting_protocol(waiting: WaitingConnections) -> type[WaitingProtocol]:
-    """The protocol class for `uvicorn.Config(http=...)`, over one server's waiting connections."""
-    return type("WhizHttpProtocol", (WaitingProtocol,), {"waiting": waiting})
+def waiting_protocol(waiting: WaitingConnections, busy: ASGIApp | None = None) -> type[WaitingProtocol]:
+    """The protocol class for `uvicorn.Config(http=...)`, over one server's waiting connections;
+    `busy` answers requests past `limit_concurrency` (None: uvicorn's own 503)."""
+    attrs = {"waiting": waiting, "busy": None if busy is None else staticmethod(busy)}
+    return type("WhizHttpProtocol", (WaitingProtocol,), attrs)
