@@ -58,6 +58,20 @@ async def test_the_same_read_only_call_again_in_a_turn_is_answered_from_the_firs
     assert len(h.events.items("tool_call")) == 1  # the server was asked once
 
 
+async def test_a_tool_called_again_is_not_offered_again_until_the_next_turn(project: Path, notes: Path):
+    """Told that it already has the answer, a small model under a tool grammar still called the
+    same tool every step to the time limit: the repeated tool leaves the list for the turn."""
+    call = Reply(calls=[("notes__read_note", {"name": "shop"})])
+    script = [call, call, "buy milk", call, "buy milk"]
+    async with mcp_agent(project, script, [stdio_notes(notes)], actions="tools") as h:
+        assert (await h.agent.run("What does my shop note say?")).ok
+        offered = [{t["name"] for t in r.tools} for r in h.model.requests]
+        assert "notes__read_note" in offered[1] and "notes__read_note" not in offered[2]
+        assert "notes__write_note" in offered[2]  # only the repeated tool is taken off
+        assert (await h.agent.run("And again?")).ok
+        assert "notes__read_note" in {t["name"] for t in h.model.requests[3].tools}
+
+
 async def test_a_writing_tool_is_put_to_the_approver_in_auto_edit(project: Path, notes: Path):
     approver = ScriptedApprover([True])
     approvals = Approvals("auto-edit", approver)

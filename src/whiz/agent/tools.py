@@ -145,12 +145,16 @@ class Toolbox:
         """Tools of the MCP servers the user configured, offered beside these (`external.py`)."""
         self._read_calls: dict[str, str] = {}
         """This turn's calls of read-only external tools (name and arguments) and what they gave."""
+        self._repeated: set[str] = set()
+        """External tools the model called again with the same arguments this turn: no longer
+        offered until the turn ends, so the next reply answers or does something else."""
         self._turn_id = ""
 
     def begin_turn(self, turn_id: str) -> None:
         """Edits from here on belong to `turn_id`, one undo snapshot for the whole turn."""
         self._turn_id = turn_id
         self._read_calls = {}
+        self._repeated = set()
 
     def focus_text(self) -> tuple[str, str] | None:
         """(path, text) of the focus file, if it is there and readable."""
@@ -170,7 +174,7 @@ class Toolbox:
         """The next request's instructions and function tools (None: text actions) with the external
         tools added: as functions, or listed in the instructions. A read-only session is offered only
         the tools that say they only read."""
-        extra = await self._external_tools()
+        extra = [t for t in await self._external_tools() if t.name not in self._repeated]
         if not extra:
             return instructions, tools
         if tools is not None:
@@ -416,7 +420,10 @@ class Toolbox:
         asked = shown_arguments(action.arguments)
         if tool.read_only and (seen := self._read_calls.get(f"{tool.name} {asked}")) is not None:
             # A small model calls a tool again with the same arguments instead of answering with
-            # what it got: the same answer again, and told so, rather than a loop to the step limit.
+            # what it got: the same answer again, and told so; and the tool is taken off the next
+            # request's list, since being told alone does not stop a model that sees it offered
+            # (under a tool grammar it called it again every step to the turn's time limit).
+            self._repeated.add(tool.name)
             again = f"You already called {tool.name} with these arguments in this turn. It gave:"
             return Outcome(f"{again}\n{seen}\nDo not call it again: answer with what it gave.", ok=True)
         fields = {"tool": tool.name, "arguments": action.arguments, "server": tool.source}
