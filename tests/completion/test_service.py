@@ -195,3 +195,20 @@ def test_the_rest_of_the_last_completion_is_drafted_so_the_next_keystroke_decode
     same, without = run(steps(False))
     assert text == same == "urn math.pi * r * r"
     assert with_prediction <= 4 < without
+
+
+def test_a_finished_line_is_answered_without_waiting_for_the_engines_next_step():
+    before, after = "a = ", "\n\n\nz = 0\n"
+
+    async def main():
+        # The fake writes "1", then the next lines, one slow step per byte: the line ends first.
+        engine = fim_fake_engine(lambda prefix, suffix: "a = 1\nb = 2\nc = 3", step_s=0.3)
+        try:
+            result = await complete(CompletionService(engine), before, after, client="ed")
+            in_flight = engine.status()["active"]  # the step after the newline is still running
+            return result, in_flight
+        finally:
+            engine.close()
+
+    result, in_flight = run(main())
+    assert result.text == "1" and in_flight == 1

@@ -198,6 +198,8 @@ def ask(
 
 REQUEST_TIMEOUT_S = 900
 """Opening a 2,000-token file is a full prefill: minutes on a loaded 2-core machine."""
+START_TIMEOUT_S = 1200
+"""Loading the model, on the same loaded machine."""
 
 
 def replay(url: str, work: list[Case], limit: int, progress: Progress) -> list[Sample]:
@@ -237,7 +239,7 @@ def summary(samples: list[Sample]) -> dict[str, Any]:
 def start_whiz(plan: CompletePlan) -> LocalServer:
     args = ["--model", plan.model, "--engine-only", "--slots", "2", "--ctx", "8192"]
     args += ["--threads", str(plan.threads)] if plan.threads else []
-    server = LocalServer(args, plan.log_dir, name="whiz-bench-complete")
+    server = LocalServer(args, plan.log_dir, name="whiz-bench-complete", start_timeout_s=START_TIMEOUT_S)
     server.wait_ready()
     return server
 
@@ -259,7 +261,7 @@ class LlamaServer:
         self.url = f"http://127.0.0.1:{port}"
 
     def wait_ready(self) -> None:
-        deadline = time.monotonic() + 300
+        deadline = time.monotonic() + START_TIMEOUT_S
         while True:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"llama-server exited with {self.proc.returncode}; see {self.log}")

@@ -69,7 +69,7 @@ class LastCompletion:
     anchor_hint: str
 
 
-MAX_CLIENTS_REMEMBERED = 1024
+MAX_CLIENTS_REMEMBERED = 64
 
 
 @dataclass
@@ -154,8 +154,6 @@ class Completion:
         t_first: float | None = None
         try:
             async for chunk in self._stream:
-                if stop_type is not None:
-                    continue  # what the engine made before it saw the cancel
                 t_first = t_first or time.perf_counter()
                 n_out += len(chunk.tokens)
                 for token in chunk.tokens:
@@ -172,8 +170,9 @@ class Completion:
                 elif self._out_of_time(text, t_first):
                     text, stop_type = text[: text.rfind("\n")], "limit"  # the complete lines
                 if stop_type is not None:
+                    # Answer now: waiting for the engine to see the cancel costs a decode step.
                     self._stream.cancel()
-                    continue
+                    break
                 ready = boundary.settled(text) if boundary is not None else len(text)
                 if ready > sent and not self._stale:
                     yield text[sent:ready]
