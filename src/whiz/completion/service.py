@@ -168,7 +168,8 @@ class Completion:
                 if boundary is not None and (end := boundary.end(text)) is not None:
                     text, stop_type = text[:end], stop_type or "eos"
                 elif self._out_of_time(text, t_first):
-                    text, stop_type = text[: text.rfind("\n")], "limit"  # the complete lines
+                    # The complete lines (and any newline already sent: the answer is what was streamed).
+                    text, stop_type = text[: max(text.rfind("\n"), sent)], "limit"
                 if stop_type is not None:
                     # Answer now: waiting for the engine to see the cancel costs a decode step.
                     self._stream.cancel()
