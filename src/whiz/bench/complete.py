@@ -170,6 +170,7 @@ def ask(
         "stream": True,
         "cache_prompt": True,
         "samplers": ["top_k", "top_p", "infill"],
+        "timings_per_token": True,
     }
     t0 = time.perf_counter()
     line_ms: float | None = None
@@ -182,10 +183,12 @@ def ask(
                 continue
             event = json.loads(line[6:])
             content += event.get("content", "")
+            final = event if "timings" in event else final
             if line_ms is None and "\n" in content.lstrip("\n"):
                 line_ms = (time.perf_counter() - t0) * 1000
-            if event.get("stop"):
-                final = event
+            if event.get("stop") or (line_ms is not None and final):
+                # Past the first line only its timings matter: a server that sends them with every
+                # token (llama-server, asked for `timings_per_token`) is not kept writing the rest.
                 break
     if line_ms is None:
         line_ms = (time.perf_counter() - t0) * 1000
