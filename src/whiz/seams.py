@@ -115,6 +115,13 @@ class Runtime(Protocol):
         """Make dst share src's cache cells for positions [p0, p1)."""
         ...
 
+    can_shift: bool
+    """`seq_add` works (llama.cpp can shift the positions of this model's cache)."""
+
+    def seq_add(self, seq: int, p0: int, p1: int, delta: int) -> None:
+        """Move a sequence's cells at positions [p0, p1) by `delta` positions."""
+        ...
+
     def grammar(self, gbnf: str, root: str) -> GrammarMatcher:
         """A matcher for `gbnf` from rule `root`, over this runtime's vocabulary.
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tests.conftest import ServerThread
-from whiz.bench.complete import MEASURES, Case, cases, pauses, replay, summary
+from whiz.bench.complete import MEASURES, Case, cases, pauses, replay, replay_paired, summary
 from whiz.commands.serve import build_app
 from whiz.completion.fake import fim_fake_engine, knows
 from whiz.config import ServeSettings
@@ -41,3 +41,22 @@ def test_the_replay_reports_every_measure_and_a_model_that_knows_the_file_is_alw
     assert set(MEASURES) <= set(result) and result["requests"] == len(list(pauses(case, 100)))
     assert result["acceptance"] == 1.0
     assert result["prefill_tokens_median"] <= 3  # each pause only adds what was typed
+
+
+def test_servers_compared_are_asked_in_turn_at_each_pause():
+    case = Case("f", "def f(x):\n    ", "y = x + 1\n    return y", "\n\n\ndef g():\n    pass\n")
+    doc = case.before + case.body + "\n" + case.after
+    engines = [fim_fake_engine(knows(doc)), fim_fake_engine(lambda prefix, suffix: "")]
+    settings = ServeSettings(model="fake", engine_only=True)
+    servers = [ServerThread(build_app(e, settings), free_port()) for e in engines]
+    for server in servers:
+        server.start()
+    try:
+        urls = [f"http://127.0.0.1:{s.server.config.port}" for s in servers]
+        knowing, blank = replay_paired(urls, [case], 100, lambda _: None)
+    finally:
+        for server, engine in zip(servers, engines, strict=True):
+            server.stop()
+            engine.close()
+    assert len(knowing) == len(blank) == len(list(pauses(case, 100)))
+    assert summary(knowing)["acceptance"] == 1.0 and summary(blank)["acceptance"] == 0.0

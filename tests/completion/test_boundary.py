@@ -18,6 +18,8 @@ def mul(a, b):
     return a * b
 '''
 
+BODY_ABOVE_RETURN = "def add(a, b):\n    {cursor}\n    return total\n"
+
 
 def at(text: str, **kw) -> Boundary:
     """A boundary at `|` in `text`."""
@@ -90,15 +92,34 @@ def test_only_whitespace_shows_nothing(out):
     assert at(FILE.replace("{cursor}", "|")).shown(out) == ""
 
 
-def test_settled_text_is_always_the_start_of_what_is_shown():
-    b = at(FILE.replace("{cursor}", "|"))
-    out = "total = a + b\n\n    return total\n\n\ndef sub(a, b):\n"
+@pytest.mark.parametrize(
+    "out",
+    [
+        "total = a + b\n\n    return total\n\n\ndef sub(a, b):\n",
+        "total = a + b\n    x = 1\n    y = 2\nz = 3\n",
+        "total = a + b\n    x = 1\n    return total\n    y = 2\n",
+    ],
+)
+@pytest.mark.parametrize("file", [FILE, BODY_ABOVE_RETURN])
+def test_settled_text_is_always_the_start_of_what_is_shown(out, file):
+    b = at(file.replace("{cursor}", "|"))
     for n in range(len(out) + 1):
         part = out[:n]
         end = b.end(part)
         if end is not None:
             break
         assert b.shown(out).startswith(part[: b.settled(part)])
+
+
+def test_a_blocks_line_comes_with_its_newline_once_the_next_line_is_surely_in_the_block():
+    b = at(FILE.replace("{cursor}", "|"))
+    assert b.settled("total = a + b\n") == len("total = a + b")  # the block may end here
+    assert b.settled("total = a + b\n    ") == len("total = a + b")
+    assert b.settled("total = a + b\n    x") == len("total = a + b\n")
+    # A line that may turn out to be the file's next line holds the newline back.
+    b = at(BODY_ABOVE_RETURN.replace("{cursor}", "|"))
+    assert b.settled("total = a + b\n    ret") == len("total = a + b")
+    assert b.settled("total = a + b\n    x") == len("total = a + b\n")
 
 
 def test_a_line_completion_is_held_back_until_it_ends():

@@ -6,7 +6,7 @@ import asyncio
 
 from whiz.completion.fake import fim_fake_engine, knows
 from whiz.completion.fim import FimInput
-from whiz.completion.service import CompletionRequest, CompletionService
+from whiz.completion.service import CompletionOptions, CompletionRequest, CompletionService
 
 DOC = (
     "import math\n\n\n"
@@ -129,3 +129,86 @@ def test_stop_strings_end_the_completion():
 async def _drain(completion) -> None:
     async for _ in completion.deltas():
         pass
+
+
+LONG_DOC = "".join(f"def f{i}(x):\n    return x + {i}\n\n\n" for i in range(12))
+LONG_DOC += "def g(y):\n    return y * 2\n"
+
+
+def test_an_edit_above_the_cursor_reuses_the_moved_cache_instead_of_prefilling_it():
+    cursor = LONG_DOC.index("return y * 2")
+    line_end = LONG_DOC.index("\n", cursor)
+    f2 = "def f2(x):\n    return x + 2\n\n\n"
+    edited = LONG_DOC.replace(f2, "")
+
+    async def edit(reuse: int):
+        engine = fim_fake_engine(knows(edited))
+        service = CompletionService(engine, CompletionOptions(reuse_chunk_tokens=reuse))
+        try:
+            await complete(service, LONG_DOC[:cursor], LONG_DOC[line_end:], client="ed")
+            # f2 deleted, above the cursor
+            return await complete(service, edited[: cursor - len(f2)], LONG_DOC[line_end:], client="ed")
+        finally:
+            engine.close()
+
+    reused, plain = run(edit(64)), run(edit(0))
+    assert reused.text == plain.text == "return y * 2"
+    # Without reuse everything after the deleted lines is prefilled again; with it, nearly nothing.
+    assert plain.stats.prefill_tokens > 200
+    assert reused.stats.prefill_tokens <= 2
+
+
+def test_typing_down_past_a_block_of_lines_keeps_the_suffix_cached():
+    body = "def walk(items):\n" + "".join(f"    x{i} = items[{i}]\n" for i in range(12))
+    doc = body + "    return x0\n\n\ndef other():\n    return 1\n"
+    after = doc[len(body) :]
+
+    async def main():
+        engine = fim_fake_engine(knows(doc))
+        service = CompletionService(engine)
+        try:
+            lines = body.splitlines(keepends=True)
+            await complete(service, "".join(lines[:5]), after, client="ed")
+            # Lines 5 to 11 typed: the cursor is in the next block of 8 lines, the suffix unchanged.
+            later = await complete(service, "".join(lines[:12]), after, client="ed")
+            return later
+        finally:
+            engine.close()
+
+    later = run(main())
+    assert later.stats.prefill_tokens < 7 * len("    x0 = items[0]\n") + 10  # what was typed, not the suffix
+
+
+def test_the_rest_of_the_last_completion_is_drafted_so_the_next_keystroke_decodes_in_few_steps():
+    async def steps(remember: bool) -> tuple[str, int]:
+        engine = fim_fake_engine(knows(DOC), step_s=0.0)
+        service = CompletionService(engine)
+        try:
+            await complete(service, DOC[:CURSOR], DOC[LINE_END:], client="ed" if remember else "other")
+            before = engine.steps
+            typed = await complete(service, DOC[: CURSOR + 3], DOC[LINE_END:], client="ed")
+            return typed.text, engine.steps - before
+        finally:
+            engine.close()
+
+    text, with_prediction = run(steps(True))
+    same, without = run(steps(False))
+    assert text == same == "urn math.pi * r * r"
+    assert with_prediction <= 4 < without
+
+
+def test_a_finished_line_is_answered_without_waiting_for_the_engines_next_step():
+    before, after = "a = ", "\n\n\nz = 0\n"
+
+    async def main():
+        # The fake writes "1", then the next lines, one slow step per byte: the line ends first.
+        engine = fim_fake_engine(lambda prefix, suffix: "a = 1\nb = 2\nc = 3", step_s=0.3)
+        try:
+            result = await complete(CompletionService(engine), before, after, client="ed")
+            in_flight = engine.status()["active"]  # the step after the newline is still running
+            return result, in_flight
+        finally:
+            engine.close()
+
+    result, in_flight = run(main())
+    assert result.text == "1" and in_flight == 1

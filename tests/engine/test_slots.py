@@ -1,4 +1,4 @@
-from whiz.engine.slots import SlotTable, common_prefix
+from whiz.engine.slots import SlotTable, common_prefix, shifted_chunks
 
 
 def test_common_prefix():
@@ -71,3 +71,30 @@ def test_with_every_slot_warm_candidates_still_sit_next_to_their_leader():
     assert sorted(taken) == [4, 6]
     # Without a leader, recency still decides: the least recently used slot goes first.
     assert table.place([1, 2], None, need_logits=True).slot.seq == 0
+
+
+def test_chunks_that_moved_back_are_reused_past_a_deletion():
+    cached = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
+    prompt = [1, 2, 6, 7, 8, 9, 10, 11]  # 3, 4, 5 deleted, 11 typed
+    moves, cached_n = shifted_chunks(cached, prompt, 2, 3)
+    assert moves == [(5, 2, 5)] and cached_n == 7
+    assert shifted_chunks(cached, prompt, 2, 6) == ([], 2)  # the chunk is shorter than asked
+    assert shifted_chunks(cached, prompt, 2, 0) == ([], 2)
+
+
+def test_reuse_stops_at_text_inserted_in_the_middle():
+    cached = [1, 2, 3, 4, 5, 6, 7, 8]
+    prompt = [1, 2, 3, 99, 4, 5, 6, 7, 8]  # llama.cpp decodes only after a sequence's last cell
+    assert shifted_chunks(cached, prompt, 3, 2) == ([], 3)
+
+
+def test_a_placement_shifts_the_slots_chunks_only_when_asked():
+    table = SlotTable(2)
+    table.slots[0].tokens = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
+    table.slots[0].session = "editor"
+    prompt = [1, 2, 6, 7, 8, 9, 10]
+    plain = table.place(prompt, "editor", need_logits=True)
+    assert plain.keep == 2 and plain.moves == ()
+    shifted = table.place(prompt, "editor", need_logits=True, reuse_chunk=3)
+    # The last prompt token is decoded again for its logits, so the chunk is cut before it.
+    assert shifted.slot.seq == 0 and shifted.keep == 6 and shifted.moves == ((5, 2, 4),)

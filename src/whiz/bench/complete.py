@@ -11,7 +11,9 @@ Per request: time to first token (the server's own prefill time, `timings.prompt
 complete line (from sending the request to the first newline of the answer, or its end), tokens
 prefilled (`timings.prompt_n`), and whether the completion's first line is the rest of the line the
 replay goes on to type (counted where that rest has text). The same replay runs against
-llama-server's `/infill` (started with `--cache-reuse 256` on the same model file) when one is given.
+llama-server's `/infill` (started with `--cache-reuse 256` on the same model file) when one is given:
+both servers run at once and each pause asks one, then the other, so a machine whose load changes
+during the run slows both alike (the servers are idle while not asked).
 """
 
 from __future__ import annotations
@@ -168,6 +170,7 @@ def ask(
         "stream": True,
         "cache_prompt": True,
         "samplers": ["top_k", "top_p", "infill"],
+        "timings_per_token": True,
     }
     t0 = time.perf_counter()
     line_ms: float | None = None
@@ -180,10 +183,12 @@ def ask(
                 continue
             event = json.loads(line[6:])
             content += event.get("content", "")
+            final = event if "timings" in event else final
             if line_ms is None and "\n" in content.lstrip("\n"):
                 line_ms = (time.perf_counter() - t0) * 1000
-            if event.get("stop"):
-                final = event
+            if event.get("stop") or (line_ms is not None and final):
+                # Past the first line only its timings matter: a server that sends them with every
+                # token (llama-server, asked for `timings_per_token`) is not kept writing the rest.
                 break
     if line_ms is None:
         line_ms = (time.perf_counter() - t0) * 1000
@@ -194,14 +199,28 @@ def ask(
     return Sample(timings.get("prompt_ms", line_ms), line_ms, int(timings.get("prompt_n", 0)), accepted)
 
 
+REQUEST_TIMEOUT_S = 900
+"""Opening a 2,000-token file is a full prefill: minutes on a loaded 2-core machine."""
+START_TIMEOUT_S = 1200
+"""Loading the model, on the same loaded machine."""
+
+
 def replay(url: str, work: list[Case], limit: int, progress: Progress) -> list[Sample]:
-    samples = []
-    with httpx.Client(timeout=120) as http:
+    return replay_paired([url], work, limit, progress)[0]
+
+
+def replay_paired(urls: list[str], work: list[Case], limit: int, progress: Progress) -> list[list[Sample]]:
+    """The replay against each server, interleaved: each pause asks every server in turn."""
+    samples: list[list[Sample]] = [[] for _ in urls]
+    with httpx.Client(timeout=REQUEST_TIMEOUT_S) as http:
         for case in work:
             progress(f"typing {case.name}")
-            # Opening the file: the editor warms the server up before the first keystroke.
-            ask(http, url, *next(pauses(case, 1)), n_predict=0)
-            samples += [ask(http, url, *pause) for pause in pauses(case, limit)]
+            for url in urls:
+                # Opening the file: the editor warms the server up before the first keystroke.
+                ask(http, url, *next(pauses(case, 1)), n_predict=0)
+            for pause in pauses(case, limit):
+                for mine, url in zip(samples, urls, strict=True):
+                    mine.append(ask(http, url, *pause))
     return samples
 
 
@@ -220,46 +239,65 @@ def summary(samples: list[Sample]) -> dict[str, Any]:
     )
 
 
-def run_whiz(plan: CompletePlan, work: list[Case], limit: int, progress: Progress) -> dict[str, Any]:
+def start_whiz(plan: CompletePlan) -> LocalServer:
     args = ["--model", plan.model, "--engine-only", "--slots", "2", "--ctx", "8192"]
     args += ["--threads", str(plan.threads)] if plan.threads else []
-    server = LocalServer(args, plan.log_dir, name="whiz-bench-complete")
-    try:
-        server.wait_ready()
-        return summary(replay(server.url, work, limit, progress))
-    finally:
-        server.stop()
+    server = LocalServer(args, plan.log_dir, name="whiz-bench-complete", start_timeout_s=START_TIMEOUT_S)
+    server.wait_ready()
+    return server
 
 
-def run_llama_server(plan: CompletePlan, work: list[Case], limit: int, progress: Progress) -> dict[str, Any]:
-    from whiz.models import ModelStore, default_home
+class LlamaServer:
+    """llama-server on the same model file, with llama.vim's recommended `--cache-reuse 256`."""
 
-    model_path = plan.model_path or ModelStore(default_home()).resolve(plan.model, pull=False)
-    port = free_port()
-    command = [str(plan.llama_server), "-m", str(model_path), "--port", str(port), "-c", "8192"]
-    command += ["-np", "2", "--cache-reuse", "256", "-ub", "1024", "-b", "1024"]
-    command += ["-t", str(plan.threads)] if plan.threads else []
-    log = plan.log_dir / f"llama-server-{port}.log"
-    with open(log, "w") as out:
-        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 300
+    def __init__(self, plan: CompletePlan):
+        from whiz.models import ModelStore, default_home
+
+        model_path = plan.model_path or ModelStore(default_home()).resolve(plan.model, pull=False)
+        port = free_port()
+        command = [str(plan.llama_server), "-m", str(model_path), "--port", str(port), "-c", "8192"]
+        command += ["-np", "2", "--cache-reuse", "256", "-ub", "1024", "-b", "1024"]
+        command += ["-t", str(plan.threads)] if plan.threads else []
+        self.log = plan.log_dir / f"llama-server-{port}.log"
+        with open(self.log, "w") as out:
+            self.proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+        self.url = f"http://127.0.0.1:{port}"
+
+    def wait_ready(self) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_S
         while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"llama-server exited with {proc.returncode}; see {log}")
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"llama-server exited with {self.proc.returncode}; see {self.log}")
             try:
-                if httpx.get(url + "/health", timeout=1).status_code == 200:
-                    break
+                if httpx.get(self.url + "/health", timeout=1).status_code == 200:
+                    return
             except httpx.HTTPError:
                 pass
             if time.monotonic() > deadline:
-                raise RuntimeError(f"llama-server did not start; see {log}")
+                raise RuntimeError(f"llama-server did not start; see {self.log}")
             time.sleep(0.25)
-        return summary(replay(url, work, limit, progress))
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+
+
+def run_all(plan: CompletePlan, work: list[Case], limit: int, progress: Progress) -> dict[str, Any]:
+    """Each server's summary; llama-server's is None without a binary to run."""
+    whiz = start_whiz(plan)
+    peer = None
+    try:
+        urls = [whiz.url]
+        if plan.llama_server is not None:
+            peer = LlamaServer(plan)
+            peer.wait_ready()
+            urls.append(peer.url)
+        results = [summary(s) for s in replay_paired(urls, work, limit, progress)]
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        whiz.stop()
+        if peer is not None:
+            peer.stop()
+    return {"whiz": results[0], "llama_server": results[1] if peer is not None else None}
 
 
 def main(plan: CompletePlan) -> int:
@@ -271,11 +309,8 @@ def main(plan: CompletePlan) -> int:
     work = cases(plan.quick, plan.file_tokens * 4)
     limit = QUICK_REQUESTS if plan.quick else REQUESTS_PER_FUNCTION
     result: dict[str, Any] = {"bench": "complete", "model": plan.model, "functions": [c.name for c in work]}
-    result["whiz"] = run_whiz(plan, work, limit, progress)
-    if plan.llama_server is not None:
-        result["llama_server"] = run_llama_server(plan, work, limit, progress)
-    else:
-        result["llama_server"] = None
+    result.update(run_all(plan, work, limit, progress))
+    if plan.llama_server is None:
         result["note"] = "llama-server skipped: give --llama-server PATH to compare"
     table = Table(title=f"whiz bench complete — model {plan.model} — {len(work)} functions")
     table.add_column("measure")

@@ -131,9 +131,20 @@ class Boundary:
 
     def settled(self, text: str) -> int:
         """How much of `shown(text)` is certain while more output may follow: the complete lines
-        up to the last one with text, without its newline (the next line may yet end the block)."""
+        up to the last one with text, without its newline while the next line may yet end the
+        block; with it once that line has text inside the block and cannot repeat the file's next
+        line (so a client sees each line end as soon as it is sure)."""
         if self.line_mode and "\n" not in text:
             return 0
-        head = text[: text.rfind("\n") + 1] if "\n" in text else ""
+        last_nl = text.rfind("\n")
+        head = text[: last_nl + 1] if last_nl >= 0 else ""
         head = _TRAILING_BLANK_LINES.sub("", head.rstrip("\n") + "\n") if head else ""
-        return len(head.rstrip("\n")) if head.strip() else 0
+        ready = len(head.rstrip("\n")) if head.strip() else 0
+        tail = text[last_nl + 1 :]
+        if ready and tail.strip() and self.end(text) is None and not self._may_repeat_next(tail):
+            return last_nl + 1
+        return ready
+
+    def _may_repeat_next(self, partial: str) -> bool:
+        nxt = self.cursor.next_line
+        return nxt is not None and nxt.rstrip().startswith(partial.rstrip())

@@ -7,8 +7,10 @@ prefill the whole suffix again. So the lines just above the cursor (the current 
 `anchor_lines` lines, and the cursor's own line) go *after* `<|fim_middle|>`, as the start of a
 middle the model continues. Typing then changes only the prompt's last tokens, and the engine finds
 everything before them in the slot the previous keystroke left; the suffix is prefilled again only
-when the cursor crosses into the next block of lines. Line numbers fix where blocks start, so the
-layout needs no memory of earlier requests.
+when the cursor crosses into the next block of lines. Line numbers fix where blocks start; given
+the previous request's `FimPrompt.anchor_hint`, the middle starts where it started then, as long as
+the text just above it is still there and the cursor is fewer than `middle_lines` lines below it:
+typing down a function, or deleting lines above it, then never moves the suffix.
 
 Other files (`input_extra`) use the repository-level format (`<|repo_name|>`, `<|file_sep|>`).
 User text is tokenized with special-token names taken literally: a file that mentions
@@ -101,6 +103,8 @@ class FimBudget:
     extra_tokens: int = 4096
     anchor_lines: int = 8
     """Lines per block: the middle starts at the block holding the cursor (see the module's doc)."""
+    middle_lines: int = 32
+    """With a hint from the previous request, the middle keeps its start until it holds this many lines."""
     trim_lines: int = 32
     """A prefix over budget loses lines from its start in steps of this many, so its start stays put."""
     repo_name: str = "project"
@@ -114,6 +118,9 @@ class FimPrompt:
     to the next word, so a prompt ending in spaces reads as half a token); its output loses them."""
     truncated: bool
     """Part of the prefix, suffix or other files did not fit the budget."""
+    anchor_hint: str = ""
+    """The text just above where the middle starts (its last `HINT_CHARS`); given to the next
+    request's `build`, the middle starts there again while it can."""
 
 
 MAX_CHARS_PER_TOKEN = 16
@@ -121,11 +128,21 @@ MAX_CHARS_PER_TOKEN = 16
 a request's cost stays bounded by its budget, not by the size of the file it sends."""
 
 
-def build(vocab: FimVocab, tokenizer: Tokenizer, given: FimInput, budget: FimBudget) -> FimPrompt:
-    """The prompt for `given`, token ids ready for the engine."""
+HINT_CHARS = 256
+
+
+def build(
+    vocab: FimVocab,
+    tokenizer: Tokenizer,
+    given: FimInput,
+    budget: FimBudget,
+    anchor_hint: str | None = None,
+) -> FimPrompt:
+    """The prompt for `given`, token ids ready for the engine; `anchor_hint` is the previous
+    prompt's, for the same client (see the module's doc)."""
     lines_before = given.before.split("\n")
     cursor_line = len(lines_before) - 1
-    anchor = cursor_line - cursor_line % max(budget.anchor_lines, 1)
+    anchor = _anchor(given.before, cursor_line, budget, anchor_hint)
     head_lines, middle_lines = lines_before[:anchor], lines_before[anchor:]
     middle = "\n".join(middle_lines)
     healed = middle[len(middle.rstrip(HORIZONTAL_SPACE)) :]
@@ -139,7 +156,24 @@ def build(vocab: FimVocab, tokenizer: Tokenizer, given: FimInput, budget: FimBud
     suffix, cut_suffix = _suffix_tokens(tokenizer, given.after, budget.suffix_tokens)
     head, cut_extra = _repository(vocab, tokenizer, given, budget)
     tokens = [*head, vocab.prefix, *prefix, vocab.suffix, *suffix, vocab.middle, *mid]
-    return FimPrompt(tokens, healed, cut_prefix or cut_suffix or cut_extra or cut_middle)
+    hint = "".join(x + "\n" for x in head_lines[-HINT_CHARS:])[-HINT_CHARS:]
+    return FimPrompt(tokens, healed, cut_prefix or cut_suffix or cut_extra or cut_middle, hint)
+
+
+def _anchor(before: str, cursor_line: int, budget: FimBudget, hint: str | None) -> int:
+    """The line where the middle starts: where the hint ends, while that is close enough above
+    the cursor; else the start of the cursor's block of `anchor_lines` lines."""
+    fresh = cursor_line - cursor_line % max(budget.anchor_lines, 1)
+    if hint is None:
+        return fresh
+    if hint == "":
+        line = 0  # the middle started at the top of the file
+    else:
+        at = before.rfind(hint)
+        if at < 0:
+            return fresh
+        line = before.count("\n", 0, at + len(hint))
+    return line if line <= cursor_line < line + budget.middle_lines else fresh
 
 
 def _prefix_tokens(tokenizer: Tokenizer, lines: list[str], budget: FimBudget) -> tuple[list[int], bool]:

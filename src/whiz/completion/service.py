@@ -5,18 +5,23 @@ worthless once the next one arrives, so a request from a client cancels that cli
 flight (it then answers with no text, at once). Each client's requests share an engine session, so
 the next keystroke's prompt lands in the slot that holds the last one (see `whiz.completion.fim`
 for why only its last tokens differ).
+
+What a client typed next is often what it was offered: the rest of the last completion, after
+what was typed since, is the engine's prediction for this one. The engine verifies a prediction
+in one batch and keeps what the model agrees with, so the output is the same, only sooner.
 """
 
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from whiz.chat.detok import Detokenizer
 from whiz.completion.boundary import Boundary, Cursor
-from whiz.completion.fim import FimBudget, FimInput, FimVocab, NoFim, build
+from whiz.completion.fim import FimBudget, FimInput, FimVocab, NoFim, build, plain_tokens
 from whiz.engine.types import GenerateRequest, GenerationStats, SamplingParams
 from whiz.errors import EngineError
 from whiz.seams import Engine, Stream
@@ -31,6 +36,10 @@ class CompletionOptions:
     budget: FimBudget = field(default_factory=FimBudget)
     default_max_tokens: int = 128
     """The output cap of a request that sets none (or -1, llama.cpp's "no limit")."""
+    reuse_chunk_tokens: int = 64
+    """After an edit above the cursor (lines deleted, an older file dropped from `input_extra`),
+    cached runs of at least this many tokens that only moved are shifted into place instead of
+    prefilled again (llama.cpp's `--cache-reuse`); 0 turns it off."""
 
 
 @dataclass
@@ -49,6 +58,18 @@ class CompletionRequest:
     client: str | None = None
     """Whose keystrokes these are: a newer request of the same client cancels this one."""
     tenant: str | None = None
+
+
+@dataclass(frozen=True)
+class LastCompletion:
+    """What a client was last offered, for the next request's layout and prediction."""
+
+    before: str
+    text: str
+    anchor_hint: str
+
+
+MAX_CLIENTS_REMEMBERED = 64
 
 
 @dataclass
@@ -76,13 +97,20 @@ class Completion:
         self._healed = ""
         self._boundary: Boundary | None = None
         self.truncated = False
+        self.anchor_hint = ""
+        prediction = None
         if request.fim is not None:
             vocab = service.vocab()
             budget = service.budget_for(max_tokens)
-            prompt = build(vocab, engine.tokenizer, request.fim, budget)
+            last = service.last(request.client)
+            hint = last.anchor_hint if last is not None else None
+            prompt = build(vocab, engine.tokenizer, request.fim, budget, hint)
             tokens, self._healed, self.truncated = prompt.tokens, prompt.healed, prompt.truncated
+            self.anchor_hint = prompt.anchor_hint
             cursor = Cursor.at(request.fim.before, request.fim.after)
             self._boundary = Boundary(cursor, n_indent=request.n_indent)
+            if (guess := _rest_of(last, request.fim.before)) is not None:
+                prediction = plain_tokens(engine.tokenizer, self._healed + guess + "\n")
         else:
             tokens = engine.tokenizer.encode(request.raw_prompt)
             if not tokens:
@@ -96,6 +124,8 @@ class Completion:
             sampling=request.sampling,
             session=session,
             tenant=request.tenant,
+            reuse_chunk=service.options.reuse_chunk_tokens if request.fim is not None else 0,
+            prediction=prediction,
         )
         self._stream: Stream | None = None
         self._stale = False
@@ -124,8 +154,6 @@ class Completion:
         t_first: float | None = None
         try:
             async for chunk in self._stream:
-                if stop_type is not None:
-                    continue  # what the engine made before it saw the cancel
                 t_first = t_first or time.perf_counter()
                 n_out += len(chunk.tokens)
                 for token in chunk.tokens:
@@ -140,10 +168,12 @@ class Completion:
                 if boundary is not None and (end := boundary.end(text)) is not None:
                     text, stop_type = text[:end], stop_type or "eos"
                 elif self._out_of_time(text, t_first):
-                    text, stop_type = text[: text.rfind("\n")], "limit"  # the complete lines
+                    # The complete lines (and any newline already sent: the answer is what was streamed).
+                    text, stop_type = text[: max(text.rfind("\n"), sent)], "limit"
                 if stop_type is not None:
+                    # Answer now: waiting for the engine to see the cancel costs a decode step.
                     self._stream.cancel()
-                    continue
+                    break
                 ready = boundary.settled(text) if boundary is not None else len(text)
                 if ready > sent and not self._stale:
                     yield text[sent:ready]
@@ -165,6 +195,9 @@ class Completion:
                 stop_type = "limit" if stats.finish_reason == "length" else "eos"
             if final.startswith(text[:sent]) and len(final) > sent:
                 yield final[sent:]
+        offered = req.fim is not None and self._generate.max_tokens > 0 and not self._stale
+        if offered and req.client is not None:
+            self._service.remember(req.client, LastCompletion(req.fim.before, text, self.anchor_hint))
         self.result = CompletionResult(
             final if final.startswith(text[:sent]) else text[:sent],
             stop_type,
@@ -194,6 +227,14 @@ class Completion:
         return raw[common:]
 
 
+def _rest_of(last: LastCompletion | None, before: str) -> str | None:
+    """What of the last completion is still to type, where what was typed since agrees with it."""
+    if last is None or not last.text or not before.startswith(last.before):
+        return None
+    typed = before[len(last.before) :]
+    return last.text[len(typed) :] if last.text.startswith(typed) and len(last.text) > len(typed) else None
+
+
 class CompletionService:
     """Completions on one engine, and the request in flight of each client."""
 
@@ -203,6 +244,17 @@ class CompletionService:
         self.fim = FimVocab.of(engine.tokenizer)
         """The model's FIM tokens, None where it has none."""
         self._live: dict[str, Completion] = {}
+        self._last: OrderedDict[str, LastCompletion] = OrderedDict()
+
+    def last(self, client: str | None) -> LastCompletion | None:
+        """The client's last finished completion at a cursor, if it is remembered."""
+        return self._last.get(client) if client is not None else None
+
+    def remember(self, client: str, last: LastCompletion) -> None:
+        self._last[client] = last
+        self._last.move_to_end(client)
+        while len(self._last) > MAX_CLIENTS_REMEMBERED:
+            self._last.popitem(last=False)
 
     def vocab(self) -> FimVocab:
         if self.fim is None:

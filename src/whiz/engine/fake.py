@@ -104,6 +104,7 @@ class FakeRuntime:
         self.decoded_tokens = 0
         self.decode_calls = 0
         self.restored_tokens = 0
+        self.shifted_tokens = 0
         self._grammars: dict[tuple[str, str], Gbnf] = {}
         """The last few grammars parsed, newest last."""
 
@@ -185,6 +186,18 @@ class FakeRuntime:
         for pos, _tok, seqs in self._cells:
             if src in seqs and p0 <= pos < end:
                 seqs.add(dst)
+
+    can_shift = True
+
+    def seq_add(self, seq: int, p0: int, p1: int, delta: int) -> None:
+        end = p1 if p1 >= 0 else float("inf")
+        moved = []
+        for pos, tok, seqs in self._cells:
+            if seq in seqs and p0 <= pos < end:
+                seqs.discard(seq)  # another sequence sharing the cell keeps it where it was
+                moved.append((pos + delta, tok, {seq}))
+        self._cells = [c for c in self._cells if c[2]] + moved
+        self.shifted_tokens += len(moved)
 
     def seq_state_get(self, seq: int) -> bytearray:
         """The sequence's tokens, in position order: all the state the fake's "model" has."""

@@ -193,6 +193,7 @@ class LlamaRuntime:
         if not self._ctx:
             raise EngineError(f"llama.cpp could not create a context of {n_ctx} tokens (out of memory?)")
         self._mem = llama_cpp.llama_get_memory(self._ctx)
+        self.can_shift = bool(llama_cpp.llama_memory_can_shift(self._mem))
         self.n_ctx = llama_cpp.llama_n_ctx(self._ctx)
         self.ctx_per_conversation = llama_cpp.llama_n_ctx_seq(self._ctx)
         self.n_seq_max = llama_cpp.llama_n_seq_max(self._ctx)
@@ -278,6 +279,10 @@ class LlamaRuntime:
             self._ll.llama_memory_seq_rm(self._mem, dst, 0, p0)
         if p1 >= 0:
             self._ll.llama_memory_seq_rm(self._mem, dst, p1, -1)
+
+    def seq_add(self, seq: int, p0: int, p1: int, delta: int) -> None:
+        # llama.cpp rotates the moved keys to their new positions at the next decode.
+        self._ll.llama_memory_seq_add(self._mem, seq, p0, p1, delta)
 
     def seq_state_get(self, seq: int) -> bytearray:
         """One sequence's KV cells as llama.cpp serializes them (for the prefix cache on disk)."""

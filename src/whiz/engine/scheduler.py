@@ -355,7 +355,12 @@ class Scheduler:
             return False
         near = job.leader.placement.slot.seq if job.leader is not None and job.leader.placement else None
         placement = self.slots.place(
-            req.prompt, req.session, need_logits=req.max_tokens > 0, near=near, tenant=req.tenant
+            req.prompt,
+            req.session,
+            need_logits=req.max_tokens > 0,
+            near=near,
+            tenant=req.tenant,
+            reuse_chunk=req.reuse_chunk if getattr(self.runtime, "can_shift", False) else 0,
         )
         if placement is not None and self.prefix_cache is not None:
             # None while a longer prefix saved on disk is read, to restore instead of prefilling.
@@ -380,6 +385,11 @@ class Scheduler:
             self.runtime.seq_rm(slot.seq, 0, -1)
             self.runtime.seq_cp(placement.donor.seq, slot.seq, 0, keep)
         else:
+            for old, new, n in placement.moves:
+                # Each chunk moves back over cells already dropped: what lay between it and the
+                # reused part before it (text the prompt no longer has).
+                self.runtime.seq_rm(slot.seq, new, old)
+                self.runtime.seq_add(slot.seq, old, old + n, new - old)
             self.runtime.seq_rm(slot.seq, keep, -1)
         req = job.request
         for other in self.slots.slots:

@@ -27,6 +27,39 @@ def common_prefix(a: list[int], b: list[int]) -> int:
     return i
 
 
+Move = tuple[int, int, int]
+"""(old position, new position, length): cache cells a prompt reuses where they moved."""
+
+
+def shifted_chunks(cached: list[int], prompt: list[int], start: int, min_len: int) -> tuple[list[Move], int]:
+    """Chunks of `cached` after `start` that recur, in order and closer together, in `prompt`.
+
+    llama.cpp's `--cache-reuse` rule: from the end of the common prefix, walk the cache; where at
+    least `min_len` of its tokens are the prompt's next tokens, they are reused, moved back to
+    where the prompt has them; other cached tokens are skipped (text deleted from the prompt).
+    Reuse stops at the first prompt token the rest of the cache lacks, because llama.cpp only
+    decodes after a sequence's last position: text inserted, or changed, in the middle is
+    prefilled with everything after it. Returns the moves and how many prompt tokens are then
+    cached (the reused prefix, positions 0 to that count less one).
+    """
+    moves: list[Move] = []
+    head_c = head_p = start
+    if min_len <= 0:
+        return moves, start
+    while head_c < len(cached) and head_p < len(prompt):
+        n = 0
+        room = min(len(cached) - head_c, len(prompt) - head_p)
+        while n < room and cached[head_c + n] == prompt[head_p + n]:
+            n += 1
+        if n >= min_len:
+            moves.append((head_c, head_p, n))
+            head_c += n
+            head_p += n
+        else:
+            head_c += 1
+    return moves, head_p
+
+
 @dataclass
 class Slot:
     """One KV sequence and the tokens its cache cells hold, positions 0..len-1."""
@@ -49,6 +82,9 @@ class Placement:
     """Prompt tokens already in the slot's cache after the plan is applied."""
     donor: Slot | None = None
     """Copy positions [0, keep) from this slot's cache before running."""
+    moves: tuple[Move, ...] = ()
+    """Chunks of the slot's cache to shift to new positions first (see `shifted_chunks`); the
+    prompt's first `keep` tokens are then the common prefix and these chunks."""
 
 
 class SlotTable:
@@ -70,6 +106,7 @@ class SlotTable:
         need_logits: bool,
         near: int | None = None,
         tenant: str | None = None,
+        reuse_chunk: int = 0,
     ) -> Placement | None:
         """Plan where `prompt` runs, or None when every slot is busy.
 
@@ -81,7 +118,8 @@ class SlotTable:
         `cached_tokens` would tell what that key's prompt holds). A candidate of a request
         (`near`: its leader's sequence) takes the idle slot nearest to its leader, empty ones
         first: llama.cpp decodes consecutive sequences in one forward pass and scattered ones in
-        one pass each.
+        one pass each. With `reuse_chunk`, chunks of at least that many tokens of the slot's cache
+        that only moved are reused too (`shifted_chunks`).
         """
         idle = [s for s in self.slots if not s.busy]
         if not idle:
@@ -104,12 +142,22 @@ class SlotTable:
         keep = lcp[target.seq]
         donor = max(self.slots, key=lambda s: lcp[s.seq])
         use_donor = donor is not target and lcp[donor.seq] > keep
+        moves: list[Move] = []
+        if reuse_chunk > 0 and target.tenant == tenant:
+            moves, shifted = shifted_chunks(target.tokens, prompt, keep, reuse_chunk)
+            if moves and lcp[donor.seq] < shifted:
+                use_donor, keep = False, shifted
+            else:
+                moves = []
         if use_donor:
             keep = lcp[donor.seq]
         # The last prompt token must be decoded again to get the logits of the next one.
-        if need_logits:
-            keep = min(keep, len(prompt) - 1)
-        return Placement(slot=target, keep=max(keep, 0), donor=donor if use_donor else None)
+        if need_logits and keep >= len(prompt):
+            keep = len(prompt) - 1
+            moves = [(c, p, min(n, keep - p)) for c, p, n in moves if p < keep]
+        return Placement(
+            slot=target, keep=max(keep, 0), donor=donor if use_donor else None, moves=tuple(moves)
+        )
 
     def evictable(self) -> Slot | None:
         """The least recently used idle slot that still holds tokens, if any."""

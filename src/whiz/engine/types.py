@@ -58,6 +58,12 @@ class GenerateRequest:
     tenant: str | None = None
     """Whose request this is: cached prefixes are shared only between requests of one tenant, so
     one API key cannot learn another's prompt from `cached_tokens` or timings."""
+    reuse_chunk: int = 0
+    """Reuse cached chunks of at least this many tokens that only moved (text deleted before them),
+    shifting their positions as llama.cpp's `--cache-reuse` does; 0: reuse only a common prefix.
+    Unlike a common prefix this is not exact: a moved chunk keeps the keys and values computed
+    after its old context, so the output may differ from a fresh prefill. Completion at the cursor
+    asks for it; chat never does."""
 
 
 @dataclass
