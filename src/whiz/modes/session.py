@@ -69,6 +69,9 @@ class SessionOptions:
     """A session id to continue, or "last" for the latest session in this workspace."""
     home: Path | None = None
     """Where sessions and undo history live (default: the whiz data home)."""
+    seed: int | None = None
+    """Seeds the healing steps' sampled candidates (None: `HealSettings`' default), so that runs
+    with different seeds draw apart (`whiz bench agent --seeds`)."""
 
     def __post_init__(self) -> None:
         if self.mode is not None:
@@ -267,7 +270,7 @@ class AgentSession:
         healing = None
         ws = Workspace(options.workspace, options.agent.secrets)
         if options.agent.test_cmd:
-            model = healing = healing_step(routed, router, ws, options.agent)
+            model = healing = healing_step(routed, router, ws, options.agent, options.seed)
             chain.sinks.append(healing.observe)
         try:
             await routed.connect()  # no server: one clear line now, not a failed turn
@@ -450,7 +453,7 @@ class AgentSession:
         if not test_cmd:
             return
         if self.healing is None:
-            self.healing = healing_step(self.routed, self.router, self.agent.ws, agent)
+            self.healing = healing_step(self.routed, self.router, self.agent.ws, agent, self.options.seed)
             self.agent.model = self.healing
             self.chain.sinks.append(self.healing.observe)
         self.healing.healer.test_cmd = test_cmd
@@ -554,11 +557,17 @@ def _restore(options: SessionOptions, stored: dict[str, Any]) -> SessionOptions:
     return dataclasses.replace(options, mode=mode or Mode.FAST, heal=heal, agent=agent)
 
 
-def healing_step(routed: RoutedModel, router: ModeRouter, ws: Workspace, agent: AgentConfig) -> HealingModel:
+def healing_step(
+    routed: RoutedModel, router: ModeRouter, ws: Workspace, agent: AgentConfig, seed: int | None = None
+) -> HealingModel:
     """The healing step between the agent and its routed model, off until `heal_n` says otherwise;
-    its `observe` must see the agent's events. Candidates' tests are confined as the agent's are."""
+    its `observe` must see the agent's events. Candidates' tests are confined as the agent's are,
+    and sampled with `seed` (None: the default seed)."""
     assert agent.test_cmd
-    healer = Healer(ws, agent.test_cmd, HealSettings(n=0, sandbox=agent.sandbox), emit=router.emit)
+    settings = HealSettings(n=0, sandbox=agent.sandbox)
+    if seed is not None:
+        settings.seed = seed
+    healer = Healer(ws, agent.test_cmd, settings, emit=router.emit)
     return HealingModel(routed, healer, router)
 
 
