@@ -1,4 +1,4 @@
-"""What a task asks for, read simply: whether it wants a change, and which file it names.
+"""What a task asks for, read simply: whether it wants a change, what kind, and which file it names.
 
 A small model often answers a change request with code in a fence and no path, or with words
 alone; taking that for "done" reports success for nothing. So a turn whose task asks for a
@@ -27,6 +27,19 @@ CHANGE_VERBS = frozenset(
     convert move build rewrite modify insert append extend improve optimize optimise support handle
     port correct repair adjust patch generate""".split()  # noqa: SIM905
 )
+# A change whose every verb is one of these rearranges code without changing what it does.
+MECHANICAL_VERBS = frozenset(
+    """rename move reorder format reformat indent dedent reindent lint tidy""".split()  # noqa: SIM905
+)
+# What a mechanical edit is about, where its verb (add, fix, remove, update) could ask for anything.
+MECHANICAL_SUBJECTS = (
+    re.compile(
+        r"\b(typos?|spelling|docstrings?|comments?|type hints?|type annotations?|annotations?|"
+        r"unused imports?|imports? order|whitespace|trailing spaces?|formatting|indentation|"
+        r"log(?:ging)? messages?|print statements?)\b",
+        re.I,
+    ),
+)
 # Extensions of files a task would ask to write; "e.g." or "pygame.init" are not files.
 FILE_EXTENSIONS = frozenset(
     """py pyi js mjs ts tsx jsx html css md txt json toml yaml yml cfg ini sh go rs c h cc cpp hpp
@@ -50,6 +63,25 @@ def asks_for_change(task: str) -> bool:
         return False
     words = [w.lower() for w in re.findall(r"[A-Za-z']+", text)]
     return bool(words) and words[0] not in NOT_A_CHANGE and any(w in CHANGE_VERBS for w in words)
+
+
+def change_kind(task: str) -> str | None:
+    """What kind of change `task` asks for: "mechanical" (a rename, a move, formatting, a typo, a
+    docstring or comment, type hints: what the code does stays as it was), "behaviour" (any other
+    change: a fix, a feature, a new program), or None when it asks for no change (`asks_for_change`).
+
+    The distinction is what a mode may route on: a mechanical edit is copied, not reasoned out, so
+    the small model does it as well and sooner; a change of behaviour is where a larger model is
+    right more often."""
+    words = [w.lower() for w in re.findall(r"[A-Za-z']+", task)]
+    verbs = {w for w in words if w in CHANGE_VERBS or w in MECHANICAL_VERBS}
+    if not verbs or task.strip().endswith("?") or words[0] in NOT_A_CHANGE:
+        return None
+    if verbs <= MECHANICAL_VERBS:
+        return "mechanical"
+    if any(pattern.search(task) for pattern in MECHANICAL_SUBJECTS):
+        return "mechanical"
+    return "behaviour"
 
 
 def named_paths(task: str) -> list[str]:

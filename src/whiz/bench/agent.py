@@ -141,8 +141,11 @@ class CaseRun:
 class SharedPool:
     """One pool for every task's session: a session closes its pool, and the models must stay warm."""
 
-    def __init__(self, pool: Models):
+    def __init__(self, pool: ModelPool):
         self.pool = pool
+
+    def offers(self, label: Label) -> bool:
+        return self.pool.offers(label)
 
     async def open_client(self, label: Label, *, temperature: float = 0.0):
         return await self.pool.open_client(label, temperature=temperature)

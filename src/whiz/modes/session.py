@@ -264,7 +264,7 @@ class AgentSession:
         emit = ItemEmitter(chain)
         pool = pool or ModelPool(options.fast, options.deep, notice=notice)
         router = ModeRouter(pool, options.mode or Mode.FAST, emit)
-        routed = RoutedModel(router)
+        routed = RoutedModel(router, test_cmd=options.agent.test_cmd)
         chain.sinks.append(routed.observe)
         model: ModelClient = routed
         healing = None
@@ -340,7 +340,9 @@ class AgentSession:
 
     async def run(self, task: str) -> TurnOutcome:
         """The policy, then the turn; the conversation and the turn are stored when it ends, however
-        it ends. A refused request ends as a failed turn with the reason."""
+        it ends. A refused request ends as a failed turn with the reason. The mode picks the model
+        the turn starts with from the task (auto: deep for a change of behaviour)."""
+        self.router.start(task)
         decision = await check_policy(task, self.options, self.pool, self.router, self.router.emit)
         if decision.action == "refuse":
             message = refuse(self.router.emit, decision)
@@ -450,6 +452,7 @@ class AgentSession:
         here when the session had no test command before)."""
         test_cmd = agent.test_cmd
         self.agent.reconfigure(agent.actions or "text", test_cmd)
+        self.routed.test_cmd = test_cmd
         if not test_cmd:
             return
         if self.healing is None:
