@@ -2,8 +2,9 @@
 CanItEdit (105 hand-written Python programs, not derived from HumanEval), as a second dev suite
 beside EditEval.
 
-Its licence (BSD 3-clause with a machine-learning restriction: not to be used as training data)
-allows evaluating on it, but this repository does not carry the data: `scripts/canitedit.py`
+Its licences (the dataset card's MIT; the repository's BSD 3-clause with a machine-learning
+restriction: not to be used as training data) allow evaluating on it, but this repository does
+not carry the data: `scripts/canitedit.py`
 downloads it from the Hugging Face dataset and writes `shared/bench/canitedit.jsonl` in EditEval's
 format (task_id, instruction, input, test), which is read here. A task's test is CanItEdit's
 hidden test code, run after the edited program; it passes when the program exits 0.

@@ -104,9 +104,9 @@ class Mode(StrEnum):
             deep_for=frozenset({"behaviour"}),
             falls_back=True,
             heals=True,
-            help="the deep model first for a change of behaviour or a new program, the fast "
-            "one for renames and other mechanical edits; deep when {triggers}; the fast one alone "
-            "where the deep model is not installed",
+            help="deep first for a change of behaviour or a new program, fast first for a rename "
+            "or another mechanical edit; deep when {triggers}; fast alone where the deep model is "
+            "not installed",
         ),
     )
 
