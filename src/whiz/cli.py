@@ -608,7 +608,7 @@ def _agent_config(approval: str, actions: str | None, test_cmd: str | None, chec
 
 
 @app.command("exec")
-@with_model_flags()
+@with_model_flags(mode="auto")
 def exec_(
     task: Annotated[str, typer.Argument(help="What to do, in words (use - to read it from stdin).")],
     json_: JsonOpt = False,
@@ -621,6 +621,9 @@ def exec_(
     flags: ModelFlags,
 ) -> None:
     """Run the coding agent on one task in the current directory, without a UI.
+
+    In auto mode (the default) a change of behaviour or a new program starts with the deep model
+    (the 1.5B, started in the background on first use) and a rename with the fast one.
 
     Exit code 0 when the task was done, 1 when it failed or was stopped, 2 when the agent
     could not start (no server at --base-url, a refused key).
