@@ -166,3 +166,26 @@ def test_a_new_program_in_auto_mode_climbs_its_ladder_from_the_deep_models_most_
     assert code == 0, events[-1]
     assert fast.draws == [] and [d.greedy_first for d in deep.draws] == [True, False]
     assert [(c["to"], c["trigger"]) for c in items(events, "mode_change")] == [("deep", "task")]
+
+
+async def test_the_deep_model_gets_a_background_server_of_its_own_beside_the_fast_one(tmp_path, monkeypatch):
+    from whiz.server.background import BackgroundServers
+
+    monkeypatch.setenv("WHIZ_HOME", str(tmp_path))
+    said = []
+    deep = DeepSettings(local_model="fake", draft_model=None, slots=3)
+    pool = ModelPool(FastSettings(), deep, notice=said.append)
+    servers = BackgroundServers(tmp_path)
+    try:
+        endpoint = await pool.endpoint(Label.DEEP)
+        running = servers.find("fake")
+        assert running is not None and endpoint.base_url == running.url
+        assert "in the background" in endpoint.description and "in the background" in said[0]
+        command = Path(f"/proc/{running.pid}/cmdline").read_bytes().split(b"\0")
+        assert command[command.index(b"--slots") + 1] == b"3"
+        await pool.close()  # the command ends; the server stays warm for the next one
+        assert servers.find("fake") == running
+        again = ModelPool(FastSettings(), deep, notice=said.append)
+        assert (await again.endpoint(Label.DEEP)).base_url == running.url and len(said) == 1
+    finally:
+        servers.stop()
