@@ -189,3 +189,18 @@ async def test_the_deep_model_gets_a_background_server_of_its_own_beside_the_fas
         assert (await again.endpoint(Label.DEEP)).base_url == running.url and len(said) == 1
     finally:
         servers.stop()
+
+
+def test_deep_mode_starts_deep_whatever_the_task_and_whatever_the_pool_offers():
+    collector = Collector()
+    pool = ModelPool(FastSettings(base_url="http://vllm:8000"), DeepSettings())  # offers no deep
+    router = ModeRouter(pool, Mode.DEEP, ItemEmitter(collector))
+    for task in ("Rename x to y", "Fix the bug in mean"):
+        router.start(task)
+        router.observe_turn({"type": "turn.started"})
+        assert router.current == Label.DEEP
+        router.observe_turn({"type": "turn.completed"})
+    auto = ModeRouter(pool, Mode.AUTO, ItemEmitter(collector))
+    auto.start("Fix the bug in mean")
+    auto.observe_turn({"type": "turn.started"})
+    assert auto.current == Label.FAST and collector.items("mode_change") == []

@@ -52,10 +52,12 @@ class ModeRouter:
 
     def start(self, task: str) -> None:
         """Before a turn on `task`: the model the mode starts it with (`Mode.first_for`), taken up
-        when the turn starts. The deep model only where the pool has one at hand (`offers`)."""
+        when the turn starts. A task the mode would start deep starts with the mode's own model
+        where the pool has no deep model at hand (`offers`)."""
         label, why = self.mode.first_for(task)
-        if label == Label.DEEP and (self.deep_unavailable or not offers(self.pool, Label.DEEP)):
-            label, why = Label.FAST, ""
+        by_task = label != self.mode.first  # deep mode's own model is not the task's choice
+        if by_task and label == Label.DEEP and (self.deep_unavailable or not offers(self.pool, Label.DEEP)):
+            label, why = self.mode.first, ""
         self._next = (label, why)
 
     def escalate(self, reason: str, trigger: str) -> bool:
