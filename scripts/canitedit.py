@@ -43,22 +43,42 @@ from pathlib import Path
 DATASET = "nuprl/CanItEdit"
 ROWS_URL = "https://datasets-server.huggingface.co/rows"
 PAGE = 100
-DEFAULT_OUT = Path(__file__).resolve().parents[1] / "shared" / "bench" / "canitedit.jsonl"
+
+
+def default_out() -> Path:
+    """`shared/bench/canitedit.jsonl` where the bench looks for it: in the `shared/bench` folder of
+    the repository or a folder above it (beside EditEval's data), else the repository's own."""
+    parents = Path(__file__).resolve().parents
+    folder = next((p / "shared" / "bench" for p in parents[1:] if (p / "shared" / "bench").is_dir()), None)
+    return (folder or parents[1] / "shared" / "bench") / "canitedit.jsonl"
 
 
 def fetch_rows(dataset: str = DATASET, split: str = "test", timeout_s: float = 60.0) -> list[dict]:
-    """Every row of the dataset's split, page by page, from the datasets-server API."""
+    """Every row of the dataset's split, page by page, from the datasets-server API. A row the API
+    cut short (`truncated_cells`, for a large page) is asked for again alone; ValueError if it is
+    cut short even then."""
     rows: list[dict] = []
     while True:
-        query = urllib.parse.urlencode(
-            {"dataset": dataset, "config": "default", "split": split, "offset": len(rows), "length": PAGE}
-        )
-        with urllib.request.urlopen(f"{ROWS_URL}?{query}", timeout=timeout_s) as response:
-            page = json.load(response)
-        got = [entry["row"] for entry in page.get("rows", [])]
+        page = _rows_page(dataset, split, len(rows), PAGE, timeout_s)
+        got = []
+        for entry in page.get("rows", []):
+            if entry.get("truncated_cells"):
+                (entry,) = _rows_page(dataset, split, entry["row_idx"], 1, timeout_s)["rows"]
+                if entry.get("truncated_cells"):
+                    cut = entry["truncated_cells"]
+                    raise ValueError(f"row {entry['row_idx']} comes back cut short: {cut}")
+            got.append(entry["row"])
         rows += got
         if not got or len(rows) >= page.get("num_rows_total", len(rows)):
             return rows
+
+
+def _rows_page(dataset: str, split: str, offset: int, length: int, timeout_s: float) -> dict:
+    query = urllib.parse.urlencode(
+        {"dataset": dataset, "config": "default", "split": split, "offset": offset, "length": length}
+    )
+    with urllib.request.urlopen(f"{ROWS_URL}?{query}", timeout=timeout_s) as response:
+        return json.load(response)
 
 
 def read_rows(path: Path) -> list[dict]:
@@ -116,9 +136,8 @@ def passes(code: str, test: str, timeout_s: float = 60.0) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--out", type=Path, default=DEFAULT_OUT, help=f"where to write (default: {DEFAULT_OUT})"
-    )
+    out = default_out()
+    parser.add_argument("--out", type=Path, default=out, help=f"where to write (default: {out})")
     parser.add_argument(
         "--from", dest="source", type=Path, help="read the rows from this file, not the network"
     )

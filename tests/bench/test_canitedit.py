@@ -75,3 +75,27 @@ def test_a_file_that_is_not_the_converted_suite_is_named_with_how_to_get_it(tmp_
     wrong.write_text('{"task_id": "x"}\n')
     assert canitedit_tasks(wrong, None, said.append) is None
     assert "is not CanItEdit's converted JSONL" in said[0] and "scripts/canitedit.py" in said[0]
+
+
+def test_rows_are_read_page_by_page_and_a_row_cut_short_is_asked_for_again_alone(monkeypatch):
+    import io
+    import urllib.parse
+
+    module = script()
+    asked = []
+
+    def urlopen(url, timeout):
+        query = dict(urllib.parse.parse_qsl(urllib.parse.urlparse(url).query))
+        offset, length = int(query["offset"]), int(query["length"])
+        asked.append((offset, length))
+        cut = ["tests"] if length > 1 else []  # row 1 is cut short in a page, whole alone
+        entries = [
+            {"row_idx": i, "row": dict(ROW, id=i), "truncated_cells": cut if i == 1 else []}
+            for i in range(offset, min(offset + length, 3))
+        ]
+        return io.BytesIO(json.dumps({"rows": entries, "num_rows_total": 3}).encode())
+
+    monkeypatch.setattr(module.urllib.request, "urlopen", urlopen)
+    monkeypatch.setattr(module, "PAGE", 2)
+    rows = module.fetch_rows()
+    assert [r["id"] for r in rows] == [0, 1, 2] and asked == [(0, 2), (1, 1), (2, 2)]
