@@ -165,6 +165,7 @@ def test_a_new_program_in_auto_mode_climbs_its_ladder_from_the_deep_models_most_
     code, events, _ = auto_ladder(project, fast, deep, task="Write hello.py with hi()")
     assert code == 0, events[-1]
     assert fast.draws == [] and [d.greedy_first for d in deep.draws] == [True, False]
+    assert deep.draws[1].seed is not None  # its samples are seeded, as a fast start's are
     assert [(c["to"], c["trigger"]) for c in items(events, "mode_change")] == [("deep", "task")]
 
 
