@@ -205,3 +205,25 @@ def test_deep_mode_starts_deep_whatever_the_task_and_whatever_the_pool_offers():
     auto.start("Fix the bug in mean")
     auto.observe_turn({"type": "turn.started"})
     assert auto.current == Label.FAST and collector.items("mode_change") == []
+
+
+def test_a_plain_whiz_exec_is_in_auto_mode_and_without_the_1_5b_says_so_once(tmp_path):
+    import os
+    import subprocess
+
+    from whiz.server.background import BackgroundServers
+
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "stats.py").write_text("def mean(xs):\n    return sum(xs) / (len(xs) + 1)\n")
+    env = {**os.environ, "WHIZ_HOME": str(tmp_path / "home"), "WHIZ_BASE_URL": "http://127.0.0.1:9"}
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "whiz", "exec", "--model", "fake", "Fix the bug in mean in stats.py"],
+            cwd=tmp_path / "ws", env=env, capture_output=True, text=True, timeout=240,
+        )  # fmt: skip
+    finally:
+        BackgroundServers(tmp_path / "home").stop()
+    err = done.stderr
+    assert "mode fast -> deep: auto mode starts a change of behaviour with the deep model" in err, err
+    assert err.count("the deep model cannot be had (qwen2.5-coder-1.5b is not installed)") == 1, err
+    assert "whiz models pull qwen2.5-coder-1.5b" in err
