@@ -43,8 +43,18 @@ def project(tmp_path: Path) -> Path:
         ("Write a complete, playable Snake game in Python using Pygame in snake.py.", "behaviour"),
         ("Change the function so that it also removes README.md files", "behaviour"),
         ("Rename the function and fix the bug", "behaviour"),
+        ("Add the decorator `@log_calls` to the function `add_type`.", "mechanical"),
+        ("The function should calculate h-index instead. Rename the function to h_index.", "behaviour"),
+        ("Sort the list before returning it, and fix the comments.", "behaviour"),
+        # Requests for new behaviour often name no verb of change at all.
+        ("Ignore invalid inputs. Zeros should be skipped in the product.", "behaviour"),
+        ("In edit_2.py: Return all longest strings as a list.", "behaviour"),
+        ("Check if the input can form a triangle; if it cannot, return -1.", "behaviour"),
+        ("Find and fix the bug in mean", "behaviour"),
         ("What does greet.py do?", None),
         ("explain the rename", None),
+        ("Find the bug in mean", None),
+        ("Run the tests", None),
     ],
 )
 def test_a_task_is_read_as_a_change_of_behaviour_a_mechanical_edit_or_no_change(task, kind):
