@@ -98,8 +98,9 @@ class ModeRouter:
             self._switch(self.mode.first, reason, "user")
 
     def observe_turn(self, event: Event) -> None:
-        """An `EventSink` hook: a new turn starts with the mode's own model again (after auto
-        escalated, or the policy rerouted the previous request); a pin lasts one turn."""
+        """An `EventSink` hook: a new turn starts with the model `start` chose for its task, else the
+        mode's own (after auto escalated, or the policy rerouted the previous request); a pin lasts
+        one turn."""
         kind = event.get("type")
         if kind == "turn.started":
             chosen, self._next = self._next, None
@@ -126,7 +127,7 @@ class ModeRouter:
         """The candidate source of `label`, by default of the model that answers now; the fast
         model's where the deep one cannot be had and the mode falls back."""
         label = label or self.current
-        if label == Label.DEEP and self.deep_unavailable:
+        if label == Label.DEEP and self.deep_unavailable and self.mode.falls_back:
             label = Label.FAST
         try:
             return await self.pool.candidates(label)
