@@ -81,11 +81,11 @@ def test_the_shared_server_flags_reach_every_agent_command(tmp_path, monkeypatch
     assert f"no whiz server answers at {url}" in result.output
 
 
-def test_the_swarm_starts_in_auto_mode_and_the_others_in_fast():
+def test_exec_and_the_swarm_start_in_auto_mode_and_the_others_in_fast():
     modes = (
         ("swarm", "auto"),
         ("heal", "fast"),
-        ("exec", "fast"),
+        ("exec", "auto"),
         ("code", "(fast, or the resumed session's)"),
     )
     for command, default in modes:

@@ -656,7 +656,7 @@ def _agent_config(
 
 
 @app.command("exec")
-@with_model_flags()
+@with_model_flags(mode="auto")
 def exec_(
     task: Annotated[str, typer.Argument(help="What to do, in words (use - to read it from stdin).")],
     json_: JsonOpt = False,
@@ -671,6 +671,9 @@ def exec_(
     flags: ModelFlags,
 ) -> None:
     """Run the coding agent on one task in the current directory, without a UI.
+
+    In auto mode (the default) a change of behaviour or a new program starts with the deep model
+    (the 1.5B, started in the background on first use) and a rename with the fast one.
 
     Exit code 0 when the task was done, 1 when it failed or was stopped, 2 when the agent
     could not start (no server at --base-url, a refused key).
@@ -994,11 +997,24 @@ def bench_agent(
         str | None,
         typer.Option(help="Base URL of the fast model's server (default: :8321, or one started in-process)."),
     ] = None,
-    limit: Annotated[int | None, typer.Option(help="EditEval tasks: only the first N.")] = 10,
+    limit: Annotated[
+        int | None, typer.Option(help="EditEval and CanItEdit tasks: only the first N of each.")
+    ] = 10,
     variants: Annotated[
-        str, typer.Option(help="Comma-separated: fast, heal (heal@5), auto.")
+        str, typer.Option(help="Comma-separated: fast, deep, heal (heal@5), auto.")
     ] = "fast,heal,auto",
-    suites: Annotated[str, typer.Option(help="Comma-separated: editeval, programs.")] = "editeval,programs",
+    suites: Annotated[
+        str,
+        typer.Option(help="Comma-separated: editeval, canitedit (made by scripts/canitedit.py), programs."),
+    ] = "editeval,programs",
+    seeds: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Run every variant this many times, seeding its sampled candidates apart; the "
+            "report gives the mean and range of passes and of passes per minute.",
+        ),
+    ] = 3,
     api_key: ApiKeyOpt = None,
     model: ModelOpt = None,
     deep_base_url: DeepUrlOpt = None,
@@ -1007,20 +1023,27 @@ def bench_agent(
     data: Annotated[
         Path | None, typer.Option(help="EditEval JSONL (default: shared/bench/editeval.jsonl).")
     ] = None,
+    canitedit: Annotated[
+        Path | None,
+        typer.Option(
+            help="CanItEdit JSONL (default: shared/bench/canitedit.jsonl, as scripts/canitedit.py writes it)."
+        ),
+    ] = None,
     keep: Annotated[
         Path | None,
-        typer.Option(help="Copy each task's final workspace and session home here (DIR/variant/task)."),
+        typer.Option(help="Copy each task's final workspace and session home here (DIR/seedN/variant/task)."),
     ] = None,
 ) -> None:
-    """Tasks done per minute: the agent headless over EditEval and 5 small programs, for fast,
-    heal@5 and auto: pass rate, median and p90 s/task, turns with no edit, runaways, tokens/task."""
+    """Tasks done per minute: the agent headless over EditEval, CanItEdit and 5 small programs, for
+    fast, deep, heal@5 and auto, over seeds: passes and passes per minute (mean and range), pass
+    rate, median and p90 s/task, turns with no edit, runaways, tokens/task."""
     from whiz.bench.agent import main
     from whiz.modes.endpoints import DeepSettings
 
     deep = DeepSettings(base_url=deep_base_url, model=deep_model, api_key=deep_api_key)
     raise typer.Exit(
         main(target=target, limit=limit, variants=variants, suites=suites, api_key=api_key, model=model,
-             deep=deep, data=data, keep=keep)
+             deep=deep, data=data, keep=keep, seeds=seeds, canitedit=canitedit)
     )  # fmt: skip
 
 

@@ -318,7 +318,7 @@ def test_auto_mode_escalates_when_a_turn_runs_over_its_time(project):
         }
     )
     code, events, _ = run_exec(
-        project, pool, "Change the greeting to Hi in greet.py", mode="auto", max_turn_s=0.5
+        project, pool, "Rename the greeting to Hi in greet.py", mode="auto", max_turn_s=0.5
     )
     assert code == 0 and 'return "Hi, " + name' in (project / "greet.py").read_text()
     (change,) = items(events, "mode_change")
@@ -377,7 +377,8 @@ def test_auto_modes_healing_is_a_ladder_greedy_fast_then_one_deep_reply_then_sam
     (project / "check.py").write_text(HELLO_CHECK)
     fast = ScriptedCandidates([[HELLO_WRONG], [HELLO, HELLO_WRONG]])
     deep = ScriptedCandidates([[HELLO_WRONG]])
-    code, events, _ = auto_ladder(project, fast, deep, task="Write hello.py with hi()")
+    # (A task auto mode starts with the fast model: a new program would start with the deep one.)
+    code, events, _ = auto_ladder(project, fast, deep, task="Move hi() into hello.py")
     assert code == 0, events[-1]
     greedy, sampled = fast.draws
     (deep_draw,) = deep.draws
@@ -540,7 +541,7 @@ def test_the_ladders_sampled_rung_draws_from_the_task_as_given_after_a_reply_tha
     unparsable = "hello.py\n>>>>>>> REPLACE\n"
     fast = ScriptedCandidates([[unparsable], [HELLO]])
     deep = ScriptedCandidates([[unparsable]])
-    code, events, _ = auto_ladder(project, fast, deep, heal=3, task="Write hello.py with hi()")
+    code, events, _ = auto_ladder(project, fast, deep, heal=3, task="Move hi() into hello.py")
     assert code == 0, events[-1]
     assert fast.calls[1] == fast.calls[0]  # the same conversation: no feedback on the unparsed reply
     assert fast.draws[1].seed == fast.draws[0].seed  # seeded as a first round's candidates

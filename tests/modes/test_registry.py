@@ -36,7 +36,8 @@ def test_the_help_is_written_once_for_the_ui_and_the_command_line():
         "the deep model answers: qwen2.5-coder-1.5b at http://gpu:8000"
     )
     auto = Mode.AUTO.help()
-    assert auto.startswith("fast first; deep when an edit fails to apply twice")
+    assert auto.startswith("deep first for a change of behaviour or a new program, fast first for a rename")
+    assert "deep when a run of the tests or the check fails, an edit fails to apply twice" in auto
     assert all(words in auto for words in TRIGGERS.values())  # every trigger, and only from here
     text = mode_help()
     assert text.startswith("fast, deep or auto.")

@@ -87,7 +87,7 @@ async def test_mode_without_a_name_shows_the_modes_and_which_model_answers(tmp_p
     shown = screen.new()
     assert re.search(r"(?m)^● fast  the fast model answers", shown)
     assert re.search(r"(?m)^  deep  the deep model answers: qwen2.5-coder-1.5b", shown)
-    assert re.search(r"(?m)^  auto  fast first; deep when", shown)
+    assert re.search(r"(?m)^  auto  deep first for a change of behaviour", shown)
     assert "the fast model answers now · /mode NAME switches" in shown
 
 
@@ -141,7 +141,7 @@ async def test_auto_mode_switches_without_a_model_change_and_says_what_it_does(t
     async with code_app(tmp_path, two_models([], [])) as (app, screen):
         await app.commands.run("/mode auto")
         said = screen.new()
-        assert "auto mode from the next task: fast first; deep when an edit fails to apply twice" in said
+        assert "auto mode from the next task: deep first for a change of behaviour or a new program" in said
         assert " fast · " not in status_line(app) and " auto · auto-edit " in status_line(app)
 
 
@@ -153,7 +153,7 @@ async def test_an_escalation_mid_turn_shows_and_the_status_line_names_the_deep_m
     (tmp_path / "project" / "app.py").write_text("def answer():\n    return 1\n")
     pool = two_models([MISSING, MISSING], ["The deep model looked and changed nothing."])
     async with code_app(tmp_path, pool, mode="auto") as (app, screen):
-        await app._run_turn("make answer return 42")
+        await app._run_turn("rename answer's argument")  # a mechanical edit: the fast model first
         shown = screen.new()
         assert re.search(r"▲ escalated fast → deep: the fast model's edit failed to apply 2 times", shown)
         assert shown.index("▲ escalated") < shown.index("The deep model looked")

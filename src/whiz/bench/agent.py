@@ -6,13 +6,17 @@ headless. The agent gets the test command (EditEval) or a `--check` that runs th
 (programs), as a user would give them. Variants, in one run on the same tasks:
 
     fast     the fast model, one turn (the tests it is given decide when the turn is done)
-    heal@5   the same, with healing steps of 5 candidates where the tests decide
-    auto     auto mode: healing steps, and escalation to the deep model
+    deep     the deep model, one turn (the 1.5B with the 0.5B drafting, or --deep-base-url's)
+    heal@5   the fast model, with healing steps of 5 candidates where the tests decide
+    auto     auto mode: healing steps, the deep model first where it pays, and escalation
 
-Reported per variant: pass rate (by the judge), for programs how many pass their own check ("it
-runs", what the agent was given), median and p90 seconds per task, the share of turns that ended
-with no edit at all, runaways (turns stopped by their budget), and output tokens per task. The
-report is a table, then one JSON line.
+Every variant runs over `--seeds N` seeds (each seeds the sampled candidates of the healing
+steps apart; greedy replies repeat token for token, so a variant without sampling varies only
+where a time budget cuts a turn short). Reported per variant: passes per seed (mean, min and
+max), passes per minute (mean and range), pass rate, for programs how many pass their own check
+("it runs", what the agent was given), median and p90 seconds per task, the share of turns that
+ended with no edit at all, runaways (turns stopped by their budget), and output tokens per task.
+The report is a table, then one JSON line with every seed's figures and runs.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from rich.table import Table
 from whiz.agent.approvals import ApprovalMode
 from whiz.agent.config import AgentConfig
 from whiz.agent.runs_check import with_check
+from whiz.bench.canitedit import canitedit_tasks
 from whiz.bench.edit_tasks import EditTask, editeval_tasks, run_check
 from whiz.bench.program_tasks import PROGRAM_TASKS, ProgramTask
 from whiz.bench.report import listed, run_reported, say
@@ -45,6 +50,7 @@ from whiz.modes.pool import Label, ModelPool, Models
 from whiz.modes.registry import Mode
 
 JUDGE_TIMEOUT_S = 30.0
+SUITES = ("editeval", "canitedit", "programs")
 
 
 @dataclass
@@ -55,10 +61,16 @@ class Variant:
 
 
 VARIANTS = {
-    "fast": Variant("fast", "fast", 0),
-    "heal": Variant("heal@5", "fast", 5),
-    "auto": Variant("auto", "auto", 5),
+    "fast": Variant("fast", Mode.FAST, 0),
+    "deep": Variant("deep", Mode.DEEP, 0),
+    "heal": Variant("heal@5", Mode.FAST, 5),
+    "auto": Variant("auto", Mode.AUTO, 5),
 }
+
+SEEDS_DEFAULT = 3
+SEED_BASE = 1234
+"""Seed i seeds the healing candidates with SEED_BASE + SEED_STEP * i (seed 0: the default heal's)."""
+SEED_STEP = 7919
 
 
 @dataclass
@@ -82,7 +94,7 @@ def editeval_case(task: EditTask) -> Case:
         return final != task.code and await asyncio.to_thread(run_check, task, final)
 
     return Case(
-        task.task_id, "editeval", f"In {task.filename}: {task.instruction}",
+        task.task_id, task.suite, f"In {task.filename}: {task.instruction}",
         command_for_tests(task), lambda root: workspace_for(task, root), judge,
     )  # fmt: skip
 
@@ -121,13 +133,19 @@ class CaseRun:
     output_tokens: int
     message: str
     runs: bool | None = None
+    seed: int = 0
+    started_with: str = ""
+    """The model the turn started with: fast or deep."""
 
 
 class SharedPool:
     """One pool for every task's session: a session closes its pool, and the models must stay warm."""
 
-    def __init__(self, pool: Models):
+    def __init__(self, pool: ModelPool):
         self.pool = pool
+
+    def offers(self, label: Label) -> bool:
+        return self.pool.offers(label)
 
     async def open_client(self, label: Label, *, temperature: float = 0.0):
         return await self.pool.open_client(label, temperature=temperature)
@@ -139,9 +157,12 @@ class SharedPool:
         return None
 
 
-async def run_case(case: Case, variant: Variant, pool: Models, keep: Path | None = None) -> CaseRun:
+async def run_case(
+    case: Case, variant: Variant, pool: Models, keep: Path | None = None, seed: int = 0
+) -> CaseRun:
     """One task in a fresh workspace and a fresh session, then its judge. With `keep`, the workspace
-    and the session's home (its transcript) are copied there afterwards, to see why a task failed."""
+    and the session's home (its transcript) are copied there afterwards, to see why a task failed.
+    `seed` (0, 1, ...) seeds the session's sampled candidates apart from other seeds'."""
     from whiz.modes.session import AgentSession, SessionOptions
 
     with tempfile.TemporaryDirectory(prefix="whiz-bench-agent-") as tmp:
@@ -150,7 +171,12 @@ async def run_case(case: Case, variant: Variant, pool: Models, keep: Path | None
         case.setup(root)
         agent = AgentConfig(approval=ApprovalMode.AUTO_EDIT, test_cmd=case.test_cmd)
         options = SessionOptions(
-            root, agent=agent, mode=variant.mode, heal=variant.heal, home=Path(tmp) / "home"
+            root,
+            agent=agent,
+            mode=variant.mode,
+            heal=variant.heal,
+            home=Path(tmp) / "home",
+            seed=SEED_BASE + SEED_STEP * seed,
         )
         started = time.perf_counter()
         timeline: list[dict[str, Any]] = []
@@ -169,15 +195,23 @@ async def run_case(case: Case, variant: Variant, pool: Models, keep: Path | None
         passed = await case.judge(root)
         ran = await case.runs(root) if case.runs is not None else None
         if keep is not None:
-            dest = keep / variant.name.replace("@", "") / case.task_id.replace("/", "_")
+            dest = keep / f"seed{seed}" / variant.name.replace("@", "") / case.task_id.replace("/", "_")
             shutil.rmtree(dest, ignore_errors=True)
             shutil.copytree(tmp, dest, symlinks=True, ignore_dangling_symlinks=True)
             (dest / "timeline.jsonl").write_text("".join(json.dumps(t) + "\n" for t in timeline))
     return CaseRun(
         case.task_id, case.suite, variant.name, passed, result.status, seconds, not result.changed,
         result.message.startswith("stopped: the turn"), result.stats.output_tokens, result.message,
-        ran,
+        ran, seed, first_model(session),
     )  # fmt: skip
+
+
+def first_model(session: Any) -> str:
+    """The model the turn started with (`fast` or `deep`), as its first `mode_change` or its mode says."""
+    changes = session.router.changes
+    if changes and changes[0].get("trigger") == "task":
+        return str(changes[0]["to"])
+    return str(session.router.mode.first) if not changes else str(changes[0]["from"])
 
 
 def brief(event: dict[str, Any]) -> dict[str, Any]:
@@ -218,21 +252,56 @@ def summarize(runs: list[CaseRun]) -> dict[str, Any]:
 
 
 async def run_suite(
-    cases: list[Case], variants: list[Variant], pool: Models, say, keep: Path | None = None
+    cases: list[Case],
+    variants: list[Variant],
+    pool: Models,
+    say,
+    keep: Path | None = None,
+    seeds: int = 1,
 ) -> dict[str, Any]:
-    """Every variant over every case (variant by variant); the summary and the runs of each."""
-    results: dict[str, Any] = {}
-    for variant in variants:
-        runs = []
-        for i, case in enumerate(cases):
-            run = await run_case(case, variant, pool, keep)
-            runs.append(run)
-            verdict = "pass" if run.passed else f"fail ({run.status}: {run.message[:60]!r})"
-            if run.runs is not None:
-                verdict += ", its check passes" if run.runs else ", its check fails"
-            say(f"[{variant.name} {i + 1}/{len(cases)}] {case.task_id}: {verdict}, {run.seconds:.1f} s")
-        results[variant.name] = {"summary": summarize(runs), "runs": [vars(r) for r in runs]}
-    return results
+    """Every variant over every case, seed by seed (variant by variant within a seed, so that a
+    slow spell of a shared machine falls on every variant alike); per variant the summary over the
+    seeds and each seed's summary and runs."""
+    by_variant: dict[str, list[list[CaseRun]]] = {v.name: [] for v in variants}
+    for seed in range(seeds):
+        for variant in variants:
+            runs = []
+            for i, case in enumerate(cases):
+                run = await run_case(case, variant, pool, keep, seed)
+                runs.append(run)
+                verdict = "pass" if run.passed else f"fail ({run.status}: {run.message[:60]!r})"
+                if run.runs is not None:
+                    verdict += ", its check passes" if run.runs else ", its check fails"
+                where = f"seed {seed} " if seeds > 1 else ""
+                say(
+                    f"[{where}{variant.name} {i + 1}/{len(cases)}] {case.task_id}: {verdict}, "
+                    f"{run.seconds:.1f} s ({run.started_with} first)"
+                )
+            by_variant[variant.name].append(runs)
+    return {name: over_seeds(per_seed) for name, per_seed in by_variant.items()}
+
+
+def over_seeds(per_seed: list[list[CaseRun]]) -> dict[str, Any]:
+    """A variant's figures over its seeds: passes per seed (mean, min, max, population stdev) and
+    passes per minute (mean, min, max), the pooled summary of every run, and each seed's own."""
+    seeds = [
+        {"seed": runs[0].seed, "summary": summarize(runs), "runs": [vars(r) for r in runs]}
+        for runs in per_seed
+    ]
+    passes = [sum(r.passed for r in runs) for runs in per_seed]
+    rates = [s["summary"]["tasks_per_min"] for s in seeds]
+    pooled = summarize([r for runs in per_seed for r in runs])
+    pooled["tasks"] = len(per_seed[0])
+    pooled["seeds"] = len(per_seed)
+    pooled["passes"] = {
+        "mean": statistics.fmean(passes),
+        "min": min(passes),
+        "max": max(passes),
+        "stdev": statistics.pstdev(passes),
+        "per_seed": passes,
+    }
+    pooled["passes_per_min"] = {"mean": statistics.fmean(rates), "min": min(rates), "max": max(rates)}
+    return {"summary": pooled, "seeds": seeds}
 
 
 def print_report(report: dict[str, Any]) -> None:
@@ -241,6 +310,9 @@ def print_report(report: dict[str, Any]) -> None:
     columns = (
         "variant",
         "tasks",
+        "seeds",
+        "passes (min-max)",
+        "passes/min (min-max)",
         "pass rate",
         "by suite",
         "check passes",
@@ -256,8 +328,11 @@ def print_report(report: dict[str, Any]) -> None:
         s = result["summary"]
         suites = ", ".join(f"{k} {v}" for k, v in s["passed_by_suite"].items())
         checks = ", ".join(f"{k} {v}" for k, v in s["runs_by_suite"].items()) or "-"
+        p, r = s["passes"], s["passes_per_min"]
         table.add_row(
-            name, str(s["tasks"]), f"{s['pass_rate']:.0%}", suites, checks, f"{s['median_s']:.1f}",
+            name, str(s["tasks"]), str(s["seeds"]), f"{p['mean']:.1f} ({p['min']}-{p['max']})",
+            f"{r['mean']:.2f} ({r['min']:.2f}-{r['max']:.2f})", f"{s['pass_rate']:.0%}", suites, checks,
+            f"{s['median_s']:.1f}",
             f"{s['p90_s']:.1f}",
             f"{s['no_edit_share']:.0%}", str(s["runaways"]), f"{s['output_tokens_per_task']:.0f}",
         )  # fmt: skip
@@ -273,6 +348,7 @@ async def run_bench(
     deep: DeepSettings,
     say,
     keep: Path | None = None,
+    seeds: int = SEEDS_DEFAULT,
 ) -> dict[str, Any]:
     # In this process when nothing answers: a benchmark measures a server of its own.
     fast.base_url, fast.in_process = target, True
@@ -280,8 +356,8 @@ async def run_bench(
     fast.base_url, fast.model = reached.url, reached.model
     pool = ModelPool(fast, deep, notice=say)
     try:
-        results = await run_suite(cases, variants, pool, say, keep)
-        return {"bench": "agent", "target": reached.url, "results": results}
+        results = await run_suite(cases, variants, pool, say, keep, seeds)
+        return {"bench": "agent", "target": reached.url, "seeds": seeds, "results": results}
     finally:
         await pool.close()
         if reached.server is not None:
@@ -298,13 +374,18 @@ def main(
     deep: DeepSettings | None = None,
     data: Path | None = None,
     keep: Path | None = None,
+    seeds: int = SEEDS_DEFAULT,
+    canitedit: Path | None = None,
 ) -> int:
     """0 when it ran; 2 for bad options, missing data or no server."""
 
     chosen = listed(variants)
     wanted = set(listed(suites))
-    if not chosen or any(v not in VARIANTS for v in chosen) or not wanted <= {"editeval", "programs"}:
-        say("whiz bench agent: --variants takes fast, heal, auto; --suites takes editeval, programs")
+    if not chosen or any(v not in VARIANTS for v in chosen) or not wanted or not wanted <= set(SUITES):
+        say(f"whiz bench agent: --variants takes {', '.join(VARIANTS)}; --suites takes {', '.join(SUITES)}")
+        return 2
+    if seeds < 1:
+        say("whiz bench agent: --seeds takes 1 or more")
         return 2
     cases: list[Case] = []
     if "editeval" in wanted:
@@ -312,10 +393,14 @@ def main(
         if tasks is None:
             return 2
         cases += [editeval_case(t) for t in tasks]
+    if "canitedit" in wanted:
+        found = canitedit_tasks(canitedit, limit, say)
+        if found is None:
+            return 2
+        cases += [editeval_case(t) for t in found]
     if "programs" in wanted:
         cases += [program_case(t) for t in PROGRAM_TASKS]
     fast = FastSettings(api_key=api_key, model=model)
     variants = [VARIANTS[v] for v in chosen]
-    return run_reported(
-        "agent", run_bench(target, cases, variants, fast, deep or DeepSettings(), say, keep), print_report
-    )
+    work = run_bench(target, cases, variants, fast, deep or DeepSettings(), say, keep, seeds)
+    return run_reported("agent", work, print_report)

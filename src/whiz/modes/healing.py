@@ -388,7 +388,8 @@ class Healer:
                 # or a reply that did not parse, fed back says nothing it could use: the 0.5B
                 # answered "Write fizzbuzz.py" with the instructions echoed after such feedback,
                 # and with the program without it. The sampled rung is seeded as a first round.
-                seed = None if label == Label.DEEP else self.settings.seed
+                # (A turn that started with the deep model samples it seeded too.)
+                seed = None if label == Label.DEEP and greedy else self.settings.seed
                 tested = failure is not None and failure.status in ("failed", "timeout")
                 if tested and not creates_file(failure):
                     history = told_without_reply(messages, failure, self.test_cmd)

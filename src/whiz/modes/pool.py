@@ -2,8 +2,11 @@
 each one the first time it is needed; `ScriptedPool` stands in for it in tests.
 
     fast   the default 0.5B: the server at --base-url, or one started in this process
-    deep   the 1.5B with the 0.5B as its draft model, started in this process on first use (a
-           second in-process whiz server, since one engine serves one model); or any
+    deep   the 1.5B with the 0.5B as its draft model, started on first use: in the background
+           beside the fast model's server (it outlives the command and serves the next warm), or
+           with --in-process in this process (a second in-process whiz server, since one engine
+           serves one model); a 1.5B that is not installed is a `DeepMissing`, said at once and
+           not downloaded unasked; or any
            OpenAI-compatible upstream given by --deep-base-url/--deep-model/--deep-api-key
            (vLLM, SGLang, llama.cpp's server, Ollama, a hosted API), spoken to over Chat
            Completions, which all of them have
@@ -15,6 +18,7 @@ import asyncio
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal, Protocol
 
 from whiz.agent.chat_model import ChatModel
@@ -22,9 +26,15 @@ from whiz.agent.model import ModelClient
 from whiz.agent.whiz_model import WhizModel
 from whiz.client import ClientError, ConnectError, HttpClient
 from whiz.errors import WhizError
+from whiz.models.store import ModelStore, default_home
 from whiz.modes.candidates import CandidateSource, ChatCandidates
 from whiz.modes.endpoints import DeepSettings, FastSettings, SetupError, ensure_server, probe_upstream
 from whiz.modes.registry import Label
+from whiz.server.background import IDLE_EXIT_S, BackgroundServers
+
+
+class DeepMissing(SetupError):
+    """The deep model is a model of whiz's registry that is not installed."""
 
 
 @dataclass
@@ -65,6 +75,15 @@ class ModelPool:
             if label not in self._endpoints:
                 self._endpoints[label] = await (self._fast() if label == Label.FAST else self._deep())
             return self._endpoints[label]
+
+    def offers(self, label: Label) -> bool:
+        """Whether `label` is at hand without being asked for: the fast model always; the deep one
+        where --deep-base-url names it, or where the fast model is whiz's own (no --base-url), whose
+        pairing is the local 1.5B. A fast model of the user's choosing (--base-url: a vLLM, say)
+        is not second-guessed by a model smaller than it may be."""
+        if label == Label.FAST:
+            return True
+        return bool(self.deep_settings.base_url) or self.fast_settings.base_url is None
 
     async def open_client(self, label: Label, *, temperature: float = 0.0) -> ModelClient:
         """A new model client (one conversation) for `label`; close it with `close_client`."""
@@ -111,10 +130,15 @@ class ModelPool:
             await probe_upstream(s.base_url, s.api_key)
             name = s.model or "the upstream's model"
             return Endpoint("deep", s.base_url, s.model, s.api_key, "chat", f"{name} at {s.base_url}")
+        missing = await asyncio.to_thread(not_installed, s.local_model)
+        if missing:
+            raise DeepMissing(missing)
+        draft = f" with {s.draft_model} drafting" if s.draft_model else ""
+        if not self.fast_settings.in_process:
+            return await self._deep_in_background(s, draft)
         from whiz.config import ServeSettings
         from whiz.server.inprocess import InProcessServer
 
-        draft = f" with {s.draft_model} drafting" if s.draft_model else ""
         self.notice(f"starting the deep model {s.local_model}{draft} in this process")
         settings = ServeSettings(
             model=s.local_model,
@@ -133,6 +157,37 @@ class ModelPool:
             ) from None
         self._servers.append(server)
         return Endpoint("deep", url, None, None, "responses", f"{s.local_model}{draft}, in this process")
+
+    async def _deep_in_background(self, s: DeepSettings, draft: str) -> Endpoint:
+        """The deep model's background server (`BackgroundServers`), started now if none runs."""
+        servers = BackgroundServers(default_home())
+        running = await asyncio.to_thread(servers.find, s.local_model)
+        if running is None:
+            self.notice(
+                f"starting the deep model {s.local_model}{draft} in the background (it stays warm for "
+                f"the next command and exits after {IDLE_EXIT_S // 60} idle minutes; `whiz serve stop` "
+                "ends it)"
+            )
+            args = ["--kv-budget-mb", str(s.kv_budget_mb), "--slots", str(s.slots)]
+            args += ["--draft-model", s.draft_model] if s.draft_model else []
+            try:
+                running = await asyncio.to_thread(servers.start, s.local_model, args=args)
+            except WhizError as exc:
+                raise SetupError(
+                    f"could not start the deep model {s.local_model}: {exc.message} "
+                    "(or point --deep-base-url at a server)"
+                ) from None
+        where = f"in the background at {running.url}"
+        return Endpoint("deep", running.url, None, None, "responses", f"{s.local_model}{draft}, {where}")
+
+
+def not_installed(model: str, home: Path | None = None) -> str | None:
+    """Why `model` cannot be served here without a download (it is a model of whiz's registry
+    whose file is not installed), or None (installed, or a path or reference whiz does not pull)."""
+    store = ModelStore(home or default_home())
+    if model not in store.registry or store.file_for(model).is_file():
+        return None
+    return f"{model} is not installed"
 
 
 class Models(Protocol):
@@ -157,6 +212,10 @@ class ScriptedPool:
     def of(cls, fast: ModelClient) -> ScriptedPool:
         """A pool whose fast model is `fast` (one conversation) and that has no deep model."""
         return cls(clients={"fast": lambda: fast})
+
+    def offers(self, label: Label) -> bool:
+        """Whether the pool was given a `label` model."""
+        return label in self.clients
 
     async def open_client(self, label: Label, *, temperature: float = 0.0) -> ModelClient:
         if label not in self.clients:

@@ -3,7 +3,10 @@ how it is explained are written once.
 
     fast   the fast model answers
     deep   the deep model answers
-    auto   fast first; deep when one of its escalation triggers fires (`TRIGGERS`)
+    auto   deep first for a change of behaviour or a new program, fast first for a rename or
+           another mechanical edit (`Behaviour.deep_for`, read by `agent.intent.change_kind`);
+           deep when one of its escalation triggers fires (`TRIGGERS`); fast alone, with one
+           notice, where the deep model cannot be had
 
 A `Mode` and a `Label` are str enums: they print, store and compare as their names, so the
 command line, stored sessions and events read them as before. Code asks a mode what it does
@@ -26,6 +29,7 @@ class Label(StrEnum):
 
 
 TRIGGERS: dict[str, str] = {
+    "tests_failed": "a run of the tests or the check fails",
     "edit_failures": "an edit fails to apply twice",
     "budget": "a turn runs over its budget",
     "healing": "healing finds no passing candidate",
@@ -35,7 +39,8 @@ TRIGGERS: dict[str, str] = {
 `mode_change` item)."""
 
 DEEP_BY_DEFAULT = (
-    "the 1.5B with the 0.5B drafting, started in this process on first use, or --deep-base-url's"
+    "the 1.5B with the 0.5B drafting, started in the background on first use (or in this process "
+    "with --in-process), or --deep-base-url's"
 )
 """Where the deep model is when nothing says otherwise (the UI names the one it has)."""
 
@@ -50,6 +55,12 @@ class Behaviour:
     """The model that plans a swarm."""
     triggers: tuple[str, ...] = ()
     """What moves the rest of a turn to the deep model (`TRIGGERS`); none: the model stays."""
+    deep_for: frozenset[str] = frozenset()
+    """The kinds of task (`agent.intent.change_kind`: "behaviour", "mechanical") whose turns start
+    with the deep model; any other turn starts with `first`."""
+    falls_back: bool = False
+    """Where the deep model cannot be had (not installed, would not start), the fast model answers
+    instead, said once; otherwise a turn that needs the deep model fails with the reason."""
     heals: bool = False
     """With a test command (and text actions), the agent's steps heal by default, as a ladder
     (cheapest first, one candidate after another; `session.ladder`)."""
@@ -90,8 +101,12 @@ class Mode(StrEnum):
             first=Label.FAST,
             director=Label.DEEP,
             triggers=tuple(TRIGGERS),
+            deep_for=frozenset({"behaviour"}),
+            falls_back=True,
             heals=True,
-            help="fast first; deep when {triggers}",
+            help="deep first for a change of behaviour or a new program, fast first for a rename "
+            "or another mechanical edit; deep when {triggers}; fast alone where the deep model is "
+            "not installed",
         ),
     )
 
@@ -119,6 +134,24 @@ class Mode(StrEnum):
     @property
     def heals(self) -> bool:
         return self.does.heals
+
+    @property
+    def falls_back(self) -> bool:
+        return self.does.falls_back
+
+    def first_for(self, task: str) -> tuple[Label, str]:
+        """The model a turn on `task` starts with, and why, in words."""
+        # Here, not at the top: the command line reads this module for its help, and `whiz serve`
+        # loads no agent module.
+        from whiz.agent.intent import change_kind
+
+        kind = change_kind(task)
+        if kind in self.does.deep_for:
+            return Label.DEEP, f"{self} mode starts a change of {kind} with the deep model"
+        if self.does.deep_for and self.does.first == Label.FAST:
+            what = f"a {kind} edit" if kind else "a task that asks for no change"
+            return Label.FAST, f"{self} mode starts {what} with the fast model"
+        return self.does.first, f"{self} mode's model"
 
     def escalates(self, trigger: str) -> bool:
         """Whether `trigger` moves the rest of the turn to the deep model in this mode."""

@@ -73,6 +73,9 @@ class SessionOptions:
     mcp: list[McpServerConfig] = field(default_factory=list)
     """MCP servers whose tools the agent is offered: started when the session opens, stopped when
     it closes (`whiz.mcp`)."""
+    seed: int | None = None
+    """Seeds the healing steps' sampled candidates (None: `HealSettings`' default), so that runs
+    with different seeds draw apart (`whiz bench agent --seeds`)."""
 
     def __post_init__(self) -> None:
         if self.mode is not None:
@@ -265,13 +268,13 @@ class AgentSession:
         emit = ItemEmitter(chain)
         pool = pool or ModelPool(options.fast, options.deep, notice=notice)
         router = ModeRouter(pool, options.mode or Mode.FAST, emit)
-        routed = RoutedModel(router)
+        routed = RoutedModel(router, test_cmd=options.agent.test_cmd)
         chain.sinks.append(routed.observe)
         model: ModelClient = routed
         healing = None
         ws = Workspace(options.workspace, options.agent.secrets)
         if options.agent.test_cmd:
-            model = healing = healing_step(routed, router, ws, options.agent)
+            model = healing = healing_step(routed, router, ws, options.agent, options.seed)
             chain.sinks.append(healing.observe)
         try:
             await routed.connect()  # no server: one clear line now, not a failed turn
@@ -344,7 +347,9 @@ class AgentSession:
 
     async def run(self, task: str) -> TurnOutcome:
         """The policy, then the turn; the conversation and the turn are stored when it ends, however
-        it ends. A refused request ends as a failed turn with the reason."""
+        it ends. A refused request ends as a failed turn with the reason. The mode picks the model
+        the turn starts with from the task (auto: deep for a change of behaviour)."""
+        self.router.start(task)
         decision = await check_policy(task, self.options, self.pool, self.router, self.router.emit)
         if decision.action == "refuse":
             message = refuse(self.router.emit, decision)
@@ -454,10 +459,11 @@ class AgentSession:
         here when the session had no test command before)."""
         test_cmd = agent.test_cmd
         self.agent.reconfigure(agent.actions or "text", test_cmd)
+        self.routed.test_cmd = test_cmd
         if not test_cmd:
             return
         if self.healing is None:
-            self.healing = healing_step(self.routed, self.router, self.agent.ws, agent)
+            self.healing = healing_step(self.routed, self.router, self.agent.ws, agent, self.options.seed)
             self.agent.model = self.healing
             self.chain.sinks.append(self.healing.observe)
         self.healing.healer.test_cmd = test_cmd
@@ -563,11 +569,17 @@ def _restore(options: SessionOptions, stored: dict[str, Any]) -> SessionOptions:
     return dataclasses.replace(options, mode=mode or Mode.FAST, heal=heal, agent=agent)
 
 
-def healing_step(routed: RoutedModel, router: ModeRouter, ws: Workspace, agent: AgentConfig) -> HealingModel:
+def healing_step(
+    routed: RoutedModel, router: ModeRouter, ws: Workspace, agent: AgentConfig, seed: int | None = None
+) -> HealingModel:
     """The healing step between the agent and its routed model, off until `heal_n` says otherwise;
-    its `observe` must see the agent's events. Candidates' tests are confined as the agent's are."""
+    its `observe` must see the agent's events. Candidates' tests are confined as the agent's are,
+    and sampled with `seed` (None: the default seed)."""
     assert agent.test_cmd
-    healer = Healer(ws, agent.test_cmd, HealSettings(n=0, sandbox=agent.sandbox), emit=router.emit)
+    settings = HealSettings(n=0, sandbox=agent.sandbox)
+    if seed is not None:
+        settings.seed = seed
+    healer = Healer(ws, agent.test_cmd, settings, emit=router.emit)
     return HealingModel(routed, healer, router)
 
 

@@ -1,10 +1,13 @@
-"""One warm `whiz serve` in the background, shared by every whiz command.
+"""Warm `whiz serve`s in the background, one per model, shared by every whiz command.
 
 `whiz exec`, `code`, `heal` and `swarm` with no server to talk to start one here instead of loading
 the model in their own process: detached (its own session, so it outlives the command that started
 it), on a free loopback port, logging to `$WHIZ_HOME/server/<model>.log`, and exiting by itself
 after an idle time. The next command finds it through `$WHIZ_HOME/server/<model>.json` and starts
 its first turn warm: the model is loaded and the prefixes it has seen are cached.
+
+The deep model (the 1.5B, with the 0.5B drafting) gets one of its own beside the fast one, started
+the first time a session needs it (`modes.pool`), so that auto mode's better path needs no flags.
 
 `whiz serve status` lists them and `whiz serve stop` ends them.
 """
@@ -20,7 +23,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -84,16 +87,18 @@ class BackgroundServers:
         idle_exit_s: float = IDLE_EXIT_S,
         timeout_s: float = START_TIMEOUT_S,
         env: dict[str, str] | None = None,
+        args: Sequence[str] = (),
     ) -> Running:
         """The server for `model`, started now unless one already runs (two commands starting at
-        once get the same one). Raises `WhizError` with the log's tail when it does not come up."""
+        once get the same one), with `whiz serve`'s `args` besides (the deep model's
+        `--draft-model`, say). Raises `WhizError` with the log's tail when it does not come up."""
         with self._lock():
             if (running := self.find(model)) is not None:
                 return running
             port = _free_port()
             log = self.folder / f"{_slug(model)}.log"
             command = [sys.executable, "-m", "whiz", "serve", "--model", model, "--host", "127.0.0.1"]
-            command += ["--port", str(port), "--idle-exit", str(idle_exit_s)]
+            command += ["--port", str(port), "--idle-exit", str(idle_exit_s), *args]
             # The agent's defaults: greedy unless a request says otherwise.
             env = {**os.environ, "WHIZ_TEMPERATURE": "0", "PYTHONUNBUFFERED": "1", **(env or {})}
             pid = _spawn_detached(command, log, env)
