@@ -144,6 +144,12 @@ async def test_a_rewrite_is_asked_with_the_function_as_its_prediction(project):
         assert body["prediction"] == {"type": "content", "content": f"```python\n{at.function.source}```"}
         user = body["messages"][-1]["content"]
         assert "Likely cause: a hypothesis" in user and "E  failed" in user
+        # What failed comes after the code, and the request says the code is wrong: shown the
+        # function last and asked to correct it, the 0.5B wrote it back unchanged.
+        assert user.index("def mean") < user.index("E  failed")
+        assert user.rstrip().endswith(
+            "The function above is wrong. Write `mean` fixed, whole, in one ```python block."
+        )
     assert sorted(b["temperature"] for b in http.bodies) == [0.0, 0.5, 0.8]
 
 

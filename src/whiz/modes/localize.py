@@ -35,7 +35,7 @@ Answer in exactly four lines, nothing else:
 FILE: <the path of the file with the bug>
 FUNCTION: <the name of the function with the bug>
 LINES: <first line>-<last line>
-BUG: <one sentence: what the code does wrong>"""
+BUG: <one sentence: the wrong code, and what it should do instead>"""
 
 
 @dataclass(frozen=True)

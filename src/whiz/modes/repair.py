@@ -41,8 +41,8 @@ MAX_TOKENS_OVER_FUNCTION = 256
 """A rewrite's token cap beyond its function's own length (in characters / 3)."""
 
 INSTRUCTIONS = (
-    "You fix one Python function. Reply with the whole corrected function in one ```python code "
-    "block, and nothing else: keep its name and parameters, change only what is wrong."
+    "You fix bugs in Python functions. The function you are shown is wrong: the tests fail on it. "
+    "Reply with the fixed function in one ```python code block, and nothing else."
 )
 
 
@@ -110,26 +110,21 @@ def prediction(function: Function) -> str:
 def repair_messages(
     ws: Workspace, place: Localization, task: str, test_cmd: str, failure: str, note: str = ""
 ) -> list[dict[str, Any]]:
-    """The conversation of one place's repair: the task, what the tests said, the file around
-    the function where it is short, the function, and the hypothesis."""
+    """The conversation of one place's repair: the task, the function, what the tests said, the
+    hypothesis, and that the function is wrong. In this order: a small model shown the function
+    last and asked for it corrected tends to write it back as it is; with what failed after the
+    code, and the plain statement that the code is wrong, it changes it."""
     fn = place.function
-    parts = [task]
+    owner = fn.qualname.rpartition(".")[0]
+    where = f"{fn.path}, {'a method of ' + owner + ', ' if owner else ''}the function with the bug"
+    parts = [task, f"{where}:\n{prediction(fn)}"]
     if failure:
         parts.append(f"The tests (`{shown(test_cmd)}`) fail:\n```\n{failure}\n```")
-    try:
-        whole = ws.read_text(fn.path)
-    except (OSError, UnicodeDecodeError, WhizAgentError):
-        whole = ""
-    if whole and len(whole) <= 4000 and whole.strip() != fn.source.strip():
-        parts.append(f"{fn.path}:\n```python\n{whole}{'' if whole.endswith(chr(10)) else chr(10)}```")
-    where = f"The bug is in `{fn.qualname}` in {fn.path} (lines {fn.start}-{fn.end})."
     if place.hypothesis:
-        where += f" Likely cause: {place.hypothesis}"
-    parts.append(where)
-    parts.append(f"The function now:\n{prediction(fn)}")
+        parts.append(f"Likely cause: {place.hypothesis}")
     if note:
         parts.append(note)
-    parts.append(f"Write the whole corrected `{fn.name}` function in one ```python block.")
+    parts.append(f"The function above is wrong. Write `{fn.name}` fixed, whole, in one ```python block.")
     return [{"role": "system", "content": INSTRUCTIONS}, {"role": "user", "content": "\n\n".join(parts)}]
 
 
