@@ -4,8 +4,8 @@ After localization (`localize.py`) names a function, each candidate is that func
 out again, fixed. The request carries the function's current text as its prediction, so whiz's
 exact speculative decoding accepts the unchanged lines in batches and a rewrite costs little
 more than the lines it changes. The candidates differ on purpose: they spread over the places
-found (each with its hypothesis), over temperatures (the first of a place is its most likely
-reply) and over seeds.
+found, over hypotheses (every other candidate of a place is asked without its hypothesis), over
+temperatures (the first of a place is its most likely reply) and over seeds.
 
 A candidate is turned into an edit by putting its function where the old one was
 (`function_change`), indented as the old one was. Two candidates whose changes are the same
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import dataclasses
 import io
 import re
 import textwrap
@@ -53,6 +54,9 @@ class Attempt:
     place: Localization
     temperature: float
     seed: int | None
+    hypothesis: bool = True
+    """Whether its request gives the place's hypothesis: every other one of a place does not, in
+    case the hypothesis is wrong."""
 
 
 class RepairPlan:
@@ -97,7 +101,7 @@ class RepairPlan:
             temps = TEMPERATURES if turn < len(TEMPERATURES) else TEMPERATURES[1:]
             temperature = temps[turn % len(temps)]
             seed = None if self.seed is None else self.seed + self.drawn
-            out.append(Attempt(self.places[slot], temperature, seed))
+            out.append(Attempt(self.places[slot], temperature, seed, hypothesis=turn % 2 == 0))
             self.drawn += 1
         return out
 
@@ -191,14 +195,15 @@ def attempts_stream(
     """One stream of the attempts' candidates, indexed in the attempts' order. Attempts that share
     a place and a temperature go in one request (n of them, seeds counting up from the first);
     the requests run at once, and the engine decodes them together."""
-    groups: dict[tuple[int, float], list[int]] = {}
+    groups: dict[tuple[int, float, bool], list[int]] = {}
     for i, attempt in enumerate(attempts):
-        groups.setdefault((id(attempt.place), attempt.temperature), []).append(i)
+        groups.setdefault((id(attempt.place), attempt.temperature, attempt.hypothesis), []).append(i)
 
     async def one(out: CandidateStream, indexes: list[int]) -> None:
         first = attempts[indexes[0]]
         fn = first.place.function
-        messages = repair_messages(ws, first.place, task, test_cmd, failure, note)
+        place = first.place if first.hypothesis else dataclasses.replace(first.place, hypothesis="")
+        messages = repair_messages(ws, place, task, test_cmd, failure, note)
         max_tokens = len(fn.source) // 3 + MAX_TOKENS_OVER_FUNCTION
         draw = Draw(len(indexes), first.temperature, max_tokens, first.seed, prediction=prediction(fn))
         async with source.stream(messages, draw) as found:
