@@ -927,6 +927,9 @@ def bench_heal(
         str,
         typer.Option(help="editeval (EditEval's tasks) or seeded (small repositories with a seeded bug)."),
     ] = "editeval",
+    first_seed: Annotated[
+        int, typer.Option(help="The first run's seed; run k uses this + 100 k (to split a long run).")
+    ] = 1234,
     api_key: ApiKeyOpt = None,
     model: ModelOpt = None,
     deep_base_url: DeepUrlOpt = None,
@@ -944,7 +947,7 @@ def bench_heal(
     deep = DeepSettings(base_url=deep_base_url, model=deep_model, api_key=deep_api_key)
     raise typer.Exit(
         main(target=target, limit=limit, n=n, temperature=temperature, variants=variants, api_key=api_key,
-             model=model, deep=deep, data=data, seeds=seeds, suite=suite)
+             model=model, deep=deep, data=data, seeds=seeds, suite=suite, first_seed=first_seed)
     )  # fmt: skip
 
 

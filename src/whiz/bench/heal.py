@@ -5,7 +5,8 @@ The tasks are EditEval's (`--suite editeval`) or small repositories with a seede
 edit and its test script, as in `whiz bench tasks`) and the same prompt in every variant: the
 instruction, the file, and the test's output. A variant passes a task when the edit it ends with
 makes the task's test pass. With `--seeds K` every variant runs every task K times, with seeds
-1234, 1334, ...: the report gives the pass rate per seed, and their mean and spread.
+1234, 1334, ... (`--first-seed` moves the start, to split a long run): the report gives the
+pass rate per seed, and their mean and spread.
 
     fast@1    one greedy attempt of the fast model
     heal@N    `whiz heal -n N`: localize the bug, N rewrites of its function, each tested in its
@@ -176,6 +177,7 @@ async def run_bench(
     deep: DeepSettings,
     say,
     seeds: int = 1,
+    first_seed: int = FIRST_SEED,
 ) -> dict[str, Any]:
     pool = ModelPool(fast, deep, notice=say)
     router = ModeRouter(pool, "fast", ItemEmitter(Collector()))
@@ -200,7 +202,7 @@ async def run_bench(
             runs = []
             for k in range(seeds):
                 # A greedy variant (one attempt at temperature 0) is the same on every seed.
-                seed = None if settings.seed is None else FIRST_SEED + SEED_STEP * k
+                seed = None if settings.seed is None else first_seed + SEED_STEP * k
                 seeded = dataclasses.replace(settings, seed=seed)
                 for i, task in enumerate(tasks):
                     run = await run_variant(router, task, name, label, seeded)
@@ -270,6 +272,7 @@ def main(
     data: Path | None = None,
     seeds: int = 1,
     suite: str = "editeval",
+    first_seed: int = FIRST_SEED,
 ) -> int:
     """0 when it ran; 2 for bad options, missing data or no server; 1 when a server failed midway."""
 
@@ -300,5 +303,5 @@ def main(
         result["suite"] = suite
         print_report(result)
 
-    bench = run_bench(tasks, chosen, n, temperature, fast, deep or DeepSettings(), say, seeds)
+    bench = run_bench(tasks, chosen, n, temperature, fast, deep or DeepSettings(), say, seeds, first_seed)
     return run_reported("heal", bench, report)

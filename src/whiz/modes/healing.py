@@ -68,7 +68,7 @@ FEEDBACK_OUTPUT_CHARS = 3000
 
 @dataclass
 class HealSettings:
-    """How a heal runs. Every field has the default `whiz heal` uses."""
+    """How a heal runs. Every field has the default `whiz heal` uses, but `localize` (on there)."""
 
     n: int = 5
     temperature: float = 0.7
