@@ -98,10 +98,11 @@ def test_unittest_output_keeps_each_failure_its_frame_and_the_count(project):
 
 
 def test_a_bare_traceback_keeps_the_last_frame_in_the_workspace_not_the_librarys(project):
-    (project / "main.py").write_text("import json\nfrom helper import value_of\n\njson.loads('{')\n")
+    (project / "main.py").write_text("import json\n\nprint('parsing the config')\njson.loads('{')\n")
     output = run(project, "main.py")
     summary = failure_summary(output, str(project))
     assert 'main.py", line 4' in summary and "json.loads('{')" in summary
+    assert summary.startswith("parsing the config")  # what it printed just before
     assert "json/decoder.py" not in summary  # the standard library's frames stay out
     assert summary.splitlines()[-1].startswith("json.decoder.JSONDecodeError")
     assert count_passed(output) is None

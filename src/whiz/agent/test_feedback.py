@@ -5,9 +5,9 @@ header, progress dots) and a small model reads all of it as the problem: every h
 output began with a plugin's deprecation warning. `failure_summary` keeps, per failing test (two
 at most), its name, the assertion with the values it compared, and the last frame of the
 traceback, preferring one in the workspace over the standard library's; then the runner's count
-line. It reads pytest's report, unittest's, and a bare Python traceback; any other output keeps
-its tail, with the warnings taken out. `count_passed` reads how many tests passed, for ranking
-failures.
+line. It reads pytest's report, unittest's, and a bare Python traceback (after the last lines the
+program printed); any other output keeps its tail, with the warnings taken out. `count_passed`
+reads how many tests passed, for ranking failures.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def failure_summary(output: str, root: str | None = None, max_chars: int = MAX_S
     """The smallest useful part of a failing run's `output` (see the module's doc). `root`, the
     workspace's folder, tells its frames from the libraries'."""
     lines = output.splitlines()
-    summary = _pytest(lines) or _unittest(lines, root) or _traceback(lines, root) or _tail(lines)
+    summary = _pytest(lines) or _unittest(lines, root) or _script(lines, root) or _tail(lines)
     return _cut(summary.strip("\n"), max_chars)
 
 
@@ -147,6 +147,20 @@ def _unittest(lines: list[str], root: str | None) -> str:
         kept.append(f"({len(reports) - MAX_FAILURES} more failing)")
     ends = [x for x in lines if x.startswith(("Ran ", "FAILED (", "OK"))]
     return "\n\n".join(kept + ([" ".join(ends)] if ends else []))
+
+
+PRINTED_LINES = 3
+"""Lines a script printed just before its traceback that are kept: often what it got."""
+
+
+def _script(lines: list[str], root: str | None) -> str:
+    """A program's traceback (`_traceback`), after the last lines it printed before it."""
+    found = _traceback(lines, root)
+    if not found:
+        return ""
+    start = max(i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call last)"))
+    printed = [x for x in _tail(lines[:start]).splitlines() if x.strip()][-PRINTED_LINES:]
+    return "\n".join([*printed, found])
 
 
 def _traceback(lines: list[str], root: str | None) -> str:
