@@ -872,6 +872,14 @@ def heal(
             "tests/ ...). Default: such a candidate is rejected, since the tests decide.",
         ),
     ] = False,
+    localize: Annotated[
+        bool,
+        typer.Option(
+            help="When the tests fail now, first ask where the bug is (file, function, a "
+            "hypothesis), then make the first round N rewrites of that function; a repeat of a "
+            "tested change is not tested again. Off: every round is plain candidates.",
+        ),
+    ] = True,
     json_: JsonOpt = False,
     *,
     flags: ModelFlags,
@@ -897,7 +905,7 @@ def heal(
         raise fail("healing needs --test-cmd or --check to decide")
     settings = HealSettings(
         n=n, temperature=temperature, rounds=rounds, test_timeout_s=test_timeout, parallel=not sequential,
-        seed=seed, first_pass=not all_, allow_test_edits=allow_test_edits,
+        seed=seed, first_pass=not all_, allow_test_edits=allow_test_edits, localize=localize,
     )  # fmt: skip
     try:
         settings.check()
@@ -967,10 +975,22 @@ def bench_heal(
     variants: Annotated[
         str,
         typer.Option(
-            help="Comma-separated: fast (one attempt), heal (first pass ends a round), heal-all "
-            "(every candidate finishes), deep, decode (parallel vs sequential)."
+            help="Comma-separated: fast (one attempt), heal (`whiz heal`: localize, then repair), "
+            "heal-plain (without localizing), heal-all (every candidate finishes), deep, decode "
+            "(parallel vs sequential)."
         ),
     ] = "fast,heal,deep,decode",
+    seeds: Annotated[
+        int,
+        typer.Option(help="Runs of every variant on every task, seeded apart: rate per seed, mean, spread."),
+    ] = 1,
+    suite: Annotated[
+        str,
+        typer.Option(help="editeval (EditEval's tasks) or seeded (small repositories with a seeded bug)."),
+    ] = "editeval",
+    first_seed: Annotated[
+        int, typer.Option(help="The first run's seed; run k uses this + 100 k (to split a long run).")
+    ] = 1234,
     api_key: ApiKeyOpt = None,
     model: ModelOpt = None,
     deep_base_url: DeepUrlOpt = None,
@@ -980,14 +1000,15 @@ def bench_heal(
         Path | None, typer.Option(help="EditEval JSONL (default: shared/bench/editeval.jsonl).")
     ] = None,
 ) -> None:
-    """Healing on EditEval: one fast attempt vs heal@N vs deep, and parallel vs sequential decoding."""
+    """Healing on EditEval or seeded bugs: one fast attempt vs heal@N vs deep, over seeds, and
+    parallel vs sequential decoding."""
     from whiz.bench.heal import main
     from whiz.modes.endpoints import DeepSettings
 
     deep = DeepSettings(base_url=deep_base_url, model=deep_model, api_key=deep_api_key)
     raise typer.Exit(
         main(target=target, limit=limit, n=n, temperature=temperature, variants=variants, api_key=api_key,
-             model=model, deep=deep, data=data)
+             model=model, deep=deep, data=data, seeds=seeds, suite=suite, first_seed=first_seed)
     )  # fmt: skip
 
 

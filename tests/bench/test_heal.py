@@ -44,3 +44,37 @@ def test_the_bench_compares_one_attempt_heal_and_deep_and_times_decoding(serve_f
 def test_missing_data_is_a_clear_error(tmp_path: Path, capsys):
     assert main(data=tmp_path / "none.jsonl") == 2
     assert "no EditEval data" in capsys.readouterr().err
+
+
+MEAN_FIX = (
+    '```python\ndef mean(xs):\n    """The average of the numbers in xs."""\n    return sum(xs) / len(xs)\n```'
+)
+
+
+def localizer(conversation: str) -> str:
+    asked = last_user_message(conversation)
+    if "FILE, FUNCTION, LINES, BUG" in asked:
+        return "FILE: stats.py\nFUNCTION: mean\nLINES: 1-3\nBUG: one too many in the divisor"
+    return MEAN_FIX if "The function above is wrong" in asked else "no idea"
+
+
+def test_the_seeded_suite_reports_a_rate_per_seed_with_its_mean_and_spread(serve_fake, capsys):
+    server = serve_fake(script=localizer)
+    code = main(target=server.root, n=2, variants="heal,heal-plain", seeds=3, suite="seeded")
+    assert code == 0
+    out = capsys.readouterr().out
+    report = json.loads(out.strip().splitlines()[-1])
+    assert report["suite"] == "seeded" and report["seeds"] == 3
+    heal = report["variants"]["heal@2"]["summary"]
+    assert heal["rate_per_seed"] == [1.0, 1.0, 1.0] and heal["rate_mean"] == 1.0 and heal["rate_spread"] == 0
+    assert sorted({r["seed"] for r in report["variants"]["heal@2"]["runs"]}) == [0, 1, 2]
+    # Without localizing, the same model's replies are never an edit of the file: no pass.
+    assert report["variants"]["heal@2-plain"]["summary"]["rate_mean"] == 0.0
+    assert "100% ± 0%" in out
+
+
+def test_bad_seeds_or_suite_are_a_clear_error(capsys):
+    assert main(seeds=0) == 2
+    assert main(suite="nope") == 2
+    err = capsys.readouterr().err
+    assert "--seeds" in err and "--suite" in err

@@ -90,7 +90,9 @@ async def _heal_turn(
         baseline = await run_reported(emit, ws.root, test_cmd, settings.test_timeout_s, settings.sandbox)
         if not baseline.timed_out:
             healer.saw_tests(baseline.duration_ms / 1000)
-        outcome = await healer.heal(models, heal_messages(ws, task, test_cmd, baseline), task)
+        failure = "" if baseline.ok else baseline.output
+        messages = heal_messages(ws, task, test_cmd, baseline)
+        outcome = await healer.heal(models, messages, task, failure=failure)
         usage = {"output_tokens": sum(sum(r.generation.output_tokens) for r in outcome.rounds)}
         timings = {**outcome.summary(), "duration_ms": (time.perf_counter() - started) * 1000}
         best = outcome.best

@@ -160,6 +160,10 @@ class Draw:
     greedy_first: bool = False
     """Candidate 0 is the model's most likely reply (temperature 0), the others sampled: the one
     reply most likely to be right, and, one after another, the first to be tested."""
+    prediction: str | None = None
+    """The text the replies are expected to resemble (a function's current source, for a rewrite
+    of it): sent as the request's prediction, so the server's exact speculative decoding accepts
+    the unchanged parts in batches. It changes only how fast the replies come, never what they say."""
 
 
 class CandidateSource(Protocol):
@@ -203,6 +207,8 @@ class ChatCandidates:
         }
         if self.model:
             request["model"] = self.model
+        if draw.prediction:
+            request["prediction"] = {"type": "content", "content": draw.prediction}
 
         async def ask(out: CandidateStream, count: int, first: int) -> int:
             """`count` candidates in one request, the first sampled with seed + `first`; returns

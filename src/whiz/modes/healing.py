@@ -42,6 +42,7 @@ from whiz.agent.intent import code_without_edit, named_paths
 from whiz.agent.prompt import CODE_TOKENS, system_prompt, task_message
 from whiz.agent.runs_check import shown
 from whiz.agent.secret_files import SecretGate
+from whiz.agent.test_feedback import count_passed, failure_summary
 from whiz.agent.test_files import TestFiles
 from whiz.agent.tools import ApplyEdits
 from whiz.agent.workspace import Workspace
@@ -49,7 +50,9 @@ from whiz.environments import SandboxOptions, environment_for
 from whiz.environments.local import CommandResult, truncate
 from whiz.environments.worktree import CopyError, isolated_copy
 from whiz.modes.candidates import Candidate, CandidateSource, CandidateStream, Draw, Generation
+from whiz.modes.localize import Localized, localize
 from whiz.modes.pool import Label
+from whiz.modes.repair import Attempt, RepairPlan, attempts_stream, change_key, function_change
 
 Rung = Literal["first"] | Label
 """Which model a rung of the heal asks: the one answering at its start, or the deep one."""
@@ -57,13 +60,15 @@ Rung = Literal["first"] | Label
 TEST_TIME_MARGIN = 10
 """How many times as long as the slowest run of the tests seen a candidate's run may take."""
 
-Status = Literal["passed", "failed", "timeout", "tests_changed", "malformed", "no_edit", "cancelled"]
+Status = Literal[
+    "passed", "failed", "timeout", "tests_changed", "malformed", "no_edit", "duplicate", "cancelled"
+]
 FEEDBACK_OUTPUT_CHARS = 3000
 
 
 @dataclass
 class HealSettings:
-    """How a heal runs. Every field has the default `whiz heal` uses."""
+    """How a heal runs. Every field has the default `whiz heal` uses, but `localize` (on there)."""
 
     n: int = 5
     temperature: float = 0.7
@@ -95,6 +100,11 @@ class HealSettings:
     first_pass: bool = True
     """The first candidate to pass its tests ends the round, and the candidates still being
     written are cancelled; False: every candidate finishes and the smallest passing diff wins."""
+    localize: bool = False
+    """Where the tests fail before the heal: first ask where the bug is (`localize.py`), then draw
+    n rewrites of the function found (`repair.py`) as the first round; a later round (`rounds`)
+    is a plain one. Nothing found: plain rounds only. `whiz heal` and `whiz bench heal` turn it
+    on; the agent's heal step does not (it has no failing run before its first step)."""
 
     sandbox: SandboxOptions = field(default_factory=SandboxOptions)
     """Where a candidate's tests may write and reach: its own copy only, by default."""
@@ -140,6 +150,10 @@ class CandidateResult:
     """Its text is edit blocks that apply as they stand (no whole files, no paths corrected)."""
     unchanged: bool = False
     """It has edits, and they change nothing: the code written back as it is (`no_edit`)."""
+    failure: str = ""
+    """What its failing tests said, trimmed (`test_feedback.failure_summary`)."""
+    tests_passed: int | None = None
+    """How many tests passed in its run, where the runner says (`test_feedback.count_passed`)."""
 
     @property
     def passed(self) -> bool:
@@ -165,6 +179,8 @@ class CandidateResult:
             "error": self.error,
             "diff": self.diff,
             "same_as": self.same_as,
+            "failure": self.failure,
+            "tests_passed": self.tests_passed,
             # A candidate with no edit to show is shown by what it said instead.
             "reply": truncate(self.text, 2000) if self.status in ("no_edit", "malformed") else "",
         }
@@ -190,20 +206,30 @@ def pick_best(results: list[CandidateResult]) -> CandidateResult | None:
     return min(passing, key=selection_key) if passing else None
 
 
-_FAILURE_RANK = {"failed": 0, "timeout": 1, "tests_changed": 2, "malformed": 3, "no_edit": 4, "cancelled": 5}
+_FAILURE_RANK = {
+    "failed": 0, "timeout": 1, "tests_changed": 2, "malformed": 3, "no_edit": 4, "duplicate": 5,
+    "cancelled": 6,
+}  # fmt: skip
 
 
 def best_failure(results: list[CandidateResult]) -> CandidateResult | None:
     """The failure most worth feeding back: an edit that applied and ran, to code that parses,
-    small, short. Code that does not even parse is furthest from working: smallest first, the
-    closest attempt at "Write wc.py" was the one line `python wc.py sample.txt`, not the program
-    that failed on a missing import."""
+    with the most tests passing, small, short. Code that does not even parse is furthest from
+    working: smallest first, the closest attempt at "Write wc.py" was the one line `python wc.py
+    sample.txt`, not the program that failed on a missing import."""
     failed = [r for r in results if not r.passed]
     if not failed:
         return None
     return min(
         failed,
-        key=lambda r: (_FAILURE_RANK[r.status], unparsed(r), r.diff_lines, r.output_tokens, r.index),
+        key=lambda r: (
+            _FAILURE_RANK[r.status],
+            unparsed(r),
+            -(r.tests_passed or 0),
+            r.diff_lines,
+            r.output_tokens,
+            r.index,
+        ),  # fmt: skip
     )
 
 
@@ -226,7 +252,7 @@ def feedback(result: CandidateResult, test_cmd: str) -> str:
     """What the model reads after a failed candidate: what went wrong, and that nothing changed."""
     if result.status in ("failed", "timeout"):
         what = "timed out" if result.status == "timeout" else f"failed (exit code {result.exit_code})"
-        output = truncate(result.test_output, FEEDBACK_OUTPUT_CHARS).rstrip()
+        output = (result.failure or truncate(result.test_output, FEEDBACK_OUTPUT_CHARS)).rstrip()
         return (
             f"That edit was tried in a copy of the project, and the tests (`{shown(test_cmd)}`) {what}:\n"
             f"```\n{output}\n```\n"
@@ -329,6 +355,8 @@ class Healer:
         self._restore: Callable[[str], str] | None = None
         """Puts back what the messages left out of a reply (`Hollow.restore`), before it is read."""
         self._tests_took: float | None = None
+        self._tested: dict[tuple, CandidateResult] = {}
+        """Every change tested in this heal, by `repair.change_key`: a later one is not run again."""
 
     def saw_tests(self, seconds: float) -> None:
         """A run of the test command that ended by itself took `seconds` (see `test_timeout_s`)."""
@@ -348,16 +376,30 @@ class Healer:
         task: str = "",
         *,
         restore: Callable[[str], str] | None = None,
+        failure: str = "",
     ) -> HealOutcome:
         """Rounds until a candidate passes: the current model's first, then, where `models`
         escalates (auto mode), the deep model's. `task`, the turn's task as written, says which
         files a candidate's code without a path is meant for, as it does for the agent; `restore`
-        puts back into a candidate what `messages` left out of the code (`Hollow.restore`)."""
+        puts back into a candidate what `messages` left out of the code (`Hollow.restore`).
+        `failure`, the output of the tests failing now, lets `HealSettings.localize` find the
+        function to repair; the repair stage then stands for the first round."""
         self._task, self._restore = task, restore
         rounds: list[RoundResult] = []
         escalated = False
         first = models.current
+        replaced = False
+        if self.settings.localize and failure and not self.settings.ladder:
+            stage = await self.repair(models, task, failure)
+            if stage is not None:
+                rounds.append(stage)
+                if stage.best is not None:
+                    return HealOutcome(rounds, stage.best)
+                replaced = True
         for which, n, greedy in self.rungs():
+            if replaced and which == "first":
+                replaced = False  # the repair stage was this round
+                continue
             label = first
             if which == Label.DEEP:
                 if first == Label.DEEP:
@@ -404,6 +446,78 @@ class Healer:
             if result.best is not None:
                 return HealOutcome(rounds, result.best, escalated)
         return HealOutcome(rounds, None, escalated)
+
+    async def repair(self, models: HealModels, task: str, failure: str) -> RoundResult | None:
+        """Localize, then repair: draws of rewrites of the function found, until n distinct
+        changes were tested (a repeat is not tested, and not counted), one passes, or the draws
+        allowed are spent (`repair.RepairPlan`). One round, its candidates numbered across the
+        draws. None when localization found no function: the heal goes on with plain rounds."""
+        s = self.settings
+        label = models.current
+        source = await models.candidates()
+        summary = failure_summary(failure, str(self.ws.root))
+        found = await localize(source, self.ws, task, self.test_cmd, summary, seed=s.seed)
+        self.emit.single("localize", **localized_item(found))
+        if not found.places:
+            return None
+        plan = RepairPlan(found.places, s.n, s.seed)
+        number = 1
+        item = self.emit.start("heal", round=number, mode=label, n=s.n, test_cmd=self.test_cmd,
+                               status="in_progress", localized=True)  # fmt: skip
+        results: list[CandidateResult] = []
+        generations: list[Generation] = [found.generation] if found.generation else []
+        note = ""
+        while not plan.done():
+            attempts = plan.attempts(s.n - plan.distinct)
+            if not attempts:
+                break
+            tests = _RoundTests(self, number, len(attempts), plan=self._rewrite(attempts, len(results)))
+            tests.offset = len(results)
+            stream = attempts_stream(source, self.ws, attempts, task, self.test_cmd, summary, note)
+            try:
+                async with stream as written:
+                    await tests.read(written, stop_at_pass=s.first_pass)
+                generation = written.generation()
+                batch = await tests.settle(generation, stop=s.first_pass)
+            except BaseException:
+                tests.cancel()
+                raise
+            generations.append(generation)
+            results += batch
+            plan.record(batch)
+            if pick_best(batch) is not None:
+                break
+            closest = best_failure(results)
+            if closest is not None and closest.status in ("failed", "timeout") and closest.failure:
+                # Later draws hear what the closest rewrite's tests said (not the rewrite itself:
+                # a small model copies what it can see).
+                note = f"An earlier rewrite was tried; the tests still failed:\n```\n{closest.failure}\n```"
+        generation = joined(generations)
+        best = pick_best(results)
+        self.emit.complete(
+            item,
+            method=generation.method,
+            decode_ms=round(generation.wall_ms, 1),
+            passed=sum(r.passed for r in results),
+            cancelled=sum(r.status == "cancelled" for r in results),
+            duplicates=sum(r.status == "duplicate" or r.same_as is not None for r in results),
+            best=None if best is None else best.index,
+            status="completed",
+        )
+        return RoundResult(number, label, generation, results)
+
+    def _rewrite(self, attempts: list[Attempt], offset: int) -> Callable[..., CandidateResult]:
+        """How a repair draw's candidate becomes an edit: its function put in the old one's place;
+        a reply without that function is read as any candidate is (`_plan`)."""
+
+        def plan(number: int, index: int, text: str, tokens: int) -> CandidateResult:
+            change = function_change(self.ws, attempts[index - offset].place, text)
+            if change is None:
+                return self._plan(number, index, text, tokens)
+            result = CandidateResult(number, index, text, tokens, "failed", changes=[change])
+            return self._planned(result)
+
+        return plan
 
     async def redraw(
         self,
@@ -498,10 +612,16 @@ class Healer:
             known = [self._known_path(e) for e in edits]
             result.as_written = bool(strict) and known == edits
             edits = known
-            result.changes = [c for c in plan_edits(self.ws, edits) if c.before != c.after]
+            result.changes = plan_edits(self.ws, edits)
         except (EditError, WhizAgentError) as exc:
             result.status, result.error = "malformed", exc.message.splitlines()[0]
             return result
+        return self._planned(result)
+
+    def _planned(self, result: CandidateResult) -> CandidateResult:
+        """A candidate whose changes are known: written back unchanged, touching the tests, or
+        ready to test (with its diff)."""
+        result.changes = [c for c in result.changes if c.before != c.after]
         if not result.changes:
             result.status, result.unchanged = "no_edit", True
             result.error = "it wrote the code back unchanged"
@@ -589,6 +709,9 @@ class Healer:
         secrets.grant_named(self._task)
         output = secrets.redact(output)
         result.exit_code, result.test_output = done.exit_code, output
+        result.tests_passed = count_passed(output)
+        if not done.ok:
+            result.failure = failure_summary(output, str(self.ws.root))
         result.test_ms = (time.perf_counter() - started) * 1000
         result.status = "passed" if done.ok else ("timeout" if done.timed_out else "failed")
         if done.timed_out:
@@ -601,9 +724,19 @@ class _RoundTests:
     """One round's candidates, each parsed and tested (in its own copy) as soon as it arrives.
     A candidate with the same edit as an earlier one shares that one's test run."""
 
-    def __init__(self, healer: Healer, number: int, n: int):
+    def __init__(
+        self,
+        healer: Healer,
+        number: int,
+        n: int,
+        plan: Callable[[int, int, str, int], CandidateResult] | None = None,
+    ):
         self.healer = healer
         self.number = number
+        self.plan = plan or healer._plan
+        """Makes a candidate's text an edit: `Healer._plan`, or a repair's function rewrite."""
+        self.offset = 0
+        """The index of this draw's first candidate in its round (a repair round draws again)."""
         self.results: dict[int, CandidateResult] = {}
         self.tasks: list[asyncio.Task] = []
         self.passed = asyncio.Event()
@@ -636,19 +769,30 @@ class _RoundTests:
             self.take(candidate)
 
     def take(self, candidate: Candidate) -> None:
-        result = self.healer._plan(self.number, candidate.index, candidate.text, candidate.output_tokens)
-        self.results[candidate.index] = result
+        index = self.offset + candidate.index
+        result = self.plan(self.number, index, candidate.text, candidate.output_tokens)
+        self.results[index] = result
         if result.status != "failed":  # malformed or no edit: nothing to test
             self._report(result)
             return
-        key = tuple((c.path, c.after) for c in sorted(result.changes, key=lambda c: c.path))
+        # Changes equal but for layout and comments are one candidate (`repair.change_key`).
+        key = change_key(result.changes)
+        earlier = self.healer._tested.get(key)
         if key in self._firsts:
             twin, run = self._firsts[key]
             result.same_as = twin.index
             self.tasks.append(asyncio.create_task(self._same_as(result, twin, run)))
+        elif earlier is not None:
+            result.status, result.same_as = "duplicate", earlier.index
+            result.error = (
+                f"the same change as round {earlier.round}'s candidate {earlier.index}, tested already"
+            )
+            result.exit_code, result.failure = earlier.exit_code, earlier.failure
+            self._report(result)
         else:
             run = asyncio.create_task(self._test(result))
             self._firsts[key] = (result, run)
+            self.healer._tested[key] = result
             self.tasks.append(run)
 
     async def _test(self, result: CandidateResult) -> None:
@@ -666,6 +810,7 @@ class _RoundTests:
         result.status, result.exit_code, result.test_output, result.error = (
             twin.status, twin.exit_code, twin.test_output, twin.error
         )  # fmt: skip
+        result.failure, result.tests_passed = twin.failure, twin.tests_passed
 
     def _report(self, result: CandidateResult) -> None:
         self._reported.add(result.index)
@@ -685,14 +830,13 @@ class _RoundTests:
         for outcome in await asyncio.gather(*self.tasks, return_exceptions=True):
             if isinstance(outcome, Exception):
                 raise outcome
-        for index, text in enumerate(generation.texts):
+        for at, text in enumerate(generation.texts):
+            index = self.offset + at
             if index in self._reported:
                 continue
             result = self.results.get(index)
             if result is None:  # still being written when the round ended
-                result = CandidateResult(
-                    self.number, index, text, generation.output_tokens[index], "cancelled"
-                )
+                result = CandidateResult(self.number, index, text, generation.output_tokens[at], "cancelled")
                 result.error = "another candidate passed first; this one was still being written"
                 self.results[index] = result
             elif result.same_as is not None and result.same_as in self._reported:
@@ -716,6 +860,28 @@ def _close_copy(copying: asyncio.Future) -> None:
     asyncio.get_running_loop().run_in_executor(None, copy.close)
 
 
+def joined(generations: list[Generation]) -> Generation:
+    """Several draws' generations as one round's: their candidates in order, their times summed."""
+    return Generation(
+        [t for g in generations for t in g.texts],
+        [k for g in generations for k in g.output_tokens],
+        sum(g.wall_ms for g in generations),
+        generations[-1].method if generations else "n",
+        sum(g.prompt_tokens for g in generations),
+        [r for g in generations for r in g.finish_reasons],
+    )
+
+
+def localized_item(found: Localized) -> dict[str, Any]:
+    """The `localize` item's fields: the places found, whether the model was sure, its reply."""
+    places = [
+        {"path": p.function.path, "function": p.function.qualname,
+         "lines": [p.function.start, p.function.end], "hypothesis": p.hypothesis, "origin": p.origin}
+        for p in found.places
+    ]  # fmt: skip
+    return {"places": places, "sure": found.sure, "reply": truncate(found.reply, 1000)}
+
+
 MAX_FAILURE_CHARS = 4000
 
 
@@ -733,7 +899,7 @@ def heal_messages(
     evidence = baseline.output if failing else ""
     text, _ = task_message(ws, task, code_tokens=code_tokens, evidence=evidence)
     if failing:
-        output = truncate(baseline.output, MAX_FAILURE_CHARS).rstrip()
+        output = failure_summary(baseline.output, str(ws.root), MAX_FAILURE_CHARS).rstrip()
         text += f"\n\nThe tests (`{shown(test_cmd)}`) fail now:\n```\n{output}\n```"
     # The tests' output may print a secret file's values: only those the task names go out.
     secrets = SecretGate(ws)

@@ -8,7 +8,9 @@ renders them like any other item:
     policy_decision  {action, category, reason, rules, checked_by}   only when routing changes
     heal             {round, mode, n, method, decode_ms, passed, cancelled, best, status}
     heal_candidate   {round, index, status, diff_lines, output_tokens, exit_code, test_output,
-                      error, diff, same_as, reply}   reply: its text, when it has no edit
+                      error, diff, same_as, failure, tests_passed, reply}   reply: its text, when
+                      it has no edit; failure: what its failing tests said, trimmed
+    localize         {places: [{path, function, lines, hypothesis, origin}], sure, reply}
     swarm_plan       {tasks: [{id, title, files, check}]}
     micro_task       {task_id, title, files, status, attempt, mode, message, check_output}
     merge            {task_id, status, paths, conflicts: [{path, reason}], diff}
@@ -25,6 +27,7 @@ from typing import Any, TextIO
 
 from whiz.agent import instructions
 from whiz.agent.events import Emitter, Event, EventSink
+from whiz.agent.test_feedback import headline
 
 
 class ItemEmitter(Emitter):
@@ -94,7 +97,18 @@ def describe(item: dict[str, Any], *, show_candidates: bool = True) -> str | Non
             extra = f", {item['diff_lines']} lines changed" if item.get("diff_lines") else ""
             why = f": {item['error']}" if item.get("error") else ""
             same = f" (same edit as candidate {item['same_as']})" if item.get("same_as") is not None else ""
-            return f"  candidate {item['index']}: {item['status']}{extra}{same}{why}"
+            said = headline(item.get("failure") or "")
+            told = f"\n      {said}" if said and item["status"] == "failed" else ""
+            return f"  candidate {item['index']}: {item['status']}{extra}{same}{why}{told}"
+        case "localize":
+            if not item["places"]:
+                return "localize: no function found; plain candidates"
+            where = "; ".join(
+                f"{p['path']}:{p['function']} (lines {p['lines'][0]}-{p['lines'][1]})"
+                + (f": {p['hypothesis']}" if p.get("hypothesis") else "")
+                for p in item["places"]
+            )
+            return f"localize: {where}"
         case "project_instructions":
             return instructions.describe(item)
         case "context_compacted":

@@ -10,7 +10,7 @@ import { el, formatMs, hljs } from "./render.js";
 
 const BASE = "/whiz/workspace";
 const POLL_MS = 500;
-const BADGES = { passed: "pass", failed: "fail", timeout: "timeout", malformed: "malformed", tests_changed: "changed the tests", no_edit: "no edit", cancelled: "cancelled" };
+const BADGES = { passed: "pass", failed: "fail", timeout: "timeout", malformed: "malformed", tests_changed: "changed the tests", no_edit: "no edit", duplicate: "repeat", cancelled: "cancelled" };
 
 export class HealView {
   constructor({ api, info, modes, status, afterAccept }) {

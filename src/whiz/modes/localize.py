@@ -1,0 +1,299 @@
+"""Localization: where a bug is, before any repair is written.
+
+A short model step reads the task, what the failing tests said (`test_feedback`) and the code,
+and answers in four lines: the file, the function, its lines, and a one-sentence hypothesis of
+the bug. The answer is parsed strictly (`parse_hints`) and checked against the workspace's
+Python functions (`function_index`): a function that is not there is not a place to repair.
+When the model is unsure (it names a file or function that does not exist, or more than one
+function), the functions the task names and the one the failing traceback ends in are added as
+further places, three at most, so repairs can try each. When nothing resolves, healing falls
+back to plain candidates (`Healer.heal`).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from whiz.agent.errors import WhizAgentError
+from whiz.agent.prompt import task_message
+from whiz.agent.runs_check import shown
+from whiz.agent.test_files import TestFiles
+from whiz.agent.workspace import Workspace
+from whiz.modes.candidates import CandidateSource, Draw, Generation, generate
+
+MAX_PLACES = 3
+MAX_FILES = 500
+MAX_FILE_CHARS = 200_000
+LOCALIZE_MAX_TOKENS = 120
+LOCALIZE_CODE_TOKENS = 1500
+
+INSTRUCTIONS = """You find where a bug is. Read the task, the failing tests and the code.
+Answer in exactly four lines, nothing else:
+FILE: <the path of the file with the bug>
+FUNCTION: <the name of the function with the bug>
+LINES: <first line>-<last line>
+BUG: <one sentence: the wrong code, and what it should do instead>"""
+
+
+@dataclass(frozen=True)
+class Function:
+    """A Python function of the workspace: where it is, and its source."""
+
+    path: str
+    name: str
+    """Its own name (`mean`); a method's is the method's, `qualname` says its class."""
+    qualname: str
+    start: int
+    """First line (1-based, its decorators included)."""
+    end: int
+    """Last line (1-based, inclusive)."""
+    indent: str
+    source: str
+
+
+@dataclass(frozen=True)
+class Hint:
+    """One place as the model named it; any part may be missing."""
+
+    path: str | None = None
+    function: str | None = None
+    lines: tuple[int, int] | None = None
+    hypothesis: str = ""
+
+
+@dataclass(frozen=True)
+class Localization:
+    """A place to repair: a function that exists, and what the model thinks is wrong in it."""
+
+    function: Function
+    hypothesis: str = ""
+    origin: str = "model"
+    """"model" (the localization step named it), "task" (the task names it) or "traceback"."""
+
+
+@dataclass
+class Localized:
+    """What the localization step found: the places, in order, and what it cost."""
+
+    places: list[Localization]
+    sure: bool
+    reply: str = ""
+    generation: Generation | None = None
+    hints: list[Hint] = field(default_factory=list)
+
+
+_KEY = re.compile(r"^[\s>*_#`-]*(FILE|FUNCTION|LINES?|BUG|HYPOTHESIS)[*_`]*\s*:\s*(.*)$", re.I | re.M)
+_KEYS = {"FILE": "FILE", "FUNCTION": "FUNCTION", "LINE": "LINES", "LINES": "LINES", "BUG": "BUG"}
+_KEYS["HYPOTHESIS"] = "BUG"
+_NAME = re.compile(r"[A-Za-z_][\w.]*")
+_RANGE = re.compile(r"(\d+)\s*(?:-|–|to|\.\.|:)\s*(\d+)|(\d+)")
+
+
+def parse_hints(text: str) -> list[Hint]:
+    """The places a localization reply names: one per FUNCTION name (a reply may name several),
+    each with the FILE and LINES written before it (or after, where none came before) and the
+    BUG line. Nothing at all for a reply without a FILE or a FUNCTION line."""
+    fields = [(_KEYS[k.upper()], v.strip()) for k, v in _KEY.findall(text)]
+    if not any(k in ("FILE", "FUNCTION") for k, _ in fields):
+        return []
+    hypothesis = next((_clean(v) for k, v in fields if k == "BUG" and v), "")
+    hints: list[Hint] = []
+    path: str | None = None
+    lines: tuple[int, int] | None = None
+    pending = False  # a FILE seen with no FUNCTION after it yet
+    for key, value in fields:
+        if key == "FILE":
+            if pending:
+                hints.append(Hint(path, None, lines, hypothesis))
+            path, lines, pending = _path(value), None, True
+        elif key == "LINES":
+            lines = _lines(value)
+            if not pending and hints:  # LINES after the FUNCTION it belongs to
+                hints[-1] = Hint(hints[-1].path, hints[-1].function, lines, hints[-1].hypothesis)
+        elif key == "FUNCTION":
+            names = _names(value)
+            for name in names:
+                hints.append(Hint(path, name, lines, hypothesis))
+            pending = pending and not names
+    if pending:
+        hints.append(Hint(path, None, lines, hypothesis))
+    return [h for h in hints if h.path or h.function]
+
+
+def _clean(value: str) -> str:
+    return value.strip().strip("`*_").strip()
+
+
+def _path(value: str) -> str | None:
+    value = _clean(value).split()[0] if _clean(value) else ""
+    value = value.strip("`'\",;:()").removeprefix("./")
+    return value or None
+
+
+def _names(value: str) -> list[str]:
+    """Function names in a FUNCTION line: `mean`, `mean()`, `Stats.mean`, "mean and spread"."""
+    value = re.sub(r"\([^)]*\)", "", _clean(value))
+    names = []
+    for word in re.split(r"[,\s]+|\band\b", value):
+        word = word.strip("`'\"*:;.()")
+        if word.startswith("def "):
+            word = word[4:]
+        if _NAME.fullmatch(word) and word not in ("def", "and", "none", "None", "the", "function"):
+            names.append(word)
+    return names
+
+
+def _lines(value: str) -> tuple[int, int] | None:
+    found = _RANGE.search(value)
+    if found is None:
+        return None
+    if found.group(3):
+        line = int(found.group(3))
+        return (line, line)
+    first, last = int(found.group(1)), int(found.group(2))
+    return (min(first, last), max(first, last))
+
+
+def function_index(ws: Workspace, tests: TestFiles) -> list[Function]:
+    """Every function and method of the workspace's Python files that are not tests."""
+    try:
+        paths = [p for p in ws.list_files(".", limit=MAX_FILES) if p.endswith(".py") and p not in tests]
+    except (OSError, WhizAgentError):
+        return []
+    found: list[Function] = []
+    for path in paths:
+        try:
+            text = ws.read_text(path)
+        except (OSError, UnicodeDecodeError, WhizAgentError):
+            continue
+        if len(text) <= MAX_FILE_CHARS:
+            found.extend(functions_in(path, text))
+    return found
+
+
+def functions_in(path: str, text: str) -> list[Function]:
+    """The functions of one Python source, methods and nested ones included."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return []
+    lines = text.splitlines(keepends=True)
+    found: list[Function] = []
+
+    def walk(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                start = min([child.lineno, *(d.lineno for d in child.decorator_list)])
+                end = child.end_lineno or child.lineno
+                first = lines[start - 1]
+                indent = first[: len(first) - len(first.lstrip())]
+                source = "".join(lines[start - 1 : end])
+                found.append(Function(path, child.name, prefix + child.name, start, end, indent, source))
+                walk(child, f"{prefix}{child.name}.")
+            elif isinstance(child, ast.ClassDef):
+                walk(child, f"{prefix}{child.name}.")
+
+    walk(tree, "")
+    return found
+
+
+def resolve(hint: Hint, index: list[Function]) -> tuple[Function | None, bool]:
+    """The function a hint names, and whether the hint was exact (its file and its function as
+    named). A function not in the named file, but in one other, is taken, unsure."""
+    if hint.function:
+        named = [f for f in index if hint.function in (f.name, f.qualname)]
+        here = [f for f in named if f.path == hint.path]
+        if len(here) >= 1:
+            return _nearest(here, hint.lines), True
+        if len(named) == 1 or (named and len({f.path for f in named}) == 1):
+            return _nearest(named, hint.lines), False
+        return None, False
+    if hint.path:
+        in_file = [f for f in index if f.path == hint.path]
+        if hint.lines:
+            spanning = [f for f in in_file if f.start <= hint.lines[0] <= f.end]
+            if spanning:
+                return max(spanning, key=lambda f: f.start), False
+        if len(in_file) == 1:
+            return in_file[0], False
+    return None, False
+
+
+def _nearest(functions: list[Function], lines: tuple[int, int] | None) -> Function:
+    if lines is None:
+        return functions[0]
+    return min(functions, key=lambda f: abs(f.start - lines[0]))
+
+
+_FRAME = re.compile(r'File "([^"]+)", line (\d+)|^(\S+\.py):(\d+):', re.M)
+
+
+def fallback_places(index: list[Function], task: str, failure: str, root: str) -> list[Localization]:
+    """Places found without the model: the functions the task names (by a name defined once),
+    then the function the failing output's last workspace frame is in."""
+    places: list[Localization] = []
+    for word in dict.fromkeys(re.findall(r"[A-Za-z_]\w*", task)):
+        named = [f for f in index if f.name == word]
+        if len(named) == 1:
+            places.append(Localization(named[0], origin="task"))
+    for match in reversed(list(_FRAME.finditer(failure))):
+        path = (match.group(1) or match.group(3) or "").removeprefix(root.rstrip("/") + "/")
+        line = int(match.group(2) or match.group(4))
+        inside = [f for f in index if f.path == path and f.start <= line <= f.end]
+        if inside:
+            places.append(Localization(max(inside, key=lambda f: f.start), origin="traceback"))
+            break
+    return places
+
+
+def places_from(hints: list[Hint], index: list[Function], task: str, failure: str, root: str) -> Localized:
+    """The places to repair, from the model's hints and, where it is unsure, the fallbacks."""
+    if not hints:  # a reply that names no place: no guess stands in for it
+        return Localized([], False)
+    places: list[Localization] = []
+    exact = 0
+    for hint in hints:
+        function, sure = resolve(hint, index)
+        if function is not None:
+            places.append(Localization(function, hint.hypothesis))
+            exact += sure
+    sure = exact == 1 and len(places) == 1
+    if not sure:
+        places += fallback_places(index, task, failure, root)
+    unique: dict[tuple[str, int], Localization] = {}
+    for place in places:
+        unique.setdefault((place.function.path, place.function.start), place)
+    return Localized(list(unique.values())[:MAX_PLACES], sure, hints=hints)
+
+
+def localize_messages(ws: Workspace, task: str, test_cmd: str, failure: str) -> list[dict[str, Any]]:
+    """The localization step's conversation: the task with its code, and what the tests said."""
+    text, _ = task_message(ws, task, code_tokens=LOCALIZE_CODE_TOKENS, evidence=failure)
+    if failure:
+        text += f"\n\nThe tests (`{shown(test_cmd)}`) fail:\n```\n{failure}\n```"
+    text += "\n\nWhere is the bug? Answer in the four lines FILE, FUNCTION, LINES, BUG."
+    return [{"role": "system", "content": INSTRUCTIONS}, {"role": "user", "content": text}]
+
+
+async def localize(
+    source: CandidateSource,
+    ws: Workspace,
+    task: str,
+    test_cmd: str,
+    failure: str,
+    *,
+    seed: int | None = None,
+) -> Localized:
+    """Ask the model where the bug is (its most likely answer), and resolve what it says."""
+    index = function_index(ws, TestFiles(test_cmd))
+    if not index:
+        return Localized([], False)
+    messages = localize_messages(ws, task, test_cmd, failure)
+    generation = await generate(source, messages, Draw(1, 0.0, LOCALIZE_MAX_TOKENS, seed))
+    reply = generation.texts[0] if generation.texts else ""
+    found = places_from(parse_hints(reply), index, task, failure, str(ws.root))
+    found.reply, found.generation = reply, generation
+    return found

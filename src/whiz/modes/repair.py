@@ -1,0 +1,221 @@
+"""Repair: candidates that each rewrite one localized function whole.
+
+After localization (`localize.py`) names a function, each candidate is that function written
+out again, fixed. The request carries the function's current text as its prediction, so whiz's
+exact speculative decoding accepts the unchanged lines in batches and a rewrite costs little
+more than the lines it changes. The candidates differ on purpose: they spread over the places
+found, over hypotheses (every other candidate of a place is asked without its hypothesis), over
+temperatures (the first of a place is its most likely reply) and over seeds.
+
+A candidate is turned into an edit by putting its function where the old one was
+(`function_change`), indented as the old one was. Two candidates whose changes are the same
+but for whitespace and comments (`change_key`) are one candidate: the second is not tested
+again, and does not count toward N (`RepairPlan`); a model that keeps writing the same reply
+ends after a bounded number of draws.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import dataclasses
+import io
+import re
+import textwrap
+import tokenize
+from dataclasses import dataclass
+from typing import Any
+
+from whiz.agent.definitions import code_blocks
+from whiz.agent.edits import FileChange
+from whiz.agent.errors import WhizAgentError
+from whiz.agent.runs_check import shown
+from whiz.agent.workspace import Workspace
+from whiz.modes.candidates import CandidateSource, CandidateStream, Draw
+from whiz.modes.localize import Function, Localization, functions_in
+
+TEMPERATURES = (0.0, 0.5, 0.8, 1.0)
+"""A place's candidates, in turn: its most likely reply, then samples ever further from it."""
+MAX_DRAWS_PER_N = 3
+"""Candidates drawn at most, per distinct candidate wanted: a model that repeats itself stops."""
+MAX_TOKENS_OVER_FUNCTION = 256
+"""A rewrite's token cap beyond its function's own length (in characters / 3)."""
+
+INSTRUCTIONS = (
+    "You fix bugs in Python functions. The function you are shown is wrong: the tests fail on it. "
+    "Reply with the fixed function in one ```python code block, and nothing else."
+)
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One candidate to draw: where, at what temperature, with which seed."""
+
+    place: Localization
+    temperature: float
+    seed: int | None
+    hypothesis: bool = True
+    """Whether its request gives the place's hypothesis: every other one of a place does not, in
+    case the hypothesis is wrong."""
+
+
+class RepairPlan:
+    """Which candidates to draw next, and which changes were tested already.
+
+    `attempts(k)` gives the next k draws: places in turn, each place's temperatures in turn
+    (a temperature-0 reply is drawn once per place, since it repeats). `seen` records each
+    distinct change tested; `distinct` counts them toward N. The plan ends when N distinct
+    candidates were tested, or `MAX_DRAWS_PER_N` * N draws were made."""
+
+    def __init__(self, places: list[Localization], n: int, seed: int | None):
+        self.places = places
+        self.n = n
+        self.seed = seed
+        self.drawn = 0
+        self.seen: set[tuple] = set()
+        self._turn = [0] * len(places)
+
+    @property
+    def distinct(self) -> int:
+        return len(self.seen)
+
+    def done(self) -> bool:
+        return self.distinct >= self.n or self.drawn >= MAX_DRAWS_PER_N * self.n
+
+    def record(self, results: list[Any]) -> None:
+        """A draw's candidates (`healing.CandidateResult`s): each change its own tests ran on counts
+        toward N; a twin, a repeat of an earlier draw, or a reply with no edit does not."""
+        for result in results:
+            if result.status in ("passed", "failed", "timeout") and result.same_as is None:
+                self.seen.add(change_key(result.changes))
+
+    def attempts(self, k: int) -> list[Attempt]:
+        """The next `k` draws (fewer when the bound is near)."""
+        k = min(k, MAX_DRAWS_PER_N * self.n - self.drawn)
+        out = []
+        for _ in range(max(0, k)):
+            slot = self.drawn % len(self.places)
+            turn = self._turn[slot]
+            self._turn[slot] += 1
+            # After the first pass over the temperatures, only sampled ones: greedy repeats.
+            temps = TEMPERATURES if turn < len(TEMPERATURES) else TEMPERATURES[1:]
+            temperature = temps[turn % len(temps)]
+            seed = None if self.seed is None else self.seed + self.drawn
+            out.append(Attempt(self.places[slot], temperature, seed, hypothesis=turn % 2 == 0))
+            self.drawn += 1
+        return out
+
+
+def prediction(function: Function) -> str:
+    """What a rewrite is expected to look like: the function as it is, in the fence asked for."""
+    return f"```python\n{textwrap.dedent(function.source)}```"
+
+
+def repair_messages(
+    ws: Workspace, place: Localization, task: str, test_cmd: str, failure: str, note: str = ""
+) -> list[dict[str, Any]]:
+    """The conversation of one place's repair: the task, the function, what the tests said, the
+    hypothesis, and that the function is wrong. In this order: a small model shown the function
+    last and asked for it corrected tends to write it back as it is; with what failed after the
+    code, and the plain statement that the code is wrong, it changes it."""
+    fn = place.function
+    owner = fn.qualname.rpartition(".")[0]
+    where = f"{fn.path}, {'a method of ' + owner + ', ' if owner else ''}the function with the bug"
+    parts = [task, f"{where}:\n{prediction(fn)}"]
+    if failure:
+        parts.append(f"The tests (`{shown(test_cmd)}`) fail:\n```\n{failure}\n```")
+    if place.hypothesis:
+        parts.append(f"Likely cause: {place.hypothesis}")
+    if note:
+        parts.append(note)
+    parts.append(f"The function above is wrong. Write `{fn.name}` fixed, whole, in one ```python block.")
+    return [{"role": "system", "content": INSTRUCTIONS}, {"role": "user", "content": "\n\n".join(parts)}]
+
+
+def function_change(ws: Workspace, place: Localization, reply: str) -> FileChange | None:
+    """The reply's rewrite of the place's function, put where the function is; None when the
+    reply holds no function of that name, or the file changed since it was localized."""
+    fn = place.function
+    try:
+        text = ws.read_text(fn.path)
+    except (OSError, UnicodeDecodeError, WhizAgentError):
+        return None
+    now = [f for f in functions_in(fn.path, text) if f.qualname == fn.qualname and f.start == fn.start]
+    if not now or now[0].source != fn.source:
+        return None
+    for block in reversed(code_blocks(reply)):
+        new = [f for f in functions_in("", block) if f.name == fn.name]
+        if not new:
+            continue
+        body = textwrap.indent(textwrap.dedent(min(new, key=lambda f: f.indent).source), fn.indent)
+        body = body if body.endswith("\n") else body + "\n"
+        if not fn.source.endswith("\n"):  # the file's last line, with no newline after it
+            body = body.rstrip("\n")
+        lines = text.splitlines(keepends=True)
+        after = "".join(lines[: fn.start - 1]) + body + "".join(lines[fn.end :])
+        return FileChange(fn.path, text, after)
+    return None
+
+
+def change_key(changes: list[FileChange]) -> tuple:
+    """The changes with whitespace and comments taken out: two candidates with the same key make
+    the same program."""
+    return tuple(sorted((c.path, normalized(c.path, c.after)) for c in changes))
+
+
+def normalized(path: str, text: str | None) -> str | None:
+    """`text` as code without comments or layout: Python through its syntax tree (which also
+    drops redundant parentheses and quote styles), anything else by its tokens where it
+    tokenizes, else with `#` comments and runs of whitespace removed."""
+    if text is None:
+        return None
+    if path.endswith(".py"):
+        try:
+            return ast.dump(ast.parse(text))
+        except (SyntaxError, ValueError):
+            pass
+        try:
+            tokens = tokenize.generate_tokens(io.StringIO(text).readline)
+            skip = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT}
+            return " ".join(t.string for t in tokens if t.type not in skip)
+        except (tokenize.TokenError, SyntaxError, IndentationError):
+            pass
+    return " ".join(re.sub(r"#[^\n]*", "", text).split())
+
+
+def attempts_stream(
+    source: CandidateSource,
+    ws: Workspace,
+    attempts: list[Attempt],
+    task: str,
+    test_cmd: str,
+    failure: str,
+    note: str = "",
+) -> CandidateStream:
+    """One stream of the attempts' candidates, indexed in the attempts' order. Attempts that share
+    a place and a temperature go in one request (n of them, seeds counting up from the first);
+    the requests run at once, and the engine decodes them together."""
+    groups: dict[tuple[int, float, bool], list[int]] = {}
+    for i, attempt in enumerate(attempts):
+        groups.setdefault((id(attempt.place), attempt.temperature, attempt.hypothesis), []).append(i)
+
+    async def one(out: CandidateStream, indexes: list[int]) -> None:
+        first = attempts[indexes[0]]
+        fn = first.place.function
+        place = first.place if first.hypothesis else dataclasses.replace(first.place, hypothesis="")
+        messages = repair_messages(ws, place, task, test_cmd, failure, note)
+        max_tokens = len(fn.source) // 3 + MAX_TOKENS_OVER_FUNCTION
+        draw = Draw(len(indexes), first.temperature, max_tokens, first.seed, prediction=prediction(fn))
+        async with source.stream(messages, draw) as found:
+            async for candidate in found:
+                if candidate.index >= len(indexes):
+                    continue
+                at = indexes[candidate.index]
+                out.write(at, candidate.text)
+                out.finish(at, candidate.finish_reason, candidate.output_tokens)
+            out.prompt_tokens += found.prompt_tokens
+
+    async def produce(out: CandidateStream) -> None:
+        await asyncio.gather(*(one(out, indexes) for indexes in groups.values()))
+
+    return CandidateStream(len(attempts), produce, "n")

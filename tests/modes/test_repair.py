@@ -1,0 +1,211 @@
+"""Localize, repair, validate with scripted models: rewrites put in place, repeats not tested again
+and not counted, the function's text sent as the prediction, garbage falling back to plain."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.modes.test_candidates import RecordingHttp
+from whiz.agent.test_files import TestFiles
+from whiz.agent.workspace import Workspace
+from whiz.commands.common import Output
+from whiz.commands.heal import heal_task
+from whiz.modes.candidates import ChatCandidates, ScriptedCandidates
+from whiz.modes.healing import CandidateResult, HealSettings, best_failure, pick_best
+from whiz.modes.localize import Localization, function_index
+from whiz.modes.pool import ScriptedPool
+from whiz.modes.repair import (
+    MAX_DRAWS_PER_N,
+    RepairPlan,
+    attempts_stream,
+    change_key,
+    function_change,
+)
+from whiz.modes.session import SessionOptions
+
+STATS = '''def mean(xs):
+    """The average of the numbers in xs."""
+    return sum(xs) / (len(xs) + 1)
+
+
+class Counter:
+    def __init__(self):
+        self.n = 0
+
+    def bump(self, by=1):
+        self.n += by + 1
+        return self.n
+'''
+CHECK = (
+    "from stats import Counter, mean\n"
+    "for xs, want in [([1, 2, 3], 2), ([4], 4)]:\n"
+    "    assert mean(xs) == want, f'mean({xs}) returned {mean(xs)}, expected {want}'\n"
+    "print('ok')\n"
+)
+TEST_CMD = f"{sys.executable} check.py"
+TASK = "Fix the bug in mean so the tests pass."
+LOCATED = "FILE: stats.py\nFUNCTION: mean\nLINES: 1-3\nBUG: It divides by one too many.\n"
+FIXED = (
+    '```python\ndef mean(xs):\n    """The average of the numbers in xs."""\n    return sum(xs) / len(xs)\n```'
+)
+WRONG = FIXED.replace("len(xs)", "(len(xs) - 1)")
+PLAIN = "stats.py\n<<<<<<< SEARCH\n    return sum(xs) / (len(xs) + 1)\n=======\n"
+PLAIN += "    return sum(xs) / len(xs)\n>>>>>>> REPLACE\n"
+# The same change as WRONG, but for a comment and spacing.
+WRONG_AGAIN = (
+    '```python\ndef mean(xs):\n    """The average of the numbers in xs."""\n'
+    "    # divide by the count\n    return sum(xs)/(len(xs)-1)\n```"
+)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "stats.py").write_text(STATS)
+    (root / "check.py").write_text(CHECK)
+    return root
+
+
+def place(root: Path, name: str) -> Localization:
+    (fn,) = [f for f in function_index(Workspace(root), TestFiles(TEST_CMD)) if f.name == name]
+    return Localization(fn, "a hypothesis")
+
+
+def heal(project: Path, batches, **settings):
+    pool = ScriptedPool(sources={"fast": ScriptedCandidates(batches)})
+    out = io.StringIO()
+    options = SessionOptions(project, home=project.parent / "home")
+    code = heal_task(
+        TASK,
+        TEST_CMD,
+        options,
+        HealSettings(**{"n": 3, "test_timeout_s": 20, "localize": True, **settings}),
+        Output(json_mode=True, out=out, err=io.StringIO()),
+        pool=pool,
+    )
+    events = [json.loads(line) for line in out.getvalue().splitlines()]
+    return code, events, pool.sources["fast"]
+
+
+def items(events, kind):
+    return [e["item"] for e in events if e["type"] == "item.completed" and e["item"]["type"] == kind]
+
+
+def test_a_rewrite_replaces_its_function_and_a_method_keeps_its_indent(project):
+    ws = Workspace(project)
+    change = function_change(ws, place(project, "mean"), "Here:\n" + FIXED + "\nDone.")
+    assert change.after == STATS.replace("(len(xs) + 1)", "len(xs)")
+    # A method written at the top level, as small models do, goes back into its class.
+    method = "```python\ndef bump(self, by=1):\n    self.n += by\n    return self.n\n```"
+    change = function_change(ws, place(project, "bump"), method)
+    assert change.after == STATS.replace("self.n += by + 1", "self.n += by")
+    # No function of that name in the reply: not a rewrite.
+    assert function_change(ws, place(project, "mean"), "```python\ndef other():\n    pass\n```") is None
+
+
+def test_changes_equal_but_for_comments_and_spacing_have_one_key(project):
+    ws = Workspace(project)
+    at = place(project, "mean")
+    one = function_change(ws, at, WRONG)
+    two = function_change(ws, at, WRONG_AGAIN)
+    assert one.after != two.after
+    assert change_key([one]) == change_key([two])
+    assert change_key([one]) != change_key([function_change(ws, at, FIXED)])
+
+
+def test_the_plan_spreads_places_and_temperatures_and_ends(project):
+    places = [place(project, "mean"), place(project, "bump")]
+    plan = RepairPlan(places, n=4, seed=10)
+    first = plan.attempts(4)
+    assert [(a.place.function.name, a.temperature, a.seed) for a in first] == [
+        ("mean", 0.0, 10), ("bump", 0.0, 11), ("mean", 0.5, 12), ("bump", 0.5, 13),
+    ]  # fmt: skip
+    later = plan.attempts(8)
+    assert 0.0 not in [a.temperature for a in later]  # a greedy reply is drawn once per place
+    assert len(plan.attempts(100)) == MAX_DRAWS_PER_N * 4 - 12
+    assert plan.done() and plan.attempts(1) == []
+
+
+async def test_a_rewrite_is_asked_with_the_function_as_its_prediction(project):
+    http = RecordingHttp()
+    at = place(project, "mean")
+    attempts = RepairPlan([at], n=3, seed=5).attempts(3)
+    stream = attempts_stream(ChatCandidates(http), Workspace(project), attempts, TASK, TEST_CMD, "E  failed")  # type: ignore[arg-type]
+    async with stream as found:
+        got = [c async for c in found]
+    assert len(got) == 3
+    for body in http.bodies:
+        assert body["prediction"] == {"type": "content", "content": f"```python\n{at.function.source}```"}
+        user = body["messages"][-1]["content"]
+        assert "E  failed" in user
+        # What failed comes after the code, and the request says the code is wrong: shown the
+        # function last and asked to correct it, the 0.5B wrote it back unchanged.
+        assert user.index("def mean") < user.index("E  failed")
+        assert user.rstrip().endswith(
+            "The function above is wrong. Write `mean` fixed, whole, in one ```python block."
+        )
+    assert sorted(b["temperature"] for b in http.bodies) == [0.0, 0.5, 0.8]
+    # Every other candidate is asked without the hypothesis, in case it is wrong.
+    told = {
+        b["temperature"]: "Likely cause: a hypothesis" in b["messages"][-1]["content"] for b in http.bodies
+    }
+    assert told == {0.0: True, 0.5: False, 0.8: True}
+
+
+def test_heal_localizes_then_the_first_rewrite_that_passes_is_applied(project):
+    code, events, source = heal(project, [[LOCATED], [WRONG], [FIXED], [WRONG]], first_pass=False)
+    assert code == 0
+    assert (project / "stats.py").read_text() == STATS.replace("(len(xs) + 1)", "len(xs)")
+    (found,) = items(events, "localize")
+    assert found["places"][0]["function"] == "mean" and found["sure"]
+    statuses = sorted((c["index"], c["status"]) for c in items(events, "heal_candidate"))
+    assert statuses == [(0, "failed"), (1, "passed"), (2, "failed")]
+    assert source.draws[0].temperature == 0.0 and source.draws[0].max_tokens <= 200  # the short step
+    # The failing rewrite's feedback is the assertion, not the whole run.
+    failed = next(c for c in items(events, "heal_candidate") if c["status"] == "failed")
+    assert "returned" in failed["failure"] and "expected 2" in failed["failure"]
+
+
+def test_a_repeated_change_is_not_tested_again_nor_counted_and_the_draws_end(project):
+    # The model says the same wrong thing, in other words, whatever it is asked.
+    batches = [[LOCATED]] + [[WRONG if i % 2 else WRONG_AGAIN] for i in range(30)]
+    code, events, source = heal(project, batches, rounds=1)
+    assert code == 1 and (project / "stats.py").read_text() == STATS
+    candidates = items(events, "heal_candidate")
+    ran = [c for c in candidates if c["status"] == "failed" and c["same_as"] is None]
+    assert len(ran) == 1  # one test run for one distinct change
+    assert len(candidates) == MAX_DRAWS_PER_N * 3  # bounded: 3 draws per candidate wanted
+    assert {c["status"] for c in candidates} == {"failed", "duplicate"}
+    assert len(source.draws) == 1 + MAX_DRAWS_PER_N * 3  # the localization, then one draw each
+
+
+def test_a_garbage_localization_falls_back_to_plain_candidates(project):
+    code, events, source = heal(project, [["I think the code is fine."], [PLAIN, PLAIN, PLAIN]])
+    assert code == 0
+    assert items(events, "localize")[0]["places"] == []
+    assert source.draws[1].n == 3 and source.draws[1].prediction is None  # a plain round of n
+
+
+def test_when_no_rewrite_passes_a_plain_round_follows_with_what_the_tests_said(project):
+    batches = [[LOCATED]] + [[WRONG]] * 9 + [[PLAIN, PLAIN, PLAIN]]
+    code, events, source = heal(project, batches, rounds=2)
+    assert code == 0
+    assert [i["round"] for i in items(events, "heal")] == [1, 2]
+    last = source.calls[-1][-1]["content"]
+    assert "expected 2" in last  # the closest failure's assertion
+
+
+def test_failures_rank_by_tests_passed_then_by_the_smallest_diff():
+    def r(index, passed, diff):
+        result = CandidateResult(1, index, "", 10, "failed", diff_lines=diff)
+        result.tests_passed = passed
+        return result
+
+    assert best_failure([r(0, 1, 2), r(1, 3, 9), r(2, 3, 4)]).index == 2
+    assert pick_best([r(0, 5, 1)]) is None  # a failure is never applied, however many tests pass
