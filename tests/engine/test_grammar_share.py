@@ -54,8 +54,9 @@ async def test_a_plain_stream_keeps_its_pace_beside_many_grammar_requests():
     unbounded, _ = await _plain_gaps(share=False)
     # Unbounded, every step waits for every attacker's matching: ~10 x 20 ms.
     assert unbounded > 0.5 * ATTACKERS * ACCEPT_MS / 1000, (bounded, unbounded)
-    # Shared, a step holds about one attacker's token at a time, and most hold none.
-    assert bounded < 2 * ACCEPT_MS / 1000 and bounded < unbounded / 4, (bounded, unbounded)
+    # Shared, a step holds about one attacker's token at a time, and most hold none (the margins
+    # leave room for a suite running beside it on two cores: the two runs differ tenfold here).
+    assert bounded < 4 * ACCEPT_MS / 1000 and bounded < unbounded / 3, (bounded, unbounded)
     # Every attacker moved on, and the ones that waited are told so.
     assert all(s.decode_tokens == 20 and "grammar" not in s.notes for s in attackers)
     told = [s.notes["grammar_wait"] for s in attackers if "grammar_wait" in s.notes]

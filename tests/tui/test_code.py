@@ -220,7 +220,8 @@ def test_auto_mode_escalation_is_shown_with_its_reason(scripted, project: Path):
     missing = "app.py\n<<<<<<< SEARCH\n    return 7\n=======\n    return 42\n>>>>>>> REPLACE\n"
     term = scripted({"mode": "auto", "fast": [{"text": missing}] * 2, "deep": [{"text": "Deep.\n" + EDIT}]})
     term.wait_for(r"· auto · auto-edit ·")
-    term.enter("make answer return 42")
+    # A mechanical task, which auto starts on the fast model (a change of behaviour starts deep).
+    term.enter("Rename the constant in answer to 42")
     term.wait_for(r"▲ escalated fast → deep: the fast model's edit failed to apply 2 times")
     term.wait_for("✎ edited app.py")
     term.wait_for(r"auto, deep now · auto-edit")
