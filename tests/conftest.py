@@ -67,7 +67,18 @@ class ServerThread:
 
 def pytest_configure(config: pytest.Config) -> None:
     """pytest-xdist's workers start with COLUMNS=80 and LINES=24 set, which a serial run does not
-    have: without them output that follows the terminal's width is as wide in both."""
+    have: without them output that follows the terminal's width is as wide in both.
+
+    pytest 9.2 reads a node id that pytest-xdist (3.8) does not set for `--dist loadgroup`, so the
+    real-model tests would not be grouped (see `pytest_collection_finish`): refuse that pair with
+    the reason, before any worker starts."""
+    if config.getoption("dist", default="no") == "loadgroup" and not os.environ.get("PYTEST_XDIST_WORKER"):
+        major, minor = (int(part) for part in pytest.__version__.split(".")[:2])
+        if (major, minor) >= (9, 2):
+            raise pytest.UsageError(
+                f"pytest {pytest.__version__} breaks pytest-xdist's --dist loadgroup (the real-model "
+                "tests would run side by side on every worker): install pyproject.toml's pytest<9.2"
+            )
     if os.environ.get("PYTEST_XDIST_WORKER"):
         os.environ.pop("COLUMNS", None)
         os.environ.pop("LINES", None)
@@ -83,6 +94,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("model") is not None:
             item.add_marker(pytest.mark.xdist_group("model"))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Under `--dist loadgroup` pytest-xdist groups a test by a suffix on its node id. Where a
+    pytest and pytest-xdist pair lose it, the real-model tests would each load the model on every
+    worker and run side by side, several times slower: stop at once and say why."""
+    if not session.config.getoption("loadgroup", default=False):
+        return
+    ungrouped = [i.nodeid for i in session.items if i.get_closest_marker("model") and "@" not in i.nodeid]
+    if ungrouped:
+        raise pytest.UsageError(
+            f"pytest-xdist did not group the real-model tests (e.g. {ungrouped[0]}): pytest "
+            f"{pytest.__version__} with this pytest-xdist; install the versions pyproject.toml names"
+        )
 
 
 @pytest.fixture(scope="session", autouse=True)
