@@ -15,9 +15,8 @@ HELPER = "def value_of(x):\n    return x.value\n"
 # A plugin's deprecation warning on every run, as pytest-asyncio printed before each candidate's output.
 CONFTEST = """import warnings
 
-
-def pytest_configure(config):
-    warnings.warn(DeprecationWarning("The configuration option 'loop_scope' is unset. Set it."))
+# At import, as a plugin's deprecation does: every pytest version shows it in its warnings summary.
+warnings.warn(DeprecationWarning("The configuration option 'loop_scope' is unset. Set it."))
 """
 PYTEST_TESTS = """from helper import value_of
 from stats import mean

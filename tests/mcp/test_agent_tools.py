@@ -95,6 +95,19 @@ async def test_a_declined_call_is_not_made_and_the_model_is_told(project: Path, 
     assert item["status"] == "declined"
 
 
+async def test_a_declined_tool_is_not_offered_again_in_the_turn(project: Path, notes: Path):
+    """Refused, the 0.5B called the same writing tool again every step to the step limit."""
+    approvals = Approvals("auto-edit", ScriptedApprover([False]))
+    call = Reply(calls=[("notes__write_note", {"name": "todo", "text": "call mum"})])
+    async with mcp_agent(
+        project, [call, "Not saved."], [stdio_notes(notes)], approvals=approvals, actions="tools"
+    ) as h:
+        assert (await h.agent.run("Note that I must call mum")).ok
+    offered = [{t["name"] for t in r.tools} for r in h.model.requests]
+    assert "notes__write_note" in offered[0] and "notes__write_note" not in offered[1]
+    assert "notes__read_note" in offered[1]
+
+
 async def test_a_read_only_tool_runs_without_asking(project: Path, notes: Path):
     approver = ScriptedApprover([])
     approvals = Approvals("auto-edit", approver)

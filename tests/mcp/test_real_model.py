@@ -35,7 +35,7 @@ def test_the_model_calls_an_mcp_tool_in_a_turn(real_server, tmp_path: Path) -> N
     env = {**os.environ, "WHIZ_HOME": str(tmp_path / "home"), "WHIZ_CONFIG": str(tmp_path / "none.toml")}
     proc = subprocess.Popen(
         [sys.executable, "-m", "whiz", "exec", "--json", "--base-url", real_server.root,
-         "--actions", "tools", "--mcp", flag, task],
+         "--actions", "tools", "--approval", "read-only", "--mcp", flag, task],
         cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:

@@ -146,8 +146,9 @@ class Toolbox:
         self._read_calls: dict[str, str] = {}
         """This turn's calls of read-only external tools (name and arguments) and what they gave."""
         self._repeated: set[str] = set()
-        """External tools the model called again with the same arguments this turn: no longer
-        offered until the turn ends, so the next reply answers or does something else."""
+        """External tools the model called again with the same arguments, or whose call was
+        declined, this turn: no longer offered until the turn ends, so the next reply answers or
+        does something else."""
         self._turn_id = ""
 
     def begin_turn(self, turn_id: str) -> None:
@@ -429,6 +430,9 @@ class Toolbox:
         fields = {"tool": tool.name, "arguments": action.arguments, "server": tool.source}
         decision = await self.approvals.tool(tool.name, asked, read_only=tool.read_only)
         if not decision.allowed:
+            # Refused once, refused again: off the list for the turn, or a small model asks again
+            # every step to the step limit.
+            self._repeated.add(tool.name)
             self.emit.single("tool_call", **fields, output="", status="declined")
             return Outcome(f"Not called: {decision.reason}", ok=False)
         item = self.emit.start("tool_call", **fields, status="in_progress")
