@@ -493,18 +493,8 @@ class Healer:
                 # a small model copies what it can see).
                 note = f"An earlier rewrite was tried; the tests still failed:\n```\n{closest.failure}\n```"
         generation = joined(generations)
-        best = pick_best(results)
-        self.emit.complete(
-            item,
-            method=generation.method,
-            decode_ms=round(generation.wall_ms, 1),
-            passed=sum(r.passed for r in results),
-            cancelled=sum(r.status == "cancelled" for r in results),
-            duplicates=sum(r.status == "duplicate" or r.same_as is not None for r in results),
-            best=None if best is None else best.index,
-            status="completed",
-        )
-        return RoundResult(number, label, generation, results)
+        duplicates = sum(r.status == "duplicate" or r.same_as is not None for r in results)
+        return self._round_done(item, number, label, generation, results, duplicates=duplicates)
 
     def _rewrite(self, attempts: list[Attempt], offset: int) -> Callable[..., CandidateResult]:
         """How a repair draw's candidate becomes an edit: its function put in the old one's place;
@@ -582,6 +572,10 @@ class Healer:
         except BaseException:
             tests.cancel()
             raise
+        return self._round_done(item, number, label, generation, results)
+
+    def _round_done(self, item, number: int, label: str, generation, results, **extra) -> RoundResult:
+        """A round's item completed with its figures (a repair round adds its duplicates)."""
         best = pick_best(results)
         self.emit.complete(
             item,
@@ -589,6 +583,7 @@ class Healer:
             decode_ms=round(generation.wall_ms, 1),
             passed=sum(r.passed for r in results),
             cancelled=sum(r.status == "cancelled" for r in results),
+            **extra,
             best=None if best is None else best.index,
             status="completed",
         )
