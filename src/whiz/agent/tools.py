@@ -145,7 +145,7 @@ class Toolbox:
         """Tools of the MCP servers the user configured, offered beside these (`external.py`)."""
         self._read_calls: dict[str, str] = {}
         """This turn's calls of read-only external tools (name and arguments) and what they gave."""
-        self._repeated: set[str] = set()
+        self._withdrawn: set[str] = set()
         """External tools the model called again with the same arguments, or whose call was
         declined, this turn: no longer offered until the turn ends, so the next reply answers or
         does something else."""
@@ -155,7 +155,7 @@ class Toolbox:
         """Edits from here on belong to `turn_id`, one undo snapshot for the whole turn."""
         self._turn_id = turn_id
         self._read_calls = {}
-        self._repeated = set()
+        self._withdrawn = set()
 
     def focus_text(self) -> tuple[str, str] | None:
         """(path, text) of the focus file, if it is there and readable."""
@@ -175,7 +175,7 @@ class Toolbox:
         """The next request's instructions and function tools (None: text actions) with the external
         tools added: as functions, or listed in the instructions. A read-only session is offered only
         the tools that say they only read."""
-        extra = [t for t in await self._external_tools() if t.name not in self._repeated]
+        extra = [t for t in await self._external_tools() if t.name not in self._withdrawn]
         if not extra:
             return instructions, tools
         if tools is not None:
@@ -424,7 +424,7 @@ class Toolbox:
             # what it got: the same answer again, and told so; and the tool is taken off the next
             # request's list, since being told alone does not stop a model that sees it offered
             # (under a tool grammar it called it again every step to the turn's time limit).
-            self._repeated.add(tool.name)
+            self._withdrawn.add(tool.name)
             again = f"You already called {tool.name} with these arguments in this turn. It gave:"
             return Outcome(f"{again}\n{seen}\nDo not call it again: answer with what it gave.", ok=True)
         fields = {"tool": tool.name, "arguments": action.arguments, "server": tool.source}
@@ -432,7 +432,7 @@ class Toolbox:
         if not decision.allowed:
             # Refused once, refused again: off the list for the turn, or a small model asks again
             # every step to the step limit.
-            self._repeated.add(tool.name)
+            self._withdrawn.add(tool.name)
             self.emit.single("tool_call", **fields, output="", status="declined")
             return Outcome(f"Not called: {decision.reason}", ok=False)
         item = self.emit.start("tool_call", **fields, status="in_progress")
