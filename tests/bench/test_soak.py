@@ -14,7 +14,7 @@ def test_a_short_soak_serves_refuses_and_goes_idle(serve_fake, capsys):
     code = main(plan)
     out = capsys.readouterr().out
     result = json.loads(out.strip().splitlines()[-1])
-    assert code == 0, result
+    assert code == 0, (result["lost_by_why"], result["errors"])
     assert result["bench"] == "soak" and result["lost_turns"] == 0 and result["errors"] == {}
     assert result["served"] > 0 and result["hostile_rejected"] > 0 and result["vanished"] > 0
     assert result["slow_turns"] == 0 and result["gateway"] is None
@@ -78,14 +78,17 @@ def test_only_loopback_targets(capsys):
 
 
 def test_attackers_beside_the_honest_clients_cost_them_nothing(serve_fake, capsys):
-    served = serve_fake(engine_kw={"step_s": 0.001}, header_timeout_s=1.0)
+    # The honest clients share this process (and its GIL) with the server: on a loaded machine
+    # one can wait over a second to write a head it has a connection for, so the deadline on
+    # heads is kept above that; the slowloris heads are still let go, by the per-address bound.
+    served = serve_fake(engine_kw={"step_s": 0.001}, header_timeout_s=3.0)
     plan = SoakPlan(
         served.root, seconds=4.0, ws_sessions=2, http_clients=2, max_tokens=8, hang_s=20,
         attacks=("slowloris", "ping_flood"),
     )  # fmt: skip
     code = main(plan)
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert code == 0, result
+    assert code == 0, (result["lost_by_why"], result["errors"])
     assert result["lost_turns"] == 0 and result["served"] > 0
     slowloris, flood = result["attackers"]["slowloris"], result["attackers"]["ping_flood"]
     assert slowloris["held_peak"] > 512  # past the cap, and the honest clients were served anyway

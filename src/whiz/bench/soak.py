@@ -341,7 +341,9 @@ class Soak:
 
     def socket(self):  # noqa: ANN201
         url = self.root.replace("http", "ws", 1) + "/v1/responses"
-        return connect(url, additional_headers=self.headers, max_size=None, open_timeout=self.plan.patience_s)
+        # Opening is part of the turn: a socket that cannot open within `hang_s` is hung, while
+        # `patience_s` only sorts served turns into prompt and slow.
+        return connect(url, additional_headers=self.headers, max_size=None, open_timeout=self.plan.hang_s)
 
     # -- the replica killed behind the gateway ------------------------------------------------
 
