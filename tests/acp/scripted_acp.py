@@ -16,7 +16,7 @@ from pathlib import Path
 from whiz.acp.stdio import run
 from whiz.agent.approvals import ApprovalMode
 from whiz.agent.config import AgentConfig
-from whiz.agent.scripted_model import Reply, ScriptedModel
+from whiz.agent.models.scripted_model import Reply, ScriptedModel
 from whiz.environments import SandboxMode, SandboxOptions
 from whiz.modes.pool import ScriptedPool
 from whiz.modes.session import SessionOptions

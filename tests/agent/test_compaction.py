@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from whiz.agent.compaction import SUMMARY_INSTRUCTIONS, input_budget
-from whiz.agent.model import Finished, ModelEvent, ModelRequest, ModelText, output_items
-from whiz.agent.scripted_model import ScriptedModel
+from whiz.agent.models.scripted_model import ScriptedModel
+from whiz.agent.models.seam import Finished, ModelEvent, ModelRequest, ModelText, output_items
 from whiz.client import ResponseError
 
 WINDOW = 4000

@@ -9,7 +9,7 @@ from pathlib import Path
 from whiz.agent.config import AgentConfig
 from whiz.agent.events import Collector
 from whiz.agent.loop import Agent
-from whiz.agent.whiz_model import WhizModel
+from whiz.agent.models.whiz_model import WhizModel
 from whiz.agent.workspace import Workspace
 from whiz.client import ResponseError
 from whiz.engine.fake import last_user_message

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from tests.agent.conftest import GREET, sr
-from whiz.agent.scripted_model import Reply
+from whiz.agent.models.scripted_model import Reply
 
 
 async def wait_until(predicate, timeout_s: float = 5.0) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.agent.conftest import GREET, sr
-from whiz.agent.scripted_model import Reply
+from whiz.agent.models.scripted_model import Reply
 
 
 async def test_edit_block_is_applied_and_the_turn_completes(harness, project: Path) -> None:

@@ -9,8 +9,8 @@ import pytest
 
 from tests.agent.conftest import Harness
 from whiz.agent.approvals import Approvals, PolicyApprover, ScriptedApprover
+from whiz.agent.models.scripted_model import Reply
 from whiz.agent.repomap import repo_map
-from whiz.agent.scripted_model import Reply
 from whiz.agent.secret_files import MASK, SecretFiles, mask, redact
 from whiz.agent.workspace import Workspace
 from whiz.environments import SandboxMode, SandboxOptions

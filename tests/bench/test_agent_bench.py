@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from whiz.agent.scripted_model import ScriptedModel
+from whiz.agent.models.scripted_model import ScriptedModel
 from whiz.bench.agent import VARIANTS, CaseRun, main, over_seeds, print_report, program_case, run_suite
 from whiz.bench.program_tasks import PROGRAM_TASKS
 from whiz.modes.candidates import ScriptedCandidates

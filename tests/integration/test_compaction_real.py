@@ -11,8 +11,8 @@ import pytest
 from whiz.agent.config import AgentConfig
 from whiz.agent.events import Collector
 from whiz.agent.loop import Agent
-from whiz.agent.model import Finished, ModelEvent, ModelRequest, WrappedModel
-from whiz.agent.whiz_model import WhizModel
+from whiz.agent.models.seam import Finished, ModelEvent, ModelRequest, WrappedModel
+from whiz.agent.models.whiz_model import WhizModel
 from whiz.agent.workspace import Workspace
 
 pytestmark = pytest.mark.model

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tests.mcp.conftest import mcp_agent, stdio_notes
 from whiz.agent.approvals import Approvals, ScriptedApprover
-from whiz.agent.scripted_model import Reply
+from whiz.agent.models.scripted_model import Reply
 from whiz.agent.tools import MAX_OUTPUT_CHARS
 from whiz.mcp.config import server
 

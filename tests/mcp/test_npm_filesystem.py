@@ -9,7 +9,7 @@ from pathlib import Path
 from tests.clients.conftest import npm_client
 from tests.mcp.conftest import mcp_agent
 from whiz.agent.approvals import Approvals, ScriptedApprover
-from whiz.agent.scripted_model import Reply
+from whiz.agent.models.scripted_model import Reply
 from whiz.mcp.config import server
 
 PACKAGE, VERSION = "@modelcontextprotocol/server-filesystem", "2026.8.31"

@@ -13,7 +13,7 @@ from tests.agent.conftest import GREET, sr
 from whiz.agent.approvals import ApprovalMode
 from whiz.agent.config import AgentConfig
 from whiz.agent.events import Collector
-from whiz.agent.scripted_model import ScriptedModel
+from whiz.agent.models.scripted_model import ScriptedModel
 from whiz.modes.candidates import ScriptedCandidates
 from whiz.modes.endpoints import SetupError
 from whiz.modes.pool import ScriptedPool

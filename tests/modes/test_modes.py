@@ -15,8 +15,8 @@ from tests.conftest import free_port
 from whiz.agent.approvals import ApprovalMode
 from whiz.agent.config import AgentConfig
 from whiz.agent.events import Collector
-from whiz.agent.model import Finished, ModelRequest, ModelText
-from whiz.agent.scripted_model import ScriptedModel
+from whiz.agent.models.scripted_model import ScriptedModel
+from whiz.agent.models.seam import Finished, ModelRequest, ModelText
 from whiz.agent.sessions import SessionStore
 from whiz.client import HttpClient
 from whiz.commands.common import Output
@@ -308,7 +308,7 @@ def test_whiz_resume_continues_in_the_sessions_mode_and_says_so(project):
 
 
 def test_auto_mode_escalates_when_a_turn_runs_over_its_time(project):
-    from whiz.agent.scripted_model import Reply
+    from whiz.agent.models.scripted_model import Reply
 
     hello = 'greet.py\n<<<<<<< SEARCH\n    return "Hello, " + name\n=======\n    return "Hi, " + name\n'
     pool = ScriptedPool(

@@ -13,7 +13,7 @@ import pytest
 from tests.modes.test_modes import GREET, RENAME, items, run_exec
 from whiz.agent.events import Collector
 from whiz.agent.intent import change_kind
-from whiz.agent.scripted_model import ScriptedModel
+from whiz.agent.models.scripted_model import ScriptedModel
 from whiz.modes.endpoints import DeepSettings, FastSettings
 from whiz.modes.notices import ItemEmitter
 from whiz.modes.pool import DeepMissing, ModelPool, ScriptedPool, not_installed

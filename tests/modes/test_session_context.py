@@ -13,7 +13,7 @@ import pytest
 from tests.agent.test_compaction import data_file, reader, tokens
 from whiz.agent.config import AgentConfig
 from whiz.agent.events import Collector
-from whiz.agent.scripted_model import ScriptedModel
+from whiz.agent.models.scripted_model import ScriptedModel
 from whiz.agent.sessions import SessionStore
 from whiz.modes.endpoints import SetupError
 from whiz.modes.pool import ScriptedPool

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests.agent.conftest import turn_statuses
-from whiz.agent.model import ModelRequest
-from whiz.agent.scripted_model import ScriptedModel
+from whiz.agent.models.scripted_model import ScriptedModel
+from whiz.agent.models.seam import ModelRequest
 from whiz.agent.workspace import Workspace
 from whiz.commands.common import Output
 from whiz.commands.swarm import swarm_task

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from whiz.agent.approvals import ApprovalMode
 from whiz.agent.config import AgentConfig
-from whiz.agent.model import ModelRequest
-from whiz.agent.scripted_model import Reply, ScriptedModel
+from whiz.agent.models.scripted_model import Reply, ScriptedModel
+from whiz.agent.models.seam import ModelRequest
 from whiz.modes.pool import ScriptedPool
 from whiz.modes.session import SessionOptions
 from whiz.tui import run_code

@@ -11,7 +11,7 @@ from pathlib import Path
 from tests.agent.test_compaction import data_file, reader
 from tests.tui.test_modes import code_app, status_line
 from whiz.agent.config import AgentConfig
-from whiz.agent.scripted_model import ScriptedModel
+from whiz.agent.models.scripted_model import ScriptedModel
 from whiz.modes.pool import ScriptedPool
 from whiz.modes.session import AgentSession, SessionOptions
 

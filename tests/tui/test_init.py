@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.tui.test_modes import code_app
-from whiz.agent.scripted_model import ScriptedModel
+from whiz.agent.models.scripted_model import ScriptedModel
 from whiz.modes.pool import ScriptedPool
 
 PYPROJECT = '[project]\nname = "shop"\n\n[tool.ruff]\nline-length = 100\n\n[tool.pytest.ini_options]\n'

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rich.text import Text
 
-from whiz.agent.scripted_model import ScriptedModel
+from whiz.agent.models.scripted_model import ScriptedModel
 from whiz.modes.pool import ScriptedPool
 from whiz.modes.session import AgentSession, SessionOptions
 from whiz.tui.notices import render_notice

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from whiz.agent.scripted_model import ScriptedModel
+from whiz.agent.models.scripted_model import ScriptedModel
 from whiz.modes.pool import ScriptedPool
 from whiz.modes.session import AgentSession, SessionOptions
 from whiz.tui import sessions

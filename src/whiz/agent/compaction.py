@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from whiz.agent.errors import WhizAgentError
-from whiz.agent.model import Finished, ModelClient, ModelRequest, ModelText
+from whiz.agent.models.seam import Finished, ModelClient, ModelRequest, ModelText
 from whiz.agent.runs_check import shown
 from whiz.errors import WhizError
 

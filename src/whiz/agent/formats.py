@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from whiz.agent.actions import ParseError, parse_edits
 from whiz.agent.edits import SearchReplace, WholeFile
-from whiz.agent.model import ModelToolCall
+from whiz.agent.models.seam import ModelToolCall
 from whiz.agent.tools import (
     Action,
     ApplyEdits,

@@ -29,7 +29,7 @@ from whiz.agent.formats import TOOLS, ActionFormat, text_actions, tool_action, u
 from whiz.agent.instructions import read_instructions
 from whiz.agent.intent import asks_for_change, code_without_edit
 from whiz.agent.intent import named_paths as intent_paths
-from whiz.agent.model import ModelClient, ModelRequest, unwrapped
+from whiz.agent.models.seam import ModelClient, ModelRequest, unwrapped
 from whiz.agent.prompt import system_prompt, task_message
 from whiz.agent.reply import Reply, cut_off, read_reply
 from whiz.agent.retries import Retries

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from whiz.agent.control import Steps
 from whiz.agent.events import Emitter
-from whiz.agent.model import Finished, ModelClient, ModelRequest, ModelText, ModelToolCall, output_items
+from whiz.agent.models.seam import Finished, ModelClient, ModelRequest, ModelText, ModelToolCall, output_items
 from whiz.agent.repetition import looping
 
 

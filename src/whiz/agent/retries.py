@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from whiz.agent.config import AgentConfig
-from whiz.agent.hollow import Hollow, hollow
+from whiz.agent.models.hollow import Hollow, hollow
 from whiz.agent.prompt import echoes_instructions, repeats
 from whiz.agent.runs_check import shown
 from whiz.agent.tools import Outcome

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from whiz.agent.model import Finished
+from whiz.agent.models.seam import Finished
 from whiz.agent.tools import Action, ApplyEdits, Malformed, Outcome
 
 

@@ -30,7 +30,7 @@ from rich.table import Table
 from whiz.agent.approvals import ApprovalMode
 from whiz.agent.config import AgentConfig
 from whiz.agent.loop import Agent
-from whiz.agent.whiz_model import WhizModel
+from whiz.agent.models.whiz_model import WhizModel
 from whiz.agent.workspace import Workspace
 from whiz.bench.edit_tasks import EditTask, editeval_tasks, in_context, run_check
 from whiz.bench.report import run_reported, say

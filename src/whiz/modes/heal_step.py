@@ -13,10 +13,10 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from whiz.agent.chat_model import chat_messages
 from whiz.agent.edits import EXAMPLE_SEARCH
 from whiz.agent.events import Event
-from whiz.agent.model import (
+from whiz.agent.models.chat_model import chat_messages
+from whiz.agent.models.seam import (
     Finished,
     ModelClient,
     ModelEvent,

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol
 
-from whiz.agent.chat_model import ChatModel
-from whiz.agent.model import ModelClient
-from whiz.agent.whiz_model import WhizModel
+from whiz.agent.models.chat_model import ChatModel
+from whiz.agent.models.seam import ModelClient
+from whiz.agent.models.whiz_model import WhizModel
 from whiz.client import ClientError, ConnectError, HttpClient
 from whiz.errors import WhizError
 from whiz.models.store import ModelStore, default_home

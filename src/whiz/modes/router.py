@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from whiz.agent.events import Emitter, Event
-from whiz.agent.model import Finished, ModelClient, ModelEvent, ModelRequest
+from whiz.agent.models.seam import Finished, ModelClient, ModelEvent, ModelRequest
 from whiz.agent.runs_check import shown
 from whiz.errors import WhizError
 from whiz.modes.candidates import CandidateSource

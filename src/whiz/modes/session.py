@@ -25,7 +25,7 @@ from whiz.agent.config import AgentConfig
 from whiz.agent.events import EventSink
 from whiz.agent.journal import recover
 from whiz.agent.loop import Agent
-from whiz.agent.model import ModelClient
+from whiz.agent.models.seam import ModelClient
 from whiz.agent.session_lock import SessionBusy, SessionLock
 from whiz.agent.sessions import SessionInfo, SessionStore, TurnRecord, data_home
 from whiz.agent.stats import TurnOutcome, TurnStats

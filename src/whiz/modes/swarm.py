@@ -25,7 +25,7 @@ from whiz.agent.approvals import ApprovalMode
 from whiz.agent.config import AgentConfig
 from whiz.agent.events import Collector
 from whiz.agent.loop import Agent
-from whiz.agent.model import Finished, ModelRequest, ModelText
+from whiz.agent.models.seam import Finished, ModelRequest, ModelText
 from whiz.agent.tools import run_reported
 from whiz.agent.undo import UndoStore
 from whiz.agent.workspace import Workspace

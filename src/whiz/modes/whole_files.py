@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 from whiz.agent.actions import parse_edits
 from whiz.agent.edits import EditError, WholeFile, plan_edits
 from whiz.agent.errors import WhizAgentError
-from whiz.agent.model import (
+from whiz.agent.models.seam import (
     Finished,
     ModelClient,
     ModelEvent,

@@ -32,11 +32,11 @@ from prompt_toolkit.patch_stdout import patch_stdout
 from prompt_toolkit.styles import Style
 from rich.text import Text
 
-from whiz.agent.chat_model import ChatModel
 from whiz.agent.loop import Agent
-from whiz.agent.model import ModelClient
+from whiz.agent.models.chat_model import ChatModel
+from whiz.agent.models.seam import ModelClient
+from whiz.agent.models.whiz_model import WhizModel
 from whiz.agent.sessions import SessionInfo
-from whiz.agent.whiz_model import WhizModel
 from whiz.client import ClientError, HttpClient
 from whiz.client.urls import api_base
 from whiz.modes.pool import Label

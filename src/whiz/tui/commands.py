@@ -19,7 +19,7 @@ from whiz.agent.approvals import ApprovalMode
 from whiz.agent.errors import WhizAgentError
 from whiz.agent.instructions import read_instructions
 from whiz.agent.loop import Agent
-from whiz.agent.whiz_model import WhizModel
+from whiz.agent.models.whiz_model import WhizModel
 from whiz.client import ClientError, HttpClient
 from whiz.client.urls import api_base
 from whiz.errors import WhizError

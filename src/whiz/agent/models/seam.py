@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from whiz.agent.hollow import Hollow
+from whiz.agent.models.hollow import Hollow
 
 
 @dataclass

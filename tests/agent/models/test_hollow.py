@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from whiz.agent.hollow import hollow
+from whiz.agent.models.hollow import hollow
 from whiz.agent.workspace import Workspace
 
 LOADER = '''class DataLoader:

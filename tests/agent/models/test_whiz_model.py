@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from whiz.agent.model import Finished, ModelRequest, ModelText, ModelToolCall
-from whiz.agent.whiz_model import WhizModel
+from whiz.agent.models.seam import Finished, ModelRequest, ModelText, ModelToolCall
+from whiz.agent.models.whiz_model import WhizModel
 from whiz.client import ResponsesSocket
 from whiz.engine.fake import last_user_message
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from whiz.agent.model import Finished, ModelEvent, ModelRequest, ModelText, ModelToolCall, output_items
+from whiz.agent.models.seam import Finished, ModelEvent, ModelRequest, ModelText, ModelToolCall, output_items
 from whiz.client import ClientError, HttpClient, PreviousResponseNotFound, ResponsesSocket
 
 

@@ -1,0 +1,1 @@
+"""A model client: the seam between the agent and a model, and its adapters."""
