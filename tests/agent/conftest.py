@@ -12,7 +12,7 @@ from whiz.agent.config import AgentConfig
 from whiz.agent.events import Collector
 from whiz.agent.loop import Agent
 from whiz.agent.models.scripted_model import ScriptedModel
-from whiz.agent.sessions import SessionStore
+from whiz.agent.store.sessions import SessionStore
 from whiz.agent.undo import UndoStore
 from whiz.agent.workspace import Workspace
 

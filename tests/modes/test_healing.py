@@ -12,7 +12,7 @@ import pytest
 
 from tests.agent.conftest import turn_statuses
 from whiz.agent.events import Collector
-from whiz.agent.sessions import SessionStore
+from whiz.agent.store.sessions import SessionStore
 from whiz.agent.workspace import Workspace
 from whiz.commands.common import Output
 from whiz.commands.heal import heal_task

@@ -17,7 +17,7 @@ from whiz.agent.config import AgentConfig
 from whiz.agent.events import Collector
 from whiz.agent.models.scripted_model import ScriptedModel
 from whiz.agent.models.seam import Finished, ModelRequest, ModelText
-from whiz.agent.sessions import SessionStore
+from whiz.agent.store.sessions import SessionStore
 from whiz.client import HttpClient
 from whiz.commands.common import Output
 from whiz.commands.exec import exec_in_mode

@@ -14,7 +14,7 @@ from tests.agent.test_compaction import data_file, reader, tokens
 from whiz.agent.config import AgentConfig
 from whiz.agent.events import Collector
 from whiz.agent.models.scripted_model import ScriptedModel
-from whiz.agent.sessions import SessionStore
+from whiz.agent.store.sessions import SessionStore
 from whiz.modes.endpoints import SetupError
 from whiz.modes.pool import ScriptedPool
 from whiz.modes.session import AgentSession, SessionOptions
@@ -86,7 +86,7 @@ async def test_a_session_held_by_another_process_names_its_pid(project: Path) ->
     session_id, home = first.id, project.parent / "home"
     await first.close()
     script = (
-        "import time; from pathlib import Path; from whiz.agent.session_lock import SessionLock\n"
+        "import time; from pathlib import Path; from whiz.agent.store.session_lock import SessionLock\n"
         f"SessionLock.acquire(Path({str(home)!r}), {session_id!r}); print('held', flush=True); time.sleep(60)"
     )
     with subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True) as holder:

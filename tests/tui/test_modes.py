@@ -18,7 +18,7 @@ from prompt_toolkit.output import DummyOutput
 from whiz.agent.config import AgentConfig
 from whiz.agent.events import Collector
 from whiz.agent.models.scripted_model import ScriptedModel
-from whiz.agent.sessions import SessionStore
+from whiz.agent.store.sessions import SessionStore
 from whiz.modes.candidates import ScriptedCandidates
 from whiz.modes.pool import ScriptedPool
 from whiz.modes.session import AgentSession, SessionOptions

@@ -45,7 +45,7 @@ from whiz.acp.files import ClientFiles
 from whiz.acp.permissions import AcpApprover
 from whiz.acp.runner import AgentRunner
 from whiz.acp.updates import UpdateMapper
-from whiz.agent.sessions import SessionStore, data_home
+from whiz.agent.store.sessions import SessionStore, data_home
 from whiz.errors import WhizError
 from whiz.modes.endpoints import SetupError
 from whiz.modes.pool import Label, ModelPool, Models

@@ -1,7 +1,7 @@
 """Edits the model asks for, turned into new file contents (pure), then written all at once or not at all.
 
 `plan_edits` computes every file's new text and writes nothing; `apply_changes` writes them all or none,
-even across a crash (see whiz.agent.journal).
+even across a crash (see whiz.agent.store.journal).
 Line endings are kept: a CRLF file stays CRLF, and a file keeps (or keeps lacking) its final newline.
 """
 
@@ -15,9 +15,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from whiz.agent.durable import sha256, temp_beside, write_temp
 from whiz.agent.errors import WhizAgentError
-from whiz.agent.journal import Entry, Journal, Step, default_journal_dir, workspace_lock
 from whiz.agent.matching import (
     REINDENT_FROM_LEVEL,
     Ambiguous,
@@ -26,6 +24,8 @@ from whiz.agent.matching import (
     find_block,
     reindent,
 )
+from whiz.agent.store.durable import sha256, temp_beside, write_temp
+from whiz.agent.store.journal import Entry, Journal, Step, default_journal_dir, workspace_lock
 from whiz.agent.workspace import Workspace
 
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
@@ -443,7 +443,7 @@ def apply_changes(ws: Workspace, changes: list[FileChange], *, journal_dir: Path
 
     Each new text is written and fsynced beside its file, then renamed over it, so no file is ever
     missing or half-written. A journal written first (in `journal_dir`; WHIZ_HOME/journal by default)
-    lets `whiz.agent.journal.recover` finish or take back a write a crash cut short, and a failure
+    lets `whiz.agent.store.journal.recover` finish or take back a write a crash cut short, and a failure
     while running puts every file back. Raises EditError if a file changed on disk since it was planned.
     """
     _apply_changes(ws, changes, journal_dir or default_journal_dir(), lambda _: None)

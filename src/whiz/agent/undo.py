@@ -18,10 +18,10 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from whiz.agent.durable import fsync_dir, remove_durably, replace_durably, sha256
 from whiz.agent.edits import FileChange, apply_changes
 from whiz.agent.errors import WhizAgentError
 from whiz.agent.merge3 import merge3
+from whiz.agent.store.durable import fsync_dir, remove_durably, replace_durably, sha256
 from whiz.agent.workspace import Workspace
 
 MANIFEST = "manifest.json"

@@ -198,7 +198,7 @@ def replay(call: Captured, server: Server) -> str:
 
 
 def _data_home() -> Path:
-    from whiz.agent.sessions import data_home
+    from whiz.agent.store.sessions import data_home
 
     return data_home()
 

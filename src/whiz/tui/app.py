@@ -36,7 +36,7 @@ from whiz.agent.loop import Agent
 from whiz.agent.models.chat_model import ChatModel
 from whiz.agent.models.seam import ModelClient
 from whiz.agent.models.whiz_model import WhizModel
-from whiz.agent.sessions import SessionInfo
+from whiz.agent.store.sessions import SessionInfo
 from whiz.client import ClientError, HttpClient
 from whiz.client.urls import api_base
 from whiz.modes.pool import Label

@@ -10,7 +10,7 @@ from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 from rich.console import Console
 from rich.text import Text
 
-from whiz.agent.sessions import data_home
+from whiz.agent.store.sessions import data_home
 from whiz.modes.endpoints import SetupError
 from whiz.modes.pool import Models
 from whiz.modes.session import AgentSession, SessionOptions

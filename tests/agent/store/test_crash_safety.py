@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from whiz.agent.durable import LEFTOVER
 from whiz.agent.edits import PatchEdit, SearchReplace, WholeFile, _apply_changes, apply_changes, plan_edits
-from whiz.agent.journal import recover
+from whiz.agent.store.durable import LEFTOVER
+from whiz.agent.store.journal import recover
 from whiz.agent.workspace import Workspace
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")

@@ -8,7 +8,7 @@ from pathlib import Path
 from tests.agent.conftest import GREET, sr
 from whiz.agent.config import AgentConfig
 from whiz.agent.models.scripted_model import ScriptedModel
-from whiz.agent.sessions import MIGRATIONS, SessionStore
+from whiz.agent.store.sessions import MIGRATIONS, SessionStore
 from whiz.commands.sessions import undo_last
 from whiz.modes.endpoints import SetupError
 from whiz.modes.pool import ScriptedPool

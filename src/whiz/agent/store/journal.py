@@ -19,9 +19,16 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from whiz.agent.durable import LEFTOVER, digest_of, fsync_dir, remove_durably, replace_durably, write_temp
 from whiz.agent.errors import WhizAgentError
-from whiz.agent.sessions import data_home
+from whiz.agent.store.durable import (
+    LEFTOVER,
+    digest_of,
+    fsync_dir,
+    remove_durably,
+    replace_durably,
+    write_temp,
+)
+from whiz.agent.store.sessions import data_home
 from whiz.agent.workspace import SKIP_DIRS, Workspace, is_git_name
 
 try:
