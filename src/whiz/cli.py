@@ -530,7 +530,7 @@ class ModelFlags:
     def session_options(self, agent=None, *, resume: str | None = None, heal: int | None = None):
         """The flags as `SessionOptions` for the current directory, with the agent's settings
         (`AgentConfig`) where the command has them; a bad value exits with one line."""
-        from whiz.agent.secret_files import SecretFiles
+        from whiz.agent.project.secret_files import SecretFiles
         from whiz.modes.endpoints import DeepSettings, FastSettings
         from whiz.modes.policy import parse_action
         from whiz.modes.session import SessionOptions, check_heal

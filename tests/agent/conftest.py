@@ -12,9 +12,9 @@ from whiz.agent.config import AgentConfig
 from whiz.agent.events import Collector
 from whiz.agent.loop import Agent
 from whiz.agent.models.scripted_model import ScriptedModel
+from whiz.agent.project.workspace import Workspace
 from whiz.agent.store.sessions import SessionStore
 from whiz.agent.undo import UndoStore
-from whiz.agent.workspace import Workspace
 
 GREET = """def say_hello(name):
     return "Hello, " + name

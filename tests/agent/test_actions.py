@@ -17,7 +17,7 @@ from whiz.agent.edits import (
     plan_edits,
 )
 from whiz.agent.errors import WhizAgentError
-from whiz.agent.workspace import Workspace
+from whiz.agent.project.workspace import Workspace
 
 
 def test_search_replace_blocks_with_fences_and_decorated_paths() -> None:

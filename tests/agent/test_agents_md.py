@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from whiz.agent.agents_md import conventions, find_test_command, starting_agents_md
-from whiz.agent.workspace import Workspace
+from whiz.agent.project.workspace import Workspace
 
 
 def test_the_test_command_is_the_one_the_project_names(tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from whiz.agent.checks import check_files
-from whiz.agent.workspace import Workspace
+from whiz.agent.project.workspace import Workspace
 
 from .conftest import sr
 

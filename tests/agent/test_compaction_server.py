@@ -10,7 +10,7 @@ from whiz.agent.config import AgentConfig
 from whiz.agent.events import Collector
 from whiz.agent.loop import Agent
 from whiz.agent.models.whiz_model import WhizModel
-from whiz.agent.workspace import Workspace
+from whiz.agent.project.workspace import Workspace
 from whiz.client import ResponseError
 from whiz.engine.fake import last_user_message
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from whiz.agent.definitions import definition_edits, part_of_file
 from whiz.agent.edits import plan_edits
-from whiz.agent.workspace import Workspace
+from whiz.agent.project.workspace import Workspace
 
 STATS = """import math
 

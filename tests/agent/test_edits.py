@@ -19,7 +19,7 @@ from whiz.agent.edits import (
     plan_edits,
     unified_diff,
 )
-from whiz.agent.workspace import GitDirRefused, PathEscape, Workspace
+from whiz.agent.project.workspace import GitDirRefused, PathEscape, Workspace
 
 APP = """\
 import os

@@ -16,7 +16,7 @@ import pytest
 
 from tests.agent.conftest import Harness, sr
 from whiz.agent.approvals import Approvals
-from whiz.agent.workspace import Workspace
+from whiz.agent.project.workspace import Workspace
 from whiz.environments.worktree import isolated_copy
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")

@@ -11,7 +11,7 @@ import pytest
 
 from tests.agent.conftest import Harness
 from whiz.agent.instructions import fair_shares, read_instructions
-from whiz.agent.workspace import Workspace
+from whiz.agent.project.workspace import Workspace
 
 KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----\n"
 

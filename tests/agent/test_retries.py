@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from whiz.agent.config import AgentConfig
+from whiz.agent.project.workspace import Workspace
 from whiz.agent.prompt import EXAMPLE_LOOKS
 from whiz.agent.retries import (
     HOLLOW_AFTER,
@@ -19,7 +20,6 @@ from whiz.agent.retries import (
 )
 from whiz.agent.tools import Outcome
 from whiz.agent.turns import Progress
-from whiz.agent.workspace import Workspace
 
 GREET = 'def say_hello(name):\n    return "Hello, " + name\n\n\ndef main():\n    print(say_hello("world"))\n'
 

@@ -13,7 +13,7 @@ from whiz.agent.events import Collector
 from whiz.agent.loop import Agent
 from whiz.agent.models.seam import Finished, ModelEvent, ModelRequest, WrappedModel
 from whiz.agent.models.whiz_model import WhizModel
-from whiz.agent.workspace import Workspace
+from whiz.agent.project.workspace import Workspace
 
 pytestmark = pytest.mark.model
 

@@ -12,8 +12,8 @@ import pytest
 
 from tests.agent.conftest import turn_statuses
 from whiz.agent.events import Collector
+from whiz.agent.project.workspace import Workspace
 from whiz.agent.store.sessions import SessionStore
-from whiz.agent.workspace import Workspace
 from whiz.commands.common import Output
 from whiz.commands.heal import heal_task
 from whiz.commands.sessions import undo_last

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from whiz.agent.test_files import TestFiles
-from whiz.agent.workspace import Workspace
+from whiz.agent.project.test_files import TestFiles
+from whiz.agent.project.workspace import Workspace
 from whiz.modes.candidates import ScriptedCandidates
 from whiz.modes.localize import Hint, function_index, localize, parse_hints, places_from
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from tests.modes.test_candidates import RecordingHttp
-from whiz.agent.test_files import TestFiles
-from whiz.agent.workspace import Workspace
+from whiz.agent.project.test_files import TestFiles
+from whiz.agent.project.workspace import Workspace
 from whiz.commands.common import Output
 from whiz.commands.heal import heal_task
 from whiz.modes.candidates import ChatCandidates, ScriptedCandidates

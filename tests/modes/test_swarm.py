@@ -12,7 +12,7 @@ import pytest
 from tests.agent.conftest import turn_statuses
 from whiz.agent.models.scripted_model import ScriptedModel
 from whiz.agent.models.seam import ModelRequest
-from whiz.agent.workspace import Workspace
+from whiz.agent.project.workspace import Workspace
 from whiz.commands.common import Output
 from whiz.commands.swarm import swarm_task
 from whiz.modes.merge import three_way

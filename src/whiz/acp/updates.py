@@ -26,7 +26,7 @@ from acp.schema import TextContentBlock, ToolCallLocation
 
 from whiz.acp.diffs import DiffMismatch, other_side
 from whiz.agent.errors import WhizAgentError
-from whiz.agent.workspace import Workspace
+from whiz.agent.project.workspace import Workspace
 from whiz.modes.notices import describe
 
 Update = Any

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from whiz.agent.errors import WhizAgentError
+from whiz.agent.project.workspace import Workspace
 from whiz.agent.repomap import language_of, outline_files
-from whiz.agent.workspace import Workspace
 
 FILE_NAME = "AGENTS.md"
 TOP_FOLDERS = 8

@@ -13,8 +13,8 @@ import ast
 from typing import Any
 
 from whiz.agent.errors import WhizAgentError
+from whiz.agent.project.workspace import Workspace
 from whiz.agent.repomap import language_of, parser_for
-from whiz.agent.workspace import Workspace
 
 MAX_PROBLEMS_PER_FILE = 5
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from whiz.agent.approvals import ApprovalMode
 from whiz.agent.formats import ActionFormat
 from whiz.agent.instructions import INSTRUCTIONS_TOKENS
-from whiz.agent.secret_files import SecretFiles
+from whiz.agent.project.secret_files import SecretFiles
 from whiz.environments.sandbox import SandboxOptions
 
 

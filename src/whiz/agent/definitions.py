@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from whiz.agent.edits import SearchReplace
 from whiz.agent.errors import WhizAgentError
-from whiz.agent.workspace import Workspace
+from whiz.agent.project.workspace import Workspace
 
 _FENCED = re.compile(r"^[ \t]*```[\w+.-]*[ \t]*\n(.*?)^[ \t]*```[ \t]*$", re.S | re.M)
 MAX_FILES = 2000

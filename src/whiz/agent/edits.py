@@ -24,9 +24,9 @@ from whiz.agent.matching import (
     find_block,
     reindent,
 )
+from whiz.agent.project.workspace import Workspace
 from whiz.agent.store.durable import sha256, temp_beside, write_temp
 from whiz.agent.store.journal import Entry, Journal, Step, default_journal_dir, workspace_lock
-from whiz.agent.workspace import Workspace
 
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 

@@ -12,8 +12,8 @@ import re
 
 from whiz.agent.definitions import code_blocks, definition_edits, part_of_file
 from whiz.agent.edits import WholeFile
+from whiz.agent.project.workspace import Workspace
 from whiz.agent.tools import Action, ApplyEdits, Malformed
-from whiz.agent.workspace import Workspace
 
 # A task that starts with one of these words (or ends with "?") asks a question or for something
 # to be looked at or run, not for a change.

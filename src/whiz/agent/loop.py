@@ -30,18 +30,18 @@ from whiz.agent.instructions import read_instructions
 from whiz.agent.intent import asks_for_change, code_without_edit
 from whiz.agent.intent import named_paths as intent_paths
 from whiz.agent.models.seam import ModelClient, ModelRequest, unwrapped
+from whiz.agent.project.secret_files import SecretGate, redact
+from whiz.agent.project.test_files import named_paths
+from whiz.agent.project.workspace import Workspace
 from whiz.agent.prompt import system_prompt, task_message
 from whiz.agent.reply import Reply, cut_off, read_reply
 from whiz.agent.retries import Retries
 from whiz.agent.runs_check import shown
-from whiz.agent.secret_files import SecretGate, redact
 from whiz.agent.signals import Cancelled, Failed, FormatError, OverBudget, Submitted
 from whiz.agent.stats import TurnOutcome, TurnStats
-from whiz.agent.test_files import named_paths
 from whiz.agent.tools import Action, ApplyEdits, Malformed, Outcome, RunCommand, Toolbox, WriteFailed
 from whiz.agent.turns import Progress, Turn, turn
 from whiz.agent.undo import UndoStore
-from whiz.agent.workspace import Workspace
 from whiz.client import ClientError, ResponseError
 from whiz.environments import Environment
 

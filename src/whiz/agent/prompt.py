@@ -12,9 +12,9 @@ import re
 from whiz.agent.context import relevant_code
 from whiz.agent.edits import EXAMPLE_FILE, EXAMPLE_REPLACE, EXAMPLE_SEARCH
 from whiz.agent.errors import WhizAgentError
+from whiz.agent.project.workspace import Workspace
 from whiz.agent.repomap import repo_map
 from whiz.agent.runs_check import shown
-from whiz.agent.workspace import Workspace
 
 RULES = """\
 You are whiz, a coding assistant working in the user's repository.

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from whiz.agent.workspace import Workspace
+from whiz.agent.project.workspace import Workspace
 
 LANGUAGES = {
     ".py": "python",

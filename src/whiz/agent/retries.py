@@ -32,11 +32,11 @@ from typing import Any
 
 from whiz.agent.config import AgentConfig
 from whiz.agent.models.hollow import Hollow, hollow
+from whiz.agent.project.workspace import Workspace
 from whiz.agent.prompt import echoes_instructions, repeats
 from whiz.agent.runs_check import shown
 from whiz.agent.tools import Outcome
 from whiz.agent.turns import Progress
-from whiz.agent.workspace import Workspace
 
 Items = list[dict[str, Any]]
 RunTests = Callable[[], Awaitable[Outcome]]

@@ -27,10 +27,10 @@ from whiz.agent.errors import WhizAgentError
 from whiz.agent.events import Emitter
 from whiz.agent.external import ExternalTool, ExternalTools, listing, plain_argument, specs
 from whiz.agent.external import shown as shown_arguments
+from whiz.agent.project.secret_files import MASK, SecretGate, mask
+from whiz.agent.project.workspace import Workspace
 from whiz.agent.runs_check import shown
-from whiz.agent.secret_files import MASK, SecretGate, mask
 from whiz.agent.undo import UndoStore
-from whiz.agent.workspace import Workspace
 from whiz.environments import SandboxOptions, environment_for
 from whiz.environments.local import CommandResult, Environment, truncate
 

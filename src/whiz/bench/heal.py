@@ -42,7 +42,7 @@ from rich.console import Console
 from rich.table import Table
 
 from whiz.agent.events import Collector
-from whiz.agent.workspace import Workspace
+from whiz.agent.project.workspace import Workspace
 from whiz.bench.edit_tasks import EditTask, editeval_tasks
 from whiz.bench.report import listed, run_reported, say
 from whiz.bench.seeded_bugs import SEEDED, BugCase

@@ -31,7 +31,7 @@ from whiz.agent.approvals import ApprovalMode
 from whiz.agent.config import AgentConfig
 from whiz.agent.loop import Agent
 from whiz.agent.models.whiz_model import WhizModel
-from whiz.agent.workspace import Workspace
+from whiz.agent.project.workspace import Workspace
 from whiz.bench.edit_tasks import EditTask, editeval_tasks, in_context, run_check
 from whiz.bench.report import run_reported, say
 from whiz.modes.endpoints import FastSettings, ensure_server

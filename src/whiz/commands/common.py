@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from whiz.agent.events import Event, EventSink, JsonLinesPrinter
+from whiz.agent.project.workspace import Workspace
 from whiz.agent.store.sessions import SessionStore, TurnRecord, data_home
 from whiz.agent.turns import new_turn_id
-from whiz.agent.workspace import Workspace
 from whiz.errors import WhizError
 from whiz.modes.endpoints import SetupError
 from whiz.modes.notices import ItemEmitter, NoticePrinter, Tee

@@ -6,9 +6,9 @@ import time
 from pathlib import Path
 
 from whiz.agent.events import EventSink, JsonLinesPrinter
+from whiz.agent.project.workspace import Workspace
 from whiz.agent.turns import turn
 from whiz.agent.undo import UndoStore
-from whiz.agent.workspace import Workspace
 from whiz.client import ClientError
 from whiz.commands.common import Output, open_frame
 from whiz.modes.endpoints import SetupError

@@ -1,6 +1,6 @@
 """Which files of a workspace look like secrets: one rule set for both sides.
 
-The agent keeps such files from the model (`agent/secret_files.py`), and the sandbox hides them
+The agent keeps such files from the model (`agent/project/secret_files.py`), and the sandbox hides them
 from the commands the model writes (`secret_paths.py` finds them), since a command that may read
 `.env` can hand it to the model in any encoding (`cat .env | base64`).
 """

@@ -39,13 +39,13 @@ from whiz.agent.edits import (
 from whiz.agent.errors import WhizAgentError
 from whiz.agent.events import Emitter
 from whiz.agent.intent import code_without_edit, named_paths
+from whiz.agent.project.secret_files import SecretGate
+from whiz.agent.project.test_files import TestFiles
+from whiz.agent.project.workspace import Workspace
 from whiz.agent.prompt import CODE_TOKENS, system_prompt, task_message
 from whiz.agent.runs_check import shown
-from whiz.agent.secret_files import SecretGate
 from whiz.agent.test_feedback import count_passed, failure_summary
-from whiz.agent.test_files import TestFiles
 from whiz.agent.tools import ApplyEdits
-from whiz.agent.workspace import Workspace
 from whiz.environments import SandboxOptions, environment_for
 from whiz.environments.local import CommandResult, truncate
 from whiz.environments.worktree import CopyError, isolated_copy

@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from whiz.agent.errors import WhizAgentError
+from whiz.agent.project.test_files import TestFiles
+from whiz.agent.project.workspace import Workspace
 from whiz.agent.prompt import task_message
 from whiz.agent.runs_check import shown
-from whiz.agent.test_files import TestFiles
-from whiz.agent.workspace import Workspace
 from whiz.modes.candidates import CandidateSource, Draw, Generation, generate
 
 MAX_PLACES = 3

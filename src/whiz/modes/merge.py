@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from whiz.agent.edits import FileChange, apply_changes, unified_diff
+from whiz.agent.project.workspace import Workspace
 from whiz.agent.undo import UndoStore
-from whiz.agent.workspace import Workspace
 from whiz.environments.git import run_outside_repositories
 
 MERGE_TIMEOUT_S = 30.0

@@ -29,8 +29,8 @@ from typing import Any
 from whiz.agent.definitions import code_blocks
 from whiz.agent.edits import FileChange
 from whiz.agent.errors import WhizAgentError
+from whiz.agent.project.workspace import Workspace
 from whiz.agent.runs_check import shown
-from whiz.agent.workspace import Workspace
 from whiz.modes.candidates import CandidateSource, CandidateStream, Draw
 from whiz.modes.localize import Function, Localization, functions_in
 

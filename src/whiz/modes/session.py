@@ -25,13 +25,13 @@ from whiz.agent.config import AgentConfig
 from whiz.agent.events import EventSink
 from whiz.agent.loop import Agent
 from whiz.agent.models.seam import ModelClient
+from whiz.agent.project.workspace import Workspace
 from whiz.agent.stats import TurnOutcome, TurnStats
 from whiz.agent.store.journal import recover
 from whiz.agent.store.session_lock import SessionBusy, SessionLock
 from whiz.agent.store.sessions import SessionInfo, SessionStore, TurnRecord, data_home
 from whiz.agent.turns import new_turn_id, turn
 from whiz.agent.undo import UndoStore
-from whiz.agent.workspace import Workspace
 from whiz.client import HttpClient
 from whiz.environments import SandboxOptions, SandboxUnavailable, environment_for
 from whiz.environments.worktree import sweep_stale_copies

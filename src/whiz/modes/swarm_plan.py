@@ -16,8 +16,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from whiz.agent.errors import WhizAgentError
+from whiz.agent.project.workspace import Workspace
 from whiz.agent.repomap import repo_map
-from whiz.agent.workspace import Workspace
 
 MAX_TASKS = 12
 

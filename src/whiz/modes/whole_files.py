@@ -26,7 +26,7 @@ from whiz.agent.models.seam import (
     WrappedModel,
     output_items,
 )
-from whiz.agent.workspace import Workspace
+from whiz.agent.project.workspace import Workspace
 from whiz.modes.healing import as_search_replace
 
 _FENCE = re.compile(r"^```[^\n`]*\n(.*?)^```[ \t]*$", re.S | re.M)

@@ -159,8 +159,8 @@ def whiz_opening(cwd: Path) -> Captured:
     prefill-only Responses request."""
     from whiz.agent.config import AgentConfig
     from whiz.agent.instructions import read_instructions
+    from whiz.agent.project.workspace import Workspace
     from whiz.agent.prompt import system_prompt
-    from whiz.agent.workspace import Workspace
 
     config = AgentConfig()
     ws = Workspace(cwd, config.secrets)

@@ -41,8 +41,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from whiz.agent.edits import EditError, FileChange, apply_changes, plan_edits, unified_diff
+from whiz.agent.project.workspace import Workspace
 from whiz.agent.undo import UndoStore
-from whiz.agent.workspace import Workspace
 from whiz.config import ServeSettings
 from whiz.environments import SandboxOptions, environment_for
 from whiz.environments.local import CommandResult

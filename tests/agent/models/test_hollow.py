@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from whiz.agent.models.hollow import hollow
-from whiz.agent.workspace import Workspace
+from whiz.agent.project.workspace import Workspace
 
 LOADER = '''class DataLoader:
     def __init__(self, data, batch_size=4):

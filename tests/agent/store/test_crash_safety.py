@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from whiz.agent.edits import PatchEdit, SearchReplace, WholeFile, _apply_changes, apply_changes, plan_edits
+from whiz.agent.project.workspace import Workspace
 from whiz.agent.store.durable import LEFTOVER
 from whiz.agent.store.journal import recover
-from whiz.agent.workspace import Workspace
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
 
@@ -45,7 +45,7 @@ import os, signal, sys
 from pathlib import Path
 from whiz.agent.edits import _apply_changes, plan_edits
 from test_crash_safety import EDITS
-from whiz.agent.workspace import Workspace
+from whiz.agent.project.workspace import Workspace
 
 root, journal_dir, crash_at = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
 steps = []

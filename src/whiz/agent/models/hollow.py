@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from whiz.agent.errors import WhizAgentError
-from whiz.agent.test_files import TestFiles
-from whiz.agent.workspace import Workspace
+from whiz.agent.project.test_files import TestFiles
+from whiz.agent.project.workspace import Workspace
 
 PLACEHOLDER = "..."
 """The body shown in its place: valid Python, and what a reader takes for "left out"."""

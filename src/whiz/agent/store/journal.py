@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from whiz.agent.errors import WhizAgentError
+from whiz.agent.project.workspace import SKIP_DIRS, Workspace, is_git_name
 from whiz.agent.store.durable import (
     LEFTOVER,
     digest_of,
@@ -29,7 +30,6 @@ from whiz.agent.store.durable import (
     write_temp,
 )
 from whiz.agent.store.sessions import data_home
-from whiz.agent.workspace import SKIP_DIRS, Workspace, is_git_name
 
 try:
     import fcntl

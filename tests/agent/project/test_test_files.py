@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from whiz.agent.test_files import TestFiles, named_paths
+from whiz.agent.project.test_files import TestFiles, named_paths
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ from pathlib import Path, PurePosixPath
 from typing import Protocol
 
 from whiz.agent.errors import WhizAgentError
-from whiz.agent.secret_files import SecretFiles
+from whiz.agent.project.secret_files import SecretFiles
 from whiz.environments.git import Repository
 from whiz.environments.secret_paths import SecretFinder
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from whiz.agent.errors import WhizAgentError
-from whiz.agent.workspace import GitDirRefused, PathEscape, Workspace
+from whiz.agent.project.workspace import GitDirRefused, PathEscape, Workspace
 
 
 @pytest.fixture

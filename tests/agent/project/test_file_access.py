@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from whiz.agent.edits import EditError, FileChange, SearchReplace, apply_changes, plan_edits
-from whiz.agent.workspace import Workspace
+from whiz.agent.project.workspace import Workspace
 
 
 class Buffers:

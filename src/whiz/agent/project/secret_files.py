@@ -26,7 +26,7 @@ from whiz.environments.secret_rules import SECRET_PATTERNS, SecretFiles
 __all__ = ["MASK", "SECRET_PATTERNS", "SecretFiles", "SecretGate", "mask", "redact", "secret_values"]
 
 if TYPE_CHECKING:
-    from whiz.agent.workspace import Workspace
+    from whiz.agent.project.workspace import Workspace
     from whiz.environments import Environment
     from whiz.environments.sandbox import SandboxOptions
 
