@@ -8,7 +8,7 @@ import pytest
 
 from whiz.acp.diffs import DiffMismatch, other_side
 from whiz.acp.updates import split_diff
-from whiz.agent.edits import FileChange, unified_diff
+from whiz.agent.editing.edits import FileChange, unified_diff
 
 
 def edited(rng: random.Random, text: str) -> str:

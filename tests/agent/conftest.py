@@ -9,12 +9,12 @@ import pytest
 
 from whiz.agent.approvals import Approvals
 from whiz.agent.config import AgentConfig
+from whiz.agent.editing.undo import UndoStore
 from whiz.agent.events import Collector
 from whiz.agent.loop import Agent
 from whiz.agent.models.scripted_model import ScriptedModel
 from whiz.agent.project.workspace import Workspace
 from whiz.agent.store.sessions import SessionStore
-from whiz.agent.undo import UndoStore
 
 GREET = """def say_hello(name):
     return "Hello, " + name

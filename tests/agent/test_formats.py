@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.agent.conftest import GREET, Harness, sr
-from whiz.agent.edits import SearchReplace, WholeFile
+from whiz.agent.editing.edits import SearchReplace, WholeFile
 from whiz.agent.formats import text_actions, tool_action, unparsed_calls
 from whiz.agent.models.seam import ModelToolCall
 from whiz.agent.tools import ApplyEdits, ListFiles, Malformed, ReadFile, RunCommand, SearchText

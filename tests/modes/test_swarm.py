@@ -261,7 +261,7 @@ def test_a_workers_whole_file_answer_becomes_an_edit_of_its_own_files_only(proje
     reply = "Here it is:\n\nnames.py:\n```\ndef greet(name):\n    return 'Hello, ' + name\n```\n\n"
     reply += "check_greet.py:\n```\nfrom names import greet\n```\n"
     rewritten = whole_files_as_edits(reply, ws, ["names.py"])
-    from whiz.agent.actions import parse_edits
+    from whiz.agent.editing.actions import parse_edits
 
     (edit_,) = parse_edits(rewritten)  # the quoted test file is not touched
     assert edit_.path == "names.py" and "Hello, " in edit_.replace

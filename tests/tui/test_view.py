@@ -6,7 +6,7 @@ import io
 
 from rich.console import Console
 
-from whiz.agent.edits import FileChange, unified_diff
+from whiz.agent.editing.edits import FileChange, unified_diff
 from whiz.agent.stats import TurnOutcome, TurnStats
 from whiz.tui.diffs import render_diff
 from whiz.tui.scrollback import Scrollback

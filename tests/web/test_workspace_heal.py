@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from whiz.agent.editing.undo import UndoStore
 from whiz.agent.project.workspace import Workspace
-from whiz.agent.undo import UndoStore
 from whiz.modes.candidates import ScriptedCandidates
 from whiz.web.heal import HealBody, HealService
 from whiz.web.workspace import WorkspaceService

@@ -13,8 +13,8 @@ import json
 import re
 from typing import Any, Literal
 
-from whiz.agent.actions import ParseError, parse_edits
-from whiz.agent.edits import SearchReplace, WholeFile
+from whiz.agent.editing.actions import ParseError, parse_edits
+from whiz.agent.editing.edits import SearchReplace, WholeFile
 from whiz.agent.models.seam import ModelToolCall
 from whiz.agent.tools import (
     Action,

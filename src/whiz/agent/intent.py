@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 
-from whiz.agent.definitions import code_blocks, definition_edits, part_of_file
-from whiz.agent.edits import WholeFile
+from whiz.agent.editing.definitions import code_blocks, definition_edits, part_of_file
+from whiz.agent.editing.edits import WholeFile
 from whiz.agent.project.workspace import Workspace
 from whiz.agent.tools import Action, ApplyEdits, Malformed
 

@@ -24,6 +24,7 @@ from whiz.agent.checks import check_files
 from whiz.agent.compaction import Compacted, Context, ContextFull
 from whiz.agent.config import AgentConfig
 from whiz.agent.control import Budget, Steps
+from whiz.agent.editing.undo import UndoStore
 from whiz.agent.events import Emitter, EventSink
 from whiz.agent.formats import TOOLS, ActionFormat, text_actions, tool_action, unparsed_calls
 from whiz.agent.instructions import read_instructions
@@ -41,7 +42,6 @@ from whiz.agent.signals import Cancelled, Failed, FormatError, OverBudget, Submi
 from whiz.agent.stats import TurnOutcome, TurnStats
 from whiz.agent.tools import Action, ApplyEdits, Malformed, Outcome, RunCommand, Toolbox, WriteFailed
 from whiz.agent.turns import Progress, Turn, turn
-from whiz.agent.undo import UndoStore
 from whiz.client import ClientError, ResponseError
 from whiz.environments import Environment
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from whiz.agent.context import relevant_code
-from whiz.agent.edits import EXAMPLE_FILE, EXAMPLE_REPLACE, EXAMPLE_SEARCH
+from whiz.agent.editing.edits import EXAMPLE_FILE, EXAMPLE_REPLACE, EXAMPLE_SEARCH
 from whiz.agent.errors import WhizAgentError
 from whiz.agent.project.workspace import Workspace
 from whiz.agent.repomap import repo_map

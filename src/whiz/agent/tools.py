@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from whiz.agent.approvals import ApprovalMode, Approvals
-from whiz.agent.edits import (
+from whiz.agent.editing.edits import (
     EXAMPLE_DIR,
     Edit,
     EditError,
@@ -23,6 +23,7 @@ from whiz.agent.edits import (
     plan_edits,
     unified_diff,
 )
+from whiz.agent.editing.undo import UndoStore
 from whiz.agent.errors import WhizAgentError
 from whiz.agent.events import Emitter
 from whiz.agent.external import ExternalTool, ExternalTools, listing, plain_argument, specs
@@ -30,7 +31,6 @@ from whiz.agent.external import shown as shown_arguments
 from whiz.agent.project.secret_files import MASK, SecretGate, mask
 from whiz.agent.project.workspace import Workspace
 from whiz.agent.runs_check import shown
-from whiz.agent.undo import UndoStore
 from whiz.environments import SandboxOptions, environment_for
 from whiz.environments.local import CommandResult, Environment, truncate
 

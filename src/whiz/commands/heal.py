@@ -5,12 +5,12 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from whiz.agent.edits import EditError, apply_changes, unified_diff
+from whiz.agent.editing.edits import EditError, apply_changes, unified_diff
+from whiz.agent.editing.undo import UndoStore
 from whiz.agent.events import EventSink
 from whiz.agent.project.workspace import Workspace
 from whiz.agent.tools import run_reported
 from whiz.agent.turns import turn
-from whiz.agent.undo import UndoStore
 from whiz.client import ClientError
 from whiz.commands.common import Output, open_frame
 from whiz.modes.healing import Healer, HealModels, HealOutcome, HealSettings, heal_messages

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from whiz.agent.editing.undo import UndoStore
 from whiz.agent.project.workspace import Workspace
 from whiz.agent.store.sessions import SessionStore, data_home
-from whiz.agent.undo import UndoStore
 from whiz.modes.session import undo_note
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from whiz.agent.editing.undo import UndoStore
 from whiz.agent.events import EventSink, JsonLinesPrinter
 from whiz.agent.project.workspace import Workspace
 from whiz.agent.turns import turn
-from whiz.agent.undo import UndoStore
 from whiz.client import ClientError
 from whiz.commands.common import Output, open_frame
 from whiz.modes.endpoints import SetupError

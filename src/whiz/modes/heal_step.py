@@ -13,7 +13,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from whiz.agent.edits import EXAMPLE_SEARCH
+from whiz.agent.editing.edits import EXAMPLE_SEARCH
 from whiz.agent.events import Event
 from whiz.agent.models.chat_model import chat_messages
 from whiz.agent.models.seam import (

@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol
 
-from whiz.agent.actions import parse_edits
-from whiz.agent.definitions import definition_edits
-from whiz.agent.edits import (
+from whiz.agent.editing.actions import parse_edits
+from whiz.agent.editing.definitions import definition_edits
+from whiz.agent.editing.edits import (
     EditError,
     FileChange,
     aimed,

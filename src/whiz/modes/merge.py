@@ -14,9 +14,9 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from whiz.agent.edits import FileChange, apply_changes, unified_diff
+from whiz.agent.editing.edits import FileChange, apply_changes, unified_diff
+from whiz.agent.editing.undo import UndoStore
 from whiz.agent.project.workspace import Workspace
-from whiz.agent.undo import UndoStore
 from whiz.environments.git import run_outside_repositories
 
 MERGE_TIMEOUT_S = 30.0

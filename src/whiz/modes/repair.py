@@ -26,8 +26,8 @@ import tokenize
 from dataclasses import dataclass
 from typing import Any
 
-from whiz.agent.definitions import code_blocks
-from whiz.agent.edits import FileChange
+from whiz.agent.editing.definitions import code_blocks
+from whiz.agent.editing.edits import FileChange
 from whiz.agent.errors import WhizAgentError
 from whiz.agent.project.workspace import Workspace
 from whiz.agent.runs_check import shown

@@ -22,6 +22,7 @@ from typing import Any
 from whiz.agent.approvals import ApprovalMode, Approvals, Approver
 from whiz.agent.compaction import Context
 from whiz.agent.config import AgentConfig
+from whiz.agent.editing.undo import UndoStore
 from whiz.agent.events import EventSink
 from whiz.agent.loop import Agent
 from whiz.agent.models.seam import ModelClient
@@ -31,7 +32,6 @@ from whiz.agent.store.journal import recover
 from whiz.agent.store.session_lock import SessionBusy, SessionLock
 from whiz.agent.store.sessions import SessionInfo, SessionStore, TurnRecord, data_home
 from whiz.agent.turns import new_turn_id, turn
-from whiz.agent.undo import UndoStore
 from whiz.client import HttpClient
 from whiz.environments import SandboxOptions, SandboxUnavailable, environment_for
 from whiz.environments.worktree import sweep_stale_copies

@@ -23,12 +23,12 @@ from typing import Any
 
 from whiz.agent.approvals import ApprovalMode
 from whiz.agent.config import AgentConfig
+from whiz.agent.editing.undo import UndoStore
 from whiz.agent.events import Collector
 from whiz.agent.loop import Agent
 from whiz.agent.models.seam import Finished, ModelRequest, ModelText
 from whiz.agent.project.workspace import Workspace
 from whiz.agent.tools import run_reported
-from whiz.agent.undo import UndoStore
 from whiz.environments import SandboxOptions, environment_for
 from whiz.environments.local import CommandResult, truncate
 from whiz.environments.worktree import IsolatedCopy, isolated_copy

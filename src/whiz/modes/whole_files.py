@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator
 
-from whiz.agent.actions import parse_edits
-from whiz.agent.edits import EditError, WholeFile, plan_edits
+from whiz.agent.editing.actions import parse_edits
+from whiz.agent.editing.edits import EditError, WholeFile, plan_edits
 from whiz.agent.errors import WhizAgentError
 from whiz.agent.models.seam import (
     Finished,

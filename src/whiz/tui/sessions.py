@@ -7,7 +7,7 @@ and its undo history change.
 
 from __future__ import annotations
 
-from whiz.agent.edits import FileChange, unified_diff
+from whiz.agent.editing.edits import FileChange, unified_diff
 from whiz.agent.store.sessions import SessionInfo, TurnRecord
 from whiz.modes.session import AgentSession
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from whiz.agent.actions import ParseError, parse_edits
-from whiz.agent.edits import Edit
+from whiz.agent.editing.actions import ParseError, parse_edits
+from whiz.agent.editing.edits import Edit
 from whiz.backend.types import TurnRequest
 from whiz.chat.messages import Message
 from whiz.engine.types import SamplingParams

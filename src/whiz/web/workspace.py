@@ -40,9 +40,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from whiz.agent.edits import EditError, FileChange, apply_changes, plan_edits, unified_diff
+from whiz.agent.editing.edits import EditError, FileChange, apply_changes, plan_edits, unified_diff
+from whiz.agent.editing.undo import UndoStore
 from whiz.agent.project.workspace import Workspace
-from whiz.agent.undo import UndoStore
 from whiz.config import ServeSettings
 from whiz.environments import SandboxOptions, environment_for
 from whiz.environments.local import CommandResult

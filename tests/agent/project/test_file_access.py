@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from whiz.agent.edits import EditError, FileChange, SearchReplace, apply_changes, plan_edits
+from whiz.agent.editing.edits import EditError, FileChange, SearchReplace, apply_changes, plan_edits
 from whiz.agent.project.workspace import Workspace
 
 

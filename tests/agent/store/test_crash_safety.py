@@ -17,7 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from whiz.agent.edits import PatchEdit, SearchReplace, WholeFile, _apply_changes, apply_changes, plan_edits
+from whiz.agent.editing.edits import (
+    PatchEdit,
+    SearchReplace,
+    WholeFile,
+    _apply_changes,
+    apply_changes,
+    plan_edits,
+)
 from whiz.agent.project.workspace import Workspace
 from whiz.agent.store.durable import LEFTOVER
 from whiz.agent.store.journal import recover
@@ -43,7 +50,7 @@ EDITS = [
 CHILD = """
 import os, signal, sys
 from pathlib import Path
-from whiz.agent.edits import _apply_changes, plan_edits
+from whiz.agent.editing.edits import _apply_changes, plan_edits
 from test_crash_safety import EDITS
 from whiz.agent.project.workspace import Workspace
 

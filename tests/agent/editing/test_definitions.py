@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from whiz.agent.definitions import definition_edits, part_of_file
-from whiz.agent.edits import plan_edits
+from whiz.agent.editing.definitions import definition_edits, part_of_file
+from whiz.agent.editing.edits import plan_edits
 from whiz.agent.project.workspace import Workspace
 
 STATS = """import math

@@ -18,9 +18,9 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from whiz.agent.edits import FileChange, apply_changes
+from whiz.agent.editing.edits import FileChange, apply_changes
+from whiz.agent.editing.merge3 import merge3
 from whiz.agent.errors import WhizAgentError
-from whiz.agent.merge3 import merge3
 from whiz.agent.project.workspace import Workspace
 from whiz.agent.store.durable import fsync_dir, remove_durably, replace_durably, sha256
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from whiz.agent.edits import Edit, EditError, PatchEdit, PatchHunk, SearchReplace, WholeFile
+from whiz.agent.editing.edits import Edit, EditError, PatchEdit, PatchHunk, SearchReplace, WholeFile
 
 SEARCH_MARK = re.compile(r"^\s*<{5,9}\s*SEARCH\s*$")
 DIVIDER_MARK = re.compile(r"^\s*={5,9}\s*$")

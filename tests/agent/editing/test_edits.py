@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from whiz.agent.edits import (
+from whiz.agent.editing.edits import (
     EditError,
     FileChange,
     PatchEdit,

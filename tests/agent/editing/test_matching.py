@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from whiz.agent.matching import Ambiguous, Match, find_block, nearest_window, normalise_punctuation, reindent
+from whiz.agent.editing.matching import (
+    Ambiguous,
+    Match,
+    find_block,
+    nearest_window,
+    normalise_punctuation,
+    reindent,
+)
 
 LINES = ["def f():", "    x = 1  ", "    return x", "", "def g():", "    x = 1", "    return x"]
 

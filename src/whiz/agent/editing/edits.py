@@ -15,8 +15,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from whiz.agent.errors import WhizAgentError
-from whiz.agent.matching import (
+from whiz.agent.editing.matching import (
     REINDENT_FROM_LEVEL,
     Ambiguous,
     feedback_ambiguous,
@@ -24,6 +23,7 @@ from whiz.agent.matching import (
     find_block,
     reindent,
 )
+from whiz.agent.errors import WhizAgentError
 from whiz.agent.project.workspace import Workspace
 from whiz.agent.store.durable import sha256, temp_beside, write_temp
 from whiz.agent.store.journal import Entry, Journal, Step, default_journal_dir, workspace_lock

@@ -9,9 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from whiz.agent.edits import Edit, PatchEdit, PatchHunk, SearchReplace, WholeFile, apply_changes, plan_edits
+from whiz.agent.editing.edits import (
+    Edit,
+    PatchEdit,
+    PatchHunk,
+    SearchReplace,
+    WholeFile,
+    apply_changes,
+    plan_edits,
+)
+from whiz.agent.editing.undo import UndoConflict, Undone, UndoStore
 from whiz.agent.project.workspace import Workspace
-from whiz.agent.undo import UndoConflict, Undone, UndoStore
 
 ORIGINAL = {
     "app.py": b"def main():\n    return 1\n",

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from whiz.agent.merge3 import merge3
+from whiz.agent.editing.merge3 import merge3
 
 BASE = "a\nb\nc\nd\ne\nf\ng\n"
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from whiz.agent.actions import ParseError, parse_edits
-from whiz.agent.edits import (
+from whiz.agent.editing.actions import ParseError, parse_edits
+from whiz.agent.editing.edits import (
     EditError,
     PatchEdit,
     PatchHunk,

@@ -17,7 +17,7 @@ import re
 import textwrap
 from dataclasses import dataclass
 
-from whiz.agent.edits import SearchReplace
+from whiz.agent.editing.edits import SearchReplace
 from whiz.agent.errors import WhizAgentError
 from whiz.agent.project.workspace import Workspace
 
