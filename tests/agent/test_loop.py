@@ -403,7 +403,7 @@ async def test_a_loop_within_one_line_is_stopped_while_the_line_streams(harness,
 async def test_a_reply_that_writes_the_instructions_back_is_not_acted_on(harness, project: Path):
     # Seen in whiz bench agent (fast, EditEval 4 and 6): told its reply changed nothing, the 0.5B
     # wrote the instructions back, and their example READ, LIST and GREP lines ran on path/to/.
-    from whiz.agent.prompt import TEXT_ACTIONS
+    from whiz.agent.context.prompt import TEXT_ACTIONS
 
     echo = "To change the file, write the file's path on its own line:\n\n" + TEXT_ACTIONS.split("\n", 2)[2]
     h = harness(

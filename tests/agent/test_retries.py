@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from whiz.agent.config import AgentConfig
+from whiz.agent.context.prompt import EXAMPLE_LOOKS
 from whiz.agent.project.workspace import Workspace
-from whiz.agent.prompt import EXAMPLE_LOOKS
 from whiz.agent.retries import (
     HOLLOW_AFTER,
     RETRY_TEMPERATURE,

@@ -398,7 +398,7 @@ def test_a_ladder_on_existing_code_ends_after_the_deep_models_reply_fails_too(pr
     deep = ScriptedCandidates([[wrong]])
     code, events, _ = auto_ladder(project, fast, deep)
     assert code != 0 and len(fast.calls) == 1  # no samples
-    # What failed, trimmed to the frame in the workspace and the error (agent/test_feedback.py).
+    # What failed, trimmed to the frame in the workspace and the error (agent/context/test_feedback.py).
     told = deep.calls[0][-1]["content"]
     assert "check.py" in told and "TypeError: greet() missing 1 required positional argument" in told
     assert all(wrong not in m["content"] for m in deep.calls[0])

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.agent.test_compaction import data_file, reader, tokens
+from tests.agent.context.test_compaction import data_file, reader, tokens
 from whiz.agent.config import AgentConfig
 from whiz.agent.events import Collector
 from whiz.agent.models.scripted_model import ScriptedModel

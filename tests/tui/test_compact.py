@@ -8,7 +8,7 @@ import os
 import re
 from pathlib import Path
 
-from tests.agent.test_compaction import data_file, reader
+from tests.agent.context.test_compaction import data_file, reader
 from tests.tui.test_modes import code_app, status_line
 from whiz.agent.config import AgentConfig
 from whiz.agent.models.scripted_model import ScriptedModel

@@ -12,9 +12,9 @@ from __future__ import annotations
 import ast
 from typing import Any
 
+from whiz.agent.context.repomap import language_of, parser_for
 from whiz.agent.errors import WhizAgentError
 from whiz.agent.project.workspace import Workspace
-from whiz.agent.repomap import language_of, parser_for
 
 MAX_PROBLEMS_PER_FILE = 5
 

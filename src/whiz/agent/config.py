@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from whiz.agent.approvals import ApprovalMode
+from whiz.agent.context.instructions import INSTRUCTIONS_TOKENS
 from whiz.agent.formats import ActionFormat
-from whiz.agent.instructions import INSTRUCTIONS_TOKENS
 from whiz.agent.project.secret_files import SecretFiles
 from whiz.environments.sandbox import SandboxOptions
 

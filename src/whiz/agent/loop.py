@@ -21,20 +21,20 @@ from typing import Any
 
 from whiz.agent.approvals import ApprovalMode, Approvals
 from whiz.agent.checks import check_files
-from whiz.agent.compaction import Compacted, Context, ContextFull
 from whiz.agent.config import AgentConfig
+from whiz.agent.context.compaction import Compacted, Context, ContextFull
+from whiz.agent.context.instructions import read_instructions
+from whiz.agent.context.prompt import system_prompt, task_message
 from whiz.agent.control import Budget, Steps
 from whiz.agent.editing.undo import UndoStore
 from whiz.agent.events import Emitter, EventSink
 from whiz.agent.formats import TOOLS, ActionFormat, text_actions, tool_action, unparsed_calls
-from whiz.agent.instructions import read_instructions
 from whiz.agent.intent import asks_for_change, code_without_edit
 from whiz.agent.intent import named_paths as intent_paths
 from whiz.agent.models.seam import ModelClient, ModelRequest, unwrapped
 from whiz.agent.project.secret_files import SecretGate, redact
 from whiz.agent.project.test_files import named_paths
 from whiz.agent.project.workspace import Workspace
-from whiz.agent.prompt import system_prompt, task_message
 from whiz.agent.reply import Reply, cut_off, read_reply
 from whiz.agent.retries import Retries
 from whiz.agent.runs_check import shown

@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from whiz.agent.config import AgentConfig
+from whiz.agent.context.prompt import echoes_instructions, repeats
 from whiz.agent.models.hollow import Hollow, hollow
 from whiz.agent.project.workspace import Workspace
-from whiz.agent.prompt import echoes_instructions, repeats
 from whiz.agent.runs_check import shown
 from whiz.agent.tools import Outcome
 from whiz.agent.turns import Progress

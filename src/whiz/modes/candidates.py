@@ -28,8 +28,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from whiz.agent.context.repomap import len_based_estimate
 from whiz.agent.repetition import looping
-from whiz.agent.repomap import len_based_estimate
 from whiz.client import ResponseError
 
 Method = Literal["n", "concurrent", "sequential", "scripted"]

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol
 
+from whiz.agent.context.prompt import CODE_TOKENS, system_prompt, task_message
+from whiz.agent.context.test_feedback import count_passed, failure_summary
 from whiz.agent.editing.actions import parse_edits
 from whiz.agent.editing.definitions import definition_edits
 from whiz.agent.editing.edits import (
@@ -42,9 +44,7 @@ from whiz.agent.intent import code_without_edit, named_paths
 from whiz.agent.project.secret_files import SecretGate
 from whiz.agent.project.test_files import TestFiles
 from whiz.agent.project.workspace import Workspace
-from whiz.agent.prompt import CODE_TOKENS, system_prompt, task_message
 from whiz.agent.runs_check import shown
-from whiz.agent.test_feedback import count_passed, failure_summary
 from whiz.agent.tools import ApplyEdits
 from whiz.environments import SandboxOptions, environment_for
 from whiz.environments.local import CommandResult, truncate

@@ -17,10 +17,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from whiz.agent.context.prompt import task_message
 from whiz.agent.errors import WhizAgentError
 from whiz.agent.project.test_files import TestFiles
 from whiz.agent.project.workspace import Workspace
-from whiz.agent.prompt import task_message
 from whiz.agent.runs_check import shown
 from whiz.modes.candidates import CandidateSource, Draw, Generation, generate
 

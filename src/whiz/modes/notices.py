@@ -25,9 +25,9 @@ from __future__ import annotations
 import sys
 from typing import Any, TextIO
 
-from whiz.agent import instructions
+from whiz.agent.context import instructions
+from whiz.agent.context.test_feedback import headline
 from whiz.agent.events import Emitter, Event, EventSink
-from whiz.agent.test_feedback import headline
 
 
 class ItemEmitter(Emitter):

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from whiz.agent.approvals import ApprovalMode, Approvals, Approver
-from whiz.agent.compaction import Context
 from whiz.agent.config import AgentConfig
+from whiz.agent.context.compaction import Context
 from whiz.agent.editing.undo import UndoStore
 from whiz.agent.events import EventSink
 from whiz.agent.loop import Agent

@@ -15,9 +15,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from whiz.agent.context.repomap import repo_map
 from whiz.agent.errors import WhizAgentError
 from whiz.agent.project.workspace import Workspace
-from whiz.agent.repomap import repo_map
 
 MAX_TASKS = 12
 

@@ -158,9 +158,9 @@ def whiz_opening(cwd: Path) -> Captured:
     """The opening of whiz's own agent in `cwd` (as `whiz acp` and `whiz code` start it), as a
     prefill-only Responses request."""
     from whiz.agent.config import AgentConfig
-    from whiz.agent.instructions import read_instructions
+    from whiz.agent.context.instructions import read_instructions
+    from whiz.agent.context.prompt import system_prompt
     from whiz.agent.project.workspace import Workspace
-    from whiz.agent.prompt import system_prompt
 
     config = AgentConfig()
     ws = Workspace(cwd, config.secrets)

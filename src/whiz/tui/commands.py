@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 from rich.table import Table
 from rich.text import Text
 
-from whiz.agent.agents_md import AgentsFileExists, write_agents_md
 from whiz.agent.approvals import ApprovalMode
+from whiz.agent.context.agents_md import AgentsFileExists, write_agents_md
+from whiz.agent.context.instructions import read_instructions
 from whiz.agent.errors import WhizAgentError
-from whiz.agent.instructions import read_instructions
 from whiz.agent.loop import Agent
 from whiz.agent.models.whiz_model import WhizModel
 from whiz.client import ClientError, HttpClient

@@ -9,10 +9,10 @@ import pytest
 
 from tests.agent.conftest import Harness
 from whiz.agent.approvals import Approvals, PolicyApprover, ScriptedApprover
+from whiz.agent.context.repomap import repo_map
 from whiz.agent.models.scripted_model import Reply
 from whiz.agent.project.secret_files import MASK, SecretFiles, mask, redact
 from whiz.agent.project.workspace import Workspace
-from whiz.agent.repomap import repo_map
 from whiz.environments import SandboxMode, SandboxOptions
 from whiz.environments.local import CommandResult
 from whiz.modes.healing import heal_messages

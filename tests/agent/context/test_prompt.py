@@ -1,4 +1,4 @@
-from whiz.agent.prompt import echoes_instructions, repeats
+from whiz.agent.context.prompt import echoes_instructions, repeats
 
 
 def test_the_small_models_own_wording_of_the_instructions_counts_as_an_echo():

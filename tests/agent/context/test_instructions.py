@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.agent.conftest import Harness
-from whiz.agent.instructions import fair_shares, read_instructions
+from whiz.agent.context.instructions import fair_shares, read_instructions
 from whiz.agent.project.workspace import Workspace
 
 KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----\n"
@@ -134,7 +134,7 @@ def test_a_link_to_a_file_already_read_is_read_once(repo: Path) -> None:
 def test_the_flags_help_names_the_budget_the_agent_uses() -> None:
     from typer.main import get_command
 
-    from whiz.agent.instructions import INSTRUCTIONS_TOKENS
+    from whiz.agent.context.instructions import INSTRUCTIONS_TOKENS
     from whiz.cli import app
 
     for command in ("exec", "code", "acp"):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from whiz.agent.context.prompt import task_message
 from whiz.agent.project.workspace import Workspace
-from whiz.agent.prompt import task_message
 from whiz.environments.local import CommandResult
 from whiz.modes.healing import heal_messages
 

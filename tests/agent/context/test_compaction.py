@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from whiz.agent.compaction import SUMMARY_INSTRUCTIONS, input_budget
+from whiz.agent.context.compaction import SUMMARY_INSTRUCTIONS, input_budget
 from whiz.agent.models.scripted_model import ScriptedModel
 from whiz.agent.models.seam import Finished, ModelEvent, ModelRequest, ModelText, output_items
 from whiz.client import ResponseError

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from whiz.agent.agents_md import conventions, find_test_command, starting_agents_md
+from whiz.agent.context.agents_md import conventions, find_test_command, starting_agents_md
 from whiz.agent.project.workspace import Workspace
 
 

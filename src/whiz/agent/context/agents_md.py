@@ -16,9 +16,9 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from whiz.agent.context.repomap import language_of, outline_files
 from whiz.agent.errors import WhizAgentError
 from whiz.agent.project.workspace import Workspace
-from whiz.agent.repomap import language_of, outline_files
 
 FILE_NAME = "AGENTS.md"
 TOP_FOLDERS = 8

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from whiz.agent.context.repomap import len_based_estimate, repo_map
 from whiz.agent.project.workspace import Workspace
-from whiz.agent.repomap import len_based_estimate, repo_map
 
 FILES = {
     "core/models.py": '''\

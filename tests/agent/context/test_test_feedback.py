@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from whiz.agent.test_feedback import count_passed, failure_summary, headline
+from whiz.agent.context.test_feedback import count_passed, failure_summary, headline
 
 STATS = "def mean(xs):\n    return sum(xs) / (len(xs) + 1)\n"
 HELPER = "def value_of(x):\n    return x.value\n"

@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from whiz.agent.context.repomap import len_based_estimate
 from whiz.agent.errors import WhizAgentError
 from whiz.agent.project.secret_files import SecretGate, holds_private_key
 from whiz.agent.project.workspace import Workspace, is_git_name
-from whiz.agent.repomap import len_based_estimate
 
 NAMES = ("AGENTS.md", "CLAUDE.md")
 """The file names read in each folder, the first one found winning."""

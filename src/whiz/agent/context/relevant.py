@@ -14,10 +14,17 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from whiz.agent.context.repomap import (
+    CONTAINERS,
+    DEFINITIONS,
+    WRAPPERS,
+    language_of,
+    len_based_estimate,
+    parser_for,
+)
 from whiz.agent.errors import WhizAgentError
 from whiz.agent.project.secret_files import holds_private_key
 from whiz.agent.project.workspace import Workspace
-from whiz.agent.repomap import CONTAINERS, DEFINITIONS, WRAPPERS, language_of, len_based_estimate, parser_for
 
 TINY_REPO_FILES = 8
 """A repository of at most this many (readable, text) files, all within the budget, goes whole."""

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import re
 
-from whiz.agent.context import relevant_code
+from whiz.agent.context.relevant import relevant_code
+from whiz.agent.context.repomap import repo_map
 from whiz.agent.editing.edits import EXAMPLE_FILE, EXAMPLE_REPLACE, EXAMPLE_SEARCH
 from whiz.agent.errors import WhizAgentError
 from whiz.agent.project.workspace import Workspace
-from whiz.agent.repomap import repo_map
 from whiz.agent.runs_check import shown
 
 RULES = """\
