@@ -115,8 +115,8 @@ def test_no_module_imports_from_a_higher_layer() -> None:
     assert upward == []
 
 
-def test_no_import_loops() -> None:
-    graph = imports(whiz_modules())
+def loops_in(graph: dict[str, set[str]]) -> list[str]:
+    """Each loop of `graph` found by a depth-first walk, as `a -> b -> a`."""
     loops = []
     state: dict[str, int] = {}  # 1 on the path, 2 done
     path: list[str] = []
@@ -135,7 +135,47 @@ def test_no_import_loops() -> None:
     for module in sorted(graph):
         if module not in state:
             visit(module)
-    assert loops == []
+    return loops
+
+
+def test_no_import_loops() -> None:
+    assert loops_in(imports(whiz_modules())) == []
+
+
+def rooms(graph: dict[str, set[str]], package: str) -> dict[str, set[str]]:
+    """The imports between the rooms of `package`: each sub-package is one room, and each module
+    directly in it one of its own; what lies outside the package is left out."""
+
+    def room(module: str) -> str | None:
+        parts = module.split(".")
+        depth = len(package.split(".")) + 1
+        return ".".join(parts[:depth]) if module.startswith(package + ".") else None
+
+    found: dict[str, set[str]] = {}
+    for name, targets in graph.items():
+        if (here := room(name)) is not None:
+            found.setdefault(here, set()).update(r for t in targets if (r := room(t)) not in (None, here))
+    return found
+
+
+def test_the_agents_rooms_import_one_way() -> None:
+    # agent/'s sub-packages (context, editing, models, store, project) stand one above another:
+    # a room that imports a room above it ties the two into one concern (docs/architecture.md).
+    assert loops_in(rooms(imports(whiz_modules()), "whiz.agent")) == []
+
+
+def test_the_room_check_can_tell_a_loop() -> None:
+    # No two modules import each other, yet the rooms of editing and store do.
+    graph = {
+        "whiz.agent.editing.edits": {"whiz.agent.store.journal", "whiz.errors"},
+        "whiz.agent.store.journal": {"whiz.agent.store.sessions"},
+        "whiz.agent.store.sessions": {"whiz.agent.editing.matching"},
+        "whiz.agent.editing.matching": set(),
+    }
+    assert loops_in(graph) == []
+    assert loops_in(rooms(graph, "whiz.agent")) == [
+        "whiz.agent.editing -> whiz.agent.store -> whiz.agent.editing"
+    ]
 
 
 def loaded_after(statement: str) -> list[str]:

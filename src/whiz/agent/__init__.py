@@ -1,1 +1,3 @@
-"""The coding agent: workspace access, edit parsing and application, undo, and the repository map."""
+"""The coding agent: `loop.py` and what it calls by name, over five rooms: `context/` (what the model
+is shown), `editing/` (edits, from the reply's text to the disk and back), `models/` (the model
+clients), `store/` (what outlives the process) and `project/` (the folder the agent works in)."""
