@@ -6,6 +6,7 @@ from pathlib import Path
 
 from tests.agent.conftest import GREET, Harness, sr
 from whiz.agent.approvals import Approvals, ScriptedApprover
+from whiz.agent.models.scripted_model import Reply
 
 
 async def test_read_only_refuses_edits_and_commands(project: Path) -> None:
@@ -65,3 +66,22 @@ async def test_the_test_command_is_preapproved_in_auto_edit(project: Path) -> No
     await h.agent.run("run the tests")
     assert approver.asked == []
     assert h.events.items("command_execution")[0]["status"] == "completed"
+
+
+async def test_commands_refused_twice_are_not_offered_again_in_the_turn(project: Path) -> None:
+    """Refused, a small model tries one command after another to the step limit: after the second
+    refusal in a turn `run_command` leaves the offered tools, and it is back in the next turn."""
+
+    def run(command: str) -> Reply:
+        return Reply(calls=[("run_command", {"command": command})])
+
+    script = [run("ls"), run("cat greet.py"), "It greets.", run("ls"), "done"]
+    h = Harness(project, script, approval="read-only", actions="tools")
+    assert (await h.agent.run("What does greet.py do?")).ok
+    offered = [{t["name"] for t in r.tools} for r in h.model.requests]
+    assert "run_command" in offered[0] and "run_command" in offered[1]  # one refusal: still offered
+    assert "run_command" not in offered[2] and "read_file" in offered[2]
+    assert "No more commands run in this turn" in h.model.requests[2].items[-1]["output"]
+    assert [c["status"] for c in h.events.items("command_execution")] == ["declined", "declined"]
+    assert (await h.agent.run("And now?")).ok
+    assert "run_command" in {t["name"] for t in h.model.requests[3].tools}

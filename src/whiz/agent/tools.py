@@ -146,9 +146,10 @@ class Toolbox:
         self._read_calls: dict[str, str] = {}
         """This turn's calls of read-only external tools (name and arguments) and what they gave."""
         self._withdrawn: set[str] = set()
-        """External tools the model called again with the same arguments, or whose call was
-        declined, this turn: no longer offered until the turn ends, so the next reply answers or
-        does something else."""
+        """Tools taken off the offered list until the turn ends, so the next reply answers or
+        does something else: external tools the model called again with the same arguments or
+        whose call was declined, and `run_command` once commands were declined twice."""
+        self._declined_commands = 0
         self._turn_id = ""
 
     def begin_turn(self, turn_id: str) -> None:
@@ -156,6 +157,7 @@ class Toolbox:
         self._turn_id = turn_id
         self._read_calls = {}
         self._withdrawn = set()
+        self._declined_commands = 0
 
     def focus_text(self) -> tuple[str, str] | None:
         """(path, text) of the focus file, if it is there and readable."""
@@ -175,6 +177,8 @@ class Toolbox:
         """The next request's instructions and function tools (None: text actions) with the external
         tools added: as functions, or listed in the instructions. A read-only session is offered only
         the tools that say they only read."""
+        if tools is not None and self._withdrawn:
+            tools = [t for t in tools if t.get("name") not in self._withdrawn]
         extra = [t for t in await self._external_tools() if t.name not in self._withdrawn]
         if not extra:
             return instructions, tools
@@ -453,7 +457,18 @@ class Toolbox:
             self.emit.single(
                 "command_execution", command=command, aggregated_output="", exit_code=None, status="declined"
             )
-            return Outcome(f"Not run: {decision.reason}", ok=False)
+            # A small model whose command was refused tends to try another, then another, to the
+            # step limit: after the second refusal in a turn it is no longer offered the tool (a
+            # first refusal may be one command the user did not want, not commands as such).
+            self._declined_commands += 1
+            if self._declined_commands < 2:
+                return Outcome(f"Not run: {decision.reason}", ok=False)
+            self._withdrawn.add("run_command")
+            return Outcome(
+                f"Not run: {decision.reason}\nNo more commands run in this turn: answer, or edit "
+                "files, with what you have.",
+                ok=False,
+            )
         item = self.emit.start(
             "command_execution", command=command, aggregated_output="", exit_code=None, status="in_progress"
         )
