@@ -96,6 +96,28 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group("model"))
 
 
+def model_threads() -> int | None:
+    """llama.cpp threads for the real model in a test (None: llama.cpp's default, all cores).
+
+    Under pytest-xdist the real-model tests run beside workers that keep the cores busy, and
+    llama.cpp's threads wait for each other at every operation of a step by spinning: with two
+    threads on two shared cores one spins while the other waits for a core, and a decode ran 8x
+    slower than on one thread (measured beside one busy process). So there every llama.cpp a
+    real-model test starts gets one thread: `real_server` and in-process engines through this,
+    the servers `whiz exec` and other commands start through `WHIZ_THREADS` (set below). A serial
+    run keeps the default. `WHIZ_THREADS`, if the caller set it, wins."""
+    if value := os.environ.get("WHIZ_THREADS"):
+        return int(value)
+    return 1 if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1 else None
+
+
+@pytest.fixture(autouse=True)
+def _model_threads_for_the_commands_a_test_starts(request: pytest.FixtureRequest, monkeypatch) -> None:
+    """`WHIZ_THREADS` for the real-model tests' subprocesses, as `model_threads()` says."""
+    if request.node.get_closest_marker("model") is not None and (threads := model_threads()):
+        monkeypatch.setenv("WHIZ_THREADS", str(threads))
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Under `--dist loadgroup` pytest-xdist groups a test by a suffix on its node id. Where a
     pytest and pytest-xdist pair lose it, the real-model tests would each load the model on every
@@ -175,5 +197,6 @@ def real_server(tmp_path_factory) -> Iterator[Served]:
     Its prefix cache starts empty: a first turn is cold in every run, as the tests expect.
     """
     kv = tmp_path_factory.mktemp("prefix-cache")
-    with whiz_serve((*REAL_SERVE_ARGS, "--prefix-cache-dir", str(kv))) as server:
+    threads = ("--threads", str(t)) if (t := model_threads()) else ()
+    with whiz_serve((*REAL_SERVE_ARGS, *threads, "--prefix-cache-dir", str(kv))) as server:
         yield Served(f"{server.url}/v1", server.url, None, None)

@@ -11,6 +11,7 @@ import asyncio
 
 import pytest
 
+from tests.conftest import model_threads
 from whiz.completion.fim import FimInput
 from whiz.completion.service import CompletionRequest, CompletionResult, CompletionService
 from whiz.config import ServeSettings
@@ -39,7 +40,11 @@ def test_reuse_after_deleted_lines_gives_the_fresh_prefills_output():
     from whiz.engine.factory import load_engine
 
     assert GONE.count("\n") == 8  # one block of lines: both requests lay the prompt out alike
-    engine = load_engine(ServeSettings(model="qwen2.5-coder-0.5b", prefix_cache=False, slots=2, ctx=1024))
+    engine = load_engine(
+        ServeSettings(
+            model="qwen2.5-coder-0.5b", prefix_cache=False, slots=2, ctx=1024, threads=model_threads()
+        )
+    )
     service = CompletionService(engine)
 
     async def complete(before: str, client: str | None) -> CompletionResult:

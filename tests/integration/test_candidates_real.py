@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 
+from tests.conftest import model_threads
 from whiz.chat.messages import Message
 from whiz.chat.template import ChatTemplate
 from whiz.config import ServeSettings
@@ -16,7 +17,9 @@ pytestmark = pytest.mark.model
 
 
 async def test_parallel_candidates_equal_the_same_seeds_run_one_at_a_time():
-    engine = load_engine(ServeSettings(model="qwen2.5-coder-0.5b", ctx=1024, slots=4, kv_budget_mb=64))
+    engine = load_engine(
+        ServeSettings(model="qwen2.5-coder-0.5b", ctx=1024, slots=4, kv_budget_mb=64, threads=model_threads())
+    )
     try:
         prompt = ChatTemplate(engine.tokenizer).encode(
             [Message("user", "Write a one-line Python function that reverses a string.")]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.conftest import model_threads
 from whiz.chat.messages import Message
 from whiz.chat.template import ChatTemplate
 from whiz.config import ServeSettings
@@ -27,7 +28,9 @@ PROMPTS = [
 
 
 def engine_for(model: str, draft: str):
-    settings = ServeSettings(model=model, draft_model=draft, ctx=1024, slots=2, kv_budget_mb=64)
+    settings = ServeSettings(
+        model=model, draft_model=draft, ctx=1024, slots=2, kv_budget_mb=64, threads=model_threads()
+    )
     engine = load_engine(settings)
     # Drafting with a model as slow as the one it drafts for never pays, so the engine would
     # rightly stay plain; pretend drafting is cheap so that every step takes the drafting path.

@@ -12,6 +12,7 @@ import json
 
 import pytest
 
+from tests.conftest import model_threads
 from whiz.config import ServeSettings
 from whiz.engine.factory import load_engine
 from whiz.engine.types import GenerateRequest
@@ -28,7 +29,9 @@ async def greedy(engine, prompt: list[int]):
 
 
 async def test_output_after_restoring_a_prefix_from_disk_equals_output_after_prefilling_it(tmp_path):
-    settings = ServeSettings(ctx=4096, slots=2, kv_budget_mb=256, prefix_cache_dir=tmp_path)
+    settings = ServeSettings(
+        ctx=4096, slots=2, kv_budget_mb=256, prefix_cache_dir=tmp_path, threads=model_threads()
+    )
     engine = load_engine(settings)
     code = engine.tokenizer.encode(inspect.getsource(json.decoder) + inspect.getsource(json.encoder))
     long_prompt = code[:1500]
