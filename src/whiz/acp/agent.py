@@ -26,6 +26,7 @@ from acp.schema import (
     InitializeResponse,
     ListSessionsResponse,
     LoadSessionResponse,
+    McpCapabilities,
     NewSessionResponse,
     PromptCapabilities,
     PromptResponse,
@@ -42,6 +43,7 @@ from acp.schema import (
 
 from whiz import __version__
 from whiz.acp.files import ClientFiles
+from whiz.acp.mcp import editor_servers, merged
 from whiz.acp.permissions import AcpApprover
 from whiz.acp.runner import AgentRunner
 from whiz.acp.updates import UpdateMapper
@@ -134,6 +136,7 @@ class WhizAcpAgent:
             agent_capabilities=AgentCapabilities(
                 load_session=True,
                 prompt_capabilities=PromptCapabilities(embedded_context=True),
+                mcp_capabilities=McpCapabilities(http=True, sse=False),
                 session_capabilities=SessionCapabilities(list=SessionListCapabilities()),
             ),
             agent_info=Implementation(name="whiz", title="whiz", version=__version__),
@@ -144,7 +147,7 @@ class WhizAcpAgent:
         raise invalid(f"whiz needs no authentication (no method {method_id!r})")
 
     async def new_session(self, cwd: str, mcp_servers: Any = None, **kwargs: Any) -> NewSessionResponse:
-        live = await self._open(cwd, resume=None)
+        live = await self._open(cwd, resume=None, mcp_servers=mcp_servers)
         return NewSessionResponse(session_id=live.session.id, modes=mode_state(live.session.router.mode))
 
     async def load_session(
@@ -154,7 +157,7 @@ class WhizAcpAgent:
         if live is not None and live.running:
             raise error(-32600, f"session {session_id} is running a prompt; cancel it first")
         if live is None:
-            live = await self._open(cwd, resume=session_id)
+            live = await self._open(cwd, resume=session_id, mcp_servers=mcp_servers)
         turns = await self.runner.call(_turns(live.session))
         for task, message in turns:
             live.outbox.put_nowait(update_user_message_text(task))
@@ -233,11 +236,15 @@ class WhizAcpAgent:
             )
         return live
 
-    async def _open(self, cwd: str, *, resume: str | None) -> Live:
+    async def _open(self, cwd: str, *, resume: str | None, mcp_servers: Any = None) -> Live:
         workspace = Path(cwd)
         if not workspace.is_absolute() or not workspace.is_dir():
             raise invalid(f"cwd must be the absolute path of a folder, not {cwd!r}", cwd=cwd)
-        options = dataclasses.replace(self.options, workspace=workspace, resume=resume)
+        try:
+            servers = merged(self.options.mcp, editor_servers(mcp_servers))
+        except ValueError as exc:
+            raise invalid(str(exc)) from None
+        options = dataclasses.replace(self.options, workspace=workspace, resume=resume, mcp=servers)
         loop = asyncio.get_running_loop()
         outbox: asyncio.Queue = asyncio.Queue()
         holder: dict[str, UpdateMapper] = {}
