@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from whiz.agent.context.prompt import task_message
-from whiz.agent.errors import WhizAgentError
 from whiz.agent.project.test_files import TestFiles
 from whiz.agent.project.workspace import Workspace
 from whiz.agent.runs_check import shown
@@ -159,18 +158,9 @@ def _lines(value: str) -> tuple[int, int] | None:
 
 def function_index(ws: Workspace, tests: TestFiles) -> list[Function]:
     """Every function and method of the workspace's Python files that are not tests."""
-    try:
-        paths = [p for p in ws.list_files(".", limit=MAX_FILES) if p.endswith(".py") and p not in tests]
-    except (OSError, WhizAgentError):
-        return []
     found: list[Function] = []
-    for path in paths:
-        try:
-            text = ws.read_text(path)
-        except (OSError, UnicodeDecodeError, WhizAgentError):
-            continue
-        if len(text) <= MAX_FILE_CHARS:
-            found.extend(functions_in(path, text))
+    for path, text in ws.python_sources(limit=MAX_FILES, max_chars=MAX_FILE_CHARS, skip=tests):
+        found.extend(functions_in(path, text))
     return found
 
 

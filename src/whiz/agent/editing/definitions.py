@@ -91,19 +91,10 @@ def definitions_only(code: str) -> list[Definition]:
 
 def workspace_definitions(ws: Workspace) -> dict[str, list[tuple[str, Definition]]]:
     """Each top-level definition of the workspace's Python files, by name: (path, definition)."""
-    try:
-        paths = [p for p in ws.list_files(".", limit=MAX_FILES) if p.endswith(".py")]
-    except (OSError, WhizAgentError):
-        return {}
     found: dict[str, list[tuple[str, Definition]]] = {}
-    for path in paths:
-        try:
-            text = ws.read_text(path)
-        except (OSError, UnicodeDecodeError, WhizAgentError):
-            continue
-        if len(text) <= MAX_FILE_CHARS:
-            for d in file_definitions(text):
-                found.setdefault(d.name, []).append((path, d))
+    for path, text in ws.python_sources(limit=MAX_FILES, max_chars=MAX_FILE_CHARS):
+        for d in file_definitions(text):
+            found.setdefault(d.name, []).append((path, d))
     return found
 
 

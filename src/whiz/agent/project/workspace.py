@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import time
+from collections.abc import Container, Iterator
 from pathlib import Path, PurePosixPath
 from typing import Protocol
 
@@ -165,6 +166,24 @@ class Workspace:
             if SKIP_DIRS.isdisjoint(PurePosixPath(rel).parts[:-1]) and self._allowed(path) and path.is_file():
                 kept.append(rel)
         return kept[:limit]
+
+    def python_sources(
+        self, *, limit: int, max_chars: int, skip: Container[str] = ()
+    ) -> Iterator[tuple[str, str]]:
+        """(path, text) of the workspace's Python files, at most `limit` of them, leaving out those
+        in `skip`, those longer than `max_chars` and those that cannot be read as text: what code
+        indexes (definitions, functions) read, where one odd file must not stop the rest."""
+        try:
+            paths = [p for p in self.list_files(".", limit=limit) if p.endswith(".py") and p not in skip]
+        except (OSError, WhizAgentError):
+            return
+        for path in paths:
+            try:
+                text = self.read_text(path)
+            except (OSError, UnicodeDecodeError, WhizAgentError):
+                continue
+            if len(text) <= max_chars:
+                yield path, text
 
     def search(self, pattern: str, under: str = ".", limit: int = 100) -> list[tuple[str, int, str]]:
         """Lines matching `pattern` as (path, line_no from 1, line); the pattern is a regular expression,
