@@ -28,6 +28,14 @@ def needs_extra() -> None:
         raise ConfigError("whiz setup needs tomlkit and PyYAML: pip install 'whiz[setup]'")
 
 
+def unreadable(path: Path, kind: str, why: str) -> ConfigError:
+    """The error for a config file whiz setup will not touch: where and why, and what to do."""
+    return ConfigError(
+        f"{path} is not valid {kind} ({why}); fix it or move it away, then run whiz setup again. "
+        "Nothing was written."
+    )
+
+
 def read_text(path: Path) -> str | None:
     """The file's text, or None where there is no file; `ConfigError` where it cannot be read."""
     if not path.exists():
@@ -47,12 +55,9 @@ def load_json(path: Path) -> tuple[dict[str, Any], bool]:
     try:
         data = json.loads(plain)
     except json.JSONDecodeError as exc:
-        raise ConfigError(
-            f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); fix it or "
-            "move it away, then run whiz setup again. Nothing was written."
-        ) from None
+        raise unreadable(path, "JSON", f"line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
     if not isinstance(data, dict):
-        raise ConfigError(f"{path} holds JSON that is not an object; nothing was written")
+        raise unreadable(path, "JSON", "it holds no object at the top")
     return data, _without_comments(text) != text
 
 
@@ -67,10 +72,7 @@ def load_toml(path: Path) -> Any:
     try:
         return tomlkit.parse(text or "")
     except tomlkit.exceptions.ParseError as exc:
-        raise ConfigError(
-            f"{path} is not valid TOML ({exc}); fix it or move it away, then run whiz setup again. "
-            "Nothing was written."
-        ) from None
+        raise unreadable(path, "TOML", str(exc)) from None
 
 
 def load_yaml(path: Path) -> dict[str, Any]:
@@ -80,12 +82,9 @@ def load_yaml(path: Path) -> dict[str, Any]:
     try:
         data = yaml.safe_load(text or "") or {}
     except yaml.YAMLError as exc:
-        raise ConfigError(
-            f"{path} is not valid YAML ({exc}); fix it or move it away, then run whiz setup again. "
-            "Nothing was written."
-        ) from None
+        raise unreadable(path, "YAML", str(exc)) from None
     if not isinstance(data, dict):
-        raise ConfigError(f"{path} holds YAML that is not a mapping; nothing was written")
+        raise unreadable(path, "YAML", "it holds no mapping at the top")
     return data
 
 
