@@ -18,13 +18,8 @@ from whiz.commands.common import Output
 from whiz.commands.heal import heal_task
 from whiz.commands.sessions import undo_last
 from whiz.modes.candidates import CandidateStream, ScriptedCandidates
-from whiz.modes.healing import (
-    CandidateResult,
-    Healer,
-    HealSettings,
-    best_failure,
-    pick_best,
-)
+from whiz.modes.heal_results import CandidateResult, best_failure, pick_best
+from whiz.modes.healing import Healer, HealSettings
 from whiz.modes.notices import ItemEmitter
 from whiz.modes.pool import ScriptedPool
 from whiz.modes.router import ModeRouter

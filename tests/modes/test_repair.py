@@ -16,7 +16,8 @@ from whiz.agent.project.workspace import Workspace
 from whiz.commands.common import Output
 from whiz.commands.heal import heal_task
 from whiz.modes.candidates import ChatCandidates, ScriptedCandidates
-from whiz.modes.healing import CandidateResult, HealSettings, best_failure, pick_best
+from whiz.modes.heal_results import CandidateResult, best_failure, pick_best
+from whiz.modes.healing import HealSettings
 from whiz.modes.localize import Localization, function_index
 from whiz.modes.pool import ScriptedPool
 from whiz.modes.repair import (

@@ -13,7 +13,8 @@ from whiz.agent.tools import run_reported
 from whiz.agent.turns import turn
 from whiz.client import ClientError
 from whiz.commands.common import Output, open_frame
-from whiz.modes.healing import Healer, HealModels, HealOutcome, HealSettings, heal_messages
+from whiz.modes.heal_results import HealOutcome
+from whiz.modes.healing import Healer, HealModels, HealSettings, heal_messages
 from whiz.modes.notices import ItemEmitter
 from whiz.modes.pool import Models
 from whiz.modes.session import SessionOptions

@@ -27,14 +27,8 @@ from whiz.agent.models.seam import (
 )
 from whiz.agent.runs_check import shown
 from whiz.errors import WhizError
-from whiz.modes.healing import (
-    CandidateResult,
-    Healer,
-    HealOutcome,
-    RoundResult,
-    best_failure,
-    creates_file,
-)
+from whiz.modes.heal_results import CandidateResult, HealOutcome, RoundResult, best_failure, creates_file
+from whiz.modes.healing import Healer
 from whiz.modes.router import ModeRouter
 
 NEW_PROGRAM_FIXES = 2

@@ -32,7 +32,6 @@ from whiz.agent.editing.actions import parse_edits
 from whiz.agent.editing.definitions import definition_edits
 from whiz.agent.editing.edits import (
     EditError,
-    FileChange,
     aimed,
     apply_changes,
     plan_edits,
@@ -49,21 +48,28 @@ from whiz.agent.tools import ApplyEdits
 from whiz.environments import SandboxOptions, environment_for
 from whiz.environments.local import CommandResult, truncate
 from whiz.environments.worktree import CopyError, isolated_copy
-from whiz.modes.candidates import Candidate, CandidateSource, CandidateStream, Draw, Generation
+from whiz.modes.candidates import CandidateSource, Draw, Generation
+from whiz.modes.heal_results import (
+    CandidateResult,
+    HealOutcome,
+    RoundResult,
+    best_failure,
+    creates_file,
+    diff_size,
+    feedback,
+    pick_best,
+    told_without_reply,
+)
 from whiz.modes.localize import Localized, localize
 from whiz.modes.pool import Label
-from whiz.modes.repair import Attempt, RepairPlan, attempts_stream, change_key, function_change
+from whiz.modes.repair import Attempt, RepairPlan, attempts_stream, function_change
+from whiz.modes.round_tests import RoundTests
 
 Rung = Literal["first"] | Label
 """Which model a rung of the heal asks: the one answering at its start, or the deep one."""
 
 TEST_TIME_MARGIN = 10
 """How many times as long as the slowest run of the tests seen a candidate's run may take."""
-
-Status = Literal[
-    "passed", "failed", "timeout", "tests_changed", "malformed", "no_edit", "duplicate", "cancelled"
-]
-FEEDBACK_OUTPUT_CHARS = 3000
 
 
 @dataclass
@@ -125,202 +131,6 @@ class HealSettings:
             raise ValueError("--temperature must be between 0 and 2")
         if self.rounds < 1 or self.test_timeout_s <= 0:
             raise ValueError("--rounds must be at least 1 and --test-timeout positive")
-
-
-@dataclass
-class CandidateResult:
-    """One candidate: its reply, its edits, and what the tests said in its copy."""
-
-    round: int
-    index: int
-    text: str
-    output_tokens: int
-    status: Status
-    changes: list[FileChange] = field(default_factory=list)
-    diff: str = ""
-    diff_lines: int = 0
-    exit_code: int | None = None
-    test_output: str = ""
-    test_ms: float = 0.0
-    error: str = ""
-    """Why the edit could not be applied (malformed), or why the copy failed."""
-    same_as: int | None = None
-    """The candidate with the same edit, whose test run this one shares."""
-    as_written: bool = False
-    """Its text is edit blocks that apply as they stand (no whole files, no paths corrected)."""
-    unchanged: bool = False
-    """It has edits, and they change nothing: the code written back as it is (`no_edit`)."""
-    failure: str = ""
-    """What its failing tests said, trimmed (`test_feedback.failure_summary`)."""
-    tests_passed: int | None = None
-    """How many tests passed in its run, where the runner says (`test_feedback.count_passed`)."""
-
-    @property
-    def passed(self) -> bool:
-        return self.status == "passed"
-
-    def reply(self) -> str:
-        """The candidate as a reply the agent applies: its own text where that parses as these edits
-        (SEARCH/REPLACE, patches), else the changes written out as SEARCH/REPLACE blocks."""
-        if self.as_written:
-            return self.text
-        return "".join(as_search_replace(c) for c in self.changes)
-
-    def item(self) -> dict[str, Any]:
-        """The `heal_candidate` item's fields."""
-        return {
-            "round": self.round,
-            "index": self.index,
-            "status": self.status,
-            "diff_lines": self.diff_lines,
-            "output_tokens": self.output_tokens,
-            "exit_code": self.exit_code,
-            "test_output": truncate(self.test_output, 2000),
-            "error": self.error,
-            "diff": self.diff,
-            "same_as": self.same_as,
-            "failure": self.failure,
-            "tests_passed": self.tests_passed,
-            # A candidate with no edit to show is shown by what it said instead.
-            "reply": truncate(self.text, 2000) if self.status in ("no_edit", "malformed") else "",
-        }
-
-
-def as_search_replace(change: FileChange) -> str:
-    """One file's change as a SEARCH/REPLACE block: the whole old text for the whole new one."""
-    before = change.before or ""
-    after = change.after or ""
-    end = "" if not after or after.endswith("\n") else "\n"
-    start = "" if not before or before.endswith("\n") else "\n"
-    return f"{change.path}\n<<<<<<< SEARCH\n{before}{start}=======\n{after}{end}>>>>>>> REPLACE\n"
-
-
-def selection_key(result: CandidateResult) -> tuple[int, int, int, int]:
-    """Passing first, then the smallest diff, then the fewest tokens, then the earliest."""
-    return (0 if result.passed else 1, result.diff_lines, result.output_tokens, result.index)
-
-
-def pick_best(results: list[CandidateResult]) -> CandidateResult | None:
-    """The winner among passing candidates; None when none passes."""
-    passing = [r for r in results if r.passed]
-    return min(passing, key=selection_key) if passing else None
-
-
-_FAILURE_RANK = {
-    "failed": 0, "timeout": 1, "tests_changed": 2, "malformed": 3, "no_edit": 4, "duplicate": 5,
-    "cancelled": 6,
-}  # fmt: skip
-
-
-def best_failure(results: list[CandidateResult]) -> CandidateResult | None:
-    """The failure most worth feeding back: an edit that applied and ran, to code that parses,
-    with the most tests passing, small, short. Code that does not even parse is furthest from
-    working: smallest first, the closest attempt at "Write wc.py" was the one line `python wc.py
-    sample.txt`, not the program that failed on a missing import."""
-    failed = [r for r in results if not r.passed]
-    if not failed:
-        return None
-    return min(
-        failed,
-        key=lambda r: (
-            _FAILURE_RANK[r.status],
-            unparsed(r),
-            -(r.tests_passed or 0),
-            r.diff_lines,
-            r.output_tokens,
-            r.index,
-        ),  # fmt: skip
-    )
-
-
-def unparsed(result: CandidateResult) -> bool:
-    """Whether the candidate's tests failed on a syntax error (its code does not parse)."""
-    return any(f"{kind}Error:" in result.test_output for kind in ("Syntax", "Indentation", "Tab"))
-
-
-def diff_size(changes: list[FileChange]) -> int:
-    """Lines added plus lines removed, over all files."""
-    count = 0
-    for change in changes:
-        for line in unified_diff(change).splitlines():
-            if line[:1] in "+-" and not line.startswith(("+++", "---")):
-                count += 1
-    return count
-
-
-def feedback(result: CandidateResult, test_cmd: str) -> str:
-    """What the model reads after a failed candidate: what went wrong, and that nothing changed."""
-    if result.status in ("failed", "timeout"):
-        what = "timed out" if result.status == "timeout" else f"failed (exit code {result.exit_code})"
-        output = (result.failure or truncate(result.test_output, FEEDBACK_OUTPUT_CHARS)).rstrip()
-        return (
-            f"That edit was tried in a copy of the project, and the tests (`{shown(test_cmd)}`) {what}:\n"
-            f"```\n{output}\n```\n"
-            "The project's files are unchanged: they are still as shown above. "
-            "Write a corrected edit as SEARCH/REPLACE blocks."
-        )
-    if result.status == "tests_changed":
-        return (
-            f"That edit was not tried: {result.error}. The tests are the specification; "
-            "the project's files are unchanged. Write an edit of the code under test, as "
-            "SEARCH/REPLACE blocks, that makes the tests pass as they are."
-        )
-    if result.status == "malformed":
-        return f"That edit could not be applied: {result.error}\nWrite it again as SEARCH/REPLACE blocks."
-    return "That reply made no change. Write the edit as SEARCH/REPLACE blocks."
-
-
-def creates_file(result: CandidateResult) -> bool:
-    """Whether a candidate writes a file that did not exist (a new program, say)."""
-    return any(c.before is None and c.after is not None for c in result.changes)
-
-
-def told_without_reply(
-    messages: list[dict[str, Any]], failure: CandidateResult, test_cmd: str
-) -> list[dict[str, Any]]:
-    """The conversation with the feedback on the best failure added to its last message, and the
-    failing reply itself left out: the 0.5B copies a reply it can see (in auto's ladder, its three
-    sampled candidates after the deep model's reply were that reply, token for token)."""
-    note = feedback(failure, test_cmd).replace("That ", "An earlier ", 1)
-    last = messages[-1] if messages else {}
-    if last.get("role") != "user" or not isinstance(last.get("content"), str):
-        return [*messages, {"role": "user", "content": note}]
-    return [*messages[:-1], {**last, "content": f"{last['content']}\n\n{note}"}]
-
-
-@dataclass
-class RoundResult:
-    round: int
-    mode: Label
-    generation: Generation
-    results: list[CandidateResult]
-
-    @property
-    def best(self) -> CandidateResult | None:
-        return pick_best(self.results)
-
-
-@dataclass
-class HealOutcome:
-    """Every round, and the winner (None when no candidate passed)."""
-
-    rounds: list[RoundResult]
-    best: CandidateResult | None
-    escalated: bool = False
-
-    @property
-    def results(self) -> list[CandidateResult]:
-        return [r for rnd in self.rounds for r in rnd.results]
-
-    def summary(self) -> dict[str, Any]:
-        return {
-            "passed": self.best is not None,
-            "rounds": len(self.rounds),
-            "candidates": len(self.results),
-            "winner": None if self.best is None else {"round": self.best.round, "index": self.best.index},
-            "escalated": self.escalated,
-            "decode_ms": sum(r.generation.wall_ms for r in self.rounds),
-        }
 
 
 class HealModels(Protocol):
@@ -471,7 +281,7 @@ class Healer:
             attempts = plan.attempts(s.n - plan.distinct)
             if not attempts:
                 break
-            tests = _RoundTests(self, number, len(attempts), plan=self._rewrite(attempts, len(results)))
+            tests = self._round_tests(number, len(attempts), plan=self._rewrite(attempts, len(results)))
             tests.offset = len(results)
             stream = attempts_stream(source, self.ws, attempts, task, self.test_cmd, summary, note)
             try:
@@ -561,7 +371,7 @@ class Healer:
         )
         if seed is None and s.seed is not None:
             seed = s.seed + 1000 * (number - 1)
-        tests = _RoundTests(self, number, n)
+        tests = self._round_tests(number, n)
         try:
             draw = Draw(n, s.temperature, s.max_tokens, seed, parallel, greedy)
             async with source.stream(messages, draw) as found:
@@ -573,6 +383,12 @@ class Healer:
             tests.cancel()
             raise
         return self._round_done(item, number, label, generation, results)
+
+    def _round_tests(self, number: int, n: int, plan=None) -> RoundTests:
+        return RoundTests(
+            number, n, plan=plan or self._plan, test=self._test, tested=self._tested, emit=self.emit,
+            max_parallel=self.settings.max_parallel_tests,
+        )  # fmt: skip
 
     def _round_done(self, item, number: int, label: str, generation, results, **extra) -> RoundResult:
         """A round's item completed with its figures (a repair round adds its duplicates)."""
@@ -713,138 +529,6 @@ class Healer:
             result.error = f"its tests ran past {timeout_s:g} s and were stopped"
         else:
             self.saw_tests(done.duration_ms / 1000)
-
-
-class _RoundTests:
-    """One round's candidates, each parsed and tested (in its own copy) as soon as it arrives.
-    A candidate with the same edit as an earlier one shares that one's test run."""
-
-    def __init__(
-        self,
-        healer: Healer,
-        number: int,
-        n: int,
-        plan: Callable[[int, int, str, int], CandidateResult] | None = None,
-    ):
-        self.healer = healer
-        self.number = number
-        self.plan = plan or healer._plan
-        """Makes a candidate's text an edit: `Healer._plan`, or a repair's function rewrite."""
-        self.offset = 0
-        """The index of this draw's first candidate in its round (a repair round draws again)."""
-        self.results: dict[int, CandidateResult] = {}
-        self.tasks: list[asyncio.Task] = []
-        self.passed = asyncio.Event()
-        self._reported: set[int] = set()
-        self._firsts: dict[tuple, tuple[CandidateResult, asyncio.Task]] = {}
-        # The round's own n: a fast-mode retry draws 3 where its settings say 0 (no heal), and
-        # its candidates' tests ran one at a time, a hanging one holding up the rest.
-        self._limit = asyncio.Semaphore(healer.settings.max_parallel_tests or max(1, n))
-
-    async def read(self, found: CandidateStream, *, stop_at_pass: bool) -> None:
-        """Take candidates until all have come, or (`stop_at_pass`) until one passes its tests."""
-        reading = asyncio.create_task(self._take_all(found))
-        try:
-            await (self._until_passed(reading) if stop_at_pass else asyncio.wait({reading}))
-        finally:
-            reading.cancel()
-        if reading.done() and not reading.cancelled():
-            reading.result()  # the source's error, if it failed
-
-    async def _until_passed(self, work: asyncio.Future) -> None:
-        """Wait for `work`, or until a candidate passes, whichever comes first."""
-        passing = asyncio.create_task(self.passed.wait())
-        try:
-            await asyncio.wait({work, passing}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            passing.cancel()
-
-    async def _take_all(self, found: CandidateStream) -> None:
-        async for candidate in found:
-            self.take(candidate)
-
-    def take(self, candidate: Candidate) -> None:
-        index = self.offset + candidate.index
-        result = self.plan(self.number, index, candidate.text, candidate.output_tokens)
-        self.results[index] = result
-        if result.status != "failed":  # malformed or no edit: nothing to test
-            self._report(result)
-            return
-        # Changes equal but for layout and comments are one candidate (`repair.change_key`).
-        key = change_key(result.changes)
-        earlier = self.healer._tested.get(key)
-        if key in self._firsts:
-            twin, run = self._firsts[key]
-            result.same_as = twin.index
-            self.tasks.append(asyncio.create_task(self._same_as(result, twin, run)))
-        elif earlier is not None:
-            result.status, result.same_as = "duplicate", earlier.index
-            result.error = (
-                f"the same change as round {earlier.round}'s candidate {earlier.index}, tested already"
-            )
-            result.exit_code, result.failure = earlier.exit_code, earlier.failure
-            self._report(result)
-        else:
-            run = asyncio.create_task(self._test(result))
-            self._firsts[key] = (result, run)
-            self.healer._tested[key] = result
-            self.tasks.append(run)
-
-    async def _test(self, result: CandidateResult) -> None:
-        async with self._limit:
-            await self.healer._test(result)
-        self._report(result)
-
-    async def _same_as(self, result: CandidateResult, twin: CandidateResult, run: asyncio.Task) -> None:
-        await run
-        self._copy_twin(result, twin)
-        self._report(result)
-
-    @staticmethod
-    def _copy_twin(result: CandidateResult, twin: CandidateResult) -> None:
-        result.status, result.exit_code, result.test_output, result.error = (
-            twin.status, twin.exit_code, twin.test_output, twin.error
-        )  # fmt: skip
-        result.failure, result.tests_passed = twin.failure, twin.tests_passed
-
-    def _report(self, result: CandidateResult) -> None:
-        self._reported.add(result.index)
-        self.healer.emit.single("heal_candidate", **result.item())
-        if result.passed:
-            self.passed.set()
-
-    async def settle(self, generation: Generation, *, stop: bool) -> list[CandidateResult]:
-        """Wait for the tests under way; with `stop`, only until one passes, then stop the rest.
-        A candidate that was never written out, or whose tests were stopped, is reported as
-        cancelled. Returns the round's results by index."""
-        if stop and self.tasks:
-            # Every candidate is written; their tests still run, and the first pass ends them.
-            await self._until_passed(asyncio.gather(*self.tasks, return_exceptions=True))
-        if stop and self.passed.is_set():
-            self.cancel()
-        for outcome in await asyncio.gather(*self.tasks, return_exceptions=True):
-            if isinstance(outcome, Exception):
-                raise outcome
-        for at, text in enumerate(generation.texts):
-            index = self.offset + at
-            if index in self._reported:
-                continue
-            result = self.results.get(index)
-            if result is None:  # still being written when the round ended
-                result = CandidateResult(self.number, index, text, generation.output_tokens[at], "cancelled")
-                result.error = "another candidate passed first; this one was still being written"
-                self.results[index] = result
-            elif result.same_as is not None and result.same_as in self._reported:
-                self._copy_twin(result, self.results[result.same_as])  # its twin's run did end
-            else:
-                result.status = "cancelled"
-                result.error = "another candidate passed first; its tests were stopped"
-            self._report(result)
-        return [self.results[i] for i in sorted(self.results)]
-
-    def cancel(self) -> None:
-        for task in self.tasks:
-            task.cancel()
 
 
 def _close_copy(copying: asyncio.Future) -> None:

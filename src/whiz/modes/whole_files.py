@@ -27,7 +27,7 @@ from whiz.agent.models.seam import (
     output_items,
 )
 from whiz.agent.project.workspace import Workspace
-from whiz.modes.healing import as_search_replace
+from whiz.modes.heal_results import as_search_replace
 
 _FENCE = re.compile(r"^```[^\n`]*\n(.*?)^```[ \t]*$", re.S | re.M)
 # A fence with the path line above it, if there is one.

@@ -42,7 +42,8 @@ from whiz.client import ResponseError
 from whiz.environments.local import truncate
 from whiz.errors import Conflict, InvalidRequest, WhizError
 from whiz.modes.candidates import CandidateSource, ChatCandidates
-from whiz.modes.healing import Healer, HealOutcome, HealSettings, heal_messages
+from whiz.modes.heal_results import HealOutcome
+from whiz.modes.healing import Healer, HealSettings, heal_messages
 from whiz.modes.pool import Label
 from whiz.server.chat import ChatService
 from whiz.server.protocol import ChatRequest, parse
