@@ -83,7 +83,7 @@ class RepairPlan:
         return self.distinct >= self.n or self.drawn >= MAX_DRAWS_PER_N * self.n
 
     def record(self, results: list[Any]) -> None:
-        """A draw's candidates (`healing.CandidateResult`s): each change its own tests ran on counts
+        """A draw's candidates (`heal_results.CandidateResult`s): each change its own tests ran on counts
         toward N; a twin, a repeat of an earlier draw, or a reply with no edit does not."""
         for result in results:
             if result.status in ("passed", "failed", "timeout") and result.same_as is None:
