@@ -47,7 +47,7 @@ from whiz.modes.healing import Healer, HealSettings, heal_messages
 from whiz.modes.pool import Label
 from whiz.server.chat import ChatService
 from whiz.server.protocol import ChatRequest, parse
-from whiz.web.workspace import Empty, PendingEdit, WorkspaceService, allow, json_body
+from whiz.web.workspace import Empty, PendingEdit, WorkspaceService, json_body
 
 if TYPE_CHECKING:
     from whiz.server.state import ServerState
@@ -342,7 +342,6 @@ def heal_routes(state: ServerState, heal: HealService) -> list[BaseRoute]:
         return JSONResponse({"heal": job.to_dict()})
 
     async def candidates(request: Request) -> Response:
-        allow(state, request)
         job = heal.job
         return JSONResponse({"heal": None if job is None else job.to_dict(), "candidates": heal.candidates()})
 

@@ -48,7 +48,6 @@ from whiz.environments import SandboxOptions, environment_for
 from whiz.environments.local import CommandResult
 from whiz.errors import Conflict, InvalidRequest, NotFound, PayloadTooLarge, WhizError
 from whiz.modes.session import tidy_workspace
-from whiz.server.auth import bearer
 from whiz.server.protocol import decode_json, parse
 from whiz.web.proposal import EditProposer, ModelEditProposer
 
@@ -261,15 +260,9 @@ class WorkspaceService:
             return await self.environment.run(command)
 
 
-def allow(state: ServerState, request: Request) -> None:
-    """The checks every workspace route makes: a browser only from this server's page, and the key."""
-    state.browser.check(request.headers, request.url.scheme)
-    state.keys.check(bearer(request.headers.get("authorization")))
-
-
 async def json_body(state: ServerState, request: Request, model: type[BaseModel]) -> Any:
-    """`allow`, then the JSON body parsed as `model` (an empty body is `{}`)."""
-    allow(state, request)
+    """The JSON body parsed as `model` (an empty body is `{}`). The Host, Origin and key checks
+    came before, for every route (`server/guards.py`)."""
     kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if kind != "application/json":
         # Also keeps plain HTML forms on other sites from posting here.
@@ -283,23 +276,17 @@ async def json_body(state: ServerState, request: Request, model: type[BaseModel]
 def workspace_routes(state: ServerState, service: WorkspaceService) -> list[BaseRoute]:
     """The routes of the module docstring, over `service`."""
 
-    def guard(request: Request) -> None:
-        allow(state, request)
-
     async def body_of(request: Request, model: type[BaseModel]) -> Any:
         return await json_body(state, request, model)
 
     async def info(request: Request) -> Response:
-        guard(request)
         return JSONResponse({"name": service.workspace.root.name, "test_cmd": service.test_cmd})
 
     async def files(request: Request) -> Response:
-        guard(request)
         found = service.workspace.list_files(".", limit=MAX_FILES_LISTED + 1)
         return JSONResponse({"files": found[:MAX_FILES_LISTED], "truncated": len(found) > MAX_FILES_LISTED})
 
     async def file(request: Request) -> Response:
-        guard(request)
         rel = request.query_params.get("path")
         if not rel:
             raise InvalidRequest("Give the file as ?path=relative/path.", param="path")
@@ -307,7 +294,6 @@ def workspace_routes(state: ServerState, service: WorkspaceService) -> list[Base
         return JSONResponse({"path": rel, "content": content, "size_bytes": len(content.encode())})
 
     async def edits(request: Request) -> Response:
-        guard(request)
         return JSONResponse({"edits": [e.to_dict() for e in service.pending.values()]})
 
     async def edit(request: Request) -> Response:
