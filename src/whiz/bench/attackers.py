@@ -7,6 +7,11 @@ for the whole run, and each reports what it got back.
   by 640 MB in 30 s).
 - `cross_key`: with a second key, asks for the honest key's prompt prefix and reads its
   `cached_tokens` (through a gateway that once lost the tenant: 60 tokens readable).
+- `grammar_bomb`: tool schemas whose `type` lists nest (a 772-byte one once froze the server for
+  58 s), in turn one within the caps and one nested past the depth cap.
+- `ambiguous_grammar`: nested `anyOf` `$defs` with a call required (a 3.4 KB one once gave another
+  stream a 23.6 s gap), in turn one at the width cap (matched on every token) and one past it.
+- `giant_prediction`: an 8 MB `prediction` with 8 output tokens (once an 11 s gap and 1.4 GB).
 
 Each is one coroutine over a `Target`; `ATTACKERS` names them, and `run_attacker` runs one in a
 process of its own. An attacker never raises: what it met is its report.
@@ -17,9 +22,11 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import json
 import os
 import struct
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -160,10 +167,123 @@ async def cross_key(target: Target) -> dict[str, Any]:
     return report
 
 
+def type_list_bomb(k: int = 6, d: int = 8) -> dict:
+    """`{"type": [k types], "properties": {"a": <the same again>}}`, d deep: walking each type's
+    subschema again costs k^d. The defaults make ~770 bytes of JSON."""
+    schema: dict = {"type": "string"}
+    for _ in range(d):
+        schema = {"type": ["object"] * k, "properties": {"a": schema}}
+    return schema
+
+
+def nested_any_of(k: int = 4, d: int = 5) -> dict:
+    """k `$defs` per level, each an object whose one property is an anyOf of the k defs below, d
+    levels: k^d ways to read one call at once, each a stack the matcher checks on every token.
+    The defaults make ~3.3 KB of JSON."""
+    defs: dict = {}
+    for level in range(d):
+        for j in range(k):
+            below = [{"$ref": f"#/$defs/L{level + 1}_{i}"} for i in range(k)]
+            defs[f"L{level}_{j}"] = (
+                {"type": "integer"}
+                if level == d - 1
+                else {"type": "object", "properties": {"a": {"anyOf": below}}, "required": ["a"]}
+            )
+    top = [{"$ref": f"#/$defs/L0_{i}"} for i in range(k)]
+    return {"$defs": defs, "type": "object", "properties": {"x": {"anyOf": top}}, "required": ["x"]}
+
+
+def tool_call_body(schema: dict, max_tokens: int = 24) -> bytes:
+    """A Chat Completions request that offers one tool of `schema` and requires a call."""
+    tool = {"type": "function", "function": {"name": "f", "parameters": schema}}
+    body = {
+        "messages": [{"role": "user", "content": "Call f."}],
+        "tools": [tool],
+        "tool_choice": "required",
+        "max_tokens": max_tokens,
+    }
+    return json.dumps(body).encode()
+
+
+async def post_in_turn(target: Target, bodies: list[bytes], concurrency: int = 1) -> dict[str, Any]:
+    """Send `bodies` to /v1/chat/completions in turn, `concurrency` at a time, until the deadline;
+    report the status codes, the error codes, the `whiz` notes (with one example each) and the
+    slowest answer."""
+    report: dict[str, Any] = {"sent": 0, "status": Counter(), "error_codes": Counter(), "notes": {}}
+    report["slowest_s"] = 0.0
+    headers = {"Content-Type": "application/json"}
+    key = target.attacker_key or target.victim_key
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+
+    async def one(http: httpx.AsyncClient, start: int) -> None:
+        i = start
+        while target.left_s() > 0:
+            t0 = time.monotonic()
+            try:
+                async with asyncio.timeout(max(0.01, target.left_s())):
+                    body = bodies[i % len(bodies)]
+                    r = await http.post("/v1/chat/completions", content=body, headers=headers)
+            except TimeoutError:
+                break  # the run ended with this one unanswered: not the server's answer
+            except httpx.HTTPError as exc:
+                report["status"][type(exc).__name__] += 1
+                await asyncio.sleep(0.1)
+                continue
+            finally:
+                i += 1
+            report["sent"] += 1
+            report["slowest_s"] = max(report["slowest_s"], time.monotonic() - t0)
+            report["status"][str(r.status_code)] += 1
+            with contextlib.suppress(ValueError, AttributeError, TypeError):
+                answer = r.json()
+                if "error" in answer:
+                    report["error_codes"][answer["error"].get("code") or answer["error"].get("type")] += 1
+                for name, note in (answer.get("whiz") or {}).items():
+                    if isinstance(note, str):
+                        seen = report["notes"].setdefault(name, {"count": 0, "example": note[:120]})
+                        seen["count"] += 1
+
+    async with httpx.AsyncClient(base_url=target.root, timeout=None) as http:
+        await asyncio.gather(*(one(http, c) for c in range(concurrency)))
+    report["status"] = dict(report["status"])
+    report["error_codes"] = dict(report["error_codes"])
+    report["slowest_s"] = round(report["slowest_s"], 2)
+    return report
+
+
+async def grammar_bomb(target: Target) -> dict[str, Any]:
+    """Type-list bombs: the 772-byte one (a grammar of a few rules, served) and one nested past
+    the depth cap (a 400 `tool_grammar_too_large`), in turn, two at a time."""
+    bodies = [tool_call_body(type_list_bomb()), tool_call_body(type_list_bomb(d=20))]
+    return await post_in_turn(target, bodies, concurrency=2)
+
+
+async def ambiguous_grammar(target: Target) -> dict[str, Any]:
+    """Nested anyOf `$defs`, a call required: 4 x 4 levels (256 ways to read a call, at the cap:
+    served, its matching under the engine's grammar share) and 4 x 5 (past it: a 400), in turn,
+    two at a time."""
+    bodies = [tool_call_body(nested_any_of(4, 4)), tool_call_body(nested_any_of(4, 5))]
+    return await post_in_turn(target, bodies, concurrency=2)
+
+
+async def giant_prediction(target: Target) -> dict[str, Any]:
+    """An 8 MB `prediction` with 8 output tokens, again and again (cut to the context window)."""
+    body = {
+        "messages": [{"role": "user", "content": "Repeat the file."}],
+        "max_tokens": 8,
+        "prediction": {"type": "content", "content": "def f():\n    return 1\n" * 350_000},  # 8 MB
+    }
+    return await post_in_turn(target, [json.dumps(body).encode()])
+
+
 ATTACKERS: dict[str, Callable[[Target], Awaitable[dict[str, Any]]]] = {
     "slowloris": slowloris,
     "ping_flood": ping_flood,
     "cross_key": cross_key,
+    "grammar_bomb": grammar_bomb,
+    "ambiguous_grammar": ambiguous_grammar,
+    "giant_prediction": giant_prediction,
 }
 
 

@@ -104,11 +104,18 @@ class SoakPlan:
     """Hostile clients to run beside the honest ones (names in `bench.attackers.ATTACKERS`)."""
     attacker_key: str | None = None
     """A second valid key, for `cross_key` (the soak's own gateway makes both keys)."""
+    cpus: tuple[int, ...] = ()
+    """Pin the bench (its honest clients and its attackers) to these CPUs; () leaves it free."""
+    server_cpus: tuple[int, ...] = ()
+    """With `gateway`: pin the replicas and the gateway to these CPUs. Apart from `cpus`, the
+    clients' and attackers' own work cannot show up as the server's stalls, as in a deployment
+    where they are other machines."""
 
     def replica_args(self) -> list[str]:
         if self.replica_model == "fake":  # the fake engine: no KV budget, no threads
             return ["--model", "fake", "--slots", str(self.replica_slots)]
-        threads = max(1, (os.cpu_count() or 2) // 2)  # the two replicas share the cores
+        cores = len(self.server_cpus) or os.cpu_count() or 2
+        threads = max(1, cores // 2)  # the two replicas share the cores
         kv_mb = kv_budget_mb(self.replica_slots, self.replica_ctx)
         return [
             "--model", self.replica_model, "--slots", str(self.replica_slots), "--ctx", str(self.replica_ctx),
@@ -399,6 +406,7 @@ class Soak:
         plan = self.plan
         async with httpx.AsyncClient(headers=self.headers, timeout=10) as http:
             rss_before, _ = await self.server_state(http)
+            cpus = self.cpus()
             self.deadline = time.monotonic() + plan.seconds
             clients = [self.client(i, ws_first=True) for i in range(plan.ws_sessions)]
             clients += [self.client(100 + i, ws_first=False) for i in range(plan.http_clients)]
@@ -452,8 +460,17 @@ class Soak:
             "rss_mb_peak": self.rss_peak / 1e6 if self.rss_peak else None,
             "honest_gap_ms_max": t.gap_ms_max,
             "attackers": attacked,
+            "cpus": cpus,
             "gateway": self.gateway_summary(kill_after_s, counted, sigterm_s),
         }
+
+    def cpus(self) -> dict[str, Any]:
+        """Where the bench runs, and (behind its own gateway) where its live replicas do."""
+        where: dict[str, Any] = {"bench": sorted(os.sched_getaffinity(0))}
+        for server in self.replicas:
+            with contextlib.suppress(OSError):  # the killed one is gone
+                where[server.url] = sorted(os.sched_getaffinity(server.proc.pid))
+        return where
 
     async def gateway_counts(self, http: httpx.AsyncClient) -> dict[str, float]:
         """The gateway's own counts: turns it moved to another replica before they produced
@@ -505,16 +522,43 @@ class Soak:
         }
 
 
+def pinned(cpus: tuple[int, ...], start: Callable[..., Any], *args: Any) -> Any:
+    """`start(*args)` with this thread pinned to `cpus`, so the processes it starts are (a child
+    takes its affinity from the thread that forked it); the thread's own is restored after."""
+    if not cpus:
+        return start(*args)
+    own = os.sched_getaffinity(0)  # 0: this thread, on Linux
+    os.sched_setaffinity(0, cpus)
+    try:
+        return start(*args)
+    finally:
+        os.sched_setaffinity(0, own)
+
+
+def parse_cpus(text: str) -> tuple[int, ...]:
+    """`0`, `0,2` or `0-3` (as taskset -c reads them) to CPU numbers; ValueError if malformed."""
+    cpus: set[int] = set()
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        low, _, high = part.partition("-")
+        first, last = int(low), int(high or low)
+        if first < 0 or last < first:
+            raise ValueError(part)
+        cpus.update(range(first, last + 1))
+    if not cpus:
+        raise ValueError(text)
+    return tuple(sorted(cpus))
+
+
 async def run_behind_gateway(plan: SoakPlan) -> dict[str, Any]:
     """Two replicas and a gateway on loopback, the soak through the gateway, then all stopped."""
     with tempfile.TemporaryDirectory(prefix="whiz-soak-") as logs, LocalCluster(Path(logs)) as cluster:
         say(f"… starting 2 replicas: whiz serve --engine-only {' '.join(plan.replica_args())}")
-        await asyncio.to_thread(cluster.start_replicas, 2, plan.replica_args())
+        await asyncio.to_thread(pinned, plan.server_cpus, cluster.start_replicas, 2, plan.replica_args())
         keys: list[str] = []
         if "cross_key" in plan.attacks:  # two tenants: the honest clients' and the prober's
             plan = replace(plan, api_key=plan.api_key or "soak-honest", attacker_key="soak-probe")
             keys = ["--api-key", plan.api_key, "--api-key", plan.attacker_key]
-        gateway = await asyncio.to_thread(cluster.start_gateway, "affinity", keys)
+        gateway = await asyncio.to_thread(pinned, plan.server_cpus, cluster.start_gateway, "affinity", keys)
         say(f"… gateway at {gateway.url}; soaking for {plan.seconds:g} s")
         return await Soak(plan, gateway.url, cluster.replicas).run()
 
@@ -587,6 +631,20 @@ def main(plan: SoakPlan) -> int:
     if unknown:
         err.print(f"[red]error:[/red] no attacker {unknown[0]!r}; there are {', '.join(ATTACKERS)}.")
         return 2
+    usable = os.sched_getaffinity(0)
+    for option, cpus in (("--cpus", plan.cpus), ("--server-cpus", plan.server_cpus)):
+        if not set(cpus) <= usable:
+            missing = min(set(cpus) - usable)
+            err.print(f"[red]error:[/red] {option}: no CPU {missing} here; usable: {sorted(usable)}.")
+            return 2
+    if plan.server_cpus and not plan.gateway:
+        err.print(
+            "[red]error:[/red] --server-cpus pins the cluster --gateway starts; pin your own "
+            "server with taskset -c (see docs/limits-connections.md)."
+        )
+        return 2
+    if plan.cpus:
+        os.sched_setaffinity(0, plan.cpus)  # before any thread or attacker process: they inherit it
     try:
         result = asyncio.run(run_behind_gateway(plan) if plan.gateway else Soak(plan).run())
     except httpx.ConnectError as exc:
