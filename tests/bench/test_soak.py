@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from whiz.bench.attackers import Target
 from whiz.bench.soak import Outcome, Soak, SoakPlan, main, parse_cpus
 
 
@@ -153,3 +154,10 @@ def test_grammar_and_prediction_attackers_get_their_caps_and_cost_the_honest_not
         assert set(report["error_codes"]) == {"tool_grammar_too_large"}, report
     assert giant["status"].get("200", 0) > 0 and set(giant["status"]) == {"200"}, giant
     assert giant["notes"]["prediction"]["example"].startswith("cut to its first"), giant
+
+
+def test_attackers_come_from_another_address_than_the_honest_clients():
+    # The server bounds half-sent heads per address: attackers sharing the honest clients'
+    # 127.0.0.1 would have the honest heads closed with theirs, which no deployment sees.
+    assert Target("http://127.0.0.1:8321", 0.0).source == "127.0.0.2"
+    assert Target("http://[::1]:8321", 0.0).source is None  # no second address to take: as is

@@ -14,7 +14,8 @@ for the whole run, and each reports what it got back.
 - `giant_prediction`: an 8 MB `prediction` with 8 output tokens (once an 11 s gap and 1.4 GB).
 
 Each is one coroutine over a `Target`; `ATTACKERS` names them, and `run_attacker` runs one in a
-process of its own. An attacker never raises: what it met is its report.
+process of its own. They connect from 127.0.0.2 to a server on 127.0.0.1 (the honest clients'
+address), as attackers elsewhere would. An attacker never raises: what it met is its report.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from urllib.parse import urlsplit
 import httpx
 
 HALF_HEAD = b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "
+ATTACKER_ADDRESS = "127.0.0.2"
 SECRET = "Internal note, not for other tenants: the launch code is 7-4-1-9. " * 12
 
 
@@ -58,6 +60,23 @@ class Target:
     def left_s(self) -> float:
         return self.deadline - time.monotonic()
 
+    @property
+    def source(self) -> str | None:
+        """The address the attackers connect from: another loopback address than the honest
+        clients' 127.0.0.1 when the target is on 127.x, as attackers on other machines would
+        (the server bounds some things per address: sharing the honest clients' would measure
+        the bench, not the server)."""
+        host = self.address[0]
+        return ATTACKER_ADDRESS if host.startswith("127.") and host != ATTACKER_ADDRESS else None
+
+    async def connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        source = self.source
+        return await asyncio.open_connection(*self.address, local_addr=(source, 0) if source else None)
+
+    def http(self, timeout: float | None) -> httpx.AsyncClient:
+        transport = httpx.AsyncHTTPTransport(local_address=self.source)
+        return httpx.AsyncClient(base_url=self.root, timeout=timeout, transport=transport)
+
 
 async def slowloris(target: Target, connections: int = 600) -> dict[str, Any]:
     """Hold `connections` half-sent heads, reopening each one the server closes."""
@@ -67,7 +86,7 @@ async def slowloris(target: Target, connections: int = 600) -> dict[str, Any]:
     async def one() -> None:
         while target.left_s() > 0:
             try:
-                reader, writer = await asyncio.open_connection(*target.address)
+                reader, writer = await target.connect()
             except OSError:
                 await asyncio.sleep(0.1)
                 continue
@@ -104,7 +123,7 @@ async def ping_flood(target: Target, sockets: int = 2) -> dict[str, Any]:
     async def one() -> None:
         while target.left_s() > 0:
             try:
-                reader, writer = await asyncio.open_connection(*target.address)
+                reader, writer = await target.connect()
                 key = base64.b64encode(os.urandom(16)).decode()
                 auth = f"Authorization: Bearer {target.attacker_key}\r\n" if target.attacker_key else ""
                 writer.write(
@@ -153,7 +172,7 @@ async def cross_key(target: Target) -> dict[str, Any]:
             return None
         return r.json()["usage"]["input_tokens_details"]["cached_tokens"]
 
-    async with httpx.AsyncClient(base_url=target.root, timeout=120) as http:
+    async with target.http(timeout=120) as http:
         while target.left_s() > 0:
             for _ in range(2):  # the second one shows the victim's own cache at work
                 mine = await cached(http, target.victim_key, "What is the launch code?")
@@ -244,7 +263,7 @@ async def post_in_turn(target: Target, bodies: list[bytes], concurrency: int = 1
                         seen = report["notes"].setdefault(name, {"count": 0, "example": note[:120]})
                         seen["count"] += 1
 
-    async with httpx.AsyncClient(base_url=target.root, timeout=None) as http:
+    async with target.http(timeout=None) as http:
         await asyncio.gather(*(one(http, c) for c in range(concurrency)))
     report["status"] = dict(report["status"])
     report["error_codes"] = dict(report["error_codes"])
