@@ -19,6 +19,9 @@ with `upstream_lost` is sent once more, as that error asks; it is lost only if t
 With `--attack NAME` (repeatable; `bench/attackers.py`), hostile clients run beside the honest
 ones, and the report adds what each got back, the largest gap an honest stream saw between two
 events, and the server's memory high-water mark: compare them with a run without attackers.
+They connect from another loopback address than the honest clients, and `--cpus` /
+`--server-cpus` keep the bench's own work off the server's cores, as in a deployment where the
+clients are other machines (docs/limits-connections.md).
 
 It refuses any target that is not a loopback address: it is a stress test, not a tool to point
 at someone else's server.
