@@ -4,10 +4,13 @@ gateway, one replica killed partway costs no turn."""
 
 import asyncio
 import json
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
 
 import pytest
 
-from whiz.bench.attackers import Target
+from whiz.bench.attackers import Target, yield_cpu
 from whiz.bench.soak import Outcome, Soak, SoakPlan, main, parse_cpus
 
 
@@ -154,6 +157,21 @@ def test_grammar_and_prediction_attackers_get_their_caps_and_cost_the_honest_not
         assert set(report["error_codes"]) == {"tool_grammar_too_large"}, report
     assert giant["status"].get("200", 0) > 0 and set(giant["status"]) == {"200"}, giant
     assert giant["notes"]["prediction"]["example"].startswith("cut to its first"), giant
+    # Whose the gaps are: the bench's own loop lag, and how long the server took to answer polls.
+    assert result["bench_lag_ms_max"] >= 0 and result["server_probe_ms_max"] > 0
+
+
+def test_attackers_run_at_idle_priority():
+    # Beside the honest clients on the bench's CPUs, they take only the CPU those leave, as
+    # attackers on other machines take none of theirs.
+    spawn = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=1, mp_context=spawn) as pool:
+        assert pool.submit(_policy_after_yield).result(timeout=60) == os.SCHED_IDLE
+
+
+def _policy_after_yield() -> int:
+    yield_cpu()
+    return os.sched_getscheduler(0)
 
 
 def test_attackers_come_from_another_address_than_the_honest_clients():

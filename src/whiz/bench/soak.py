@@ -187,6 +187,10 @@ class Soak:
         self.headers = {"Authorization": f"Bearer {plan.api_key}"} if plan.api_key else {}
         self.deadline = 0.0
         self.rss_peak = 0
+        self.lag_ms_max = 0.0
+        """The longest the bench's own event loop was late (its clients could not read meanwhile)."""
+        self.probe_ms_max = 0.0
+        """The longest the watched servers took to answer `/metrics` and `/health`."""
 
     # -- one client's loop --------------------------------------------------------------------
 
@@ -386,11 +390,22 @@ class Soak:
         return rss, active
 
     async def sample_rss(self, http: httpx.AsyncClient, every_s: float = 1.0) -> None:
-        """The watched processes' memory, summed, at its highest during the run."""
+        """The watched processes' memory, summed, at its highest during the run; and the longest
+        the servers took to answer for it (their event loops' responsiveness)."""
         while True:
+            t0 = time.perf_counter()
             rss, _ = await self.server_state(http)
+            self.probe_ms_max = max(self.probe_ms_max, ms_since(t0))
             self.rss_peak = max(self.rss_peak, sum(rss.values()))
             await asyncio.sleep(every_s)
+
+    async def watch_lag(self, every_s: float = 0.05) -> None:
+        """How late this process's loop wakes from a short sleep: an honest stream's gap no longer
+        than this may be the bench's own (a CPU it waited for), not the server's."""
+        while True:
+            t0 = time.perf_counter()
+            await asyncio.sleep(every_s)
+            self.lag_ms_max = max(self.lag_ms_max, (time.perf_counter() - t0 - every_s) * 1000)
 
     async def idle_after_ms(
         self, http: httpx.AsyncClient, left_at: float, limit_s: float = 30.0
@@ -423,11 +438,13 @@ class Soak:
                     name: loop.run_in_executor(pool, run_attacker, name, target) for name in plan.attacks
                 }
                 sampler = asyncio.create_task(self.sample_rss(http))
+                lag = asyncio.create_task(self.watch_lag())
                 await asyncio.gather(*clients)
                 if killer is not None and not killer.done():
                     killer.cancel()  # the run ended first: nothing was killed
                 attacked = {name: await future for name, future in attacks.items()}
                 sampler.cancel()
+                lag.cancel()
             left_at = time.monotonic()
             idle_ms = await self.idle_after_ms(http, left_at)
             rss_after, _ = await self.server_state(http)
@@ -462,6 +479,8 @@ class Soak:
             "rss_mb_by_process": {r: [rss_before.get(r, 0) / 1e6, rss_after[r] / 1e6] for r in rss_after},
             "rss_mb_peak": self.rss_peak / 1e6 if self.rss_peak else None,
             "honest_gap_ms_max": t.gap_ms_max,
+            "bench_lag_ms_max": self.lag_ms_max,
+            "server_probe_ms_max": self.probe_ms_max,
             "attackers": attacked,
             "cpus": cpus,
             "gateway": self.gateway_summary(kill_after_s, counted, sigterm_s),
@@ -580,6 +599,8 @@ ROWS = (
     ("rss_mb_after", ""),
     ("rss_mb_peak", "sampled every second"),
     ("honest_gap_ms_max", "longest wait between two events of an honest stream"),
+    ("bench_lag_ms_max", "longest the bench's own loop was late: gaps this long may be its own"),
+    ("server_probe_ms_max", "longest the server took to answer /metrics and /health, polled each second"),
 )
 
 
