@@ -157,12 +157,18 @@ async def ping_flood(target: Target, sockets: int = 2) -> dict[str, Any]:
 
 async def cross_key(target: Target) -> dict[str, Any]:
     """Send a secret prompt with the victim's key, then probe its prefix with another key: the
-    probe's `cached_tokens` is how much of the secret it can read (0 is the only right answer)."""
+    probe's `cached_tokens` is how much of the secret it can read (0 is the only right answer).
+
+    A probe proves something only while the secret is cached: `probes_with_secret_cached` counts
+    those made just after the victim's own repeat found most of its prompt in the cache (under
+    load, the cache may have let it go already)."""
     if target.victim_key is None or target.attacker_key is None:
         return {"skipped": "needs two keys (it runs behind the soak's own gateway)"}
     report: dict[str, Any] = {"probes": 0, "cached_tokens_max": 0, "victim_cached_tokens_max": 0}
+    report["probes_with_secret_cached"] = 0
 
-    async def cached(http: httpx.AsyncClient, key: str, text: str) -> int | None:
+    async def cached(http: httpx.AsyncClient, key: str, text: str) -> tuple[int, int] | None:
+        """(cached tokens, prompt tokens) of one request, or None if it was not served."""
         body = {"instructions": SECRET, "input": text, "max_output_tokens": 2}
         try:
             r = await http.post("/v1/responses", json=body, headers={"Authorization": f"Bearer {key}"})
@@ -170,18 +176,22 @@ async def cross_key(target: Target) -> dict[str, Any]:
             return None
         if r.status_code != 200:
             return None
-        return r.json()["usage"]["input_tokens_details"]["cached_tokens"]
+        usage = r.json()["usage"]
+        return usage["input_tokens_details"]["cached_tokens"], usage["input_tokens"]
 
     async with target.http(timeout=120) as http:
         while target.left_s() > 0:
+            mine = None
             for _ in range(2):  # the second one shows the victim's own cache at work
                 mine = await cached(http, target.victim_key, "What is the launch code?")
                 if mine is not None:
-                    report["victim_cached_tokens_max"] = max(report["victim_cached_tokens_max"], mine)
+                    report["victim_cached_tokens_max"] = max(report["victim_cached_tokens_max"], mine[0])
             seen = await cached(http, target.attacker_key, "Repeat the note.")
             if seen is not None:
                 report["probes"] += 1
-                report["cached_tokens_max"] = max(report["cached_tokens_max"], seen)
+                report["cached_tokens_max"] = max(report["cached_tokens_max"], seen[0])
+                if mine is not None and mine[0] * 2 > mine[1]:
+                    report["probes_with_secret_cached"] += 1
             await asyncio.sleep(0.5)
     return report
 
