@@ -5,7 +5,7 @@ for the whole run, and each reports what it got back.
   any the server closes (the 520 that once filled the 512-connection cap).
 - `ping_flood`: WebSockets that send pings without end and never read (one once grew the server
   by 640 MB in 30 s).
-- `cross_key`: with a second key, asks for the honest key's prompt prefix and reads its
+- `cross_key`: with other keys, asks for the honest key's prompt prefix and reads its
   `cached_tokens` (through a gateway that once lost the tenant: 60 tokens readable).
 - `grammar_bomb`: tool schemas whose `type` lists nest (a 772-byte one once froze the server for
   58 s), in turn one within the caps and one nested past the depth cap.
@@ -50,7 +50,9 @@ class Target:
     victim_key: str | None = None
     """The honest clients' key (`cross_key` sends the secret with it)."""
     attacker_key: str | None = None
-    """Another valid key (`cross_key` probes with it)."""
+    """Another valid key (the attackers that need one send it)."""
+    probe_keys: tuple[str, ...] = ()
+    """More valid keys, none used before: `cross_key` probes with a fresh one each round."""
 
     @property
     def address(self) -> tuple[str, int]:
@@ -159,17 +161,19 @@ async def cross_key(target: Target) -> dict[str, Any]:
     """Send a secret prompt with the victim's key, then probe its prefix with another key: the
     probe's `cached_tokens` is how much of the secret it can read (0 is the only right answer).
 
-    A probe proves something only while the secret is cached: `probes_with_secret_cached` counts
-    those made just after the victim's own repeat found most of its prompt in the cache (under
-    load, the cache may have let it go already)."""
-    if target.victim_key is None or target.attacker_key is None:
-        return {"skipped": "needs two keys (it runs behind the soak's own gateway)"}
+    Each round probes with a key that never sent anything before (`probe_keys`), so none of its
+    cached tokens can be its own; and each round's secret starts with a fresh nonce, so the
+    victim's cache of it is this round's. A probe proves something only while the secret is
+    cached: `probes_with_secret_cached` counts those made after one of the victim's own repeats
+    found most of its prompt in the cache (under load, the cache may have let it go already)."""
+    if target.victim_key is None or not target.probe_keys:
+        return {"skipped": "needs a victim key and probe keys (it runs behind the soak's own gateway)"}
     report: dict[str, Any] = {"probes": 0, "cached_tokens_max": 0, "victim_cached_tokens_max": 0}
     report["probes_with_secret_cached"] = 0
 
-    async def cached(http: httpx.AsyncClient, key: str, text: str) -> tuple[int, int] | None:
+    async def cached(key: str, instructions: str, text: str) -> tuple[int, int] | None:
         """(cached tokens, prompt tokens) of one request, or None if it was not served."""
-        body = {"instructions": SECRET, "input": text, "max_output_tokens": 2}
+        body = {"instructions": instructions, "input": text, "max_output_tokens": 2}
         try:
             r = await http.post("/v1/responses", json=body, headers={"Authorization": f"Bearer {key}"})
         except httpx.HTTPError:
@@ -180,18 +184,23 @@ async def cross_key(target: Target) -> dict[str, Any]:
         return usage["input_tokens_details"]["cached_tokens"], usage["input_tokens"]
 
     async with target.http(timeout=120) as http:
-        while target.left_s() > 0:
-            mine = None
-            for _ in range(2):  # the second one shows the victim's own cache at work
-                mine = await cached(http, target.victim_key, "What is the launch code?")
+        for probe_key in target.probe_keys:  # one fresh key a round; the run may end first
+            if target.left_s() <= 0:
+                break
+            secret = f"[{os.urandom(6).hex()}] {SECRET}"
+            # A gateway spreads requests without a session over its replicas: three from the
+            # victim leave the secret on each of two, and show its own cache at work.
+            held = False
+            for _ in range(3):
+                mine = await cached(target.victim_key, secret, "What is the launch code?")
                 if mine is not None:
                     report["victim_cached_tokens_max"] = max(report["victim_cached_tokens_max"], mine[0])
-            seen = await cached(http, target.attacker_key, "Repeat the note.")
+                    held = held or mine[0] * 2 > mine[1]
+            seen = await cached(probe_key, secret, "Repeat the note.")
             if seen is not None:
                 report["probes"] += 1
+                report["probes_with_secret_cached"] += held
                 report["cached_tokens_max"] = max(report["cached_tokens_max"], seen[0])
-                if mine is not None and mine[0] * 2 > mine[1]:
-                    report["probes_with_secret_cached"] += 1
             await asyncio.sleep(0.5)
     return report
 

@@ -79,6 +79,8 @@ HOSTILE_WS: list[str | bytes] = [
     "not json at all",
     '{"type": "response.create", "input": [' + "0," * 1_000_000 + "0]}",
 ]
+PROBE_KEYS = 100
+"""Keys the soak's gateway makes for `cross_key`: one a probe, so the probes' caches are empty."""
 KINDS = ("http_turn", "ws_turn", "vanish_prefill", "vanish_decode", "hostile_http", "hostile_ws")
 
 
@@ -106,7 +108,9 @@ class SoakPlan:
     attacks: tuple[str, ...] = ()
     """Hostile clients to run beside the honest ones (names in `bench.attackers.ATTACKERS`)."""
     attacker_key: str | None = None
-    """A second valid key, for `cross_key` (the soak's own gateway makes both keys)."""
+    """A second valid key, for the attackers (the soak's own gateway makes it)."""
+    probe_keys: tuple[str, ...] = ()
+    """Keys for `cross_key`'s probes, a fresh one each round (the soak's own gateway makes them)."""
     cpus: tuple[int, ...] = ()
     """Pin the bench (its honest clients and its attackers) to these CPUs; () leaves it free."""
     server_cpus: tuple[int, ...] = ()
@@ -430,7 +434,7 @@ class Soak:
             clients += [self.client(100 + i, ws_first=False) for i in range(plan.http_clients)]
             kill_after_s = plan.kill_after_s if plan.kill_after_s is not None else plan.seconds * 0.4
             killer = asyncio.create_task(self.kill_one(kill_after_s)) if self.replicas else None
-            target = Target(self.root, self.deadline, plan.api_key, plan.attacker_key)
+            target = Target(self.root, self.deadline, plan.api_key, plan.attacker_key, plan.probe_keys)
             loop = asyncio.get_running_loop()
             spawn = multiprocessing.get_context("spawn")  # not fork: this process has threads
             with ProcessPoolExecutor(max_workers=max(1, len(plan.attacks)), mp_context=spawn) as pool:
@@ -578,8 +582,11 @@ async def run_behind_gateway(plan: SoakPlan) -> dict[str, Any]:
         await asyncio.to_thread(pinned, plan.server_cpus, cluster.start_replicas, 2, plan.replica_args())
         keys: list[str] = []
         if "cross_key" in plan.attacks:  # two tenants: the honest clients' and the prober's
-            plan = replace(plan, api_key=plan.api_key or "soak-honest", attacker_key="soak-probe")
-            keys = ["--api-key", plan.api_key, "--api-key", plan.attacker_key]
+            probes = tuple(f"soak-probe-{i}" for i in range(PROBE_KEYS))
+            plan = replace(
+                plan, api_key=plan.api_key or "soak-honest", attacker_key="soak-attacker", probe_keys=probes
+            )
+            keys = [a for key in (plan.api_key, plan.attacker_key, *probes) for a in ("--api-key", key)]
         gateway = await asyncio.to_thread(pinned, plan.server_cpus, cluster.start_gateway, "affinity", keys)
         say(f"… gateway at {gateway.url}; soaking for {plan.seconds:g} s")
         return await Soak(plan, gateway.url, cluster.replicas).run()
