@@ -289,18 +289,39 @@ def bench_soak(
         typer.Option(
             "--attack",
             help="Run a hostile client beside the honest ones (repeatable): slowloris, ping_flood, "
-            "cross_key (with --gateway: a second key probes the first one's cached prompt).",
+            "grammar_bomb, ambiguous_grammar, giant_prediction, cross_key (with --gateway: a second "
+            "key probes the first one's cached prompt).",
         ),
+    ] = None,
+    cpus: Annotated[
+        str | None,
+        typer.Option(
+            help="Pin the bench, its clients and attackers, to these CPUs (as taskset -c: 1, 0,2, 2-3); "
+            "run the server on others so their work is not counted as its stalls."
+        ),
+    ] = None,
+    server_cpus: Annotated[
+        str | None,
+        typer.Option(help="With --gateway: pin the replicas and the gateway to these CPUs."),
     ] = None,
 ) -> None:
     """Load and faults on a loopback server: clients vanishing mid-prefill/decode, hostile input
     mixed in; with --gateway, one replica killed behind a gateway; with --attack, hostile clients."""
-    from whiz.bench.soak import SoakPlan, main
+    from whiz.bench.soak import SoakPlan, main, parse_cpus
 
+    pins: dict[str, tuple[int, ...]] = {}
+    for name, text in (("cpus", cpus), ("server_cpus", server_cpus)):
+        try:
+            pins[name] = parse_cpus(text) if text is not None else ()
+        except ValueError:
+            flag = "--" + name.replace("_", "-")
+            raise typer.BadParameter(
+                f"{text!r} is not a CPU list like 1, 0,2 or 2-3", param_hint=flag
+            ) from None
     plan = SoakPlan(
         target, seconds, ws_sessions, http_clients, max_tokens, api_key=api_key, model=model,
         patience_s=patience_s, hang_s=hang_s, gateway=gateway, replica_model=replica_model,
-        replica_slots=replica_slots, kill_after_s=kill_after_s, attacks=tuple(attack or ()),
+        replica_slots=replica_slots, kill_after_s=kill_after_s, attacks=tuple(attack or ()), **pins,
     )  # fmt: skip
     raise typer.Exit(main(plan))
 

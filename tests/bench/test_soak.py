@@ -4,8 +4,14 @@ gateway, one replica killed partway costs no turn."""
 
 import asyncio
 import json
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
 
-from whiz.bench.soak import Outcome, Soak, SoakPlan, main
+import pytest
+
+from whiz.bench.attackers import Target, yield_cpu
+from whiz.bench.soak import Outcome, Soak, SoakPlan, main, parse_cpus
 
 
 def test_a_short_soak_serves_refuses_and_goes_idle(serve_fake, capsys):
@@ -101,15 +107,75 @@ def test_a_second_key_reads_nothing_of_the_first_ones_prompt_through_the_gateway
     plan = SoakPlan(
         seconds=4.0, ws_sessions=1, http_clients=1, max_tokens=8, hang_s=30,
         gateway=True, replica_model="fake", kill_after_s=100.0, attacks=("cross_key",),
+        server_cpus=(0,),
     )  # fmt: skip
     code = main(plan)
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert code == 0, result
+    replicas = {url: cpus for url, cpus in result["cpus"].items() if url != "bench"}
+    assert len(replicas) == 2 and all(cpus == [0] for cpus in replicas.values()), result["cpus"]
     probe = result["attackers"]["cross_key"]
-    assert probe["probes"] > 0 and probe["victim_cached_tokens_max"] > 0, probe  # the cache works...
+    assert probe["probes_with_secret_cached"] > 0, probe  # the cache held the secret for its own key...
     assert probe["cached_tokens_max"] == 0, probe  # ...for its own tenant only
+
+
+def test_cpu_pins_that_cannot_hold_are_refused(capsys):
+    assert main(SoakPlan(seconds=1, cpus=(4096,))) == 2
+    assert "--cpus: no CPU 4096 here" in capsys.readouterr().err
+    assert main(SoakPlan(seconds=1, server_cpus=(0,))) == 2  # it pins only the cluster it starts
+    assert "--server-cpus pins the cluster --gateway starts" in capsys.readouterr().err
+
+
+def test_cpu_lists_read_as_taskset_reads_them():
+    assert parse_cpus("1") == (1,) and parse_cpus("0,2") == (0, 2) and parse_cpus("1-3,0") == (0, 1, 2, 3)
+    for bad in ("", "a", "3-1", "-1", ","):
+        with pytest.raises(ValueError):
+            parse_cpus(bad)
 
 
 def test_an_unknown_attacker_is_refused(capsys):
     assert main(SoakPlan(seconds=1, attacks=("nope",))) == 2
     assert "no attacker 'nope'" in capsys.readouterr().err
+
+
+def test_grammar_and_prediction_attackers_get_their_caps_and_cost_the_honest_nothing(serve_fake, capsys):
+    # Each attacker reports what came back: a type-list bomb within the caps is served and one
+    # nested past the depth cap gets a 400; anyOf nesting at the width cap is served and past it
+    # gets a 400; an 8 MB prediction is served, cut, and the reply says so.
+    served = serve_fake(engine_kw={"step_s": 0.001})
+    plan = SoakPlan(
+        served.root, seconds=5.0, ws_sessions=2, http_clients=2, max_tokens=8, hang_s=30,
+        attacks=("grammar_bomb", "ambiguous_grammar", "giant_prediction"),
+    )  # fmt: skip
+    code = main(plan)
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert code == 0, (result["lost_by_why"], result["errors"])
+    assert result["lost_turns"] == 0 and result["served"] > 0
+    bomb, ambiguous, giant = (result["attackers"][n] for n in plan.attacks)
+    for report in (bomb, ambiguous):
+        assert report["status"].get("200", 0) > 0 and report["status"].get("400", 0) > 0, report
+        assert set(report["error_codes"]) == {"tool_grammar_too_large"}, report
+    assert giant["status"].get("200", 0) > 0 and set(giant["status"]) == {"200"}, giant
+    assert giant["notes"]["prediction"]["example"].startswith("cut to its first"), giant
+    # Whose the gaps are: the bench's own loop lag, and how long the server took to answer polls.
+    assert result["bench_lag_ms_max"] >= 0 and result["server_probe_ms_max"] > 0
+
+
+def test_attackers_run_at_idle_priority():
+    # Beside the honest clients on the bench's CPUs, they take only the CPU those leave, as
+    # attackers on other machines take none of theirs.
+    spawn = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=1, mp_context=spawn) as pool:
+        assert pool.submit(_policy_after_yield).result(timeout=60) == os.SCHED_IDLE
+
+
+def _policy_after_yield() -> int:
+    yield_cpu()
+    return os.sched_getscheduler(0)
+
+
+def test_attackers_come_from_another_address_than_the_honest_clients():
+    # The server bounds half-sent heads per address: attackers sharing the honest clients'
+    # 127.0.0.1 would have the honest heads closed with theirs, which no deployment sees.
+    assert Target("http://127.0.0.1:8321", 0.0).source == "127.0.0.2"
+    assert Target("http://[::1]:8321", 0.0).source is None  # no second address to take: as is

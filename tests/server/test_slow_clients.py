@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from whiz.server.waiting import MIN_HEAD_S
+from whiz.server.waiting import MIN_HEAD_S, WaitingConnections, WaitingLimits, _Counted
 
 HALF_HEAD = b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "
 
@@ -366,3 +366,77 @@ def test_a_request_past_the_connection_cap_gets_a_json_503_with_retry_after(serv
             sock.close()
     time.sleep(0.3)
     assert httpx.get(f"{served.root}/health", timeout=10).status_code == 200
+
+
+class _Loop:
+    """An event loop's clock and timers, moved by hand."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def time(self) -> float:
+        return self.now
+
+    def call_later(self, delay: float, callback, *args) -> _Timer:  # noqa: ANN001
+        return _Timer(self.now + delay)
+
+
+class _Timer:
+    def __init__(self, when: float) -> None:
+        self._when = when
+
+    def when(self) -> float:
+        return self._when
+
+    def cancel(self) -> None:
+        pass
+
+
+class _Head:
+    """A connection that sent half a head, as `WaitingConnections` sees it."""
+
+    def __init__(self, loop: _Loop, address: str = "10.0.0.9") -> None:
+        self.loop, self.address, self.dropped = loop, address, False
+
+    def has_unread(self) -> bool:
+        return False
+
+    def drop(self) -> None:
+        self.dropped = True  # its transport closes; connection_lost comes a loop pass later
+
+
+def test_connections_closed_to_make_room_do_not_count_while_they_close():
+    # A slowloris that reconnects hundreds of sockets at once gets them all accepted in one pass
+    # of the event loop; each new head closes an old one, and those stay open until the next
+    # pass. Were they counted meanwhile, an honest request whose head completed in that pass
+    # found the cap full of them and got a 503 `too_many_connections` (seen in a soak).
+    loop = _Loop()
+    waiting = WaitingConnections(WaitingLimits(max_waiting_per_address=4))
+    opened: set = set()
+    counted = _Counted(opened, waiting)
+    old = [_Head(loop) for _ in range(10)]
+    for conn in old:
+        opened.add(conn)
+        waiting.wait(conn, deadline=True)
+    loop.now = MIN_HEAD_S + 0.5
+    burst = [_Head(loop) for _ in range(10)]
+    for conn in burst:
+        opened.add(conn)
+        waiting.wait(conn, deadline=True)
+    assert sum(conn.dropped for conn in old) == 10 and waiting.evicted == 10
+    assert len(counted) == 0  # all 20 still open, none with a request under way
+    for conn in old:  # their connection_lost
+        opened.discard(conn)
+        waiting.start(conn)
+    assert len(counted) == 0 and len(waiting) == 10
+
+
+def test_connections_closed_for_a_late_head_do_not_count_while_they_close():
+    loop = _Loop()
+    waiting = WaitingConnections(WaitingLimits(header_timeout_s=1.0))
+    late = _Head(loop)
+    late.time_out = lambda seconds: None  # writes the 408, closes; connection_lost comes later
+    opened = {late}
+    waiting.wait(late, deadline=True)
+    waiting._expire(late)  # its head deadline's timer
+    assert waiting.expired == 1 and len(_Counted(opened, waiting)) == 0

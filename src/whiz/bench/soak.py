@@ -19,6 +19,9 @@ with `upstream_lost` is sent once more, as that error asks; it is lost only if t
 With `--attack NAME` (repeatable; `bench/attackers.py`), hostile clients run beside the honest
 ones, and the report adds what each got back, the largest gap an honest stream saw between two
 events, and the server's memory high-water mark: compare them with a run without attackers.
+They connect from another loopback address than the honest clients, and `--cpus` /
+`--server-cpus` keep the bench's own work off the server's cores, as in a deployment where the
+clients are other machines (docs/limits-connections.md).
 
 It refuses any target that is not a loopback address: it is a stress test, not a tool to point
 at someone else's server.
@@ -76,6 +79,8 @@ HOSTILE_WS: list[str | bytes] = [
     "not json at all",
     '{"type": "response.create", "input": [' + "0," * 1_000_000 + "0]}",
 ]
+PROBE_KEYS = 100
+"""Keys the soak's gateway makes for `cross_key`: one a probe, so the probes' caches are empty."""
 KINDS = ("http_turn", "ws_turn", "vanish_prefill", "vanish_decode", "hostile_http", "hostile_ws")
 
 
@@ -103,12 +108,21 @@ class SoakPlan:
     attacks: tuple[str, ...] = ()
     """Hostile clients to run beside the honest ones (names in `bench.attackers.ATTACKERS`)."""
     attacker_key: str | None = None
-    """A second valid key, for `cross_key` (the soak's own gateway makes both keys)."""
+    """A second valid key, for the attackers (the soak's own gateway makes it)."""
+    probe_keys: tuple[str, ...] = ()
+    """Keys for `cross_key`'s probes, a fresh one each round (the soak's own gateway makes them)."""
+    cpus: tuple[int, ...] = ()
+    """Pin the bench (its honest clients and its attackers) to these CPUs; () leaves it free."""
+    server_cpus: tuple[int, ...] = ()
+    """With `gateway`: pin the replicas and the gateway to these CPUs. Apart from `cpus`, the
+    clients' and attackers' own work cannot show up as the server's stalls, as in a deployment
+    where they are other machines."""
 
     def replica_args(self) -> list[str]:
         if self.replica_model == "fake":  # the fake engine: no KV budget, no threads
             return ["--model", "fake", "--slots", str(self.replica_slots)]
-        threads = max(1, (os.cpu_count() or 2) // 2)  # the two replicas share the cores
+        cores = len(self.server_cpus) or os.cpu_count() or 2
+        threads = max(1, cores // 2)  # the two replicas share the cores
         kv_mb = kv_budget_mb(self.replica_slots, self.replica_ctx)
         return [
             "--model", self.replica_model, "--slots", str(self.replica_slots), "--ctx", str(self.replica_ctx),
@@ -177,6 +191,10 @@ class Soak:
         self.headers = {"Authorization": f"Bearer {plan.api_key}"} if plan.api_key else {}
         self.deadline = 0.0
         self.rss_peak = 0
+        self.lag_ms_max = 0.0
+        """The longest the bench's own event loop was late (its clients could not read meanwhile)."""
+        self.probe_ms_max = 0.0
+        """The longest the watched servers took to answer `/metrics` and `/health`."""
 
     # -- one client's loop --------------------------------------------------------------------
 
@@ -376,11 +394,22 @@ class Soak:
         return rss, active
 
     async def sample_rss(self, http: httpx.AsyncClient, every_s: float = 1.0) -> None:
-        """The watched processes' memory, summed, at its highest during the run."""
+        """The watched processes' memory, summed, at its highest during the run; and the longest
+        the servers took to answer for it (their event loops' responsiveness)."""
         while True:
+            t0 = time.perf_counter()
             rss, _ = await self.server_state(http)
+            self.probe_ms_max = max(self.probe_ms_max, ms_since(t0))
             self.rss_peak = max(self.rss_peak, sum(rss.values()))
             await asyncio.sleep(every_s)
+
+    async def watch_lag(self, every_s: float = 0.05) -> None:
+        """How late this process's loop wakes from a short sleep: an honest stream's gap no longer
+        than this may be the bench's own (a CPU it waited for), not the server's."""
+        while True:
+            t0 = time.perf_counter()
+            await asyncio.sleep(every_s)
+            self.lag_ms_max = max(self.lag_ms_max, (time.perf_counter() - t0 - every_s) * 1000)
 
     async def idle_after_ms(
         self, http: httpx.AsyncClient, left_at: float, limit_s: float = 30.0
@@ -399,12 +428,13 @@ class Soak:
         plan = self.plan
         async with httpx.AsyncClient(headers=self.headers, timeout=10) as http:
             rss_before, _ = await self.server_state(http)
+            cpus = self.cpus()
             self.deadline = time.monotonic() + plan.seconds
             clients = [self.client(i, ws_first=True) for i in range(plan.ws_sessions)]
             clients += [self.client(100 + i, ws_first=False) for i in range(plan.http_clients)]
             kill_after_s = plan.kill_after_s if plan.kill_after_s is not None else plan.seconds * 0.4
             killer = asyncio.create_task(self.kill_one(kill_after_s)) if self.replicas else None
-            target = Target(self.root, self.deadline, plan.api_key, plan.attacker_key)
+            target = Target(self.root, self.deadline, plan.api_key, plan.attacker_key, plan.probe_keys)
             loop = asyncio.get_running_loop()
             spawn = multiprocessing.get_context("spawn")  # not fork: this process has threads
             with ProcessPoolExecutor(max_workers=max(1, len(plan.attacks)), mp_context=spawn) as pool:
@@ -412,11 +442,13 @@ class Soak:
                     name: loop.run_in_executor(pool, run_attacker, name, target) for name in plan.attacks
                 }
                 sampler = asyncio.create_task(self.sample_rss(http))
+                lag = asyncio.create_task(self.watch_lag())
                 await asyncio.gather(*clients)
                 if killer is not None and not killer.done():
                     killer.cancel()  # the run ended first: nothing was killed
                 attacked = {name: await future for name, future in attacks.items()}
                 sampler.cancel()
+                lag.cancel()
             left_at = time.monotonic()
             idle_ms = await self.idle_after_ms(http, left_at)
             rss_after, _ = await self.server_state(http)
@@ -451,9 +483,20 @@ class Soak:
             "rss_mb_by_process": {r: [rss_before.get(r, 0) / 1e6, rss_after[r] / 1e6] for r in rss_after},
             "rss_mb_peak": self.rss_peak / 1e6 if self.rss_peak else None,
             "honest_gap_ms_max": t.gap_ms_max,
+            "bench_lag_ms_max": self.lag_ms_max,
+            "server_probe_ms_max": self.probe_ms_max,
             "attackers": attacked,
+            "cpus": cpus,
             "gateway": self.gateway_summary(kill_after_s, counted, sigterm_s),
         }
+
+    def cpus(self) -> dict[str, Any]:
+        """Where the bench runs, and (behind its own gateway) where its live replicas do."""
+        where: dict[str, Any] = {"bench": sorted(os.sched_getaffinity(0))}
+        for server in self.replicas:
+            with contextlib.suppress(OSError):  # the killed one is gone
+                where[server.url] = sorted(os.sched_getaffinity(server.proc.pid))
+        return where
 
     async def gateway_counts(self, http: httpx.AsyncClient) -> dict[str, float]:
         """The gateway's own counts: turns it moved to another replica before they produced
@@ -505,16 +548,46 @@ class Soak:
         }
 
 
+def pinned(cpus: tuple[int, ...], start: Callable[..., Any], *args: Any) -> Any:
+    """`start(*args)` with this thread pinned to `cpus`, so the processes it starts are (a child
+    takes its affinity from the thread that forked it); the thread's own is restored after."""
+    if not cpus:
+        return start(*args)
+    own = os.sched_getaffinity(0)  # 0: this thread, on Linux
+    os.sched_setaffinity(0, cpus)
+    try:
+        return start(*args)
+    finally:
+        os.sched_setaffinity(0, own)
+
+
+def parse_cpus(text: str) -> tuple[int, ...]:
+    """`0`, `0,2` or `0-3` (as taskset -c reads them) to CPU numbers; ValueError if malformed."""
+    cpus: set[int] = set()
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        low, _, high = part.partition("-")
+        first, last = int(low), int(high or low)
+        if first < 0 or last < first:
+            raise ValueError(part)
+        cpus.update(range(first, last + 1))
+    if not cpus:
+        raise ValueError(text)
+    return tuple(sorted(cpus))
+
+
 async def run_behind_gateway(plan: SoakPlan) -> dict[str, Any]:
     """Two replicas and a gateway on loopback, the soak through the gateway, then all stopped."""
     with tempfile.TemporaryDirectory(prefix="whiz-soak-") as logs, LocalCluster(Path(logs)) as cluster:
         say(f"… starting 2 replicas: whiz serve --engine-only {' '.join(plan.replica_args())}")
-        await asyncio.to_thread(cluster.start_replicas, 2, plan.replica_args())
+        await asyncio.to_thread(pinned, plan.server_cpus, cluster.start_replicas, 2, plan.replica_args())
         keys: list[str] = []
         if "cross_key" in plan.attacks:  # two tenants: the honest clients' and the prober's
-            plan = replace(plan, api_key=plan.api_key or "soak-honest", attacker_key="soak-probe")
-            keys = ["--api-key", plan.api_key, "--api-key", plan.attacker_key]
-        gateway = await asyncio.to_thread(cluster.start_gateway, "affinity", keys)
+            probes = tuple(f"soak-probe-{i}" for i in range(PROBE_KEYS))
+            plan = replace(
+                plan, api_key=plan.api_key or "soak-honest", attacker_key="soak-attacker", probe_keys=probes
+            )
+            keys = [a for key in (plan.api_key, plan.attacker_key, *probes) for a in ("--api-key", key)]
+        gateway = await asyncio.to_thread(pinned, plan.server_cpus, cluster.start_gateway, "affinity", keys)
         say(f"… gateway at {gateway.url}; soaking for {plan.seconds:g} s")
         return await Soak(plan, gateway.url, cluster.replicas).run()
 
@@ -533,6 +606,8 @@ ROWS = (
     ("rss_mb_after", ""),
     ("rss_mb_peak", "sampled every second"),
     ("honest_gap_ms_max", "longest wait between two events of an honest stream"),
+    ("bench_lag_ms_max", "longest the bench's own loop was late: gaps this long may be its own"),
+    ("server_probe_ms_max", "longest the server took to answer /metrics and /health, polled each second"),
 )
 
 
@@ -587,6 +662,20 @@ def main(plan: SoakPlan) -> int:
     if unknown:
         err.print(f"[red]error:[/red] no attacker {unknown[0]!r}; there are {', '.join(ATTACKERS)}.")
         return 2
+    usable = os.sched_getaffinity(0)
+    for option, cpus in (("--cpus", plan.cpus), ("--server-cpus", plan.server_cpus)):
+        if not set(cpus) <= usable:
+            missing = min(set(cpus) - usable)
+            err.print(f"[red]error:[/red] {option}: no CPU {missing} here; usable: {sorted(usable)}.")
+            return 2
+    if plan.server_cpus and not plan.gateway:
+        err.print(
+            "[red]error:[/red] --server-cpus pins the cluster --gateway starts; pin your own "
+            "server with taskset -c (see docs/limits-connections.md)."
+        )
+        return 2
+    if plan.cpus:
+        os.sched_setaffinity(0, plan.cpus)  # before any thread or attacker process: they inherit it
     try:
         result = asyncio.run(run_behind_gateway(plan) if plan.gateway else Soak(plan).run())
     except httpx.ConnectError as exc:

@@ -132,9 +132,17 @@ class WaitingConnections:
 
     def _expire(self, conn: WaitingProtocol) -> None:
         if conn in self._heads:
-            self.start(conn)
+            self._let_go(conn)
             self.expired += 1
             conn.time_out(self.limits.header_timeout_s)
+
+    def _let_go(self, conn: WaitingProtocol) -> None:
+        """`conn` is being closed by the server: it no longer has a head to wait for, and is not
+        counted until it is gone (its `connection_lost` comes a loop pass later). A burst of
+        connections accepted in one pass closes as many old heads; counted meanwhile, they
+        would fill the cap for any request whose head completed in that pass."""
+        self.start(conn)
+        self._closing.add(conn)
 
     def _make_room(self, address: str) -> None:
         mine = self._by_address.get(address)
@@ -162,7 +170,7 @@ class WaitingConnections:
         return conn.loop.time() - started >= MIN_HEAD_S
 
     def _evict(self, conn: WaitingProtocol) -> None:
-        self.start(conn)
+        self._let_go(conn)
         self.evicted += 1
         conn.drop()
 
