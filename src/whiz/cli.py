@@ -304,6 +304,13 @@ def bench_soak(
         str | None,
         typer.Option(help="With --gateway: pin the replicas and the gateway to these CPUs."),
     ] = None,
+    attackers_idle: Annotated[
+        bool,
+        typer.Option(
+            help="Run the attackers at idle priority, on the CPU the honest clients leave (as attackers "
+            "elsewhere take none of theirs); --no-attackers-idle where no CPU is idle, or they barely run."
+        ),
+    ] = True,
 ) -> None:
     """Load and faults on a loopback server: clients vanishing mid-prefill/decode, hostile input
     mixed in; with --gateway, one replica killed behind a gateway; with --attack, hostile clients."""
@@ -321,7 +328,8 @@ def bench_soak(
     plan = SoakPlan(
         target, seconds, ws_sessions, http_clients, max_tokens, api_key=api_key, model=model,
         patience_s=patience_s, hang_s=hang_s, gateway=gateway, replica_model=replica_model,
-        replica_slots=replica_slots, kill_after_s=kill_after_s, attacks=tuple(attack or ()), **pins,
+        replica_slots=replica_slots, kill_after_s=kill_after_s, attacks=tuple(attack or ()),
+        attackers_idle=attackers_idle, **pins,
     )  # fmt: skip
     raise typer.Exit(main(plan))
 

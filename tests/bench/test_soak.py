@@ -83,14 +83,20 @@ def test_only_loopback_targets(capsys):
     assert "this machine only" in capsys.readouterr().err
 
 
+# The tests run the attackers at normal priority (`attackers_idle=False`): beside the suite's other
+# workers no CPU is idle, and at idle priority they would hardly run in a few seconds.
+
+
 def test_attackers_beside_the_honest_clients_cost_them_nothing(serve_fake, capsys):
     # The honest clients share this process (and its GIL) with the server: on a loaded machine
     # one can wait over a second to write a head it has a connection for, so the deadline on
     # heads is kept above that; the slowloris heads are still let go, by the per-address bound.
+    # The run is long enough for the attacker's process to start and its heads to grow old on a
+    # loaded machine too.
     served = serve_fake(engine_kw={"step_s": 0.001}, header_timeout_s=3.0)
     plan = SoakPlan(
-        served.root, seconds=4.0, ws_sessions=2, http_clients=2, max_tokens=8, hang_s=20,
-        attacks=("slowloris", "ping_flood"),
+        served.root, seconds=8.0, ws_sessions=2, http_clients=2, max_tokens=8, hang_s=20,
+        attacks=("slowloris", "ping_flood"), attackers_idle=False,
     )  # fmt: skip
     code = main(plan)
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
@@ -106,7 +112,7 @@ def test_attackers_beside_the_honest_clients_cost_them_nothing(serve_fake, capsy
 def test_a_second_key_reads_nothing_of_the_first_ones_prompt_through_the_gateway(capsys):
     plan = SoakPlan(
         seconds=4.0, ws_sessions=1, http_clients=1, max_tokens=8, hang_s=30,
-        gateway=True, replica_model="fake", kill_after_s=100.0, attacks=("cross_key",),
+        gateway=True, replica_model="fake", kill_after_s=100.0, attacks=("cross_key",), attackers_idle=False,
         server_cpus=(0,),
     )  # fmt: skip
     code = main(plan)
@@ -144,8 +150,8 @@ def test_grammar_and_prediction_attackers_get_their_caps_and_cost_the_honest_not
     # gets a 400; an 8 MB prediction is served, cut, and the reply says so.
     served = serve_fake(engine_kw={"step_s": 0.001})
     plan = SoakPlan(
-        served.root, seconds=5.0, ws_sessions=2, http_clients=2, max_tokens=8, hang_s=30,
-        attacks=("grammar_bomb", "ambiguous_grammar", "giant_prediction"),
+        served.root, seconds=8.0, ws_sessions=2, http_clients=2, max_tokens=8, hang_s=30,
+        attacks=("grammar_bomb", "ambiguous_grammar", "giant_prediction"), attackers_idle=False,
     )  # fmt: skip
     code = main(plan)
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])

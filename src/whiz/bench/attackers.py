@@ -243,6 +243,10 @@ def tool_call_body(schema: dict, max_tokens: int = 24) -> bytes:
     return json.dumps(body).encode()
 
 
+ANSWER_GRACE_S = 60.0
+"""How long past the run's end a request already sent may take to be answered."""
+
+
 async def post_in_turn(target: Target, bodies: list[bytes], concurrency: int = 1) -> dict[str, Any]:
     """Send `bodies` to /v1/chat/completions in turn, `concurrency` at a time, until the deadline;
     report the status codes, the error codes, the `whiz` notes (with one example each) and the
@@ -259,11 +263,14 @@ async def post_in_turn(target: Target, bodies: list[bytes], concurrency: int = 1
         while target.left_s() > 0:
             t0 = time.monotonic()
             try:
-                async with asyncio.timeout(max(0.01, target.left_s())):
+                # One sent before the deadline gets its answer, as the honest turns do: a slow
+                # answer is what this attacker is here to see.
+                async with asyncio.timeout(max(ANSWER_GRACE_S, target.left_s())):
                     body = bodies[i % len(bodies)]
                     r = await http.post("/v1/chat/completions", content=body, headers=headers)
             except TimeoutError:
-                break  # the run ended with this one unanswered: not the server's answer
+                report["status"]["no_answer"] += 1
+                break
             except httpx.HTTPError as exc:
                 report["status"][type(exc).__name__] += 1
                 await asyncio.sleep(0.1)
@@ -325,12 +332,13 @@ ATTACKERS: dict[str, Callable[[Target], Awaitable[dict[str, Any]]]] = {
 }
 
 
-def run_attacker(name: str, target: Target) -> dict[str, Any]:
-    """One attacker to its end, in a process of its own (`ProcessPoolExecutor`), at idle priority:
-    it gets only the CPU the bench's honest clients leave, as attackers on other machines take
-    none of theirs. Else their gaps would measure the bench (honest clients waiting for a CPU the
-    attackers hold), not the server."""
-    yield_cpu()
+def run_attacker(name: str, target: Target, idle: bool = True) -> dict[str, Any]:
+    """One attacker to its end, in a process of its own (`ProcessPoolExecutor`), at idle priority
+    (unless not `idle`): it gets only the CPU the bench's honest clients leave, as attackers on
+    other machines take none of theirs. Else their gaps would measure the bench (honest clients
+    waiting for a CPU the attackers hold), not the server."""
+    if idle:
+        yield_cpu()
     return asyncio.run(ATTACKERS[name](target))
 
 

@@ -107,6 +107,9 @@ class SoakPlan:
     """When one replica is killed, in seconds from the start (default: 40% of the run)."""
     attacks: tuple[str, ...] = ()
     """Hostile clients to run beside the honest ones (names in `bench.attackers.ATTACKERS`)."""
+    attackers_idle: bool = True
+    """Run them at idle priority (`attackers.run_attacker`); off where no CPU is idle (a loaded
+    machine, a test run beside other work), where idle-priority attackers hardly run at all."""
     attacker_key: str | None = None
     """A second valid key, for the attackers (the soak's own gateway makes it)."""
     probe_keys: tuple[str, ...] = ()
@@ -439,7 +442,8 @@ class Soak:
             spawn = multiprocessing.get_context("spawn")  # not fork: this process has threads
             with ProcessPoolExecutor(max_workers=max(1, len(plan.attacks)), mp_context=spawn) as pool:
                 attacks = {
-                    name: loop.run_in_executor(pool, run_attacker, name, target) for name in plan.attacks
+                    name: loop.run_in_executor(pool, run_attacker, name, target, plan.attackers_idle)
+                    for name in plan.attacks
                 }
                 sampler = asyncio.create_task(self.sample_rss(http))
                 lag = asyncio.create_task(self.watch_lag())
