@@ -11,7 +11,7 @@ from whiz.engine.types import EngineInfo
 
 TOP_KEYS = {
     "bench", "date", "cpu", "threads", "whiz_decode_tok_s", "llama_decode_tok_s", "ratio",
-    "whiz_prefill_tok_s", "llama_prefill_tok_s", "prefill_ratio", "models",
+    "whiz_prefill_tok_s", "llama_prefill_tok_s", "prefill_ratio", "models", "load_average",
 }  # fmt: skip
 
 
@@ -66,6 +66,23 @@ def test_the_report_compares_both_sides_per_context_and_ends_with_one_json_line(
     assert spec["identical"] is True and spec["spec_decode_tok_s"] > 0
     table = "\n".join(out[:-1])
     assert "decode" in table and "prefill" in table and "identical" in table
+    assert "busy" not in table  # no load average given
+
+
+def test_a_report_from_a_busy_machine_says_its_figures_mean_little(capsys):
+    engine = rambling_engine()
+    plan = EnginePlan(("fake",), threads=2, quick=True, speculation=False)
+    try:
+        result = measure_model(engine, StubLlama(), plan, progress=lambda _: None)
+    finally:
+        engine.close()
+    # Two threads of its own: a load of 2 is the bench itself, 7 is other work beside it.
+    print_report(summarize({"fake": result}, plan, load=(0.2, 7.0)))
+    out = capsys.readouterr().out.strip().splitlines()
+    assert json.loads(out[-1])["load_average"] == [0.2, 7.0]
+    assert "The machine was busy" in " ".join(out[:-1])
+    print_report(summarize({"fake": result}, plan, load=(0.3, 2.2)))
+    assert "busy" not in capsys.readouterr().out
 
 
 def test_whiz_side_times_the_decode_after_the_first_token():

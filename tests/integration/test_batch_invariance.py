@@ -15,15 +15,20 @@ import numpy as np
 import pytest
 
 from whiz.engine.llamacpp import LlamaRuntime
-from whiz.models import ModelStore, default_home
+from whiz.models import ModelNotInstalledError, ModelStore, default_home
 
 pytestmark = pytest.mark.model
 
 
-@pytest.fixture(scope="module")
-def runtime():
-    path = ModelStore(default_home()).resolve("qwen2.5-coder-0.5b")
-    rt = LlamaRuntime(path, kv_budget_mb=256, ctx=2048, n_seq_max=5)
+@pytest.fixture(scope="module", params=["qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"])
+def runtime(request):
+    """Both models: the 0.5B's weights are mostly q5_0 (sgemm's tiles), the 1.5B's q4_K and q6_K
+    (whiz's k-quant kernel), so each checks a different batch kernel against vec_dot."""
+    try:  # the 0.5B is pulled if missing, as for every real-model test; the 1.5B only if pulled
+        path = ModelStore(default_home()).resolve(request.param, pull=request.param == "qwen2.5-coder-0.5b")
+    except ModelNotInstalledError:
+        pytest.skip(f"{request.param} is not installed (`whiz models pull {request.param}`)")
+    rt = LlamaRuntime(path, kv_budget_mb=None, ctx=512, n_seq_max=5)
     yield rt
     rt.close()
 

@@ -242,8 +242,19 @@ def _cpu() -> dict[str, Any]:
     return {"name": name, "cores": os.cpu_count(), "flags": [f for f in wanted if f in flags]}
 
 
-def summarize(results: dict[str, dict[str, Any]], plan: EnginePlan) -> dict[str, Any]:
-    """One JSON object: the first model's short-context decode and long-context prefill on top."""
+def busy(load: tuple[float, float] | None, threads: int) -> bool:
+    """Whether other work ran beside the bench's own threads: then llama.cpp's threads wait for one
+    another at every barrier of every matmul (thousands per token) and both sides slow down
+    erratically, several times over, so the figures measure the other work."""
+    return load is not None and max(load) > threads + 1
+
+
+def summarize(
+    results: dict[str, dict[str, Any]], plan: EnginePlan, load: tuple[float, float] | None = None
+) -> dict[str, Any]:
+    """One JSON object: the first model's short-context decode and long-context prefill on top.
+
+    `load` is the 1-minute load average when the bench started and when it ended."""
     first = results[plan.models[0]]["contexts"]
     short, long = first["short"], first["long"]
     return {
@@ -252,6 +263,7 @@ def summarize(results: dict[str, dict[str, Any]], plan: EnginePlan) -> dict[str,
         "cpu": _cpu(),
         "threads": plan.threads or os.cpu_count(),
         "quick": plan.quick,
+        "load_average": list(load) if load is not None else None,
         "whiz_decode_tok_s": short["whiz_decode_tok_s"],
         "llama_decode_tok_s": short["llama_decode_tok_s"],
         "ratio": short["decode_ratio"],
@@ -291,6 +303,12 @@ def print_report(summary: dict[str, Any], console: Console | None = None) -> Non
                 f"{spec['over_llama']:.2f}",
             )
     console.print(table)
+    load = summary.get("load_average")
+    if busy(tuple(load) if load else None, summary["threads"]):
+        console.print(
+            f"The machine was busy (load average {load[0]:.1f} at the start, {load[1]:.1f} at the end): "
+            "these figures measure the other work."
+        )
     print(json.dumps(rounded(summary)), flush=True)
 
 
@@ -325,6 +343,7 @@ def main(plan: EnginePlan) -> int:
         console.print(f"[dim]{message}[/dim]")
 
     results = {}
+    load_start = os.getloadavg()[0]
     for model in plan.models:
         try:
             results[model] = _run_model(model, plan, progress)
@@ -333,5 +352,5 @@ def main(plan: EnginePlan) -> int:
                 console.print(f"{model} is not installed: `whiz models pull {model}`")
                 return 1
             progress(f"{model} is not installed (`whiz models pull {model}`): skipped")
-    print_report(summarize(results, plan))
+    print_report(summarize(results, plan, (load_start, os.getloadavg()[0])))
     return 0
