@@ -101,11 +101,11 @@ def model_threads() -> int | None:
 
     Under pytest-xdist the real-model tests run beside workers that keep the cores busy, and
     llama.cpp's threads wait for each other at every operation of a step by spinning: with two
-    threads on two shared cores one spins while the other waits for a core, and a decode ran 8x
-    slower than on one thread (measured beside one busy process). So there every llama.cpp a
-    real-model test starts gets one thread: `real_server` and in-process engines through this,
-    the servers `whiz exec` and other commands start through `WHIZ_THREADS` (set below). A serial
-    run keeps the default. `WHIZ_THREADS`, if the caller set it, wins."""
+    threads on two shared cores one spins while the other waits for a core (0.5B decode beside one
+    busy process: 8.8 tok/s on two threads, 14.8 on one; quiet: 26.6 and 16.0). So there every
+    llama.cpp a real-model test starts gets one thread: `real_server` and in-process engines
+    through this, the servers `whiz exec` and other commands start through `WHIZ_THREADS` (set
+    below). A serial run keeps the default. `WHIZ_THREADS`, if the caller set it, wins."""
     if value := os.environ.get("WHIZ_THREADS"):
         return int(value)
     return 1 if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1 else None
