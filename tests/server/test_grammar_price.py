@@ -11,9 +11,9 @@ import httpx
 import pytest
 
 import whiz.backend.engine
-from tests.chat.hostile_schemas import nested_any_of, type_list_bomb
 from tests.engine.test_grammar_budget import costly
 from tests.server.test_bounded import over_socket
+from whiz.bench.attackers import nested_any_of, type_list_bomb
 from whiz.server.protocol import MAX_TOOLS
 
 API = ("chat", "responses", "messages")

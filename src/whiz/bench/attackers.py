@@ -205,12 +205,13 @@ async def cross_key(target: Target) -> dict[str, Any]:
     return report
 
 
-def type_list_bomb(k: int = 6, d: int = 8) -> dict:
+def type_list_bomb(k: int = 6, d: int = 8, types: list[str] | None = None) -> dict:
     """`{"type": [k types], "properties": {"a": <the same again>}}`, d deep: walking each type's
-    subschema again costs k^d. The defaults make ~770 bytes of JSON."""
+    subschema again costs k^d. The defaults make ~770 bytes of JSON; `types` replaces the k
+    "object"s with a list of its own."""
     schema: dict = {"type": "string"}
     for _ in range(d):
-        schema = {"type": ["object"] * k, "properties": {"a": schema}}
+        schema = {"type": types or ["object"] * k, "properties": {"a": schema}}
     return schema
 
 
