@@ -85,3 +85,13 @@ async def test_commands_refused_twice_are_not_offered_again_in_the_turn(project:
     assert [c["status"] for c in h.events.items("command_execution")] == ["declined", "declined"]
     assert (await h.agent.run("And now?")).ok
     assert "run_command" in {t["name"] for t in h.model.requests[3].tools}
+
+
+async def test_a_command_after_two_refusals_is_not_put_to_the_user_again(project: Path) -> None:
+    approver = ScriptedApprover([False, False])
+    script = ["RUN ls", "RUN cat greet.py", "RUN pwd", "It greets."]
+    h = Harness(project, script, approvals=Approvals("auto-edit", approver))
+    assert (await h.agent.run("What does greet.py do?")).ok
+    assert [r.detail for r in approver.asked] == ["ls", "cat greet.py"]
+    assert [c["status"] for c in h.events.items("command_execution")] == ["declined"] * 3
+    assert "No more commands run in this turn" in h.model.requests[3].items[-1]["content"]

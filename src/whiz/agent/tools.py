@@ -110,6 +110,10 @@ class WriteFailed(WhizAgentError):
     """Files could not be written (disk full, permissions): the turn ends, nothing half-applied."""
 
 
+WITHDRAWN_COMMANDS = "No more commands run in this turn: answer, or edit files, with what you have."
+"""What the model reads once commands were refused twice in a turn (see `Toolbox._command`)."""
+
+
 class Toolbox:
     """Runs actions in one workspace, under the session's approvals, reporting items as events."""
 
@@ -452,6 +456,11 @@ class Toolbox:
         return Outcome(f"{tool.name}:\n{text}", ok=result.ok)
 
     async def _command(self, command: str) -> Outcome:
+        if "run_command" in self._withdrawn:  # refused twice already: not asked a third time
+            self.emit.single(
+                "command_execution", command=command, aggregated_output="", exit_code=None, status="declined"
+            )
+            return Outcome(WITHDRAWN_COMMANDS, ok=False)
         decision = await self.approvals.command(command)
         if not decision.allowed:
             self.emit.single(
@@ -464,11 +473,7 @@ class Toolbox:
             if self._declined_commands < 2:
                 return Outcome(f"Not run: {decision.reason}", ok=False)
             self._withdrawn.add("run_command")
-            return Outcome(
-                f"Not run: {decision.reason}\nNo more commands run in this turn: answer, or edit "
-                "files, with what you have.",
-                ok=False,
-            )
+            return Outcome(f"Not run: {decision.reason}\n{WITHDRAWN_COMMANDS}", ok=False)
         item = self.emit.start(
             "command_execution", command=command, aggregated_output="", exit_code=None, status="in_progress"
         )
