@@ -73,10 +73,11 @@ browser: sandbox
 	  DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
 
-# Three workers (pytest-xdist): the tests on the real model run on one of them, one at a time
-# (tests/conftest.py groups them), the rest of the suite, which mostly waits on sockets, timers and
-# subprocesses, on the other two. --durations: CI's log names the slowest tests.
-TEST_WORKERS ?= 3
+# Four workers (pytest-xdist): the tests on the real model run in two groups, each on one worker
+# and one core, one test at a time (tests/conftest.py groups them); the rest of the suite, which
+# mostly waits on sockets, timers and subprocesses, on the other two. --durations: CI's log names
+# the slowest tests.
+TEST_WORKERS ?= 4
 test:
 	@$(MAKE) --no-print-directory -j4 setup model-file browser
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=30 $(PYTEST_ARGS)

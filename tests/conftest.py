@@ -84,16 +84,46 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ.pop("LINES", None)
 
 
+MODEL_GROUPS = {
+    "model-b": (
+        "tests/integration/test_agent_real.py",
+        "tests/integration/test_batch_invariance.py",
+        "tests/integration/test_draft_model_real.py",
+        "tests/integration/test_candidates_real.py",
+        "tests/integration/test_decode_step_real.py",
+        "tests/integration/test_real_model.py",
+        "tests/mcp/",
+        "tests/clients/",
+        "tests/web/",
+        "tests/completion/",
+        "tests/gateway/",
+        "tests/server/",
+        "tests/tui/",
+    ),
+}
+"""The real-model tests in the second group, by file or folder; the rest are in group `model`.
+The two take about as long (by `--durations` on a quiet 2-core machine): keep them even when a
+slow real-model test is added."""
+
+
+def model_group(nodeid: str) -> str:
+    """The pytest-xdist group of a real-model test."""
+    for group, paths in MODEL_GROUPS.items():
+        if nodeid.startswith(paths):
+            return group
+    return "model"
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (`make test` runs `-n 3 --dist loadgroup`) the tests on the real model
-    run on one worker, one after another, against that worker's one `real_server`: the model uses
-    every core, so two of them side by side gain nothing, and each worker would load it again.
-    The other workers take the rest of the suite meanwhile, which mostly waits on sockets,
-    subprocesses and timers."""
+    """Under pytest-xdist (`make test` runs `-n 4 --dist loadgroup`) the tests on the real model
+    run in two groups, each on one worker, one test after another, against that worker's one
+    `real_server` on one llama.cpp thread (`model_threads`): one core each, the way llama.cpp
+    uses a core best, while the other workers take the rest of the suite, which mostly waits on
+    sockets, subprocesses and timers. One group alone would leave a core idle for minutes."""
     for item in items:
         if item.get_closest_marker("model") is not None:
-            item.add_marker(pytest.mark.xdist_group("model"))
+            item.add_marker(pytest.mark.xdist_group(model_group(item.nodeid)))
 
 
 def model_threads() -> int | None:

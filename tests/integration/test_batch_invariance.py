@@ -14,6 +14,7 @@ import random
 import numpy as np
 import pytest
 
+from tests.conftest import model_threads
 from whiz.engine.llamacpp import LlamaRuntime
 from whiz.models import ModelNotInstalledError, ModelStore, default_home
 
@@ -28,7 +29,7 @@ def runtime(request):
         path = ModelStore(default_home()).resolve(request.param, pull=request.param == "qwen2.5-coder-0.5b")
     except ModelNotInstalledError:
         pytest.skip(f"{request.param} is not installed (`whiz models pull {request.param}`)")
-    rt = LlamaRuntime(path, kv_budget_mb=None, ctx=512, n_seq_max=5)
+    rt = LlamaRuntime(path, kv_budget_mb=None, ctx=512, n_seq_max=5, n_threads=model_threads())
     yield rt
     rt.close()
 

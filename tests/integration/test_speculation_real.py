@@ -20,14 +20,15 @@ def _source(obj) -> str:
     return inspect.getsource(obj)
 
 
-# Small real files the project did not write, each with a mechanical edit.
+# Small real files the project did not write, each with a mechanical edit: short, since each is
+# decoded plainly too, a token at a time.
 import colorsys  # noqa: E402
 import fnmatch  # noqa: E402
 import shlex  # noqa: E402
 
 CASES = [
     (
-        _source(colorsys.rgb_to_yiq) + "\n" + _source(colorsys.yiq_to_rgb),
+        _source(colorsys.rgb_to_yiq) + "\n" + _source(colorsys.hls_to_rgb),
         "Rename the function rgb_to_yiq to rgb_to_yiq_color.",
     ),
     (_source(fnmatch.filter), "Rename the parameter pat to pattern."),
@@ -82,7 +83,7 @@ def test_after_rolled_back_drafts_the_next_turn_continues_like_plain(real_server
             previous = None
             turns = [
                 instruction + f"\n\n```python\n{code}```",
-                "Now also rename yiq_to_rgb to yiq_to_rgb_color.",
+                "Now also rename hls_to_rgb to hls_to_rgb_color.",
             ]
             for i, message in enumerate(turns):
                 body = {
