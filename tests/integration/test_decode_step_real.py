@@ -17,6 +17,7 @@ import threading
 
 import pytest
 
+from tests.conftest import model_threads
 from whiz.config import ServeSettings
 from whiz.engine.factory import load_engine
 from whiz.engine.types import GenerateRequest, SamplingParams
@@ -53,7 +54,16 @@ def test_a_plain_decode_step_is_one_row_on_one_thread(monkeypatch):
 
     monkeypatch.setattr(llama_cpp, "llama_decode", recording_decode)
     settings = ServeSettings(
-        model="qwen2.5-coder-0.5b", kv_budget_mb=256, ctx=2048, slots=2, prefix_cache=False, speculation=False
+        model="qwen2.5-coder-0.5b",
+        kv_budget_mb=256,
+        ctx=2048,
+        slots=2,
+        prefix_cache=False,
+        speculation=False,
+        # Under pytest-xdist one thread (see model_threads): two threads spinning beside the busy
+        # workers make the load alone take a minute. The decoding thread and the one row per step
+        # are checked either way; the sleeps per token need a team, so a serial run checks them.
+        threads=model_threads(),
     )
 
     async def run() -> tuple[list[list[tuple]], int, int]:

@@ -43,7 +43,7 @@ def engine_for(model: str, draft: str):
 
 async def generate(engine, text: str, **kw) -> tuple[list[int], object]:
     prompt = ChatTemplate(engine.tokenizer).encode([Message("user", text)])
-    stream = engine.generate(GenerateRequest(prompt=prompt, max_tokens=40, **kw))
+    stream = engine.generate(GenerateRequest(prompt=prompt, max_tokens=24, **kw))
     return [t async for c in stream for t in c.tokens], stream.stats
 
 

@@ -30,13 +30,18 @@ async def greedy(engine, prompt: list[int]):
 
 async def test_output_after_restoring_a_prefix_from_disk_equals_output_after_prefilling_it(tmp_path):
     settings = ServeSettings(
-        ctx=4096, slots=2, kv_budget_mb=256, prefix_cache_dir=tmp_path, threads=model_threads()
+        ctx=2048,
+        slots=2,
+        kv_budget_mb=128,
+        prefix_cache_dir=tmp_path,
+        prefix_cache_min_tokens=512,  # prompts short enough to prefill three times in seconds
+        threads=model_threads(),
     )
     engine = load_engine(settings)
     code = engine.tokenizer.encode(inspect.getsource(json.decoder) + inspect.getsource(json.encoder))
-    long_prompt = code[:1500]
-    # Shares the first 1400 tokens, then goes elsewhere: restored in part, the rest prefilled.
-    branch = code[:1400] + engine.tokenizer.encode("\n\n# A short summary of the module above:\n#")
+    long_prompt = code[:700]
+    # Shares the first 600 tokens, then goes elsewhere: restored in part, the rest prefilled.
+    branch = code[:600] + engine.tokenizer.encode("\n\n# A short summary of the module above:\n#")
     try:
         cold_long, stats = await greedy(engine, long_prompt)
         assert stats.prefill_tokens == len(long_prompt)
@@ -57,7 +62,7 @@ async def test_output_after_restoring_a_prefix_from_disk_equals_output_after_pre
     engine = load_engine(settings)  # another, where only part of the saved prompt is wanted
     try:
         warm_branch, stats = await greedy(engine, branch)
-        assert stats.cached_tokens == 1400 and stats.prefill_tokens == len(branch) - 1400
+        assert stats.cached_tokens == 600 and stats.prefill_tokens == len(branch) - 600
     finally:
         engine.close()
     assert warm_branch == cold_branch
