@@ -8,6 +8,7 @@ An import inside a function counts: it still runs.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import subprocess
 import sys
@@ -104,11 +105,16 @@ def whiz_modules() -> dict[str, Path]:
     return {module_name(p): p for p in (SRC / "whiz").rglob("*.py")}
 
 
+@functools.cache
+def whiz_graph() -> dict[str, set[str]]:
+    """The import graph of the package, parsed once for the tests that read it (seconds each)."""
+    return imports(whiz_modules())
+
+
 def test_no_module_imports_from_a_higher_layer() -> None:
-    modules = whiz_modules()
     upward = sorted(
         f"{name} (layer {layer(name)}) imports {target} (layer {layer(target)})"
-        for name, targets in imports(modules).items()
+        for name, targets in whiz_graph().items()
         for target in targets
         if layer(target) > layer(name)
     )
@@ -139,7 +145,7 @@ def loops_in(graph: dict[str, set[str]]) -> list[str]:
 
 
 def test_no_import_loops() -> None:
-    assert loops_in(imports(whiz_modules())) == []
+    assert loops_in(whiz_graph()) == []
 
 
 def rooms(graph: dict[str, set[str]], package: str) -> dict[str, set[str]]:
@@ -161,7 +167,7 @@ def rooms(graph: dict[str, set[str]], package: str) -> dict[str, set[str]]:
 def test_the_agents_rooms_import_one_way() -> None:
     # agent/'s sub-packages (context, editing, models, store, project) stand one above another:
     # a room that imports a room above it ties the two into one concern (docs/architecture.md).
-    assert loops_in(rooms(imports(whiz_modules()), "whiz.agent")) == []
+    assert loops_in(rooms(whiz_graph(), "whiz.agent")) == []
 
 
 def test_the_room_check_can_tell_a_loop() -> None:
@@ -205,7 +211,7 @@ def test_an_engine_only_replica_loads_no_agent_module() -> None:
 def test_the_table_can_tell_a_violation() -> None:
     # The walk sees an upward import (so the first test can fail).
     assert layer("whiz.server.app") < layer("whiz.agent.loop")
-    assert "whiz.web.app" in imports(whiz_modules())["whiz.commands.serve"]
+    assert "whiz.web.app" in whiz_graph()["whiz.commands.serve"]
 
 
 # -- git ---------------------------------------------------------------------------------------------
