@@ -22,7 +22,7 @@ from typing import Literal
 from whiz.chat.detok import Detokenizer
 from whiz.completion.boundary import Boundary, Cursor
 from whiz.completion.fim import FimBudget, FimInput, FimVocab, NoFim, build, plain_tokens
-from whiz.engine.types import GenerateRequest, GenerationStats, SamplingParams
+from whiz.engine.types import GenerateRequest, GenerationStats, LazyGrammar, SamplingParams
 from whiz.errors import EngineError
 from whiz.seams import Engine, Stream
 
@@ -127,6 +127,7 @@ class Completion:
             tenant=request.tenant,
             reuse_chunk=service.options.reuse_chunk_tokens if request.fim is not None else 0,
             prediction=prediction,
+            grammar=healing_grammar(self._healed),
         )
         self._stream: Stream | None = None
         self._stale = False
@@ -233,6 +234,17 @@ class Completion:
             self._diverged = True
             return ""
         return raw[common:]  # fewer spaces than were typed: what follows them
+
+
+def healing_grammar(healed: str) -> LazyGrammar | None:
+    """For a word or symbol run cut from the cursor's line (`FimPrompt.healed`): the output starts
+    with that text, in any tokens (one may run past it: `(` is written as `(text`). The rule is
+    the engine's "tagged" one, which lets the output go free once it is complete: after the token
+    that finishes the cut text, nothing is matched. Spaces alone need no rule."""
+    if not healed.strip():
+        return None
+    literal = healed.replace("\\", "\\\\").replace('"', '\\"')
+    return LazyGrammar(f'tagged ::= "{literal}" ([^\\n] | "\\n")*\n', start="tagged")
 
 
 def _rest_of(last: LastCompletion | None, before: str) -> str | None:
