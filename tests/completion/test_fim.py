@@ -34,13 +34,17 @@ def test_the_prompt_is_prefix_suffix_middle_in_qwen_order():
     tokens = prompt(head + "def f(x):\n    return ", "\n\nprint(1)\n")
     text = b"".join(TOK.piece(t) for t in tokens).decode()
     middle = "def f(x):\n    return"  # the cursor's block, up to the cursor, goes after the middle token
-    assert text == f"<|fim_prefix|>{head}<|fim_suffix|>\n\nprint(1)\n<|fim_middle|>{middle}"
+    repo = "<|repo_name|>project\n<|file_sep|>file\n"  # always, as llama.cpp's server writes it
+    assert text == f"{repo}<|fim_prefix|>{head}<|fim_suffix|>\n\nprint(1)\n<|fim_middle|>{middle}"
 
 
-def test_typing_a_character_only_extends_the_prompt():
-    before = BODY + "def g(x):\n    ret"
-    old, new = prompt(before), prompt(before + "u")
-    assert new[: len(old)] == old and len(new) == len(old) + 1
+def test_typing_a_character_only_changes_the_end_of_the_prompt():
+    before = BODY + "def g(x):\n"
+    line = "    return self.f(x) == 12"
+    prompts = [prompt(before + line[:n]) for n in range(len(line) + 1)]
+    for old, new in zip(prompts, prompts[1:], strict=False):
+        assert common(old, new) == min(len(old), len(new))  # one extends the other
+    assert len(prompts[-1]) > len(prompts[0])
 
 
 def test_a_new_line_within_the_block_keeps_the_suffix_cached():
@@ -66,6 +70,25 @@ def test_special_token_names_in_the_file_stay_plain_text():
 def test_spaces_before_the_cursor_are_left_for_the_model_to_write():
     made = build(VOCAB, TOK, FimInput("def f():\n    ", ""), FimBudget())
     assert made.healed == "    " and TOK.piece(made.tokens[-1]) == b"\n"
+
+
+def test_the_cursor_lines_partial_last_word_or_symbol_run_is_left_for_the_model_to_write():
+    # A model's tokenizer joins "(" to the word after it, so a prompt ending in "(" makes the model
+    # write a word that does not join ("unicode(text)"): the prompt stops before the partial token.
+    cases = {
+        "    x = self._munge(": "(",
+        "    x = self.": ".",
+        "    x = self._mu": "_mu",
+        "    ret": " ret",
+        "    x ==": " ==",
+        "    x = 12": "",
+        "    x = ": " ",
+        "    x = " + "a" * 60: "",  # a long word is left whole
+    }
+    for line, cut in cases.items():
+        made = build(VOCAB, TOK, FimInput("def f():\n" + line, "\n"), FimBudget())
+        text = b"".join(TOK.piece(t) for t in made.tokens).decode()
+        assert made.healed == cut and text.endswith("<|fim_middle|>def f():\n" + line[: len(line) - len(cut)])
 
 
 def test_a_long_prefix_loses_lines_from_its_start_and_keeps_that_start_while_typing():
@@ -119,4 +142,4 @@ def test_a_huge_file_costs_no_more_tokenizing_than_the_budget():
 
 def test_one_enormous_line_is_cut_not_refused():
     made = build(VOCAB, TOK, FimInput("x = '" + "a" * 1_000_000, "b" * 1_000_000 + "'\n"), FimBudget())
-    assert made.truncated and len(made.tokens) <= 2048 + 512 + 3
+    assert made.truncated and len(made.tokens) <= 2048 + 512 + 3 + 16  # 16: the repository header

@@ -212,3 +212,20 @@ def test_a_finished_line_is_answered_without_waiting_for_the_engines_next_step()
 
     result, in_flight = run(main())
     assert result.text == "1" and in_flight == 1
+
+
+def test_the_cursor_lines_partial_word_is_written_by_the_model_and_a_different_word_gives_nothing():
+    async def main():
+        cursor = DOC.index("pi * r")  # after "math."
+        engine = fim_fake_engine(knows(DOC))
+        service = CompletionService(engine)
+        try:
+            done = await complete(service, DOC[:cursor], DOC[LINE_END:])
+            assert done.text == "pi * r * r"  # the model wrote "." again; it is not shown twice
+            # What was typed disagrees with what this model writes where "." ends the prompt.
+            other = DOC[:cursor].replace("math.", "math(")
+            assert (await complete(service, other, DOC[LINE_END:])).text == ""
+        finally:
+            engine.close()
+
+    run(main())

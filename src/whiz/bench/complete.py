@@ -29,7 +29,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -149,6 +149,11 @@ class Sample:
     line_ms: float
     prefill_tokens: int
     accepted: bool | None
+    line: str = ""
+    """The completion's first line."""
+    expected: str = ""
+    """The rest of the line the replay went on to type."""
+    case: str = ""
 
 
 def ask(
@@ -196,7 +201,14 @@ def ask(
     accepted = None
     if rest_of_line.strip():
         accepted = content.split("\n", 1)[0].rstrip() == rest_of_line.rstrip()
-    return Sample(timings.get("prompt_ms", line_ms), line_ms, int(timings.get("prompt_n", 0)), accepted)
+    return Sample(
+        timings.get("prompt_ms", line_ms),
+        line_ms,
+        int(timings.get("prompt_n", 0)),
+        accepted,
+        content.split("\n", 1)[0],
+        rest_of_line,
+    )
 
 
 REQUEST_TIMEOUT_S = 900
@@ -221,6 +233,7 @@ def replay_paired(urls: list[str], work: list[Case], limit: int, progress: Progr
             for pause in pauses(case, limit):
                 for mine, url in zip(samples, urls, strict=True):
                     mine.append(ask(http, url, *pause))
+                    mine[-1].case = case.name
     return samples
 
 
@@ -292,7 +305,13 @@ def run_all(plan: CompletePlan, work: list[Case], limit: int, progress: Progress
             peer = LlamaServer(plan)
             peer.wait_ready()
             urls.append(peer.url)
-        results = [summary(s) for s in replay_paired(urls, work, limit, progress)]
+        samples = replay_paired(urls, work, limit, progress)
+        results = [summary(s) for s in samples]
+        log = plan.log_dir / "whiz-bench-complete-samples.jsonl"
+        with open(log, "w") as out:
+            for name, mine in zip(("whiz", "llama_server"), samples, strict=False):
+                out.writelines(json.dumps({"server": name} | asdict(x)) + "\n" for x in mine)
+        progress(f"each request: {log}")
     finally:
         whiz.stop()
         if peer is not None:

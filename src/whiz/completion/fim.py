@@ -12,6 +12,14 @@ the previous request's `FimPrompt.anchor_hint`, the middle starts where it start
 the text just above it is still there and the cursor is fewer than `middle_lines` lines below it:
 typing down a function, or deleting lines above it, then never moves the suffix.
 
+The text typed on the cursor's line ends mid-token as often as not (`self.`, `foo(`, `ret`), and a
+model never reads a token boundary there in training: its tokenizer would have joined `(` and the
+next word. So the prompt stops before the cursor line's last partial pre-token (and any spaces
+after it), and the model writes that text again itself (`FimPrompt.healed`; a completion that does
+not is dropped): token healing, as the text before the cursor was cut at a character in training.
+
+The prompt always opens with the repository header (`<|repo_name|>`, then the current file after
+`<|file_sep|>`), as llama.cpp's server writes it and as the model was trained on whole repositories.
 Other files (`input_extra`) use the repository-level format (`<|repo_name|>`, `<|file_sep|>`).
 User text is tokenized with special-token names taken literally: a file that mentions
 `<|fim_middle|>` must not end the prompt's prefix.
@@ -30,6 +38,11 @@ FIM_NAMES = ("<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>")
 REPO_NAMES = ("<|repo_name|>", "<|file_sep|>")
 _SPECIAL = re.compile(r"<\|[A-Za-z0-9_]{1,40}\|>")
 HORIZONTAL_SPACE = " \t"
+_PARTIAL = re.compile(r"(?:[^\w\r\n]|_)?[^\W\d_]+\Z| ?(?:[^\s\w]|_)+\Z")
+"""The last pre-token of a line as Qwen2's tokenizer splits text: a run of letters with one leading
+symbol or space (`(text`, ` self`, `_munge`), or a run of symbols with one leading space (` ==`,
+`._`). Digits are split one by one, so a line ending in one needs no healing."""
+MAX_HEAL_CHARS = 48
 
 
 class NoFim(InvalidRequest):
@@ -114,8 +127,9 @@ class FimBudget:
 class FimPrompt:
     tokens: list[int]
     healed: str
-    """Spaces cut from the end of the prompt: the model writes them itself (its tokens join spaces
-    to the next word, so a prompt ending in spaces reads as half a token); its output loses them."""
+    """Text cut from the end of the prompt that the model writes itself (see the module's doc):
+    trailing spaces (its tokens join spaces to the next word, so a prompt ending in spaces reads
+    as half a token), or the last partial word or symbol run; its output loses them."""
     truncated: bool
     """Part of the prefix, suffix or other files did not fit the budget."""
     anchor_hint: str = ""
@@ -145,7 +159,7 @@ def build(
     anchor = _anchor(given.before, cursor_line, budget, anchor_hint)
     head_lines, middle_lines = lines_before[:anchor], lines_before[anchor:]
     middle = "\n".join(middle_lines)
-    healed = middle[len(middle.rstrip(HORIZONTAL_SPACE)) :]
+    healed = _healed(middle)
     middle = middle[: len(middle) - len(healed)]
     # A block of absurdly long lines (minified code): the end of it, no longer than the prefix.
     mid = plain_tokens(tokenizer, middle[-budget.prefix_tokens * MAX_CHARS_PER_TOKEN :])
@@ -158,6 +172,22 @@ def build(
     tokens = [*head, vocab.prefix, *prefix, vocab.suffix, *suffix, vocab.middle, *mid]
     hint = "".join(x + "\n" for x in head_lines[-HINT_CHARS:])[-HINT_CHARS:]
     return FimPrompt(tokens, healed, cut_prefix or cut_suffix or cut_extra or cut_middle, hint)
+
+
+def _healed(middle: str) -> str:
+    """What the model writes again: the spaces at the end of the cursor's line, or else its last
+    partial pre-token (none past `MAX_HEAL_CHARS`: a long word is left whole)."""
+    line = middle[middle.rfind("\n") + 1 :]
+    spaces = line[len(line.rstrip(HORIZONTAL_SPACE)) :]
+    if spaces:
+        return spaces
+    tail = line[-(MAX_HEAL_CHARS + 1) :]  # a bounded search: a line may be megabytes
+    m = _PARTIAL.search(tail)
+    return (
+        m.group()
+        if m and (m.start() > 0 or len(tail) == len(line)) and len(m.group()) <= MAX_HEAL_CHARS
+        else ""
+    )
 
 
 def _anchor(before: str, cursor_line: int, budget: FimBudget, hint: str | None) -> int:
@@ -217,11 +247,12 @@ def _repository(
 ) -> tuple[list[int], bool]:
     """Other files ahead of the current one, newest last, as many of the newest as fit.
 
-    Models with the repository tokens read `<|repo_name|>name <|file_sep|>path text ...`; others
-    get the files' text as plain context."""
-    if not given.extra and not given.filename:
-        return [], False
+    Models with the repository tokens read `<|repo_name|>name <|file_sep|>path text ...`, ending
+    with the current file's path (the header comes with no other files too); others get the
+    files' text as plain context."""
     repo_format = vocab.repo is not None and vocab.file_sep is not None
+    if not given.extra and not repo_format:
+        return [], False
     limit = budget.extra_tokens
     chunks: list[list[int]] = []
     total = 0

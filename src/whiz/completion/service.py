@@ -22,7 +22,7 @@ from typing import Literal
 from whiz.chat.detok import Detokenizer
 from whiz.completion.boundary import Boundary, Cursor
 from whiz.completion.fim import FimBudget, FimInput, FimVocab, NoFim, build, plain_tokens
-from whiz.engine.types import GenerateRequest, GenerationStats, SamplingParams
+from whiz.engine.types import GenerateRequest, GenerationStats, LazyGrammar, SamplingParams
 from whiz.errors import EngineError
 from whiz.seams import Engine, Stream
 
@@ -95,6 +95,7 @@ class Completion:
         if max_tokens is None or max_tokens < 0:
             max_tokens = service.options.default_max_tokens
         self._healed = ""
+        self._diverged = False
         self._boundary: Boundary | None = None
         self.truncated = False
         self.anchor_hint = ""
@@ -126,6 +127,7 @@ class Completion:
             tenant=request.tenant,
             reuse_chunk=service.options.reuse_chunk_tokens if request.fim is not None else 0,
             prediction=prediction,
+            grammar=healing_grammar(self._healed),
         )
         self._stream: Stream | None = None
         self._stale = False
@@ -165,7 +167,9 @@ class Completion:
                 if shaped is None:
                     continue
                 text = shaped
-                if boundary is not None and (end := boundary.end(text)) is not None:
+                if self._diverged:
+                    stop_type = "eos"
+                elif boundary is not None and (end := boundary.end(text)) is not None:
                     text, stop_type = text[:end], stop_type or "eos"
                 elif self._out_of_time(text, t_first):
                     # The complete lines (and any newline already sent: the answer is what was streamed).
@@ -181,6 +185,7 @@ class Completion:
             if stop_type is None:
                 raw += detok.flush()
                 text = self._unheal(raw) or ""
+                text = "" if self._diverged else text
         finally:
             self._stream.cancel()
             self._service.finished(self)
@@ -214,8 +219,9 @@ class Completion:
         return limit is not None and "\n" in text and (time.perf_counter() - t_first) * 1000 > limit
 
     def _unheal(self, raw: str) -> str | None:
-        """The output as it continues the text at the cursor: less the spaces the prompt left
-        out (see `FimPrompt.healed`), or None while it is too short to tell."""
+        """The output as it continues the text at the cursor: less the text the prompt left out
+        (see `FimPrompt.healed`), or None while it is too short to tell. Where the model wrote
+        other text than that, the completion would not fit what was typed: `_diverged` is set."""
         healed = self._healed
         if raw.startswith(healed):
             return raw[len(healed) :]
@@ -224,7 +230,21 @@ class Completion:
         common = 0
         while raw[common] == healed[common]:
             common += 1
-        return raw[common:]
+        if healed.strip():  # a word or symbol cut from the cursor's line, written otherwise
+            self._diverged = True
+            return ""
+        return raw[common:]  # fewer spaces than were typed: what follows them
+
+
+def healing_grammar(healed: str) -> LazyGrammar | None:
+    """For a word or symbol run cut from the cursor's line (`FimPrompt.healed`): the output starts
+    with that text, in any tokens (one may run past it: `(` is written as `(text`). The rule is
+    the engine's "tagged" one, which lets the output go free once it is complete: after the token
+    that finishes the cut text, nothing is matched. Spaces alone need no rule."""
+    if not healed.strip():
+        return None
+    literal = healed.replace("\\", "\\\\").replace('"', '\\"')
+    return LazyGrammar(f'tagged ::= "{literal}" ([^\\n] | "\\n")*\n', start="tagged")
 
 
 def _rest_of(last: LastCompletion | None, before: str) -> str | None:
