@@ -218,11 +218,17 @@ def bench_complete(
         Path | None, typer.Option(help="A llama-server binary to compare with (same model file).")
     ] = None,
     threads: Annotated[int | None, typer.Option(help="CPU threads (default: all cores).")] = None,
+    requests: Annotated[
+        int | None,
+        typer.Option(
+            min=1, help="Completions asked per function, at its first pauses (default: 80; --quick: 20)."
+        ),
+    ] = None,
 ) -> None:
     """Completion as you type: real code typed again, a completion asked at every pause."""
     from whiz.bench.complete import CompletePlan, main
 
-    raise typer.Exit(main(CompletePlan(model, quick, llama_server, threads=threads)))
+    raise typer.Exit(main(CompletePlan(model, quick, llama_server, threads=threads, requests=requests)))
 
 
 @bench_app.command("engine")

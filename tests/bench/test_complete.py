@@ -60,3 +60,14 @@ def test_servers_compared_are_asked_in_turn_at_each_pause():
             engine.close()
     assert len(knowing) == len(blank) == len(list(pauses(case, 100)))
     assert summary(knowing)["acceptance"] == 1.0 and summary(blank)["acceptance"] == 0.0
+
+
+def test_the_requests_per_function_can_be_set_and_a_bad_count_is_refused():
+    from typer.testing import CliRunner
+
+    from whiz.cli import app
+
+    runner = CliRunner()
+    assert "--requests" in runner.invoke(app, ["bench", "complete", "--help"]).output
+    refused = runner.invoke(app, ["bench", "complete", "--requests", "0"])
+    assert refused.exit_code == 2 and "--requests" in refused.output

@@ -88,6 +88,8 @@ class CompletePlan:
     """The GGUF llama-server loads (default: the whiz model store's file for `model`)."""
     file_tokens: int = 2000
     threads: int | None = None
+    requests: int | None = None
+    """Completions asked per function, at its first pauses (default: 80, or 20 with `quick`)."""
     log_dir: Path = field(default_factory=lambda: Path(tempfile.gettempdir()))
 
 
@@ -326,7 +328,7 @@ def main(plan: CompletePlan) -> int:
         console.print(f"[dim]{text}[/dim]")
 
     work = cases(plan.quick, plan.file_tokens * 4)
-    limit = QUICK_REQUESTS if plan.quick else REQUESTS_PER_FUNCTION
+    limit = plan.requests or (QUICK_REQUESTS if plan.quick else REQUESTS_PER_FUNCTION)
     result: dict[str, Any] = {"bench": "complete", "model": plan.model, "functions": [c.name for c in work]}
     result.update(run_all(plan, work, limit, progress))
     if plan.llama_server is None:
