@@ -158,8 +158,10 @@ def patches() -> list[tuple[str, str]]:
 KERNEL_AT = """static block_q4_Kx8 make_block_q4_Kx8(block_q4_K * in, unsigned int blck_size_interleave) {
 """
 """At global scope, before the repack code, so the chooser below (outside any namespace) sees it."""
-TRAITS_CLASS = """template <typename BLOC_TYPE, int64_t INTER_SIZE, int64_t NB_COLS, ggml_type PARAM_TYPE> class tensor_traits : public tensor_traits_base {
-"""
+TRAITS_CLASS = (
+    "template <typename BLOC_TYPE, int64_t INTER_SIZE, int64_t NB_COLS, ggml_type PARAM_TYPE> "
+    "class tensor_traits : public tensor_traits_base {\n"
+)
 TRAITS_WHIZ = """
     // whiz: true where this matmul runs whiz's exact kernel (q4_K repacked by 8, GGML_WHIZ_EXACT=1)
     static bool whiz_rows() {
@@ -191,7 +193,7 @@ CHUNK_WHIZ = """#ifdef WHIZ_Q4_K_X8_COLUMNS
 """
 CHOOSE = """    if (cur->type == GGML_TYPE_Q4_0) {
 """
-CHOOSE_WHIZ = """    if (whiz_exact()) {  // whiz: only what has an exact kernel for batches (not experts' 3-D weights)
+CHOOSE_WHIZ = """    if (whiz_exact()) {  // whiz: only types with an exact batch kernel, 2-D
 #ifdef WHIZ_Q4_K_X8_COLUMNS
         if (cur->type == GGML_TYPE_Q4_K && cur->ne[1] % 8 == 0 && cur->ne[2] == 1) {
             return &q4_K_8x8_q8_K;
