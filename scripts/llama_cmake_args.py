@@ -8,7 +8,8 @@ each x86 extension on exactly when /proc/cpuinfo lists it. The wheel cache is ke
 llamafile's sgemm stays on (batches run about twice as fast with it), patched
 (scripts/llama_patch.py) so that it sums a row the same way whether the row is alone or in a batch,
 and with whiz's batch kernels for AVX2 and AVX-512 (scripts/llama_kernels/), which keep that property.
-With that, and at run time no repacked weights and no tiled matmul (see whiz.engine.llamacpp),
+With that, and at run time only the repacked weights it sums exactly and no tiled matmul (see
+whiz.engine.llamacpp),
 every row's logits are bit-identical whatever the batch, which is what makes speculative decoding
 output exactly what plain decoding writes.
 """

@@ -31,6 +31,16 @@ integration test test_batch_invariance checks it, for both models. Measured (2 c
 
 The C++ lives in scripts/llama_kernels/; ensure_llama.sh keys the wheel cache on it too.
 
+5. Repacked q4_K weights, exact. llama.cpp repacks q4_K weights 8 rows at a time ("CPU_REPACK");
+   its one-column kernel (gemv) is about a quarter cheaper per decoded token than vec_dot on the
+   plain layout, but its kernel for 4+ columns (gemm) adds the float products once per 64 weights
+   where gemv adds them once per 256, so a row's logits differed alone and in a batch. In a
+   process with GGML_WHIZ_EXACT=1 (whiz's runtime sets it; llama.cpp's own defaults stay as they
+   are elsewhere) only q4_K is repacked, one column takes llama.cpp's gemv and 2+ columns whiz's
+   kernel (llama_kernels/q4_K_x8_columns.inc), which sums each column with gemv's float
+   operations in gemv's order and reuses each unpacked weight vector for 4 columns. It needs
+   AVX-512 VNNI; on other CPUs nothing is repacked in that process (as before).
+
 4. Only what the bindings load. llama-cpp-python forces llama.cpp's `common` library on (with
    cpp-httplib under it), which only llama.cpp's own tools and the multimodal library link: the
    Python package loads libllama and ggml alone. It is about a third of the C++ a build compiles
@@ -43,6 +53,7 @@ import sys
 from pathlib import Path
 
 SGEMM = "vendor/llama.cpp/ggml/src/ggml-cpu/llamafile/sgemm.cpp"
+REPACK = "vendor/llama.cpp/ggml/src/ggml-cpu/repack.cpp"
 BEFORE = """#if !defined(__MMA__)
     if (n < 2)
         return false;
@@ -140,6 +151,71 @@ def patches() -> list[tuple[str, str]]:
     ]
 
 
+# 5. Repacked q4_K weights, exact (llama_kernels/q4_K_x8_columns.inc), in processes that set
+#    GGML_WHIZ_EXACT=1 (whiz's runtime does; llama.cpp's own defaults stay as they are elsewhere).
+#    There, only q4_K is repacked (the one type with an exact batch kernel), a lone column takes
+#    llama.cpp's gemv and 2+ columns whiz's kernel, which sums each column as gemv does.
+KERNEL_AT = """static block_q4_Kx8 make_block_q4_Kx8(block_q4_K * in, unsigned int blck_size_interleave) {
+"""
+"""At global scope, before the repack code, so the chooser below (outside any namespace) sees it."""
+TRAITS_CLASS = (
+    "template <typename BLOC_TYPE, int64_t INTER_SIZE, int64_t NB_COLS, ggml_type PARAM_TYPE> "
+    "class tensor_traits : public tensor_traits_base {\n"
+)
+TRAITS_WHIZ = """
+    // whiz: true where this matmul runs whiz's exact kernel (q4_K repacked by 8, GGML_WHIZ_EXACT=1)
+    static bool whiz_rows() {
+#ifdef WHIZ_Q4_K_X8_COLUMNS
+        return std::is_same<BLOC_TYPE, block_q4_K>::value && INTER_SIZE == 8 && NB_COLS == 8 && whiz_exact();
+#else
+        return false;
+#endif
+    }
+"""
+QUANT_LOOP = """            for (int64_t i11 = ith * 4; i11 < ne11 - ne11 % 4; i11 += nth * 4) {
+"""
+QUANT_LOOP_WHIZ = """            // whiz: its kernel reads plain q8_K rows, quantized as for one column (gemv)
+            for (int64_t i11 = ith * 4; !whiz_rows() && i11 < ne11 - ne11 % 4; i11 += nth * 4) {
+"""
+QUANT_REST = """            const int64_t i11_processed = ne11 - ne11 % 4;
+"""
+QUANT_REST_WHIZ = """            const int64_t i11_processed = whiz_rows() ? 0 : ne11 - ne11 % 4;
+"""
+CHUNK = """        // If there are more than three rows in src1, use gemm; otherwise, use gemv.
+"""
+CHUNK_WHIZ = """#ifdef WHIZ_Q4_K_X8_COLUMNS
+        if (whiz_rows() && nrows > 1) {
+            whiz_q4_Kx8_matmul(ne00 / QK_K, src0_ptr, src0_start, src0_end, src1_ptr, src1_col_stride, nrows,
+                               (float *) dst_ptr, nb1 / nb0);
+            return;
+        }
+#endif
+"""
+CHOOSE = """    if (cur->type == GGML_TYPE_Q4_0) {
+"""
+CHOOSE_WHIZ = """    if (whiz_exact()) {  // whiz: only types with an exact batch kernel, 2-D
+#ifdef WHIZ_Q4_K_X8_COLUMNS
+        if (cur->type == GGML_TYPE_Q4_K && cur->ne[1] % 8 == 0 && cur->ne[2] == 1) {
+            return &q4_K_8x8_q8_K;
+        }
+#endif
+        return nullptr;
+    }
+"""
+
+
+def repack_patches() -> list[tuple[str, str]]:
+    kernel = (KERNELS / "q4_K_x8_columns.inc").read_text() + "\n"
+    return [
+        (KERNEL_AT, kernel + KERNEL_AT),
+        (TRAITS_CLASS, TRAITS_CLASS + TRAITS_WHIZ),
+        (QUANT_LOOP, QUANT_LOOP_WHIZ),
+        (QUANT_REST, QUANT_REST_WHIZ),
+        (CHUNK, CHUNK_WHIZ + CHUNK),
+        (CHOOSE, CHOOSE_WHIZ + CHOOSE),
+    ]
+
+
 CMAKE = "CMakeLists.txt"
 COMMON_ON = '\n    set(LLAMA_BUILD_COMMON ON CACHE BOOL "Build llama.cpp common library" FORCE)'
 COMMON_OFF = '\n    set(LLAMA_BUILD_COMMON OFF CACHE BOOL "Build llama.cpp common library" FORCE)'
@@ -147,7 +223,13 @@ COMMON_OFF = '\n    set(LLAMA_BUILD_COMMON OFF CACHE BOOL "Build llama.cpp commo
 
 
 def patch(source: Path) -> str:
-    return f"{patch_file(source / SGEMM, patches())}, {patch_file(source / CMAKE, [(COMMON_ON, COMMON_OFF)])}"
+    return ", ".join(
+        [
+            patch_file(source / SGEMM, patches()),
+            patch_file(source / REPACK, repack_patches()),
+            patch_file(source / CMAKE, [(COMMON_ON, COMMON_OFF)]),
+        ]
+    )
 
 
 def patch_file(path: Path, todo: list[tuple[str, str]]) -> str:
@@ -167,4 +249,4 @@ def patch_file(path: Path, todo: list[tuple[str, str]]) -> str:
 if __name__ == "__main__":
     if len(sys.argv) != 2:
         raise SystemExit(__doc__)
-    print(f"llama_patch: {patch(Path(sys.argv[1]))} ({SGEMM}, {CMAKE})")
+    print(f"llama_patch: {patch(Path(sys.argv[1]))} ({SGEMM}, {REPACK}, {CMAKE})")

@@ -2,9 +2,9 @@
 
 Speculative decoding verifies drafts in batches; plain decoding goes one token at a time. Output
 can only be identical if both compute every row bit for bit the same, which holds only with the
-kernels `make` builds (llamafile's sgemm with scripts/llama_patch.py) and the runtime settings
-whiz applies (no repacked weights, no tiled matmul). This guards against a build, an upgrade or a
-setting that breaks it.
+kernels `make` builds (llamafile's sgemm and llama.cpp's repacked q4_K weights, with
+scripts/llama_patch.py) and the runtime settings whiz applies (GGML_WHIZ_EXACT, no tiled
+matmul). This guards against a build, an upgrade or a setting that breaks it.
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ pytestmark = pytest.mark.model
 
 @pytest.fixture(scope="module", params=["qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"])
 def runtime(request):
-    """Both models: the 0.5B's weights are mostly q5_0 (sgemm's tiles), the 1.5B's q4_K and q6_K
-    (whiz's k-quant kernel), so each checks a different batch kernel against vec_dot."""
+    """Both models: the 0.5B's weights are mostly q5_0 (sgemm's tiles), the 1.5B's q4_K (repacked,
+    where the build has whiz's kernel for it) and q6_K (whiz's k-quant kernel), so each checks
+    different batch kernels against the one-row ones."""
     try:  # the 0.5B is pulled if missing, as for every real-model test; the 1.5B only if pulled
         path = ModelStore(default_home()).resolve(request.param, pull=request.param == "qwen2.5-coder-0.5b")
     except ModelNotInstalledError:
@@ -75,3 +76,32 @@ def test_logits_are_bit_identical_alone_and_in_batches(runtime):
     got_4, got_3 = (np.array(x) for x in runtime.decode([(one, pos, 4, True), (other, pos, 3, True)]))
     assert np.array_equal(got_4, alone_4) and np.array_equal(got_3, alone_3)
     assert not np.array_equal(alone_4, alone_3)
+
+
+def _exact_repack_kernel_here() -> bool:
+    """Whether whiz's build has its kernel for repacked q4_K weights: it needs AVX-512 VNNI."""
+    from pathlib import Path
+
+    try:
+        flags = next(
+            set(line.split(":", 1)[1].split())
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("flags")
+        )
+    except (OSError, StopIteration):
+        return False
+    return {"avx512f", "avx512bw", "avx512vl", "avx512_vnni", "f16c"} <= flags
+
+
+def test_q4_K_weights_are_repacked_where_they_sum_exactly(runtime):
+    """A decoded token costs about a quarter less with q4_K weights repacked (llama.cpp's own
+    layout and one-row kernel), so they must be, wherever the batch kernel keeps rows exact; and
+    nowhere else, or the test above fails."""
+    from whiz.engine.llamacpp import REPACK
+
+    if not REPACK:
+        pytest.skip("repacked weights are off (GGML_WHIZ_EXACT=1 turns them on)")
+    if _exact_repack_kernel_here():
+        assert runtime.repacked_mib > 0
+    else:
+        assert runtime.repacked_mib == 0

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -24,29 +26,59 @@ from whiz.errors import EngineError, KVCacheFull
 # drafts. Off, every row is computed the same way whatever the batch (see scripts/llama_patch.py
 # and llama_cmake_args.py for the build-time half). ggml reads this once, on the first matmul.
 os.environ.setdefault("GGML_CPU_TILED_MM", "0")
+# Repacked weights (q4_K interleaved 8 rows at a time, as llama.cpp's `Llama` runs them) are about
+# a quarter cheaper per decoded token; whiz's build has an exact batch kernel for them, on where
+# GGML_WHIZ_EXACT=1 (scripts/llama_patch.py, docs/engine-bench.md). Not on by default yet: with
+# it, the real-model speculation test timed out twice on a busy machine (passed on a quiet one).
+REPACK = os.environ.get("GGML_WHIZ_EXACT") == "1"
 
 
-def _quiet_log_callback(llama_cpp):
-    """Replace llama.cpp's logger: it prints every tensor and harmless warnings while loading.
+class _LlamaLog:
+    """llama.cpp's logger, quiet: it prints every tensor and harmless warnings while loading.
 
     Failures reach us as return codes, which become clear errors; WHIZ_LLAMA_LOG=1 shows the log.
-    llama.cpp's logger is process-wide and outlives any one runtime, so the callback is kept on the
-    llama_cpp module, set once: owned by a runtime, it was freed with it, and the next model load
-    in the process (another engine, a vocabulary-only load) called freed memory and crashed.
+    `capture()` collects what llama.cpp writes meanwhile (how a model's weights were laid out).
+    llama.cpp's logger is process-wide and outlives any one runtime, so one of these is kept on
+    the llama_cpp module, set once: owned by a runtime, its callback was freed with it, and the
+    next model load in the process (another engine, a vocabulary-only load) called freed memory
+    and crashed.
     """
-    kept = getattr(llama_cpp, "_whiz_quiet_log", None)
-    if kept is not None:
+
+    def __init__(self, llama_cpp):
+        self._verbose = os.environ.get("WHIZ_LLAMA_LOG") == "1"
+        self._lines: list[str] | None = None
+
+        @llama_cpp.llama_log_callback
+        def callback(level, text, user_data):
+            line = text.decode(errors="replace")
+            if self._lines is not None:
+                self._lines.append(line)
+            if self._verbose:
+                sys.stderr.write(line)
+
+        self._callback = callback
+        llama_cpp.llama_log_set(callback, ctypes.c_void_p(0))
+
+    @classmethod
+    def of(cls, llama_cpp) -> _LlamaLog:
+        kept = getattr(llama_cpp, "_whiz_quiet_log", None)
+        if not isinstance(kept, cls):
+            kept = llama_cpp._whiz_quiet_log = cls(llama_cpp)
         return kept
-    verbose = os.environ.get("WHIZ_LLAMA_LOG") == "1"
 
-    @llama_cpp.llama_log_callback
-    def callback(level, text, user_data):
-        if verbose:
-            sys.stderr.write(text.decode(errors="replace"))
+    @contextmanager
+    def capture(self) -> Iterator[list[str]]:
+        self._lines = lines = []
+        try:
+            yield lines
+        finally:
+            self._lines = None
 
-    llama_cpp.llama_log_set(callback, ctypes.c_void_p(0))
-    llama_cpp._whiz_quiet_log = callback
-    return callback
+
+def _repacked_mib(log: str) -> float:
+    """The size of the weights llama.cpp loaded repacked ("CPU_REPACK"), from its load log."""
+    found = re.search(r"CPU_REPACK model buffer size\s*=\s*([0-9.]+) MiB", log)
+    return float(found.group(1)) if found else 0.0
 
 
 class LlamaTokenizer:
@@ -132,28 +164,30 @@ class LlamaRuntime:
         n_threads: int | None = None,
         n_batch: int = 512,
         n_ubatch: int = 256,
-        exact: bool = True,
     ):
         """Load the model and make a context.
 
         `kv_budget_mb` buys as many sequences of `ctx` tokens as fit (at least 2, at most
-        `n_seq_max`); None gives exactly `n_seq_max` of them. `exact=False` allows the faster
-        kernels whose sums depend on the batch: fine for a draft model, whose guesses are
-        checked anyway, never for a model whose output must not depend on speculation.
+        `n_seq_max`); None gives exactly `n_seq_max` of them. Every runtime sums a row alike alone
+        and in a batch (a draft model too: its kernels are the fast ones as well now).
         """
         import llama_cpp  # imported here so that the fake engine and the CLI need no native library
 
         self._ll = llama_cpp
-        self._log_callback = _quiet_log_callback(llama_cpp)
+        self._log = _LlamaLog.of(llama_cpp)
         # Every decode on one thread, whichever thread asks (see compute_thread.py): decoding on
         # two threads made each later token sleep at every one of llama.cpp's barriers.
         self._compute = compute_thread(llama_cpp)
         llama_cpp.llama_backend_init()
         mparams = llama_cpp.llama_model_default_params()
         mparams.n_gpu_layers = 0
-        # Repacked weights use a different kernel from 4 rows on: same batch-invariance reason.
-        mparams.use_extra_bufts = not exact
-        self._model = llama_cpp.llama_model_load_from_file(str(model_path).encode(), mparams)
+        # Repacked weights only with GGML_WHIZ_EXACT (above): whiz's build then repacks only what
+        # it sums exactly; a build without the patch shows up in `batch_invariant` below.
+        mparams.use_extra_bufts = REPACK
+        with self._log.capture() as log:
+            self._model = llama_cpp.llama_model_load_from_file(str(model_path).encode(), mparams)
+        # Where whiz's build has the exact kernel for them (AVX-512 VNNI), the q4_K weights.
+        self.repacked_mib = _repacked_mib("".join(log))
         if not self._model:
             raise EngineError(f"llama.cpp could not load the model file {model_path}")
         self._vocab = llama_cpp.llama_model_get_vocab(self._model)
@@ -199,10 +233,8 @@ class LlamaRuntime:
         self.n_seq_max = llama_cpp.llama_n_seq_max(self._ctx)
         self.n_batch = n_batch
         # What a saved sequence state depends on besides the model and the build: the stream count
-        # is part of its bytes (llama.cpp refuses a state from a context with other n_seq_max), and
-        # the faster kernels would have computed other cells.
+        # is part of its bytes (llama.cpp refuses a state from a context with other n_seq_max).
         self.kv_layout = {"type_k": "f16", "type_v": "f16", "flash_attn": False, "n_seq_max": self.n_seq_max}
-        self.kv_layout["exact"] = exact
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
         self.batch_costs_ms, self.batch_invariant = self._time_batches()
 
