@@ -50,7 +50,9 @@ def test_quick_bench_ends_with_one_json_line_of_results(serve_fake, capsys, tmp_
 
 
 def test_first_turn_rows_time_a_prefix_from_disk_and_exec_from_fresh_processes(serve_fake, capsys):
-    served = serve_fake()
+    # A prefill of 1 ms a token: the cold 1.5k-token prefix takes 1.5 s, well clear of the stalls a
+    # busy machine gives a restore (0.7 s beside the suite's other workers).
+    served = serve_fake(engine_kw={"token_s": 0.001})
     assert main(served.root, None, None, quick=True, first_turn=FirstTurnPlan.make(quick=True)) == 0
     out = capsys.readouterr().out
     result = last_json_line(out)

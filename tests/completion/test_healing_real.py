@@ -22,7 +22,7 @@ from whiz.config import ServeSettings
 def test_a_completion_after_an_open_bracket_continues_the_typed_call():
     from whiz.engine.factory import load_engine
 
-    case = cases(True, 8000)[0]
+    case = cases(True, 2400)[0]  # the function with a little of its file: a short prefill
     assert case.name == "textwrap.TextWrapper._split_chunks"
     found = [p for p in pauses(case, 20) if p[0].endswith("self._munge_whitespace(")]
     if not found:  # another Python's textwrap
