@@ -87,6 +87,7 @@ def pytest_configure(config: pytest.Config) -> None:
 MODEL_GROUPS = {
     "model-b": (
         "tests/integration/test_agent_real.py",
+        "tests/integration/test_codex.py",
         "tests/integration/test_batch_invariance.py",
         "tests/integration/test_draft_model_real.py",
         "tests/integration/test_candidates_real.py",
