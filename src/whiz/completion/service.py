@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from whiz.chat.detok import Detokenizer
+from whiz.chat.toolgrammar import literal
 from whiz.completion.boundary import Boundary, Cursor
 from whiz.completion.fim import FimBudget, FimInput, FimVocab, NoFim, build, plain_tokens
 from whiz.engine.types import GenerateRequest, GenerationStats, LazyGrammar, SamplingParams
@@ -243,8 +244,7 @@ def healing_grammar(healed: str) -> LazyGrammar | None:
     that finishes the cut text, nothing is matched. Spaces alone need no rule."""
     if not healed.strip():
         return None
-    literal = healed.replace("\\", "\\\\").replace('"', '\\"')
-    return LazyGrammar(f'tagged ::= "{literal}" ([^\\n] | "\\n")*\n', start="tagged")
+    return LazyGrammar(f'tagged ::= {literal(healed)} ([^\\n] | "\\n")*\n', start="tagged")
 
 
 def _rest_of(last: LastCompletion | None, before: str) -> str | None:
