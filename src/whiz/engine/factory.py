@@ -74,6 +74,7 @@ def load_engine(settings: ServeSettings, *, progress=None) -> Scheduler:
             ctx=runtime.ctx_per_conversation,
             n_seq_max=runtime.n_seq_max,
             n_threads=settings.threads,
+            exact=False,
         )
         try:
             check_compatible(runtime, small)

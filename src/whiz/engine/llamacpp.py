@@ -165,12 +165,15 @@ class LlamaRuntime:
         n_threads: int | None = None,
         n_batch: int = 512,
         n_ubatch: int = 256,
+        exact: bool = True,
     ):
         """Load the model and make a context.
 
         `kv_budget_mb` buys as many sequences of `ctx` tokens as fit (at least 2, at most
-        `n_seq_max`); None gives exactly `n_seq_max` of them. Every runtime sums a row alike alone
-        and in a batch (a draft model too: its kernels are the fast ones as well now).
+        `n_seq_max`); None gives exactly `n_seq_max` of them. `exact=False` allows llama.cpp's own
+        repacked weights where whiz's exact ones are off (`REPACK`): faster, but their sums depend
+        on the batch; fine for a draft model, whose guesses are checked anyway, never for a model
+        whose output must not depend on speculation.
         """
         import llama_cpp  # imported here so that the fake engine and the CLI need no native library
 
@@ -182,9 +185,9 @@ class LlamaRuntime:
         llama_cpp.llama_backend_init()
         mparams = llama_cpp.llama_model_default_params()
         mparams.n_gpu_layers = 0
-        # Repacked weights only with GGML_WHIZ_EXACT (above): whiz's build then repacks only what
-        # it sums exactly; a build without the patch shows up in `batch_invariant` below.
-        mparams.use_extra_bufts = REPACK
+        # Repacked weights with GGML_WHIZ_EXACT (above): whiz's build then repacks only what it
+        # sums exactly; a build without the patch shows up in `batch_invariant` below.
+        mparams.use_extra_bufts = REPACK or not exact
         with self._log.capture() as log:
             self._model = llama_cpp.llama_model_load_from_file(str(model_path).encode(), mparams)
         # Where whiz's build has the exact kernel for them (AVX-512 VNNI), the q4_K weights.
@@ -234,8 +237,10 @@ class LlamaRuntime:
         self.n_seq_max = llama_cpp.llama_n_seq_max(self._ctx)
         self.n_batch = n_batch
         # What a saved sequence state depends on besides the model and the build: the stream count
-        # is part of its bytes (llama.cpp refuses a state from a context with other n_seq_max).
+        # is part of its bytes (llama.cpp refuses a state from a context with other n_seq_max), and
+        # llama.cpp's own repacked kernels would have computed other cells (whiz's compute the same).
         self.kv_layout = {"type_k": "f16", "type_v": "f16", "flash_attn": False, "n_seq_max": self.n_seq_max}
+        self.kv_layout["exact"] = exact
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
         self.batch_costs_ms, self.batch_invariant = self._time_batches()
 
