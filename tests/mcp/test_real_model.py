@@ -34,11 +34,14 @@ def test_the_model_calls_an_mcp_tool_in_a_turn(real_server, tmp_path: Path) -> N
     flag = f"notes={shlex.join([sys.executable, str(TINY), 'stdio', str(notes)])}"
     task = "Call the notes__read_note tool with name shop, then tell me what the note says."
     env = {**os.environ, "WHIZ_HOME": str(tmp_path / "home"), "WHIZ_CONFIG": str(tmp_path / "none.toml")}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "whiz", "exec", "--json", "--base-url", real_server.root,
-         "--actions", "tools", "--approval", "read-only", "--mcp", flag, task],
-        cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    # stderr to a file: only stdout is read as the turn goes, and a full stderr pipe would stall it.
+    err_file = tmp_path / "stderr.txt"
+    with err_file.open("w") as err:  # the child keeps its own copy
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "whiz", "exec", "--json", "--base-url", real_server.root,
+             "--actions", "tools", "--approval", "read-only", "--mcp", flag, task],
+            cwd=repo, env=env, stdout=subprocess.PIPE, stderr=err, text=True,
+        )  # fmt: skip
     # The point is shown once the tool's result is in: what the 0.5B does after it (see below) is
     # not watched, so the turn is stopped there rather than run to its step limit.
     lines = []
@@ -52,8 +55,8 @@ def test_the_model_calls_an_mcp_tool_in_a_turn(real_server, tmp_path: Path) -> N
     finally:
         timer.cancel()
         proc.terminate()
-        rest, stderr = proc.communicate()
-    stdout = "".join(lines) + rest
+        rest, _ = proc.communicate()
+    stdout, stderr = "".join(lines) + rest, err_file.read_text()
     done = [f"{i['type']} {i.get('tool', '')} {i.get('status', '')} {i.get('text', '')[:80]}"
             for i in items_of(stdout)]  # fmt: skip
     calls = [i for i in items_of(stdout) if i["type"] == "tool_call" and i["tool"] == "notes__read_note"]
