@@ -84,35 +84,30 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ.pop("LINES", None)
 
 
-MODEL_GROUPS = {
-    "model-b": (
-        "tests/integration/test_agent_real.py",
-        "tests/integration/test_codex.py",
-        "tests/integration/test_batch_invariance.py",
-        "tests/integration/test_draft_model_real.py",
-        "tests/integration/test_candidates_real.py",
-        "tests/integration/test_decode_step_real.py",
-        "tests/integration/test_real_model.py",
-        "tests/mcp/",
-        "tests/clients/",
-        "tests/web/",
-        "tests/completion/",
-        "tests/gateway/",
-        "tests/server/",
-        "tests/tui/",
-    ),
-}
-"""The real-model tests in the second group, by file or folder; the rest are in group `model`.
-The two take about as long (by `--durations` on a quiet 2-core machine): keep them even when a
-slow real-model test is added."""
+SECOND_MODEL_GROUP = (
+    "tests/integration/test_agent_real.py",
+    "tests/integration/test_codex.py",
+    "tests/integration/test_batch_invariance.py",
+    "tests/integration/test_draft_model_real.py",
+    "tests/integration/test_candidates_real.py",
+    "tests/integration/test_decode_step_real.py",
+    "tests/integration/test_real_model.py",
+    "tests/mcp/",
+    "tests/clients/",
+    "tests/web/",
+    "tests/completion/",
+    "tests/gateway/",
+    "tests/server/",
+    "tests/tui/",
+)
+"""The real-model tests of group `model-b`, by file or folder; the rest are in group `model`. The
+two take about as long (by `--durations` on a quiet 2-core machine): keep them even when a slow
+real-model test is added."""
 
 
 def model_group(nodeid: str) -> str:
     """The pytest-xdist group of a real-model test."""
-    for group, paths in MODEL_GROUPS.items():
-        if nodeid.startswith(paths):
-            return group
-    return "model"
+    return "model-b" if nodeid.startswith(SECOND_MODEL_GROUP) else "model"
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -13,6 +13,7 @@ import random
 
 import numpy as np
 import pytest
+from scripts.llama_cmake_args import cpu_flags
 
 from tests.conftest import model_threads
 from whiz.engine.llamacpp import LlamaRuntime
@@ -79,18 +80,9 @@ def test_logits_are_bit_identical_alone_and_in_batches(runtime):
 
 
 def _exact_repack_kernel_here() -> bool:
-    """Whether whiz's build has its kernel for repacked q4_K weights: it needs AVX-512 VNNI."""
-    from pathlib import Path
-
-    try:
-        flags = next(
-            set(line.split(":", 1)[1].split())
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if line.startswith("flags")
-        )
-    except (OSError, StopIteration):
-        return False
-    return {"avx512f", "avx512bw", "avx512vl", "avx512_vnni", "f16c"} <= flags
+    """Whether whiz's build has its kernel for repacked q4_K weights: it needs AVX-512 VNNI (the
+    build turns each extension on as the CPU lists it, `scripts/llama_cmake_args.py`)."""
+    return {"avx512f", "avx512bw", "avx512vl", "avx512_vnni", "f16c"} <= cpu_flags()
 
 
 def test_q4_K_weights_are_repacked_where_they_sum_exactly(runtime):
