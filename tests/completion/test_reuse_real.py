@@ -2,8 +2,11 @@
 one a fresh prefill of the same prompt gives, while only a few of its tokens are prefilled.
 
 Reuse is not exact (a moved chunk keeps keys and values computed after the deleted text), so the
-deleted lines here are a comment the completion does not depend on. A shift gone wrong (cells not
-moved, keys not rotated to their new positions) fails the decode or changes the completion."""
+deleted lines here are a comment the completion does not depend on, and the cursor sits where the
+model is sure of every token it writes (its top two logits at least 1.0 apart, with the weights
+repacked or not): where two tokens nearly tie, a kernel's rounding decides between them, and the
+reused and the fresh prompt could rightly part. A shift gone wrong (cells not moved, keys not
+rotated to their new positions) fails the decode or changes the completion."""
 
 from __future__ import annotations
 
@@ -29,8 +32,8 @@ TAIL = (
     "    return flags, names\n\n\n"
     "def main():\n"
     "    flags, names = parse(sys.argv[1:])\n"
-    "    for name in names:\n"
-    "        "
+    "    verbose = '-v' in flags\n"
+    "    print(f'{len(flags)} flags, "
 )
 AFTER = "\n\n\nif __name__ == '__main__':\n    main()\n"
 

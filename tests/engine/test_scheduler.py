@@ -125,6 +125,27 @@ async def test_cancel_while_waiting_for_a_slot():
         engine.close()
 
 
+async def test_a_sessions_next_request_right_after_a_cancel_finds_its_own_cache():
+    """An editor cancels a completion the moment it has a line and sends the next keystroke's
+    request at once: that request must land in the session's own slot, whose cache holds the
+    text it reuses (here moved up, lines above it deleted), not in another to be prefilled."""
+    engine = fake_engine(lambda _: "z" * 400, step_s=0.005)
+    try:
+        body = "def f(x):\n    return x\n" * 8
+        before, after = prompt(engine, "# deleted line\n" * 4 + body), prompt(engine, body)
+        s1 = engine.generate(GenerateRequest(before, 400, session="ed", speculation=False))
+        first = asyncio.create_task(collect(s1))
+        while engine.steps < 3:
+            await asyncio.sleep(0.001)
+        s1.cancel()  # still decoding: the engine sees the cancel at its next step at the earliest
+        s2 = engine.generate(GenerateRequest(after, 5, session="ed", reuse_chunk=64))
+        await asyncio.wait_for(asyncio.gather(first, collect(s2)), 10)
+        assert s1.stats.finish_reason == "cancelled"
+        assert s2.stats.prefill_tokens <= 2
+    finally:
+        engine.close()
+
+
 async def test_warm_up_loads_the_prompt_without_generating(engine):
     p = prompt(engine, "warm")
     warm = engine.generate(GenerateRequest(prompt=p, max_tokens=0, session="w"))

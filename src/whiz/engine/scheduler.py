@@ -297,8 +297,11 @@ class Scheduler:
             block = not self._active and not self._waiting
             if not self._take_inbox(block):
                 return
-            self._admit()
+            # Cancelled jobs first: their slots are then free for the jobs just arrived. An editor
+            # cancels a completion and sends the next keystroke's at once; placed while the old
+            # job still held the session's slot, the new one would miss the cache it extends.
             self._drop_cancelled()
+            self._admit()
             if not self._active:
                 if self._waiting:
                     time.sleep(0.001)
