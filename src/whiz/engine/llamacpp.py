@@ -28,10 +28,9 @@ from whiz.errors import EngineError, KVCacheFull
 os.environ.setdefault("GGML_CPU_TILED_MM", "0")
 # Repacked weights (q4_K interleaved 8 rows at a time, as llama.cpp's `Llama` runs them) are about
 # a quarter cheaper per decoded token; whiz's build has an exact batch kernel for them, on where
-# GGML_WHIZ_EXACT=1 (scripts/llama_patch.py, docs/engine-bench.md). Not on by default yet: with
-# it, a completion after reusing a shifted prefix (tests/completion/test_reuse_real.py) differs
-# from the one after a fresh prefill, where plain weights give the same.
-REPACK = os.environ.get("GGML_WHIZ_EXACT") == "1"
+# GGML_WHIZ_EXACT=1 (scripts/llama_patch.py, docs/engine-bench.md): whiz sets it unless the
+# caller did (GGML_WHIZ_EXACT=0 keeps weights plain). llama.cpp reads it once, at the first load.
+REPACK = os.environ.setdefault("GGML_WHIZ_EXACT", "1") == "1"
 
 
 class _LlamaLog:
