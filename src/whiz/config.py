@@ -57,6 +57,11 @@ class EngineSettings(BaseModel):
     )
     slots: int = Field(16, description="KV sequences: sessions kept warm at once.")
     threads: int | None = Field(None, description="CPU threads for llama.cpp (default: all cores).")
+    threads_follow_load: bool = Field(
+        True,
+        description="Decode on fewer threads while other programs keep cores busy (two threads "
+        "sharing one core decode at a third of one thread's speed); --threads stays the most.",
+    )
     speculation: bool = Field(
         True,
         description="Draft tokens (prediction, prompt lookup) and verify them in batches; the output is "

@@ -31,7 +31,9 @@ def runtime(request):
         path = ModelStore(default_home()).resolve(request.param, pull=request.param == "qwen2.5-coder-0.5b")
     except ModelNotInstalledError:
         pytest.skip(f"{request.param} is not installed (`whiz models pull {request.param}`)")
-    rt = LlamaRuntime(path, kv_budget_mb=None, ctx=512, n_seq_max=5, n_threads=model_threads())
+    rt = LlamaRuntime(
+        path, kv_budget_mb=None, ctx=512, n_seq_max=5, n_threads=model_threads(), threads_follow_load=False
+    )
     yield rt
     rt.close()
 
@@ -58,6 +60,18 @@ def test_logits_are_bit_identical_alone_and_in_batches(runtime):
     runtime.seq_rm(3, 20, -1)
     for a, *batched in zip(alone, by_eight, all_at_once, by_five, by_thirteen, strict=True):
         assert all(np.array_equal(a, b) for b in batched)
+
+    # Nor on the thread count, which follows the machine's load (whiz.engine.threads).
+    threads = runtime.threads_now
+    runtime.use_threads(1 if threads > 1 else 2)
+    runtime.seq_rm(3, 20, -1)
+    try:
+        assert all(np.array_equal(a, b) for a, b in zip(alone, logits(3, 1), strict=True))
+        runtime.seq_rm(3, 20, -1)
+        assert all(np.array_equal(a, b) for a, b in zip(by_eight, logits(3, 8), strict=True))
+    finally:
+        runtime.use_threads(threads)
+    runtime.seq_rm(3, 20, -1)
 
     # Parallel candidates and interleaved sessions share batches: two sequences decoded side by
     # side, one token each per step, must match the lone sequence too (eight such steps: each is

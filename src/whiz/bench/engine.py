@@ -322,7 +322,13 @@ def _run_model(model: str, plan: EnginePlan, progress: Progress) -> dict[str, An
     n_ctx = max(plan.contexts.values()) + plan.tokens + 64
     # Two slots of the longest context: as much KV cache as the runs need, no more.
     settings = ServeSettings(
-        model=model, ctx=n_ctx, slots=2, kv_budget_mb=1024, prefix_cache=False, threads=threads
+        model=model,
+        ctx=n_ctx,
+        slots=2,
+        kv_budget_mb=1024,
+        prefix_cache=False,
+        threads=threads,
+        threads_follow_load=False,  # both sides on the same threads, whatever else runs
     )
     progress(f"{model}: loading whiz's engine and llama.cpp's Llama ({path.name}, {threads} threads)")
     engine = load_engine(settings)

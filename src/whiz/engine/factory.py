@@ -55,6 +55,7 @@ def load_engine(settings: ServeSettings, *, progress=None) -> Scheduler:
         ctx=settings.ctx,
         n_seq_max=settings.slots,
         n_threads=settings.threads,
+        threads_follow_load=settings.threads_follow_load,
     )
     speculation = settings.speculation
     if speculation and not runtime.batch_invariant:
@@ -75,6 +76,7 @@ def load_engine(settings: ServeSettings, *, progress=None) -> Scheduler:
             n_seq_max=runtime.n_seq_max,
             n_threads=settings.threads,
             exact=False,
+            threads_follow_load=settings.threads_follow_load,
         )
         try:
             check_compatible(runtime, small)

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from whiz.engine.compute_thread import compute_thread
+from whiz.engine.threads import ThreadGovernor
 from whiz.errors import EngineError, KVCacheFull
 
 # Batch invariance: ggml's tiled K-quant matmul takes over from 8 rows and sums in another order
@@ -165,6 +166,7 @@ class LlamaRuntime:
         n_batch: int = 512,
         n_ubatch: int = 256,
         exact: bool = True,
+        threads_follow_load: bool = True,
     ):
         """Load the model and make a context.
 
@@ -172,7 +174,8 @@ class LlamaRuntime:
         `n_seq_max`); None gives exactly `n_seq_max` of them. `exact=False` allows llama.cpp's own
         repacked weights where whiz's exact ones are off (`REPACK`): faster, but their sums depend
         on the batch; fine for a draft model, whose guesses are checked anyway, never for a model
-        whose output must not depend on speculation.
+        whose output must not depend on speculation. `threads_follow_load` gives a decode fewer
+        threads than `n_threads` while other programs keep cores busy (whiz.engine.threads).
         """
         import llama_cpp  # imported here so that the fake engine and the CLI need no native library
 
@@ -221,6 +224,8 @@ class LlamaRuntime:
         cparams.n_seq_max = n_seq_max
         cparams.n_threads = threads
         cparams.n_threads_batch = threads
+        self._governor = ThreadGovernor(threads) if threads_follow_load else None
+        self.threads_now = threads
         cparams.kv_unified = False
         # Flash attention off, f16 cache: measured fastest here at long contexts (FA made a
         # 30-token batch at 4.8k tokens of history 2x slower; a q8_0 or f32 cache was slower too).
@@ -290,6 +295,8 @@ class LlamaRuntime:
             if wants:
                 wanted.append((k, i))
         wanted.sort()
+        if self._governor is not None:
+            self.use_threads(self._governor.threads())
         rc = self._ll.llama_decode(self._ctx, b)
         if rc == 1:
             raise KVCacheFull("no room in the KV cache for this batch")
@@ -301,6 +308,12 @@ class LlamaRuntime:
             np.ctypeslib.as_array(self._ll.llama_get_logits_ith(self._ctx, i), shape=(self.n_vocab,))
             for _, i in wanted
         ]
+
+    def use_threads(self, n: int) -> None:
+        """Decode on `n` threads from now on (until the governor, if any, decides otherwise)."""
+        if n != self.threads_now:
+            self._ll.llama_set_n_threads(self._ctx, n, n)
+            self.threads_now = n
 
     def seq_rm(self, seq: int, p0: int, p1: int) -> None:
         if not self._ll.llama_memory_seq_rm(self._mem, seq, p0, p1):

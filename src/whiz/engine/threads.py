@@ -1,0 +1,114 @@
+"""How many llama.cpp threads the next decode gets: all it may use, fewer while other work keeps
+the cores busy.
+
+llama.cpp splits each operation of a decode over its threads and waits at a barrier after every
+one, about two thousand times per token. When another program keeps one of two cores busy, one
+of two threads keeps losing its core and the other spins at each barrier waiting for it: the 0.5B
+then decodes at 8.8 tokens/s on two threads and 14.8 on one (26.6 on two when the machine is
+quiet). So before a decode the runtime asks `ThreadGovernor.threads()`, which counts the tasks of
+other processes that are running or waiting for a CPU (from /proc/stat, less this process's own)
+over the last few samples, and leaves them a core each.
+
+The count is only trusted where /proc/stat describes the CPUs this process may use: in a
+container whose /proc/stat is the host's (more CPUs than the affinity mask), or where there is no
+/proc, the thread count stays as given. The output does not depend on the thread count: llama.cpp
+sums each output element on one thread, in the same order whatever the split
+(tests/integration/test_batch_invariance.py checks it).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import deque
+from pathlib import Path
+from typing import Protocol
+
+
+class LoadProbe(Protocol):
+    def others_running(self) -> float | None:
+        """Tasks of other processes running or runnable now; None when it cannot tell."""
+
+
+class ProcLoad:
+    """`LoadProbe` from Linux's /proc: the system's running tasks less this process's."""
+
+    def __init__(self, proc: Path = Path("/proc")):
+        self._stat = proc / "stat"
+        self._tasks = proc / "self" / "task"
+        self.usable = self._describes_our_cpus()
+
+    def _describes_our_cpus(self) -> bool:
+        try:
+            lines = self._stat.read_text().splitlines()
+            ours = len(os.sched_getaffinity(0))
+        except (OSError, AttributeError):
+            return False
+        cpus = sum(1 for line in lines if line.startswith("cpu") and line[3:4].isdigit())
+        return cpus == ours and any(line.startswith("procs_running ") for line in lines)
+
+    def others_running(self) -> float | None:
+        if not self.usable:
+            return None
+        try:
+            running = next(
+                int(line.split()[1])
+                for line in self._stat.read_text().splitlines()
+                if line.startswith("procs_running ")
+            )
+            own = sum(1 for task in self._tasks.iterdir() if _state(task) == "R")
+        except (OSError, StopIteration, ValueError):
+            return None
+        return max(0, running - max(own, 1))
+
+
+def _state(task: Path) -> str:
+    """A thread's scheduler state letter from its stat line (after the name in parentheses)."""
+    try:
+        text = (task / "stat").read_text()
+    except OSError:
+        return ""
+    return text[text.rfind(")") + 2 : text.rfind(")") + 3]
+
+
+class ThreadGovernor:
+    """Threads for the next decode, between 1 and `most`.
+
+    Samples at most every `every_s`, keeps the last `window` samples, and leaves a core to each
+    other task running on average over them: a brief burst of other work (an editor redrawing)
+    changes nothing, a build running beside it takes a core for as long as it runs. Losing a core
+    mid-decode costs about three times what one thread fewer does, so a half-busy core counts.
+    """
+
+    def __init__(
+        self,
+        most: int,
+        *,
+        cores: int | None = None,
+        probe: LoadProbe | None = None,
+        every_s: float = 0.02,
+        window: int = 8,
+        clock=time.monotonic,
+    ):
+        self.most = max(1, most)
+        self.cores = cores or len(os.sched_getaffinity(0))
+        self._probe = probe if probe is not None else ProcLoad()
+        self._every_s = every_s
+        self._samples: deque[float] = deque(maxlen=window)
+        self._clock = clock
+        self._last = float("-inf")
+        self._threads = self.most
+
+    def threads(self) -> int:
+        now = self._clock()
+        if now - self._last < self._every_s:
+            return self._threads
+        self._last = now
+        others = self._probe.others_running()
+        if others is None:
+            return self._threads
+        self._samples.append(others)
+        busy = sum(self._samples) / len(self._samples)
+        free = self.cores - int(busy + 0.5)
+        self._threads = max(1, min(self.most, free))
+        return self._threads
