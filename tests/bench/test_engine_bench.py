@@ -61,7 +61,7 @@ def test_the_report_compares_both_sides_per_context_and_ends_with_one_json_line(
     assert abs(summary["ratio"] - summary["whiz_decode_tok_s"] / 100.0) < 0.05 * summary["ratio"] + 1e-3
     assert summary["prefill_ratio"] > 0 and long["llama_prefill_tok_s"] == 1000.0
     # Each round of each context, then the speculation prompts, ran on the baseline too.
-    assert stub.prompts.count(32) == plan.rounds and stub.prompts.count(1024) == plan.rounds
+    assert stub.prompts.count(32) == plan.rounds_for("short") and stub.prompts.count(1024) == plan.rounds
     spec = summary["models"]["fake"]["speculation"]
     assert spec["identical"] is True and spec["spec_decode_tok_s"] > 0
     table = "\n".join(out[:-1])
