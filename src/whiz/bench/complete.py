@@ -22,6 +22,7 @@ import ast
 import importlib
 import inspect
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -275,7 +276,9 @@ class LlamaServer:
         command += ["-t", str(plan.threads)] if plan.threads else []
         self.log = plan.log_dir / f"llama-server-{port}.log"
         with open(self.log, "w") as out:
-            self.proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+            # llama.cpp's own defaults: whiz's GGML_* settings (exact kernels) are not for it.
+            env = {k: v for k, v in os.environ.items() if not k.startswith("GGML_")}
+            self.proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
         self.url = f"http://127.0.0.1:{port}"
 
     def wait_ready(self) -> None:
