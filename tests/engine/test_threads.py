@@ -21,7 +21,7 @@ class Clock:
         self.now = 0.0
 
     def __call__(self) -> float:
-        self.now += 0.05  # every call a new sample
+        self.now += 1.0  # every call a new sample
         return self.now
 
 
@@ -71,10 +71,11 @@ def test_samples_at_most_every_interval():
 def _fake_proc(tmp_path: Path, cpus: int, running: int, own_states: list[str]) -> Path:
     lines = ["cpu  1 2 3 4"] + [f"cpu{i} 1 2 3 4" for i in range(cpus)] + [f"procs_running {running}"]
     (tmp_path / "stat").write_text("\n".join(lines) + "\n")
+    (tmp_path / "loadavg").write_text(f"0.50 0.40 0.30 {running}/245 1234\n")
     for k, state in enumerate(own_states):
         task = tmp_path / "self" / "task" / str(100 + k)
         task.mkdir(parents=True)
-        (task / "stat").write_text(f"{100 + k} (whiz (llama)) {state} 1 2 3\n")
+        (task / "stat").write_text(f"{100 + k} (whiz (llama) R) {state} 1 2 3\n")
     return tmp_path
 
 
