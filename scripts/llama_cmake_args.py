@@ -12,8 +12,16 @@ With that, and at run time only the repacked weights it sums exactly and no tile
 whiz.engine.llamacpp),
 every row's logits are bit-identical whatever the batch, which is what makes speculative decoding
 output exactly what plain decoding writes.
+
+WHIZ_CPU_FLAGS_DROP (space-separated cpuinfo flags, shell patterns allowed) builds as if the CPU
+lacked them, to build and test another CPU's code paths here: `WHIZ_CPU_FLAGS_DROP='avx512*
+avx_vnni'` gives an AVX2-only build on an AVX-512 machine (use it with its own WHIZ_WHEEL_CACHE and
+venv). The flags change the args and so the wheel's cache key; tests that ask which kernels the
+build has read the same flags (`cpu_flags`).
 """
 
+import os
+from fnmatch import fnmatchcase
 from pathlib import Path
 
 FEATURES = {  # cpuinfo flag -> ggml option
@@ -31,6 +39,12 @@ FEATURES = {  # cpuinfo flag -> ggml option
 
 
 def cpu_flags() -> set[str]:
+    """The CPU's flags as /proc/cpuinfo lists them, less those WHIZ_CPU_FLAGS_DROP names."""
+    drop = os.environ.get("WHIZ_CPU_FLAGS_DROP", "").split()
+    return {flag for flag in _cpuinfo_flags() if not any(fnmatchcase(flag, pattern) for pattern in drop)}
+
+
+def _cpuinfo_flags() -> set[str]:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("flags"):

@@ -38,8 +38,9 @@ The C++ lives in scripts/llama_kernels/; ensure_llama.sh keys the wheel cache on
    process with GGML_WHIZ_EXACT=1 (whiz's runtime sets it; llama.cpp's own defaults stay as they
    are elsewhere) only q4_K is repacked, one column takes llama.cpp's gemv and 2+ columns whiz's
    kernel (llama_kernels/q4_K_x8_columns.inc), which sums each column with gemv's float
-   operations in gemv's order and reuses each unpacked weight vector for 4 columns. It needs
-   AVX-512 VNNI; on other CPUs nothing is repacked in that process (as before).
+   operations in gemv's order and reuses each unpacked weight vector for 4 columns. It has an
+   AVX-512 VNNI branch and an AVX2 (with FMA and F16C) one, each bit-identical to gemv in its
+   build; on CPUs without AVX2 nothing is repacked in that process (as before).
 
 4. Only what the bindings load. llama-cpp-python forces llama.cpp's `common` library on (with
    cpp-httplib under it), which only llama.cpp's own tools and the multimodal library link: the

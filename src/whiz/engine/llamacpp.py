@@ -192,7 +192,8 @@ class LlamaRuntime:
         mparams.use_extra_bufts = REPACK or not exact
         with self._log.capture() as log:
             self._model = llama_cpp.llama_model_load_from_file(str(model_path).encode(), mparams)
-        # Where whiz's build has the exact kernel for them (AVX-512 VNNI), the q4_K weights.
+        # Where whiz's build has the exact kernel for them (AVX2 with FMA and F16C, or AVX-512
+        # VNNI), the q4_K weights.
         self.repacked_mib = _repacked_mib("".join(log))
         if not self._model:
             raise EngineError(f"llama.cpp could not load the model file {model_path}")
