@@ -91,3 +91,10 @@ def test_proc_load_is_not_trusted_where_proc_stat_is_another_machines(tmp_path):
     probe = ProcLoad(_fake_proc(tmp_path, ours + 30, running=40, own_states=["R"]))
     assert probe.others_running() is None
     assert ThreadGovernor(2, cores=2, probe=probe).threads() == 2
+
+
+def test_without_an_affinity_mask_the_cpu_count_is_the_cores(monkeypatch, tmp_path):
+    """macOS has no sched_getaffinity (nor /proc): the runtime must still start, threads fixed."""
+    monkeypatch.delattr(os, "sched_getaffinity")
+    g = ThreadGovernor(2, probe=ProcLoad(tmp_path))  # an empty folder: no /proc to read
+    assert g.cores == (os.cpu_count() or 1) and g.threads() == 2

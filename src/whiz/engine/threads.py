@@ -54,14 +54,19 @@ class ProcLoad:
         return max(0, running - max(own, 1))
 
 
+def _usable_cpus() -> int:
+    """CPUs this process may run on (its affinity mask where the OS has one, as on Linux)."""
+    getaffinity = getattr(os, "sched_getaffinity", None)
+    return len(getaffinity(0)) if getaffinity is not None else os.cpu_count() or 1
+
+
 def _describes_our_cpus(stat: Path) -> bool:
     """Whether /proc/stat lists exactly the CPUs this process may run on (not a host's)."""
     try:
         lines = stat.read_text().splitlines()
-        ours = len(os.sched_getaffinity(0))
-    except (OSError, AttributeError):
+    except OSError:
         return False
-    return ours == sum(1 for line in lines if line.startswith("cpu") and line[3:4].isdigit())
+    return _usable_cpus() == sum(1 for line in lines if line.startswith("cpu") and line[3:4].isdigit())
 
 
 def _state(task: Path) -> bytes:
@@ -94,7 +99,7 @@ class ThreadGovernor:
         clock=time.monotonic,
     ):
         self.most = max(1, most)
-        self.cores = cores or len(os.sched_getaffinity(0))
+        self.cores = cores or _usable_cpus()
         self._probe = probe if probe is not None else ProcLoad()
         self._every_s = every_s
         self._samples: deque[float] = deque(maxlen=window)
