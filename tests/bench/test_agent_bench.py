@@ -94,3 +94,20 @@ def test_bad_options_and_missing_data_are_one_clear_line(tmp_path, capsys):
     assert main(suites="canitedit", canitedit=tmp_path / "none.jsonl") == 2
     err = capsys.readouterr().err
     assert "no CanItEdit data" in err and "python scripts/canitedit.py" in err
+
+
+async def test_auto_has_its_deep_model_at_hand_on_the_benchs_own_server_as_whiz_exec_does():
+    """The bench measures the auto mode a user gets: with whiz's own fast server (started by the
+    bench, or found at the default address) the deep model is at hand, so auto starts a change of
+    behaviour with it; only a fast server the user named (--target) leaves it to --deep-base-url."""
+    from whiz.bench.agent import bench_pool
+    from whiz.modes.endpoints import DeepSettings, FastSettings, Reached
+    from whiz.modes.pool import Label
+
+    own = Reached("http://127.0.0.1:8321", None, "in this process")
+    pool = bench_pool(FastSettings(in_process=True), DeepSettings(), own, say=lambda line: None)
+    assert pool.offers(Label.DEEP)
+    assert (await pool.endpoint(Label.FAST)).base_url == own.url  # the server reached, no other
+    theirs = Reached("http://10.0.0.5:8000", "their-model", "http://10.0.0.5:8000")
+    named = FastSettings(base_url=theirs.url, in_process=True)
+    assert not bench_pool(named, DeepSettings(), theirs, say=lambda line: None).offers(Label.DEEP)

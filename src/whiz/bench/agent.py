@@ -45,8 +45,8 @@ from whiz.bench.program_tasks import PROGRAM_TASKS, ProgramTask
 from whiz.bench.report import listed, run_reported, say
 from whiz.bench.tasks import command_for_tests, workspace_for
 from whiz.environments import environment_for
-from whiz.modes.endpoints import DeepSettings, FastSettings, ensure_server
-from whiz.modes.pool import Label, ModelPool, Models
+from whiz.modes.endpoints import DeepSettings, FastSettings, Reached, ensure_server
+from whiz.modes.pool import Endpoint, Label, ModelPool, Models
 from whiz.modes.registry import Mode
 
 JUDGE_TIMEOUT_S = 30.0
@@ -340,6 +340,21 @@ def print_report(report: dict[str, Any]) -> None:
     print(json.dumps(report), flush=True)
 
 
+def bench_pool(fast: FastSettings, deep: DeepSettings, reached: Reached, say) -> ModelPool:
+    """The pool every task's session shares, on the fast server `ensure_server` reached.
+
+    The fast endpoint is handed to the pool as it is, and `fast.base_url` stays what the user
+    gave: where that is None the fast model is whiz's own, so auto mode has its deep model at
+    hand and starts a change of behaviour with it, as `whiz exec --mode auto` does. (Naming the
+    bench's own server as the fast model's base URL made the pool read it as a server of the
+    user's choosing, and every auto task started with the fast model.)"""
+    fast.model = reached.model
+    endpoint = Endpoint(
+        Label.FAST, reached.url, reached.model, fast.api_key, "responses", f"the fast model, {reached.where}"
+    )
+    return ModelPool(fast, deep, notice=say, endpoints={Label.FAST: endpoint})
+
+
 async def run_bench(
     target: str | None,
     cases: list[Case],
@@ -353,8 +368,7 @@ async def run_bench(
     # In this process when nothing answers: a benchmark measures a server of its own.
     fast.base_url, fast.in_process = target, True
     reached = await ensure_server(fast, say)
-    fast.base_url, fast.model = reached.url, reached.model
-    pool = ModelPool(fast, deep, notice=say)
+    pool = bench_pool(fast, deep, reached, say)
     try:
         results = await run_suite(cases, variants, pool, say, keep, seeds)
         return {"bench": "agent", "target": reached.url, "seeds": seeds, "results": results}
