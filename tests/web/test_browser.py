@@ -162,9 +162,9 @@ def test_heal_shows_candidates_with_their_tests_and_accepting_the_passing_one_fi
         expect(cards).to_have_count(3)
         boxes = [cards.nth(i).bounding_box() for i in range(3)]
         assert len({round(b["y"]) for b in boxes}) == 1, boxes  # side by side, in one row
-        for i in range(3):  # each with its test result
+        for i in range(3):  # each with its test result, or why it was not tested (heal.js BADGES)
             expect(cards.nth(i).locator(".badge").first).to_have_text(
-                re.compile("^(pass|fail|timeout|malformed|no edit|cancelled)$")
+                re.compile("^(pass|fail|timeout|malformed|changed the tests|no edit|repeat|cancelled)$")
             )
         chosen = page.locator(".candidate.chosen")
         expect(chosen).to_have_count(1)
