@@ -46,7 +46,7 @@ from whiz.bench.report import listed, run_reported, say
 from whiz.bench.tasks import command_for_tests, workspace_for
 from whiz.environments import environment_for
 from whiz.modes.endpoints import DeepSettings, FastSettings, Reached, ensure_server
-from whiz.modes.pool import Endpoint, Label, ModelPool, Models
+from whiz.modes.pool import Label, ModelPool, Models, fast_endpoint
 from whiz.modes.registry import Mode
 
 JUDGE_TIMEOUT_S = 30.0
@@ -348,10 +348,8 @@ def bench_pool(fast: FastSettings, deep: DeepSettings, reached: Reached, say) ->
     hand and starts a change of behaviour with it, as `whiz exec --mode auto` does. (Naming the
     bench's own server as the fast model's base URL made the pool read it as a server of the
     user's choosing, and every auto task started with the fast model.)"""
+    endpoint = fast_endpoint(fast, reached)
     fast.model = reached.model
-    endpoint = Endpoint(
-        Label.FAST, reached.url, reached.model, fast.api_key, "responses", f"the fast model, {reached.where}"
-    )
     return ModelPool(fast, deep, notice=say, endpoints={Label.FAST: endpoint})
 
 

@@ -22,7 +22,6 @@ import ast
 import importlib
 import inspect
 import json
-import os
 import re
 import statistics
 import subprocess
@@ -38,6 +37,7 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
+from whiz.bench.llama_baseline import stock_env
 from whiz.bench.report import rounded
 from whiz.gateway.local import LocalServer, free_port
 
@@ -276,9 +276,7 @@ class LlamaServer:
         command += ["-t", str(plan.threads)] if plan.threads else []
         self.log = plan.log_dir / f"llama-server-{port}.log"
         with open(self.log, "w") as out:
-            # llama.cpp's own defaults: whiz's GGML_* settings (exact kernels) are not for it.
-            env = {k: v for k, v in os.environ.items() if not k.startswith("GGML_")}
-            self.proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
+            self.proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=stock_env())
         self.url = f"http://127.0.0.1:{port}"
 
     def wait_ready(self) -> None:

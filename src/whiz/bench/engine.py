@@ -32,6 +32,7 @@ from rich.console import Console
 from rich.table import Table
 
 from whiz.bench.corpus import Corpus
+from whiz.bench.llama_baseline import stock_env
 from whiz.bench.report import rounded
 from whiz.engine.types import GenerateRequest, SamplingParams
 
@@ -118,13 +119,12 @@ class LlamaSide:
     name = "llama.cpp"
 
     def __init__(self, model_path: Path, *, threads: int, n_ctx: int):
-        env = {k: v for k, v in os.environ.items() if not k.startswith("GGML_")}  # llama.cpp's defaults
         self._child = subprocess.Popen(
             [sys.executable, "-m", "whiz.bench.llama_baseline", str(model_path), str(threads), str(n_ctx)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
-            env=env,
+            env=stock_env(),  # llama.cpp's defaults
         )
         self._read()  # loaded
 

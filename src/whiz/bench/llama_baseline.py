@@ -11,8 +11,15 @@ Usage: python -m whiz.bench.llama_baseline MODEL_PATH THREADS N_CTX
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
+
+
+def stock_env() -> dict[str, str]:
+    """This process's environment less whiz's GGML_* settings (exact kernels, no tiled matmul),
+    for a llama.cpp program that should run with its own defaults."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("GGML_")}
 
 
 def run(llm, prompt: list[int], n: int) -> dict:

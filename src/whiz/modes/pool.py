@@ -28,7 +28,14 @@ from whiz.client import ClientError, ConnectError, HttpClient
 from whiz.errors import WhizError
 from whiz.models.store import ModelStore, default_home
 from whiz.modes.candidates import CandidateSource, ChatCandidates
-from whiz.modes.endpoints import DeepSettings, FastSettings, SetupError, ensure_server, probe_upstream
+from whiz.modes.endpoints import (
+    DeepSettings,
+    FastSettings,
+    Reached,
+    SetupError,
+    ensure_server,
+    probe_upstream,
+)
 from whiz.modes.registry import Label
 from whiz.server.background import IDLE_EXIT_S, BackgroundServers
 
@@ -47,6 +54,13 @@ class Endpoint:
     api_key: str | None
     api: Literal["responses", "chat"]
     description: str
+
+
+def fast_endpoint(settings: FastSettings, reached: Reached) -> Endpoint:
+    """The fast model's endpoint on the whiz server `ensure_server` found or started for it."""
+    name = settings.model or "the server's model"
+    description = f"{name}, {reached.where}"
+    return Endpoint("fast", reached.url, reached.model, settings.api_key, "responses", description)
 
 
 class ModelPool:
@@ -120,9 +134,7 @@ class ModelPool:
         reached = await ensure_server(s, self.notice)
         if reached.server is not None:
             self._servers.append(reached.server)
-        name = s.model or "the server's model"
-        description = f"{name}, {reached.where}"
-        return Endpoint("fast", reached.url, reached.model, s.api_key, "responses", description)
+        return fast_endpoint(s, reached)
 
     async def _deep(self) -> Endpoint:
         s = self.deep_settings
