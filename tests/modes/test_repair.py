@@ -210,3 +210,26 @@ def test_failures_rank_by_tests_passed_then_by_the_smallest_diff():
 
     assert best_failure([r(0, 1, 2), r(1, 3, 9), r(2, 3, 4)]).index == 2
     assert pick_best([r(0, 5, 1)]) is None  # a failure is never applied, however many tests pass
+
+
+def test_a_rewrite_may_take_the_new_name_the_task_asks_for_and_bring_helpers_and_imports(project):
+    ws = Workspace(project)
+    at = place(project, "mean")
+    renamed = "```python\ndef average(xs):\n    return sum(xs) / len(xs)\n```"
+    # Under another name only where the task names it ("Rename mean to average").
+    assert function_change(ws, at, renamed) is None
+    change = function_change(ws, at, renamed, "Rename mean to average and fix it.")
+    assert change.after.startswith("def average(xs):\n    return sum(xs) / len(xs)\n\n\nclass Counter:")
+    # A helper the rewrite calls, and the import it needs, come along; code it repeats does not.
+    reply = (
+        "```python\nimport math\nfrom stats import Counter\n\n"
+        "def mean(xs):\n    return total(xs) / len(xs)\n\n"
+        "def total(xs):\n    return math.fsum(xs)\n\n"
+        "class Counter:\n    pass\n```"
+    )
+    after = function_change(ws, at, reply).after
+    assert after.startswith("import math\ndef mean(xs):\n    return total(xs)")  # Counter is its own
+    assert "\n\ndef total(xs):\n    return math.fsum(xs)\n" in after
+    assert after.count("class Counter") == 1 and after.endswith(STATS[STATS.index("\n\nclass Counter") :])
+    # Nothing new to import: the file's own imports stay as they are.
+    assert function_change(ws, at, FIXED).after.startswith("def mean(xs):")

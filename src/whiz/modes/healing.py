@@ -195,6 +195,7 @@ class Healer:
         `failure`, the output of the tests failing now, lets `HealSettings.localize` find the
         function to repair; the repair stage then stands for the first round."""
         self._task, self._restore = task, restore
+        s = self.settings
         rounds: list[RoundResult] = []
         escalated = False
         first = models.current
@@ -222,13 +223,22 @@ class Healer:
                     if not escalated:
                         continue
                 label = Label.DEEP
-            elif self.settings.ladder and escalated and not self._writes_new_file(rounds):
-                # Both models' most likely replies failed a change of code that exists: the
-                # smaller model's samples rarely mend what the larger one could not: they passed
-                # about one such task in twenty, for 20-35 s each time, and none where the greedy
-                # reply wrote the code back or changed only the tests. A new program varies more
-                # from sample to sample: there they pass a quarter of the time or more.
-                continue
+            elif s.ladder and (escalated or first == Label.DEEP) and not self._writes_new_file(rounds):
+                # The most likely replies failed a change of code that exists. Sampled edits of the
+                # whole task mostly repeat them (the deep model's three samples were its greedy
+                # reply again on half the tasks), and the smaller model's rarely mend what the
+                # larger one could not. What does: rewrites of the function the change is in, each
+                # told what the tests said about the closest edit and that the code is wrong, by
+                # the deep model, repeats not counted. A new program varies more from sample to
+                # sample: it keeps its samples; so does code no function of which was found.
+                output, earlier = await self._evidence(rounds)
+                stage = await self.repair(models, task, output, n=n, earlier=earlier, number=len(rounds) + 1)
+                if stage is not None:
+                    rounds.append(stage)
+                    if stage.best is not None:
+                        return HealOutcome(rounds, stage.best, escalated)
+                if stage is not None or escalated:
+                    continue
             history = messages
             failure = best_failure([r for rnd in rounds for r in rnd.results])
             seed = None
@@ -257,12 +267,24 @@ class Healer:
                 return HealOutcome(rounds, result.best, escalated)
         return HealOutcome(rounds, None, escalated)
 
-    async def repair(self, models: HealModels, task: str, failure: str) -> RoundResult | None:
+    async def repair(
+        self,
+        models: HealModels,
+        task: str,
+        failure: str,
+        *,
+        n: int | None = None,
+        earlier: bool = False,
+        number: int = 1,
+    ) -> RoundResult | None:
         """Localize, then repair: draws of rewrites of the function found, until n distinct
         changes were tested (a repeat is not tested, and not counted), one passes, or the draws
         allowed are spent (`repair.RepairPlan`). One round, its candidates numbered across the
-        draws. None when localization found no function: the heal goes on with plain rounds."""
+        draws. None when localization found no function: the heal goes on with plain rounds.
+        `earlier`: `failure` is what the tests said about an earlier edit, not about the code
+        as it is (a ladder's greedy replies), and the rewrites are told so."""
         s = self.settings
+        n = n or s.n
         label = models.current
         source = await models.candidates()
         summary = failure_summary(failure, str(self.ws.root))
@@ -270,15 +292,16 @@ class Healer:
         self.emit.single("localize", **localized_item(found))
         if not found.places:
             return None
-        plan = RepairPlan(found.places, s.n, s.seed)
-        number = 1
-        item = self.emit.start("heal", round=number, mode=label, n=s.n, test_cmd=self.test_cmd,
+        plan = RepairPlan(found.places, n, s.seed)
+        item = self.emit.start("heal", round=number, mode=label, n=n, test_cmd=self.test_cmd,
                                status="in_progress", localized=True)  # fmt: skip
         results: list[CandidateResult] = []
         generations: list[Generation] = [found.generation] if found.generation else []
         note = ""
+        if earlier and summary:
+            note, summary = f"An earlier change was tried; the tests failed on it:\n```\n{summary}\n```", ""
         while not plan.done():
-            attempts = plan.attempts(s.n - plan.distinct)
+            attempts = plan.attempts(n - plan.distinct)
             if not attempts:
                 break
             tests = self._round_tests(number, len(attempts), plan=self._rewrite(attempts, len(results)))
@@ -306,12 +329,23 @@ class Healer:
         duplicates = sum(r.status == "duplicate" or r.same_as is not None for r in results)
         return self._round_done(item, number, label, generation, results, duplicates=duplicates)
 
+    async def _evidence(self, rounds: list[RoundResult]) -> tuple[str, bool]:
+        """What the tests say for a repair after the ladder's greedy replies: the closest tested
+        edit's output (True: about an earlier edit), or, where no reply had an edit to test (the
+        code written back, only the tests changed), the tests' output on the code as it is."""
+        tested = best_failure([r for rnd in rounds for r in rnd.results])
+        if tested is not None and tested.status in ("failed", "timeout") and tested.test_output:
+            return tested.test_output, True
+        now = CandidateResult(0, 0, "", 0, "failed")
+        await self._test(now)
+        return (now.test_output if now.status in ("failed", "timeout") else ""), False
+
     def _rewrite(self, attempts: list[Attempt], offset: int) -> Callable[..., CandidateResult]:
         """How a repair draw's candidate becomes an edit: its function put in the old one's place;
         a reply without that function is read as any candidate is (`_plan`)."""
 
         def plan(number: int, index: int, text: str, tokens: int) -> CandidateResult:
-            change = function_change(self.ws, attempts[index - offset].place, text)
+            change = function_change(self.ws, attempts[index - offset].place, text, self._task)
             if change is None:
                 return self._plan(number, index, text, tokens)
             result = CandidateResult(number, index, text, tokens, "failed", changes=[change])

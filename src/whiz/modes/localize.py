@@ -70,7 +70,8 @@ class Localization:
     function: Function
     hypothesis: str = ""
     origin: str = "model"
-    """"model" (the localization step named it), "task" (the task names it) or "traceback"."""
+    """"model" (the localization step named it), "task" (the task names it), "traceback", or
+    "only" (the workspace's one function)."""
 
 
 @dataclass
@@ -281,6 +282,8 @@ async def localize(
     index = function_index(ws, TestFiles(test_cmd))
     if not index:
         return Localized([], False)
+    if len(index) == 1:  # one function outside the tests: nothing to ask
+        return Localized([Localization(index[0], origin="only")], True)
     messages = localize_messages(ws, task, test_cmd, failure)
     generation = await generate(source, messages, Draw(1, 0.0, LOCALIZE_MAX_TOKENS, seed))
     reply = generation.texts[0] if generation.texts else ""

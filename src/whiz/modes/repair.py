@@ -132,9 +132,15 @@ def repair_messages(
     return [{"role": "system", "content": INSTRUCTIONS}, {"role": "user", "content": "\n\n".join(parts)}]
 
 
-def function_change(ws: Workspace, place: Localization, reply: str) -> FileChange | None:
+def function_change(ws: Workspace, place: Localization, reply: str, task: str = "") -> FileChange | None:
     """The reply's rewrite of the place's function, put where the function is; None when the
-    reply holds no function of that name, or the file changed since it was localized."""
+    reply holds no such function, or the file changed since it was localized.
+
+    The rewrite is the function of the same name, or, where the task names a new name for it
+    ("Change the function name to all_suffixes"), the one function of the block under that name.
+    Top-level functions the block adds beside it (a helper, a function the task asks for) go in
+    after it, and imports it adds, at the top of the file: a rewrite that needs `re` or a helper
+    is a rewrite too."""
     fn = place.function
     try:
         text = ws.read_text(fn.path)
@@ -144,17 +150,79 @@ def function_change(ws: Workspace, place: Localization, reply: str) -> FileChang
     if not now or now[0].source != fn.source:
         return None
     for block in reversed(code_blocks(reply)):
-        new = [f for f in functions_in("", block) if f.name == fn.name]
-        if not new:
+        outer = _outermost(functions_in("", block))
+        new = _rewrite_of(fn, outer, task)
+        if new is None:
             continue
-        body = textwrap.indent(textwrap.dedent(min(new, key=lambda f: f.indent).source), fn.indent)
+        body = textwrap.indent(textwrap.dedent(new.source), fn.indent)
         body = body if body.endswith("\n") else body + "\n"
+        known = {f.name for f in functions_in(fn.path, text) if "." not in f.qualname}
+        if not fn.indent:  # functions the block adds beside a top-level one
+            for extra in outer:
+                if extra is not new and extra.name not in known and extra.name != fn.name:
+                    body += "\n\n" + textwrap.dedent(extra.source).rstrip("\n") + "\n"
         if not fn.source.endswith("\n"):  # the file's last line, with no newline after it
             body = body.rstrip("\n")
         lines = text.splitlines(keepends=True)
         after = "".join(lines[: fn.start - 1]) + body + "".join(lines[fn.end :])
-        return FileChange(fn.path, text, after)
+        return FileChange(fn.path, text, with_imports(after, block))
     return None
+
+
+def _outermost(functions: list[Function]) -> list[Function]:
+    """The block's functions at its least indent (a method written alone counts as one)."""
+    if not functions:
+        return []
+    least = min(len(f.indent) for f in functions)
+    return [f for f in functions if len(f.indent) == least and "." not in f.qualname]
+
+
+def _rewrite_of(fn: Function, outer: list[Function], task: str) -> Function | None:
+    same = [f for f in outer if f.name == fn.name]
+    if same:
+        return same[0]
+    renamed = [f for f in outer if re.search(rf"\b{re.escape(f.name)}\b", task)]
+    return renamed[0] if len(renamed) == 1 else None
+
+
+_DEFINITION = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def with_imports(text: str, block: str) -> str:
+    """`text` with the block's top-level imports of names it lacks, put after its own imports (or
+    at its top). A name the file defines is not imported (a small model quotes
+    `from stats import Counter` into stats.py). Unchanged when either does not parse."""
+    try:
+        have = ast.parse(text)
+        wanted = ast.parse(block)
+    except (SyntaxError, ValueError):
+        return text
+    imports = [node for node in have.body if isinstance(node, ast.Import | ast.ImportFrom)]
+    bound = {_bound(alias) for node in imports for alias in node.names}
+    bound |= {node.name for node in have.body if isinstance(node, _DEFINITION)}  # its own, not imported
+    missing = [
+        ast.unparse(node)
+        for node in wanted.body
+        if isinstance(node, ast.Import | ast.ImportFrom) and any(_bound(a) not in bound for a in node.names)
+    ]
+    if not missing:
+        return text
+    lines = text.splitlines(keepends=True)
+    if imports:
+        at = max(node.end_lineno or node.lineno for node in imports)
+    else:  # after a module docstring, if any
+        first = have.body[0] if have.body else None
+        docstring = isinstance(first, ast.Expr) and isinstance(getattr(first, "value", None), ast.Constant)
+        at = (first.end_lineno or 0) if docstring and first is not None else 0
+    head = "".join(lines[:at])
+    if head and not head.endswith("\n"):
+        head += "\n"
+    return head + "".join(f"{line}\n" for line in missing) + "".join(lines[at:])
+
+
+def _bound(alias: ast.alias) -> str:
+    """The name an import binds: `import a.b` binds `a`, `from a import b as c` binds `c`."""
+    return alias.asname or alias.name.split(".")[0]
 
 
 def change_key(changes: list[FileChange]) -> tuple:
