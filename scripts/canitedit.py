@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import builtins
 import json
 import re
 import subprocess
@@ -96,16 +97,28 @@ def read_rows(path: Path) -> list[dict]:
 def as_check(tests: str) -> str:
     """The hidden tests as the body of `check()`, which the bench calls after the program: indented,
     so that a failing assertion's traceback quotes its own line; run through `exec` where the tests
-    cannot stand inside a function (a `global`, a `__future__` import)."""
+    cannot stand inside a function unchanged: a `global` or a `__future__` import, a multi-line
+    string (indenting would change its text), a builtin redefined (`def print`: inside a function
+    the name is local from the start, so a use before it fails)."""
     body = textwrap.indent(tests.rstrip() + "\n", "    ")
     check = f"def check():\n{body}" if body.strip() else "def check():\n    pass\n"
     try:
-        ast.parse(check)
-        if not re.search(r"^\s*(global|from __future__)\b", tests, re.M):
+        inside = ast.parse(check).body[0].body
+        alone = ast.parse(tests).body
+        same = ast.dump(ast.Module(inside, [])) == ast.dump(ast.Module(alone, [])) or not alone
+        if same and not re.search(r"^\s*(global|from __future__)\b", tests, re.M) and not _shadows(alone):
             return check
     except SyntaxError:
         pass
     return f"def check():\n    exec(compile({tests!r}, 'canitedit_tests', 'exec'), globals())\n"
+
+
+def _shadows(body: list[ast.stmt]) -> bool:
+    """Whether the tests bind a builtin's name anywhere (in an `if True:` block too)."""
+    nodes = [n for stmt in body for n in ast.walk(stmt)]
+    names = {n.name for n in nodes if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)}
+    names |= {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    return bool(names & set(dir(builtins)))
 
 
 def convert(row: dict, instruction: str = "descriptive") -> dict:

@@ -59,6 +59,19 @@ def test_the_lazy_wording_and_tests_that_cannot_live_in_a_function_still_convert
     assert module.passes(ROW["after"], task["test"]) and not module.passes(ROW["before"], task["test"])
 
 
+def test_tests_whose_text_indenting_would_change_run_as_they_are():
+    # CanItEdit's real rows: a multi-line string compared with output (indented, it gains four
+    # spaces a line), and a `def print` in an `if True:` block (inside check(), print is then a
+    # local name from the start and its earlier use fails).
+    module = script()
+    text = 'expected = """3\n2"""\nassert "\\n".join(str(x) for x in [3, 2]) == expected\n'
+    row = dict(ROW, tests=ROW["tests"] + text)
+    assert module.passes(ROW["after"], module.convert(row)["test"])
+    shadow = "if True:\n    print('checking')\n    def print(*a):\n        pass\n" + ROW["tests"]
+    shadowed = module.convert(dict(ROW, tests=shadow))["test"]
+    assert module.passes(ROW["after"], shadowed) and not module.passes(ROW["before"], shadowed)
+
+
 def test_rows_that_cannot_be_read_are_one_clear_line_and_nothing_is_written(tmp_path, capsys):
     out = tmp_path / "out.jsonl"
     assert script().main(["--from", str(tmp_path / "missing.jsonl"), "--out", str(out)]) == 1
