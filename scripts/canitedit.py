@@ -135,11 +135,13 @@ def convert(row: dict, instruction: str = "descriptive") -> dict:
 
 
 def passes(code: str, test: str, timeout_s: float = 60.0) -> bool:
-    """Whether `code` then `test`, then `check()`, exits 0 (run in a scratch directory)."""
+    """Whether `code` then `test`, then `check()`, exits 0 (run from a file in a scratch directory,
+    as the bench runs it: tests that read their program's source through `inspect` need one)."""
     with tempfile.TemporaryDirectory(prefix="canitedit-") as cwd:
+        (Path(cwd) / "check_program.py").write_text(f"{code}\n{test}\ncheck()\n")
         try:
             done = subprocess.run(
-                [sys.executable, "-c", f"{code}\n{test}\ncheck()\n"],
+                [sys.executable, "check_program.py"],
                 cwd=cwd, capture_output=True, timeout=timeout_s, check=False,
             )  # fmt: skip
         except subprocess.TimeoutExpired:

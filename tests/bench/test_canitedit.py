@@ -10,7 +10,7 @@ from pathlib import Path
 
 from whiz.bench.agent import editeval_case
 from whiz.bench.canitedit import canitedit_tasks
-from whiz.bench.edit_tasks import run_check
+from whiz.bench.edit_tasks import EditTask, run_check
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "canitedit.py"
 
@@ -112,3 +112,13 @@ def test_rows_are_read_page_by_page_and_a_row_cut_short_is_asked_for_again_alone
     monkeypatch.setattr(module, "PAGE", 2)
     rows = module.fetch_rows()
     assert [r["id"] for r in rows] == [0, 1, 2] and asked == [(0, 2), (1, 1), (2, 2)]
+
+
+def test_tests_that_read_the_programs_source_run_from_a_file():
+    # Two of CanItEdit's rows check the edited program through `inspect`, which needs a file.
+    module = script()
+    row = dict(ROW, tests="import inspect\nassert 'pop()' in inspect.getsource(Stack)\n" + ROW["tests"])
+    task = module.convert(row)
+    assert module.passes(ROW["after"], task["test"])
+    bench_task = EditTask("canitedit", task["task_id"], task["filename"], "", ROW["before"], test=task["test"])
+    assert run_check(bench_task, ROW["after"]) and not run_check(bench_task, ROW["before"])

@@ -107,10 +107,12 @@ def test_code(task: EditTask) -> str:
 
 
 def run_check(task: EditTask, code: str, timeout_s: float = CHECK_TIMEOUT_S) -> bool:
-    """Run the task's test against `code` in a fresh interpreter, in an empty directory, in the
-    sandbox: the code is the model's."""
+    """Run the task's test against `code` in a fresh interpreter, in an otherwise empty directory,
+    in the sandbox: the code is the model's. From a file, not `-c`: tests that read the program's
+    source (`inspect.getsource`) need one."""
     with tempfile.TemporaryDirectory(prefix="whiz-edits-") as cwd:
-        done = run_confined(Path(cwd), [sys.executable, "-c", program(task, code)], timeout_s=timeout_s)
+        (Path(cwd) / "check_program.py").write_text(program(task, code))
+        done = run_confined(Path(cwd), [sys.executable, "check_program.py"], timeout_s=timeout_s)
     return done is not None and done.returncode == 0
 
 
