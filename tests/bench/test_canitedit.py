@@ -120,5 +120,6 @@ def test_tests_that_read_the_programs_source_run_from_a_file():
     row = dict(ROW, tests="import inspect\nassert 'pop()' in inspect.getsource(Stack)\n" + ROW["tests"])
     task = module.convert(row)
     assert module.passes(ROW["after"], task["test"])
-    bench_task = EditTask("canitedit", task["task_id"], task["filename"], "", ROW["before"], test=task["test"])
+    name = task["filename"]
+    bench_task = EditTask("canitedit", task["task_id"], name, "", ROW["before"], test=task["test"])
     assert run_check(bench_task, ROW["after"]) and not run_check(bench_task, ROW["before"])
