@@ -125,8 +125,10 @@ async def test_localize_asks_once_greedily_with_the_failure_and_the_code(ws):
 
 
 async def test_a_workspace_with_one_function_outside_its_tests_is_localized_without_asking(tmp_path):
-    (tmp_path / "edit.py").write_text("from typing import List\n\n\ndef longest(xs: List[str]):\n    return xs[0]\n")
-    (tmp_path / "test_edit.py").write_text("from edit import longest\n\ndef test_it():\n    assert longest(['a'])\n")
+    code = "from typing import List\n\n\ndef longest(xs: List[str]):\n    return xs[0]\n"
+    (tmp_path / "edit.py").write_text(code)
+    test = "from edit import longest\n\ndef test_it():\n    assert longest(['a'])\n"
+    (tmp_path / "test_edit.py").write_text(test)
     source = ScriptedCandidates([[GOOD]])
     found = await localize(source, Workspace(tmp_path), "Return the last longest string.", "pytest", FAILURE)
     assert source.calls == [] and found.sure and found.generation is None

@@ -425,6 +425,26 @@ def test_after_both_greedy_replies_fail_on_existing_code_the_deep_model_rewrites
     assert (project / "greet.py").read_text().startswith("def greet(name, extra):")  # the smallest diff
 
 
+def test_a_change_of_behaviour_starts_with_the_deep_models_rewrites_of_the_function_it_is_in(project):
+    # Localize, repair, validate: with a test command, a turn auto mode starts with the deep model
+    # begins with rewrites of the one function, told what the tests say on the code as it is and
+    # that it is wrong. A rewrite that writes it back is not tested and does not count toward N.
+    (project / "check.py").write_text("from greet import say_hello\nassert say_hello('x') == 'Hi, x'\n")
+    back = f"```python\n{GREET}```"
+    hi = '```python\ndef say_hello(name):\n    return "Hi, " + name\n```'
+    fast = ScriptedCandidates([])
+    deep = ScriptedCandidates([[back], [hi]])
+    code, events, _ = auto_ladder(project, fast, deep, task="Make say_hello greet with Hi instead of Hello")
+    assert code == 0, events[-1]
+    assert fast.calls == [] and [c["to"] for c in items(events, "mode_change")][:1] == ["deep"]
+    first = deep.calls[0][-1]["content"]
+    assert "AssertionError" in first and "def say_hello(name):" in first and "is wrong" in first
+    assert [(d.n, d.temperature) for d in deep.draws] == [(1, 0.0), (1, 0.5)]  # the repeat, drawn again
+    statuses = [c["status"] for c in items(events, "heal_candidate")]
+    assert statuses == ["no_edit", "passed"]
+    assert (project / "greet.py").read_text() == 'def say_hello(name):\n    return "Hi, " + name\n'
+
+
 def test_a_turn_whose_heal_finds_no_passing_candidate_keeps_the_closest_and_ends_saying_why(project):
     # Seen in whiz bench agent: after a heal with no winner the tests failed again, the step
     # healed again (the deep model's rounds), and the turn ran to its 240 s budget every time.

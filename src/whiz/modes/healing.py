@@ -96,9 +96,11 @@ class HealSettings:
     """Cheapest first, each rung ended by the first candidate to pass: the model's most likely
     reply (temperature 0), then, where the mode escalates, one most likely reply of the deep
     model, then, for a task that writes a new file, the other n-2 candidates sampled from the
-    first model (`Healer._writes_new_file`). The later rungs see the task, and what a failing
-    edit's tests said, but not the failing reply. Auto mode's healing step (`session.ladder`); off:
-    `rounds` rounds of n, then `deep_rounds` of the deep model's."""
+    first model (`Healer._writes_new_file`). On code that exists, the deep model's rungs are
+    repairs instead (`Healer.repair`): a turn that starts deep localizes and rewrites from its
+    first rung, one that escalated after the greedy replies failed. The later rungs see the task,
+    and what a failing edit's tests said, but not the failing reply. Auto mode's healing step
+    (`session.ladder`); off: `rounds` rounds of n, then `deep_rounds` of the deep model's."""
     seed: int | None = 1234
     """Candidate i samples with seed + i, so a heal can be repeated; None for fresh randomness."""
     max_parallel_tests: int | None = None
@@ -110,7 +112,8 @@ class HealSettings:
     """Where the tests fail before the heal: first ask where the bug is (`localize.py`), then draw
     n rewrites of the function found (`repair.py`) as the first round; a later round (`rounds`)
     is a plain one. Nothing found: plain rounds only. `whiz heal` and `whiz bench heal` turn it
-    on; the agent's heal step does not (it has no failing run before its first step)."""
+    on; the agent's heal step leaves it off and repairs on its ladder's deep rungs (`ladder`),
+    running the tests first where no edit was tested yet."""
 
     sandbox: SandboxOptions = field(default_factory=SandboxOptions)
     """Where a candidate's tests may write and reach: its own copy only, by default."""
@@ -224,13 +227,14 @@ class Healer:
                         continue
                 label = Label.DEEP
             elif s.ladder and (escalated or first == Label.DEEP) and not self._writes_new_file(rounds):
-                # The most likely replies failed a change of code that exists. Sampled edits of the
-                # whole task mostly repeat them (the deep model's three samples were its greedy
-                # reply again on half the tasks), and the smaller model's rarely mend what the
-                # larger one could not. What does: rewrites of the function the change is in, each
-                # told what the tests said about the closest edit and that the code is wrong, by
-                # the deep model, repeats not counted. A new program varies more from sample to
-                # sample: it keeps its samples; so does code no function of which was found.
+                # Localize, repair, validate, with the deep model on code that exists: a turn it
+                # starts (a change of behaviour) begins there, and one that escalated goes there
+                # after both greedy replies failed. Each rewrite of the function is told what the
+                # tests say and that the code is wrong; repeats are not counted. Sampled edits of
+                # the whole task mostly repeated the greedy one (the 1.5B's on half the EditEval
+                # tasks), and the 0.5B's rarely mend what the 1.5B could not. A new program
+                # varies more from sample to sample: it keeps its samples, as does code in which
+                # no function was found.
                 output, earlier = await self._evidence(rounds)
                 stage = await self.repair(models, task, output, n=n, earlier=earlier, number=len(rounds) + 1)
                 if stage is not None:
