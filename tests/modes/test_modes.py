@@ -21,6 +21,7 @@ from whiz.agent.store.sessions import SessionStore
 from whiz.client import HttpClient
 from whiz.commands.common import Output
 from whiz.commands.exec import exec_in_mode
+from whiz.modes import healing
 from whiz.modes.candidates import ChatCandidates, Draw, ScriptedCandidates, generate
 from whiz.modes.endpoints import DeepSettings, SetupError
 from whiz.modes.notices import ItemEmitter
@@ -757,3 +758,19 @@ def test_a_task_that_names_a_path_outside_the_workspace_still_climbs_the_ladder(
     code, events, _ = auto_ladder(project, fast, deep, task=task)
     assert code != 0 and len(fast.calls) == 1
     assert "no candidate passed" in events[-1]["error"]["message"]
+
+
+def test_tests_that_hang_on_the_code_as_it_is_are_stopped_soon_and_the_rewrites_are_told(
+    project, monkeypatch
+):
+    # Seen in whiz bench agent (CanItEdit, a graph with a negative cycle): the run that only says
+    # what fails before the first rewrite held the turn for the whole 120 s test timeout.
+    monkeypatch.setattr(healing, "EVIDENCE_TIMEOUT_S", 1.0)
+    (project / "greet.py").write_text("def say_hello(name):\n    while True:\n        pass\n")
+    (project / "check.py").write_text("from greet import say_hello\nassert say_hello('x') == 'Hi, x'\n")
+    hi = '```python\ndef say_hello(name):\n    return "Hi, " + name\n```'
+    deep = ScriptedCandidates([[hi]])
+    task = "Make say_hello return Hi and the name"
+    code, events, _ = auto_ladder(project, ScriptedCandidates([]), deep, task=task)
+    assert code == 0, events[-1]
+    assert "ran past 1 s and were stopped" in deep.calls[0][-1]["content"]

@@ -68,6 +68,8 @@ from whiz.modes.round_tests import RoundTests
 Rung = Literal["first"] | Label
 """Which model a rung of the heal asks: the one answering at its start, or the deep one."""
 
+EVIDENCE_TIMEOUT_S = 30.0
+"""How long the tests may run on the code as it is, before a repair, only to say what fails."""
 TEST_TIME_MARGIN = 10
 """How many times as long as the slowest run of the tests seen a candidate's run may take."""
 
@@ -341,8 +343,13 @@ class Healer:
         if tested is not None and tested.status in ("failed", "timeout") and tested.test_output:
             return tested.test_output, True
         now = CandidateResult(0, 0, "", 0, "failed")
-        await self._test(now)
-        return (now.test_output if now.status in ("failed", "timeout") else ""), False
+        # Only what the tests say is wanted here, and code that hangs them says so soon enough: a
+        # run on a graph with a negative cycle held the first rewrite for the whole 120 s.
+        limit = EVIDENCE_TIMEOUT_S
+        await self._test(now, timeout_s=limit)
+        if now.status == "timeout":
+            return f"{now.test_output}\n(The tests ran past {limit:g} s and were stopped.)", False
+        return (now.test_output if now.status == "failed" else ""), False
 
     def _rewrite(self, attempts: list[Attempt], offset: int) -> Callable[..., CandidateResult]:
         """How a repair draw's candidate becomes an edit: its function put in the old one's place;
@@ -515,7 +522,7 @@ class Healer:
             self._listing = self.ws.list_files(".", limit=5000)
         return self._listing
 
-    async def _test(self, result: CandidateResult) -> None:
+    async def _test(self, result: CandidateResult, timeout_s: float | None = None) -> None:
         started = time.perf_counter()
         sandbox = self.settings.sandbox
         copying = asyncio.ensure_future(
@@ -539,7 +546,7 @@ class Healer:
             return
         try:
             apply_changes(Workspace(copy.path), result.changes)
-            timeout_s = self.test_timeout_s()
+            timeout_s = min(timeout_s or self.test_timeout_s(), self.test_timeout_s())
             env = environment_for(copy.path, self.settings.sandbox, timeout_s=timeout_s)
             done = await env.run(self.test_cmd)
         except (EditError, WhizAgentError, OSError) as exc:
