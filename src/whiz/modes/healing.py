@@ -205,7 +205,7 @@ class Healer:
         escalated = False
         first = models.current
         replaced = False
-        if self.settings.localize and failure and not self.settings.ladder:
+        if s.localize and failure and not s.ladder:
             stage = await self.repair(models, task, failure)
             if stage is not None:
                 rounds.append(stage)
@@ -248,7 +248,7 @@ class Healer:
             history = messages
             failure = best_failure([r for rnd in rounds for r in rnd.results])
             seed = None
-            if self.settings.ladder:
+            if s.ladder:
                 # A later rung draws from the task as given, unless a failure's tests say
                 # something about code that exists; then it is told what they said, without the
                 # failing reply, which both models copy: after a greedy reply that wrote the code
@@ -257,7 +257,7 @@ class Healer:
                 # answered "Write fizzbuzz.py" with the instructions echoed after such feedback,
                 # and with the program without it. The sampled rung is seeded as a first round.
                 # (A turn that started with the deep model samples it seeded too.)
-                seed = None if label == Label.DEEP and greedy else self.settings.seed
+                seed = None if label == Label.DEEP and greedy else s.seed
                 tested = failure is not None and failure.status in ("failed", "timeout")
                 if tested and not creates_file(failure):
                     history = told_without_reply(messages, failure, self.test_cmd)
@@ -345,10 +345,9 @@ class Healer:
         now = CandidateResult(0, 0, "", 0, "failed")
         # Only what the tests say is wanted here, and code that hangs them says so soon enough: a
         # run on a graph with a negative cycle held the first rewrite for the whole 120 s.
-        limit = EVIDENCE_TIMEOUT_S
-        await self._test(now, timeout_s=limit)
-        if now.status == "timeout":
-            return f"{now.test_output}\n(The tests ran past {limit:g} s and were stopped.)", False
+        await self._test(now, timeout_s=EVIDENCE_TIMEOUT_S)
+        if now.status == "timeout":  # `_test` says how long it let them run
+            return f"{now.test_output}\n(On the code as it is, {now.error}.)", False
         return (now.test_output if now.status == "failed" else ""), False
 
     def _rewrite(self, attempts: list[Attempt], offset: int) -> Callable[..., CandidateResult]:
@@ -546,7 +545,8 @@ class Healer:
             return
         try:
             apply_changes(Workspace(copy.path), result.changes)
-            timeout_s = min(timeout_s or self.test_timeout_s(), self.test_timeout_s())
+            limit = self.test_timeout_s()
+            timeout_s = min(timeout_s, limit) if timeout_s else limit
             env = environment_for(copy.path, self.settings.sandbox, timeout_s=timeout_s)
             done = await env.run(self.test_cmd)
         except (EditError, WhizAgentError, OSError) as exc:

@@ -26,7 +26,7 @@ import tokenize
 from dataclasses import dataclass
 from typing import Any
 
-from whiz.agent.editing.definitions import code_blocks
+from whiz.agent.editing.definitions import DEFINITION_NODES, code_blocks
 from whiz.agent.editing.edits import FileChange
 from whiz.agent.errors import WhizAgentError
 from whiz.agent.project.workspace import Workspace
@@ -146,9 +146,11 @@ def function_change(ws: Workspace, place: Localization, reply: str, task: str = 
         text = ws.read_text(fn.path)
     except (OSError, UnicodeDecodeError, WhizAgentError):
         return None
-    now = [f for f in functions_in(fn.path, text) if f.qualname == fn.qualname and f.start == fn.start]
+    in_file = functions_in(fn.path, text)
+    now = [f for f in in_file if f.qualname == fn.qualname and f.start == fn.start]
     if not now or now[0].source != fn.source:
         return None
+    known = {f.name for f in in_file if "." not in f.qualname}
     for block in reversed(code_blocks(reply)):
         outer = _outermost(functions_in("", block))
         new = _rewrite_of(fn, outer, task)
@@ -156,7 +158,6 @@ def function_change(ws: Workspace, place: Localization, reply: str, task: str = 
             continue
         body = textwrap.indent(textwrap.dedent(new.source), fn.indent)
         body = body if body.endswith("\n") else body + "\n"
-        known = {f.name for f in functions_in(fn.path, text) if "." not in f.qualname}
         if not fn.indent:  # functions the block adds beside a top-level one
             for extra in outer:
                 if extra is not new and extra.name not in known and extra.name != fn.name:
@@ -185,9 +186,6 @@ def _rewrite_of(fn: Function, outer: list[Function], task: str) -> Function | No
     return renamed[0] if len(renamed) == 1 else None
 
 
-_DEFINITION = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-
-
 def with_imports(text: str, block: str) -> str:
     """`text` with the block's top-level imports of names it lacks, put after its own imports (or
     at its top). A name the file defines is not imported (a small model quotes
@@ -199,7 +197,7 @@ def with_imports(text: str, block: str) -> str:
         return text
     imports = [node for node in have.body if isinstance(node, ast.Import | ast.ImportFrom)]
     bound = {_bound(alias) for node in imports for alias in node.names}
-    bound |= {node.name for node in have.body if isinstance(node, _DEFINITION)}  # its own, not imported
+    bound |= {node.name for node in have.body if isinstance(node, DEFINITION_NODES)}  # its own, not imported
     missing = [
         ast.unparse(node)
         for node in wanted.body

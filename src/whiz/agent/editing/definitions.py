@@ -24,7 +24,8 @@ from whiz.agent.project.workspace import Workspace
 _FENCED = re.compile(r"^[ \t]*```[\w+.-]*[ \t]*\n(.*?)^[ \t]*```[ \t]*$", re.S | re.M)
 MAX_FILES = 2000
 MAX_FILE_CHARS = 200_000
-_DEFINITION = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+DEFINITION_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+"""The top-level statements that define a name a block may replace: functions and classes."""
 
 
 @dataclass
@@ -82,7 +83,7 @@ def definitions_only(code: str) -> list[Definition]:
     lines = code.splitlines(keepends=True)
     found = []
     for node in tree.body:
-        if isinstance(node, _DEFINITION):
+        if isinstance(node, DEFINITION_NODES):
             found.append(Definition(node.name, _source(lines, node)))
         elif not isinstance(node, ast.Import | ast.ImportFrom | ast.Expr) and not _main_guard(node):
             return []
@@ -105,7 +106,7 @@ def file_definitions(text: str) -> list[Definition]:
     except (SyntaxError, ValueError):
         return []
     lines = text.splitlines(keepends=True)
-    return [Definition(n.name, _source(lines, n)) for n in tree.body if isinstance(n, _DEFINITION)]
+    return [Definition(n.name, _source(lines, n)) for n in tree.body if isinstance(n, DEFINITION_NODES)]
 
 
 def _source(lines: list[str], node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> str:
