@@ -9,6 +9,7 @@ import pytest
 
 from whiz.agent.project.test_files import TestFiles
 from whiz.agent.project.workspace import Workspace
+from whiz.environments.secret_rules import SecretFiles
 from whiz.modes.candidates import ScriptedCandidates
 from whiz.modes.localize import Hint, function_index, localize, parse_hints, places_from
 
@@ -134,3 +135,12 @@ async def test_a_workspace_with_one_function_outside_its_tests_is_localized_with
     assert source.calls == [] and found.sure and found.generation is None
     (only,) = found.places
     assert (only.function.name, only.origin) == ("longest", "only")
+
+
+def test_a_function_in_a_file_marked_secret_is_never_a_place(tmp_path):
+    (tmp_path / "prod_secrets.py").write_text('def token():\n    return "sk-live-123"\n')
+    (tmp_path / "stats.py").write_text(STATS)
+    ws = Workspace(tmp_path, SecretFiles(extra=("prod_secrets.py",)))
+    assert "prod_secrets.py" not in {f.path for f in function_index(ws, TestFiles("pytest"))}
+    named = places(ws, "FILE: prod_secrets.py\nFUNCTION: token\nLINES: 1-2\nBUG: It leaks.\n")
+    assert all(place.function.path != "prod_secrets.py" for place in named.places)

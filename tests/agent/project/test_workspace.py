@@ -10,6 +10,7 @@ import pytest
 
 from whiz.agent.errors import WhizAgentError
 from whiz.agent.project.workspace import GitDirRefused, PathEscape, Workspace
+from whiz.environments.secret_rules import SecretFiles
 
 
 @pytest.fixture
@@ -163,3 +164,12 @@ def test_a_git_folder_named_by_a_gitdir_file_is_refused(tmp_path: Path) -> None:
         ws.resolve("meta/hooks/pre-commit")
     with pytest.raises(GitDirRefused):
         ws.resolve(".git")
+
+
+def test_code_indexes_never_read_a_python_file_the_user_marked_secret(tmp_path):
+    # What a code index holds reaches the model (a localized function is sent to be rewritten):
+    # a file marked secret (`--secret-file prod_secrets.py`) is never in one.
+    (tmp_path / "prod_secrets.py").write_text('def token():\n    return "sk-live-123"\n')
+    (tmp_path / "stats.py").write_text("def mean(xs):\n    return sum(xs)\n")
+    ws = Workspace(tmp_path, SecretFiles(extra=("prod_secrets.py",)))
+    assert [path for path, _ in ws.python_sources(limit=100, max_chars=10_000)] == ["stats.py"]

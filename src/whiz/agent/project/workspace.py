@@ -171,10 +171,13 @@ class Workspace:
         self, *, limit: int, max_chars: int, skip: Container[str] = ()
     ) -> Iterator[tuple[str, str]]:
         """(path, text) of the workspace's Python files, at most `limit` of them, leaving out those
-        in `skip`, those longer than `max_chars` and those that cannot be read as text: what code
-        indexes (definitions, functions) read, where one odd file must not stop the rest."""
+        in `skip`, those longer than `max_chars`, those that cannot be read as text, and secret ones
+        (`is_secret`): what code indexes (definitions, functions) read, where one odd file must not
+        stop the rest. What an index holds reaches the model (a localized function is sent to be
+        rewritten), so a file the user marked secret is never in one."""
         try:
-            paths = [p for p in self.list_files(".", limit=limit) if p.endswith(".py") and p not in skip]
+            listed = self.list_files(".", limit=limit)
+            paths = [p for p in listed if p.endswith(".py") and p not in skip and not self.is_secret(p)]
         except (OSError, WhizAgentError):
             return
         for path in paths:
