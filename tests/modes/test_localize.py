@@ -11,7 +11,7 @@ from whiz.agent.project.test_files import TestFiles
 from whiz.agent.project.workspace import Workspace
 from whiz.environments.secret_rules import SecretFiles
 from whiz.modes.candidates import ScriptedCandidates
-from whiz.modes.localize import Hint, function_index, localize, parse_hints, places_from
+from whiz.modes.localize import Hint, definition_index, function_index, localize, parse_hints, places_from
 
 STATS = '''def mean(xs):
     """The average of the numbers in xs."""
@@ -46,7 +46,7 @@ def ws(tmp_path: Path) -> Workspace:
 
 
 def places(ws: Workspace, reply: str, task: str = "Fix the bug so the tests pass.", failure: str = FAILURE):
-    index = function_index(ws, TestFiles("pytest"))
+    index = definition_index(ws, TestFiles("pytest"))
     return places_from(parse_hints(reply), index, task, failure, str(ws.root))
 
 
@@ -144,3 +144,52 @@ def test_a_function_in_a_file_marked_secret_is_never_a_place(tmp_path):
     assert "prod_secrets.py" not in {f.path for f in function_index(ws, TestFiles("pytest"))}
     named = places(ws, "FILE: prod_secrets.py\nFUNCTION: token\nLINES: 1-2\nBUG: It leaks.\n")
     assert all(place.function.path != "prod_secrets.py" for place in named.places)
+
+
+DECK = """import random
+
+
+class Deck:
+    def __init__(self):
+        self.cards = list(range(52))
+
+    def deal(self):
+        return self.cards.pop()
+"""
+
+
+def test_a_method_that_is_not_there_yet_is_a_place_in_its_class(ws):
+    (ws.root / "deck.py").write_text(DECK)
+    # Qualified with its class: the class.
+    found = places(ws, "FILE: deck.py\nFUNCTION: Deck.shuffle\nBUG: it has no shuffle", task="Add shuffle.")
+    (place, *_) = found.places
+    assert (place.function.kind, place.function.name, place.function.start) == ("class", "Deck", 4)
+    assert place.function.source == DECK[DECK.index("class Deck") :] and not found.sure
+    # Alone, in a file that defines one class and nothing else: that class.
+    found = places(ws, "FILE: deck.py\nFUNCTION: shuffle", task="Add a shuffle method.")
+    assert [(p.function.name, p.function.kind) for p in found.places] == [("Deck", "class")]
+    # In a file with functions beside its class, a name that is nowhere is no place of its own.
+    found = places(ws, "FILE: stats.py\nFUNCTION: average", task="Fix the bug in mean.")
+    assert [(p.function.name, p.origin) for p in found.places] == [("mean", "task")]
+
+
+def test_a_class_the_task_names_is_a_place_when_the_model_is_unsure(ws):
+    (ws.root / "deck.py").write_text(DECK)
+    found = places(
+        ws, "FILE: cards.py\nFUNCTION: shuffle_all", task="Give Deck a shuffle method.", failure=""
+    )
+    assert [(p.function.name, p.function.kind, p.origin) for p in found.places] == [("Deck", "class", "task")]
+    # A method that exists is still the place, not its class.
+    found = places(ws, "FILE: deck.py\nFUNCTION: deal", task="Make Deck deal from the top.")
+    assert found.sure and [p.function.qualname for p in found.places] == ["Deck.deal"]
+
+
+async def test_a_workspace_of_one_class_is_asked_where_the_change_goes(tmp_path):
+    # One method and its class is not "one function": the task may add a method beside it.
+    (tmp_path / "deck.py").write_text(
+        DECK.replace("    def deal(self):\n        return self.cards.pop()\n", "")
+    )
+    source = ScriptedCandidates([["FILE: deck.py\nFUNCTION: Deck.deal\nBUG: missing"]])
+    found = await localize(source, Workspace(tmp_path), "Add deal to Deck.", "pytest", "E  AttributeError")
+    assert len(source.draws) == 1
+    assert [(p.function.name, p.function.kind) for p in found.places] == [("Deck", "class")]

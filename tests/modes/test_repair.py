@@ -18,10 +18,11 @@ from whiz.commands.heal import heal_task
 from whiz.modes.candidates import ChatCandidates, ScriptedCandidates
 from whiz.modes.heal_results import CandidateResult, best_failure, pick_best
 from whiz.modes.healing import HealSettings
-from whiz.modes.localize import Localization, function_index
+from whiz.modes.localize import Localization, definition_index, function_index
 from whiz.modes.pool import ScriptedPool
 from whiz.modes.repair import (
     MAX_DRAWS_PER_N,
+    WRITTEN_BACK,
     RepairPlan,
     attempts_stream,
     change_key,
@@ -233,3 +234,74 @@ def test_a_rewrite_may_take_the_new_name_the_task_asks_for_and_bring_helpers_and
     assert after.count("class Counter") == 1 and after.endswith(STATS[STATS.index("\n\nclass Counter") :])
     # Nothing new to import: the file's own imports stay as they are.
     assert function_change(ws, at, FIXED).after.startswith("def mean(xs):")
+
+
+def class_place(root: Path, name: str) -> Localization:
+    (cls,) = [d for d in definition_index(Workspace(root), TestFiles(TEST_CMD)) if d.qualname == name]
+    assert cls.kind == "class"
+    return Localization(cls)
+
+
+COUNTER = STATS[STATS.index("class Counter") :]
+RESET = "    def reset(self):\n        self.n = 0\n"
+
+
+def test_a_class_place_takes_the_class_whole_or_the_methods_written(project):
+    ws = Workspace(project)
+    at = class_place(project, "Counter")
+    # The class written whole, with a new method: it replaces the class.
+    whole = f"```python\n{COUNTER.replace('by + 1', 'by')}\n{RESET}```"
+    assert function_change(ws, at, whole).after == STATS.replace("by + 1", "by") + "\n" + RESET
+    # Only the new method: added at the class's end, indented as its body.
+    alone = "```python\ndef reset(self):\n    self.n = 0\n```"
+    assert function_change(ws, at, alone).after == STATS + "\n" + RESET
+    # A method it has, written alone: it replaces that method, the rest stays.
+    bump = "```python\ndef bump(self, by=1):\n    self.n += by\n    return self.n\n```"
+    assert function_change(ws, at, bump).after == STATS.replace("by + 1", "by")
+    # A plain function is not a method, and another class is not this one: no change.
+    assert function_change(ws, at, "```python\ndef reset(n):\n    return 0\n```") is None
+    assert function_change(ws, at, "```python\nclass Other:\n    pass\n```") is None
+    # A new top-level helper beside the rewritten class comes along; mean, already there, does not.
+    beside = f"```python\n{COUNTER}\n\ndef helper():\n    return 1\n\n\ndef mean(xs):\n    return 0\n```"
+    after = function_change(ws, at, beside).after
+    assert after.endswith("def helper():\n    return 1\n") and after.count("def mean") == 1
+
+
+def test_a_method_may_come_inside_its_class_with_new_methods_beside_it(project):
+    ws = Workspace(project)
+    reply = f"```python\n{COUNTER.replace('by + 1', 'by')}\n{RESET}```"
+    after = function_change(ws, place(project, "bump"), reply).after
+    assert after == STATS.replace("by + 1", "by") + "\n" + RESET
+    assert after.count("def __init__") == 1  # the methods it did not change stay as they are
+
+
+def test_heal_adds_a_method_through_its_class(project):
+    (project / "check.py").write_text(
+        "from stats import Counter\nc = Counter()\nc.bump()\nc.reset()\nassert c.n == 0, c.n\nprint('ok')\n"
+    )
+    located = "FILE: stats.py\nFUNCTION: Counter.reset\nBUG: Counter has no reset method.\n"
+    wrong = "```python\ndef reset(self):\n    self.n = 1\n```"
+    right = "```python\ndef reset(self):\n    self.n = 0\n```"
+    # The task names mean, so draws alternate between the class and mean (whose draw is no rewrite).
+    code, events, source = heal(
+        project, [[located], [wrong], [wrong], [right]] + [[wrong]] * 6, first_pass=False
+    )
+    assert code == 0
+    assert (project / "stats.py").read_text() == STATS + "\n" + RESET
+    (found,) = items(events, "localize")
+    assert found["places"][0]["function"] == "Counter" and not found["sure"]
+    # The class is the prediction, and the request says what to write.
+    rewrite = source.draws[1]
+    assert rewrite.prediction == f"```python\n{COUNTER}```"
+
+
+def test_after_a_write_back_the_places_later_draws_are_told_it_is_no_fix(project):
+    original = f"```python\n{STATS[: STATS.index('class')].rstrip()}\n```"
+    batches = [[LOCATED], [original], [WRONG], [FIXED]] + [[WRONG]] * 6
+    code, events, source = heal(project, batches, n=2, first_pass=False)
+    assert code == 0
+    statuses = sorted((c["index"], c["status"]) for c in items(events, "heal_candidate"))
+    assert statuses == [(0, "no_edit"), (1, "failed"), (2, "passed")]
+    # The first draw (two requests) wrote the function back, so the next one says it is no fix.
+    told = [WRITTEN_BACK in messages[-1]["content"] for messages in source.calls[1:]]
+    assert told == [False, False, True]

@@ -8,6 +8,11 @@ When the model is unsure (it names a file or function that does not exist, or mo
 function), the functions the task names and the one the failing traceback ends in are added as
 further places, three at most, so repairs can try each. When nothing resolves, healing falls
 back to plain candidates (`Healer.heal`).
+
+A place can be a class too: a task that adds a method has no function to name yet, so a hint
+naming a method that is not there (`Deck.shuffle`, or `shuffle` in a file that defines one
+class and nothing else), or
+the class itself, resolves to the class, and the repair rewrites the class whole.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ BUG: <one sentence: the wrong code, and what it should do instead>"""
 
 @dataclass(frozen=True)
 class Function:
-    """A Python function of the workspace: where it is, and its source."""
+    """A Python function of the workspace (or a class: `kind`): where it is, and its source."""
 
     path: str
     name: str
@@ -51,6 +56,8 @@ class Function:
     """Last line (1-based, inclusive)."""
     indent: str
     source: str
+    kind: str = "function"
+    """"function" (methods too) or "class"."""
 
 
 @dataclass(frozen=True)
@@ -159,14 +166,29 @@ def _lines(value: str) -> tuple[int, int] | None:
 
 def function_index(ws: Workspace, tests: TestFiles) -> list[Function]:
     """Every function and method of the workspace's Python files that are not tests."""
+    return [d for d in definition_index(ws, tests) if d.kind == "function"]
+
+
+def definition_index(ws: Workspace, tests: TestFiles) -> list[Function]:
+    """Every function, method and class of the workspace's Python files that are not tests."""
     found: list[Function] = []
     for path, text in ws.python_sources(limit=MAX_FILES, max_chars=MAX_FILE_CHARS, skip=tests):
-        found.extend(functions_in(path, text))
+        found.extend(definitions_in(path, text))
     return found
 
 
 def functions_in(path: str, text: str) -> list[Function]:
     """The functions of one Python source, methods and nested ones included."""
+    return [d for d in definitions_in(path, text) if d.kind == "function"]
+
+
+def classes_in(path: str, text: str) -> list[Function]:
+    """The classes of one Python source, nested ones included."""
+    return [d for d in definitions_in(path, text) if d.kind == "class"]
+
+
+def definitions_in(path: str, text: str) -> list[Function]:
+    """The functions and classes of one Python source, in the order they start."""
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError):
@@ -176,15 +198,15 @@ def functions_in(path: str, text: str) -> list[Function]:
 
     def walk(node: ast.AST, prefix: str) -> None:
         for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                 start = min([child.lineno, *(d.lineno for d in child.decorator_list)])
                 end = child.end_lineno or child.lineno
                 first = lines[start - 1]
                 indent = first[: len(first) - len(first.lstrip())]
                 source = "".join(lines[start - 1 : end])
-                found.append(Function(path, child.name, prefix + child.name, start, end, indent, source))
-                walk(child, f"{prefix}{child.name}.")
-            elif isinstance(child, ast.ClassDef):
+                kind = "class" if isinstance(child, ast.ClassDef) else "function"
+                name = child.name
+                found.append(Function(path, name, prefix + name, start, end, indent, source, kind))
                 walk(child, f"{prefix}{child.name}.")
 
     walk(tree, "")
@@ -193,17 +215,22 @@ def functions_in(path: str, text: str) -> list[Function]:
 
 def resolve(hint: Hint, index: list[Function]) -> tuple[Function | None, bool]:
     """The function a hint names, and whether the hint was exact (its file and its function as
-    named). A function not in the named file, but in one other, is taken, unsure."""
+    named). A function not in the named file, but in one other, is taken, unsure. A method that
+    is not there yet resolves to its class (`Deck.shuffle` to `Deck`, `shuffle` to the class
+    that is all the named file defines), unsure, and a class named as the function to the class."""
+    functions = [f for f in index if f.kind == "function"]
     if hint.function:
-        named = [f for f in index if hint.function in (f.name, f.qualname)]
+        named = [f for f in functions if hint.function in (f.name, f.qualname)]
         here = [f for f in named if f.path == hint.path]
         if len(here) >= 1:
             return _nearest(here, hint.lines), True
         if len(named) == 1 or (named and len({f.path for f in named}) == 1):
             return _nearest(named, hint.lines), False
+        if not named:
+            return _owner(hint, index), False
         return None, False
     if hint.path:
-        in_file = [f for f in index if f.path == hint.path]
+        in_file = [f for f in functions if f.path == hint.path]
         if hint.lines:
             spanning = [f for f in in_file if f.start <= hint.lines[0] <= f.end]
             if spanning:
@@ -211,6 +238,23 @@ def resolve(hint: Hint, index: list[Function]) -> tuple[Function | None, bool]:
         if len(in_file) == 1:
             return in_file[0], False
     return None, False
+
+
+def _owner(hint: Hint, index: list[Function]) -> Function | None:
+    """The class a hint's missing function belongs in: the class it is qualified with or that it
+    names, else the class that is all the named file (or the workspace) defines at its top."""
+    assert hint.function is not None
+    classes = [c for c in index if c.kind == "class"]
+    owner, _, _ = hint.function.rpartition(".")
+    for name in (owner, hint.function) if owner else (hint.function,):
+        named = [c for c in classes if name in (c.name, c.qualname)]
+        here = [c for c in named if c.path == hint.path] or named
+        if len(here) == 1:
+            return here[0]
+    top = [d for d in index if "." not in d.qualname and (d.path == hint.path or not hint.path)]
+    if not top and hint.path:  # a file that is not there
+        top = [d for d in index if "." not in d.qualname]
+    return top[0] if len(top) == 1 and top[0].kind == "class" else None
 
 
 def _nearest(functions: list[Function], lines: tuple[int, int] | None) -> Function:
@@ -224,19 +268,26 @@ _FRAME = re.compile(r'File "([^"]+)", line (\d+)|^(\S+\.py):(\d+):', re.M)
 
 def fallback_places(index: list[Function], task: str, failure: str, root: str) -> list[Localization]:
     """Places found without the model: the functions the task names (by a name defined once),
-    then the function the failing output's last workspace frame is in."""
+    then the function the failing output's last workspace frame is in, then the classes the task
+    names (a task that adds a method names its class)."""
     places: list[Localization] = []
-    for word in dict.fromkeys(re.findall(r"[A-Za-z_]\w*", task)):
-        named = [f for f in index if f.name == word]
+    words = list(dict.fromkeys(re.findall(r"[A-Za-z_]\w*", task)))
+    functions = [f for f in index if f.kind == "function"]
+    for word in words:
+        named = [f for f in functions if f.name == word]
         if len(named) == 1:
             places.append(Localization(named[0], origin="task"))
     for match in reversed(list(_FRAME.finditer(failure))):
         path = (match.group(1) or match.group(3) or "").removeprefix(root.rstrip("/") + "/")
         line = int(match.group(2) or match.group(4))
-        inside = [f for f in index if f.path == path and f.start <= line <= f.end]
+        inside = [f for f in functions if f.path == path and f.start <= line <= f.end]
         if inside:
             places.append(Localization(max(inside, key=lambda f: f.start), origin="traceback"))
             break
+    for word in words:
+        named = [c for c in index if c.kind == "class" and c.name == word]
+        if len(named) == 1:
+            places.append(Localization(named[0], origin="task"))
     return places
 
 
@@ -279,10 +330,10 @@ async def localize(
     seed: int | None = None,
 ) -> Localized:
     """Ask the model where the bug is (its most likely answer), and resolve what it says."""
-    index = function_index(ws, TestFiles(test_cmd))
+    index = definition_index(ws, TestFiles(test_cmd))
     if not index:
         return Localized([], False)
-    if len(index) == 1:  # one function outside the tests: nothing to ask
+    if len(index) == 1 and index[0].kind == "function":  # one function, no class: nothing to ask
         return Localized([Localization(index[0], origin="only")], True)
     messages = localize_messages(ws, task, test_cmd, failure)
     generation = await generate(source, messages, Draw(1, 0.0, LOCALIZE_MAX_TOKENS, seed))

@@ -8,10 +8,11 @@ found, over hypotheses (every other candidate of a place is asked without its hy
 temperatures (the first of a place is its most likely reply) and over seeds.
 
 A candidate is turned into an edit by putting its function where the old one was
-(`function_change`), indented as the old one was. Two candidates whose changes are the same
-but for whitespace and comments (`change_key`) are one candidate: the second is not tested
-again, and does not count toward N (`RepairPlan`); a model that keeps writing the same reply
-ends after a bounded number of draws.
+(`function_change`), indented as the old one was. A place that is a class (a task that adds a
+method) takes the class written whole, or the methods the reply writes, put into it. Two
+candidates whose changes are the same but for whitespace and comments (`change_key`) are one
+candidate: the second is not tested again, and does not count toward N (`RepairPlan`); a model
+that keeps writing the same reply ends after a bounded number of draws.
 """
 
 from __future__ import annotations
@@ -32,13 +33,15 @@ from whiz.agent.errors import WhizAgentError
 from whiz.agent.project.workspace import Workspace
 from whiz.agent.runs_check import shown
 from whiz.modes.candidates import CandidateSource, CandidateStream, Draw
-from whiz.modes.localize import Function, Localization, functions_in
+from whiz.modes.localize import Function, Localization, definitions_in, functions_in
 
 TEMPERATURES = (0.0, 0.5, 0.8, 1.0)
 """A place's candidates, in turn: its most likely reply, then samples ever further from it."""
 MAX_DRAWS_PER_N = 3
 """Candidates drawn at most, per distinct candidate wanted: a model that repeats itself stops."""
 MAX_TOKENS_OVER_FUNCTION = 256
+WRITTEN_BACK = "Written back as it is, the code stays wrong: that was tried, and it is no fix. Change it."
+"""Said to a place's later draws once one wrote it back unchanged, which a small model does often."""
 """A rewrite's token cap beyond its function's own length (in characters / 3)."""
 
 INSTRUCTIONS = (
@@ -57,6 +60,9 @@ class Attempt:
     hypothesis: bool = True
     """Whether its request gives the place's hypothesis: every other one of a place does not, in
     case the hypothesis is wrong."""
+    written_back: bool = False
+    """Whether an earlier draw of its place wrote the code back unchanged: its request says that
+    is no fix."""
 
 
 class RepairPlan:
@@ -74,6 +80,8 @@ class RepairPlan:
         self.drawn = 0
         self.seen: set[tuple] = set()
         self._turn = [0] * len(places)
+        self._issued: list[Attempt] = []
+        self._written_back: set[int] = set()  # places (by index) a draw wrote back unchanged
 
     @property
     def distinct(self) -> int:
@@ -84,10 +92,13 @@ class RepairPlan:
 
     def record(self, results: list[Any]) -> None:
         """A draw's candidates (`heal_results.CandidateResult`s): each change its own tests ran on counts
-        toward N; a twin, a repeat of an earlier draw, or a reply with no edit does not."""
+        toward N; a twin, a repeat of an earlier draw, or a reply with no edit does not. A result's
+        `index` is its attempt's place in the order `attempts` gave them."""
         for result in results:
             if result.status in ("passed", "failed", "timeout") and result.same_as is None:
                 self.seen.add(change_key(result.changes))
+            if result.unchanged and 0 <= result.index < len(self._issued):
+                self._written_back.add(self.places.index(self._issued[result.index].place))
 
     def attempts(self, k: int) -> list[Attempt]:
         """The next `k` draws (fewer when the bound is near)."""
@@ -101,8 +112,10 @@ class RepairPlan:
             temps = TEMPERATURES if turn < len(TEMPERATURES) else TEMPERATURES[1:]
             temperature = temps[turn % len(temps)]
             seed = None if self.seed is None else self.seed + self.drawn
-            out.append(Attempt(self.places[slot], temperature, seed, hypothesis=turn % 2 == 0))
+            back = slot in self._written_back
+            out.append(Attempt(self.places[slot], temperature, seed, turn % 2 == 0, written_back=back))
             self.drawn += 1
+        self._issued += out
         return out
 
 
@@ -120,7 +133,10 @@ def repair_messages(
     code, and the plain statement that the code is wrong, it changes it."""
     fn = place.function
     owner = fn.qualname.rpartition(".")[0]
-    where = f"{fn.path}, {'a method of ' + owner + ', ' if owner else ''}the function with the bug"
+    if fn.kind == "class":
+        where = f"{fn.path}, the class `{fn.name}`, where the change belongs"
+    else:
+        where = f"{fn.path}, {'a method of ' + owner + ', ' if owner else ''}the function with the bug"
     parts = [task, f"{where}:\n{prediction(fn)}"]
     if failure:
         parts.append(f"The tests (`{shown(test_cmd)}`) fail:\n```\n{failure}\n```")
@@ -128,7 +144,8 @@ def repair_messages(
         parts.append(f"Likely cause: {place.hypothesis}")
     if note:
         parts.append(note)
-    parts.append(f"The function above is wrong. Write `{fn.name}` fixed, whole, in one ```python block.")
+    what = "class" if fn.kind == "class" else "function"
+    parts.append(f"The {what} above is wrong. Write `{fn.name}` fixed, whole, in one ```python block.")
     return [{"role": "system", "content": INSTRUCTIONS}, {"role": "user", "content": "\n\n".join(parts)}]
 
 
@@ -140,34 +157,116 @@ def function_change(ws: Workspace, place: Localization, reply: str, task: str = 
     ("Change the function name to all_suffixes"), the one function of the block under that name.
     Top-level functions the block adds beside it (a helper, a function the task asks for) go in
     after it, and imports it adds, at the top of the file: a rewrite that needs `re` or a helper
-    is a rewrite too."""
+    is a rewrite too. A method may come inside its class, with new methods beside it, which go in
+    after it. A class place is rewritten by `_class_body`."""
     fn = place.function
     try:
         text = ws.read_text(fn.path)
     except (OSError, UnicodeDecodeError, WhizAgentError):
         return None
-    in_file = functions_in(fn.path, text)
-    now = [f for f in in_file if f.qualname == fn.qualname and f.start == fn.start]
+    in_file = definitions_in(fn.path, text)
+    now = [f for f in in_file if f.qualname == fn.qualname and f.start == fn.start and f.kind == fn.kind]
     if not now or now[0].source != fn.source:
         return None
     known = {f.name for f in in_file if "." not in f.qualname}
     for block in reversed(code_blocks(reply)):
-        outer = _outermost(functions_in("", block))
-        new = _rewrite_of(fn, outer, task)
-        if new is None:
+        if fn.kind == "class":
+            body = _class_body(fn, block, known)
+        else:
+            body = _function_body(fn, block, task, in_file)
+        if body is None:
             continue
-        body = textwrap.indent(textwrap.dedent(new.source), fn.indent)
         body = body if body.endswith("\n") else body + "\n"
-        if not fn.indent:  # functions the block adds beside a top-level one
-            for extra in outer:
-                if extra is not new and extra.name not in known and extra.name != fn.name:
-                    body += "\n\n" + textwrap.dedent(extra.source).rstrip("\n") + "\n"
         if not fn.source.endswith("\n"):  # the file's last line, with no newline after it
             body = body.rstrip("\n")
         lines = text.splitlines(keepends=True)
         after = "".join(lines[: fn.start - 1]) + body + "".join(lines[fn.end :])
         return FileChange(fn.path, text, with_imports(after, block))
     return None
+
+
+def _function_body(fn: Function, block: str, task: str, in_file: list[Function]) -> str | None:
+    """The block's rewrite of `fn`, indented as `fn`, with what it adds beside it (above)."""
+    outer = _outermost(functions_in("", block))
+    new = _rewrite_of(fn, outer, task)
+    siblings: list[Function] = []
+    owner = fn.qualname.rpartition(".")[0]
+    if new is None and owner:  # the method inside its class
+        cls = owner.rpartition(".")[2]
+        inside = [f for f in functions_in("", block) if f.qualname.endswith(f"{cls}.{f.name}")]
+        has = {f.name for f in in_file if f.qualname == f"{owner}.{f.name}"}
+        new = next((f for f in inside if f.name == fn.name), None)
+        siblings = [f for f in inside if f.name not in has and new is not None and f.indent == new.indent]
+    if new is None:
+        return None
+    body = _indented(new, fn.indent)
+    for extra in siblings:
+        body += "\n" + _indented(extra, fn.indent)
+    if not fn.indent:  # functions the block adds beside a top-level one
+        known = {f.name for f in in_file if "." not in f.qualname}
+        for extra in outer:
+            if extra is not new and extra.name not in known and extra.name != fn.name:
+                body += "\n\n" + textwrap.dedent(extra.source).rstrip("\n") + "\n"
+    return body
+
+
+def _class_body(cls: Function, block: str, known: set[str]) -> str | None:
+    """The block's rewrite of the class `cls`: the class of that name, whole (with the top-level
+    functions and classes the block adds beside it), or else the block's methods put into the
+    class as it is, each replacing the method of its name or added at the class's end."""
+    found = definitions_in("", block)
+    least = min((len(d.indent) for d in found), default=0)
+    outer = [d for d in found if len(d.indent) == least and "." not in d.qualname]
+    new = next((d for d in outer if d.kind == "class" and d.name == cls.name), None)
+    if new is not None:
+        body = _indented(new, cls.indent)
+        if not cls.indent:
+            for extra in outer:
+                if extra is not new and extra.name not in known:
+                    body += "\n\n" + textwrap.dedent(extra.source).rstrip("\n") + "\n"
+        return body
+    methods = [d for d in outer if d.kind == "function" and _is_method(d)]
+    if not methods or len(methods) != len(outer):
+        return None
+    return _with_methods(cls, methods)
+
+
+def _is_method(fn: Function) -> bool:
+    """Written as a method: its first parameter is `self` or `cls`, or it is decorated."""
+    try:
+        node = ast.parse(textwrap.dedent(fn.source)).body[0]
+    except (SyntaxError, ValueError, IndexError):
+        return False
+    if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        return False
+    params = node.args.posonlyargs + node.args.args
+    return bool(node.decorator_list) or (bool(params) and params[0].arg in ("self", "cls"))
+
+
+def _with_methods(cls: Function, methods: list[Function]) -> str:
+    """The class's source with `methods` in it: each replaces the class's own method of its name,
+    or is added after the class's last line, indented as the class's body."""
+    lines = cls.source.splitlines(keepends=True)
+    own = {f.name: f for f in functions_in("", cls.source) if f.qualname == f"{cls.name}.{f.name}"}
+    body_indent = next(iter(own.values())).indent if own else cls.indent + "    "
+    added: list[str] = []
+    replaced: list[tuple[Function, str]] = []
+    for method in methods:
+        if method.name in own:
+            replaced.append((own[method.name], _indented(method, body_indent)))
+        else:
+            added.append(_indented(method, body_indent))
+    for old, text in sorted(replaced, key=lambda pair: pair[0].start, reverse=True):
+        lines[old.start - 1 : old.end] = [text if text.endswith("\n") else text + "\n"]
+    source = "".join(lines)
+    if not source.endswith("\n"):
+        source += "\n"
+    return source + "".join("\n" + text for text in added)
+
+
+def _indented(fn: Function, indent: str) -> str:
+    body = textwrap.indent(textwrap.dedent(fn.source), indent)
+    return body if body.endswith("\n") else body + "\n"
 
 
 def _outermost(functions: list[Function]) -> list[Function]:
@@ -261,15 +360,17 @@ def attempts_stream(
     """One stream of the attempts' candidates, indexed in the attempts' order. Attempts that share
     a place and a temperature go in one request (n of them, seeds counting up from the first);
     the requests run at once, and the engine decodes them together."""
-    groups: dict[tuple[int, float, bool], list[int]] = {}
+    groups: dict[tuple[int, float, bool, bool], list[int]] = {}
     for i, attempt in enumerate(attempts):
-        groups.setdefault((id(attempt.place), attempt.temperature, attempt.hypothesis), []).append(i)
+        key = (id(attempt.place), attempt.temperature, attempt.hypothesis, attempt.written_back)
+        groups.setdefault(key, []).append(i)
 
     async def one(out: CandidateStream, indexes: list[int]) -> None:
         first = attempts[indexes[0]]
         fn = first.place.function
         place = first.place if first.hypothesis else dataclasses.replace(first.place, hypothesis="")
-        messages = repair_messages(ws, place, task, test_cmd, failure, note)
+        said = "\n\n".join(filter(None, [note, WRITTEN_BACK if first.written_back else ""]))
+        messages = repair_messages(ws, place, task, test_cmd, failure, said)
         max_tokens = len(fn.source) // 3 + MAX_TOKENS_OVER_FUNCTION
         draw = Draw(len(indexes), first.temperature, max_tokens, first.seed, prediction=prediction(fn))
         async with source.stream(messages, draw) as found:
