@@ -221,6 +221,12 @@ def test_a_rewrite_may_take_the_new_name_the_task_asks_for_and_bring_helpers_and
     assert function_change(ws, at, renamed) is None
     change = function_change(ws, at, renamed, "Rename mean to average and fix it.")
     assert change.after.startswith("def average(xs):\n    return sum(xs) / len(xs)\n\n\nclass Counter:")
+    change = function_change(ws, at, renamed, "Change the function name to average.")
+    assert change.after.startswith("def average(xs):")
+    # A task that adds a function by that name: it goes in after mean, which stays.
+    change = function_change(ws, at, renamed, "Add a function called average that returns the mean.")
+    assert change.after.startswith(STATS[: STATS.index("\n\nclass")] + "\n\ndef average(xs):\n")
+    assert change.after.count("def mean(xs)") == 1
     # A helper the rewrite calls, and the import it needs, come along; code it repeats does not.
     reply = (
         "```python\nimport math\nfrom stats import Counter\n\n"

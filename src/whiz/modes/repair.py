@@ -186,8 +186,11 @@ def function_change(ws: Workspace, place: Localization, reply: str, task: str = 
 
 
 def _function_body(fn: Function, block: str, task: str, in_file: list[Function]) -> str | None:
-    """The block's rewrite of `fn`, indented as `fn`, with what it adds beside it (above)."""
+    """The block's rewrite of `fn`, indented as `fn`, with what it adds beside it (above). A
+    block without `fn` that writes a function the task asks for (and the file lacks) adds it
+    after `fn`, which stays as it is."""
     outer = _outermost(functions_in("", block))
+    known = {f.name for f in in_file if "." not in f.qualname}
     new = _rewrite_of(fn, outer, task)
     siblings: list[Function] = []
     owner = fn.qualname.rpartition(".")[0]
@@ -197,16 +200,19 @@ def _function_body(fn: Function, block: str, task: str, in_file: list[Function])
         has = {f.name for f in in_file if f.qualname == f"{owner}.{f.name}"}
         new = next((f for f in inside if f.name == fn.name), None)
         siblings = [f for f in inside if f.name not in has and new is not None and f.indent == new.indent]
+    added = [f for f in outer if f is not new and f.name not in known and f.name != fn.name]
     if new is None:
-        return None
-    body = _indented(new, fn.indent)
+        asked = any(re.search(rf"\b{re.escape(f.name)}\b", task) for f in added)
+        if fn.indent or not asked:
+            return None
+        body = fn.source if fn.source.endswith("\n") else fn.source + "\n"
+    else:
+        body = _indented(new, fn.indent)
     for extra in siblings:
         body += "\n" + _indented(extra, fn.indent)
     if not fn.indent:  # functions the block adds beside a top-level one
-        known = {f.name for f in in_file if "." not in f.qualname}
-        for extra in outer:
-            if extra is not new and extra.name not in known and extra.name != fn.name:
-                body += "\n\n" + textwrap.dedent(extra.source).rstrip("\n") + "\n"
+        for extra in added:
+            body += "\n\n" + textwrap.dedent(extra.source).rstrip("\n") + "\n"
     return body
 
 
@@ -281,8 +287,14 @@ def _rewrite_of(fn: Function, outer: list[Function], task: str) -> Function | No
     same = [f for f in outer if f.name == fn.name]
     if same:
         return same[0]
+    if not _RENAMES.search(task):  # "Add a function called f": f goes in beside, not instead
+        return None
     renamed = [f for f in outer if re.search(rf"\b{re.escape(f.name)}\b", task)]
     return renamed[0] if len(renamed) == 1 else None
+
+
+_RENAMES = re.compile(r"\brenam|\bname\b|\bcall it\b", re.I)
+"""A task that asks for a new name ("Rename mean to average", "Change the function name to f")."""
 
 
 def with_imports(text: str, block: str) -> str:
