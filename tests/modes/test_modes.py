@@ -763,8 +763,8 @@ def test_a_task_that_names_a_path_outside_the_workspace_still_climbs_the_ladder(
 def test_tests_that_hang_on_the_code_as_it_is_are_stopped_soon_and_the_rewrites_are_told(
     project, monkeypatch
 ):
-    # Seen in whiz bench agent (CanItEdit, a graph with a negative cycle): the run that only says
-    # what fails before the first rewrite held the turn for the whole 120 s test timeout.
+    # The run that only says what fails before the first rewrite must not hold the turn for the
+    # whole test timeout (120 s) where the code as it is never ends.
     monkeypatch.setattr(healing, "EVIDENCE_TIMEOUT_S", 1.0)
     (project / "greet.py").write_text("def say_hello(name):\n    while True:\n        pass\n")
     (project / "check.py").write_text("from greet import say_hello\nassert say_hello('x') == 'Hi, x'\n")
@@ -774,3 +774,19 @@ def test_tests_that_hang_on_the_code_as_it_is_are_stopped_soon_and_the_rewrites_
     code, events, _ = auto_ladder(project, ScriptedCandidates([]), deep, task=task)
     assert code == 0, events[-1]
     assert "ran past 1 s and were stopped" in deep.calls[0][-1]["content"]
+
+
+def test_where_the_tests_hang_on_the_code_a_rewrite_that_hangs_them_too_is_stopped_soon(project, monkeypatch):
+    monkeypatch.setattr(healing, "EVIDENCE_TIMEOUT_S", 1.0)
+    (project / "greet.py").write_text("def say_hello(name):\n    while True:\n        pass\n")
+    (project / "check.py").write_text("from greet import say_hello\nassert say_hello('x') == 'Hi, x'\n")
+    still = "```python\ndef say_hello(name):\n    while name:\n        pass\n```"
+    hi = '```python\ndef say_hello(name):\n    return "Hi, " + name\n```'
+    deep = ScriptedCandidates([[still], [hi]])
+    code, events, _ = auto_ladder(
+        project, ScriptedCandidates([]), deep, task="Make say_hello return Hi and the name"
+    )
+    assert code == 0, events[-1]
+    hung = next(i for i in items(events, "heal_candidate") if i["status"] == "timeout")
+    # Twice as long as the run on the code as it is, not the 120 s test timeout.
+    assert "ran past 2 s" in hung["error"]

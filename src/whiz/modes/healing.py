@@ -71,6 +71,9 @@ Rung = Literal["first"] | Label
 EVIDENCE_TIMEOUT_S = 30.0
 """How long the tests may run on the code as it is, before a repair, only to say what fails."""
 TEST_TIME_MARGIN = 10
+HUNG_MARGIN = 2
+"""Where the tests hang on the code as it is, a candidate's run may take this many times as long
+as the run that was stopped (and never more than the test timeout)."""
 """How many times as long as the slowest run of the tests seen a candidate's run may take."""
 
 
@@ -170,6 +173,8 @@ class Healer:
         self._restore: Callable[[str], str] | None = None
         """Puts back what the messages left out of a reply (`Hollow.restore`), before it is read."""
         self._tests_took: float | None = None
+        self._hung_s: float | None = None
+        """How long a run of the tests on the code as it is went on before it was stopped."""
         self._tested: dict[tuple, CandidateResult] = {}
         """Every change tested in this heal, by `repair.change_key`: a later one is not run again."""
 
@@ -180,6 +185,10 @@ class Healer:
     def test_timeout_s(self) -> float:
         """How long a candidate's tests may run (`HealSettings.test_timeout_floor_s`)."""
         s = self.settings
+        if self._tests_took is None and self._hung_s is not None:
+            # Tests that hang on the code as it is: a candidate that does not end them soon
+            # hangs them too, and would hold its round for the whole timeout.
+            return min(s.test_timeout_s, HUNG_MARGIN * self._hung_s)
         if self._tests_took is None:
             return s.test_timeout_s
         return min(s.test_timeout_s, max(s.test_timeout_floor_s, TEST_TIME_MARGIN * self._tests_took))
@@ -347,6 +356,7 @@ class Healer:
         # run on a graph with a negative cycle held the first rewrite for the whole 120 s.
         await self._test(now, timeout_s=EVIDENCE_TIMEOUT_S)
         if now.status == "timeout":  # `_test` says how long it let them run
+            self._hung_s = EVIDENCE_TIMEOUT_S
             return f"{now.test_output}\n(On the code as it is, {now.error}.)", False
         return (now.test_output if now.status == "failed" else ""), False
 
