@@ -11,8 +11,8 @@ back to plain candidates (`Healer.heal`).
 
 A place can be a class too: a task that adds a method has no function to name yet, so a hint
 naming a method that is not there (`Deck.shuffle`, or `shuffle` in a file that defines one
-class and nothing else), or
-the class itself, resolves to the class, and the repair rewrites the class whole.
+class and nothing else), or the class itself, resolves to the class, and the repair rewrites
+the class whole.
 """
 
 from __future__ import annotations
@@ -180,11 +180,6 @@ def definition_index(ws: Workspace, tests: TestFiles) -> list[Function]:
 def functions_in(path: str, text: str) -> list[Function]:
     """The functions of one Python source, methods and nested ones included."""
     return [d for d in definitions_in(path, text) if d.kind == "function"]
-
-
-def classes_in(path: str, text: str) -> list[Function]:
-    """The classes of one Python source, nested ones included."""
-    return [d for d in definitions_in(path, text) if d.kind == "class"]
 
 
 def definitions_in(path: str, text: str) -> list[Function]:
