@@ -11,7 +11,7 @@ from whiz.agent.project.test_files import TestFiles
 from whiz.agent.project.workspace import Workspace
 from whiz.environments.secret_rules import SecretFiles
 from whiz.modes.candidates import ScriptedCandidates
-from whiz.modes.localize import Hint, definition_index, function_index, localize, parse_hints, places_from
+from whiz.modes.localize import Hint, definition_index, localize, parse_hints, places_from
 
 STATS = '''def mean(xs):
     """The average of the numbers in xs."""
@@ -111,7 +111,7 @@ def test_the_traceback_names_a_place_when_the_task_does_not(ws):
 
 
 def test_test_files_are_never_a_place(ws):
-    index = function_index(ws, TestFiles("pytest"))
+    index = definition_index(ws, TestFiles("pytest"))
     assert {f.path for f in index} == {"stats.py"}
 
 
@@ -141,7 +141,7 @@ def test_a_function_in_a_file_marked_secret_is_never_a_place(tmp_path):
     (tmp_path / "prod_secrets.py").write_text('def token():\n    return "sk-live-123"\n')
     (tmp_path / "stats.py").write_text(STATS)
     ws = Workspace(tmp_path, SecretFiles(extra=("prod_secrets.py",)))
-    assert "prod_secrets.py" not in {f.path for f in function_index(ws, TestFiles("pytest"))}
+    assert "prod_secrets.py" not in {f.path for f in definition_index(ws, TestFiles("pytest"))}
     named = places(ws, "FILE: prod_secrets.py\nFUNCTION: token\nLINES: 1-2\nBUG: It leaks.\n")
     assert all(place.function.path != "prod_secrets.py" for place in named.places)
 

@@ -18,7 +18,7 @@ from whiz.commands.heal import heal_task
 from whiz.modes.candidates import ChatCandidates, ScriptedCandidates
 from whiz.modes.heal_results import CandidateResult, best_failure, pick_best
 from whiz.modes.healing import HealSettings
-from whiz.modes.localize import Localization, definition_index, function_index
+from whiz.modes.localize import Localization, definition_index
 from whiz.modes.pool import ScriptedPool
 from whiz.modes.repair import (
     MAX_DRAWS_PER_N,
@@ -75,7 +75,8 @@ def project(tmp_path: Path) -> Path:
 
 
 def place(root: Path, name: str) -> Localization:
-    (fn,) = [f for f in function_index(Workspace(root), TestFiles(TEST_CMD)) if f.name == name]
+    index = definition_index(Workspace(root), TestFiles(TEST_CMD))
+    (fn,) = [f for f in index if f.name == name and f.kind == "function"]
     return Localization(fn, "a hypothesis")
 
 

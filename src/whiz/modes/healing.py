@@ -71,10 +71,10 @@ Rung = Literal["first"] | Label
 EVIDENCE_TIMEOUT_S = 30.0
 """How long the tests may run on the code as it is, before a repair, only to say what fails."""
 TEST_TIME_MARGIN = 10
+"""How many times as long as the slowest run of the tests seen a candidate's run may take."""
 HUNG_MARGIN = 2
 """Where the tests hang on the code as it is, a candidate's run may take this many times as long
 as the run that was stopped (and never more than the test timeout)."""
-"""How many times as long as the slowest run of the tests seen a candidate's run may take."""
 
 
 @dataclass

@@ -3,7 +3,7 @@
 A short model step reads the task, what the failing tests said (`test_feedback`) and the code,
 and answers in four lines: the file, the function, its lines, and a one-sentence hypothesis of
 the bug. The answer is parsed strictly (`parse_hints`) and checked against the workspace's
-Python functions (`function_index`): a function that is not there is not a place to repair.
+Python functions (`definition_index`): a function that is not there is not a place to repair.
 When the model is unsure (it names a file or function that does not exist, or more than one
 function), the functions the task names and the one the failing traceback ends in are added as
 further places, three at most, so repairs can try each. When nothing resolves, healing falls
@@ -162,11 +162,6 @@ def _lines(value: str) -> tuple[int, int] | None:
         return (line, line)
     first, last = int(found.group(1)), int(found.group(2))
     return (min(first, last), max(first, last))
-
-
-def function_index(ws: Workspace, tests: TestFiles) -> list[Function]:
-    """Every function and method of the workspace's Python files that are not tests."""
-    return [d for d in definition_index(ws, tests) if d.kind == "function"]
 
 
 def definition_index(ws: Workspace, tests: TestFiles) -> list[Function]:

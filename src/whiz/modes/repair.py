@@ -40,9 +40,9 @@ TEMPERATURES = (0.0, 0.5, 0.8, 1.0)
 MAX_DRAWS_PER_N = 3
 """Candidates drawn at most, per distinct candidate wanted: a model that repeats itself stops."""
 MAX_TOKENS_OVER_FUNCTION = 256
+"""A rewrite's token cap beyond its function's own length (in characters / 3)."""
 WRITTEN_BACK = "Written back as it is, the code stays wrong: that was tried, and it is no fix. Change it."
 """Said to a place's later draws once one wrote it back unchanged, which a small model does often."""
-"""A rewrite's token cap beyond its function's own length (in characters / 3)."""
 
 INSTRUCTIONS = (
     "You fix bugs in Python functions. The function you are shown is wrong: the tests fail on it. "
@@ -173,7 +173,7 @@ def function_change(ws: Workspace, place: Localization, reply: str, task: str = 
         if fn.kind == "class":
             body = _class_body(fn, block, known)
         else:
-            body = _function_body(fn, block, task, in_file)
+            body = _function_body(fn, block, task, in_file, known)
         if body is None:
             continue
         body = body if body.endswith("\n") else body + "\n"
@@ -185,12 +185,13 @@ def function_change(ws: Workspace, place: Localization, reply: str, task: str = 
     return None
 
 
-def _function_body(fn: Function, block: str, task: str, in_file: list[Function]) -> str | None:
+def _function_body(
+    fn: Function, block: str, task: str, in_file: list[Function], known: set[str]
+) -> str | None:
     """The block's rewrite of `fn`, indented as `fn`, with what it adds beside it (above). A
-    block without `fn` that writes a function the task asks for (and the file lacks) adds it
-    after `fn`, which stays as it is."""
+    block without `fn` that writes a function the task asks for (and `known`, the file's
+    top-level names, lacks) adds it after `fn`, which stays as it is."""
     outer = _outermost(functions_in("", block))
-    known = {f.name for f in in_file if "." not in f.qualname}
     new = _rewrite_of(fn, outer, task)
     siblings: list[Function] = []
     owner = fn.qualname.rpartition(".")[0]
@@ -220,9 +221,7 @@ def _class_body(cls: Function, block: str, known: set[str]) -> str | None:
     """The block's rewrite of the class `cls`: the class of that name, whole (with the top-level
     functions and classes the block adds beside it), or else the block's methods put into the
     class as it is, each replacing the method of its name or added at the class's end."""
-    found = definitions_in("", block)
-    least = min((len(d.indent) for d in found), default=0)
-    outer = [d for d in found if len(d.indent) == least and "." not in d.qualname]
+    outer = _outermost(definitions_in("", block))
     new = next((d for d in outer if d.kind == "class" and d.name == cls.name), None)
     if new is not None:
         body = _indented(new, cls.indent)
@@ -276,7 +275,8 @@ def _indented(fn: Function, indent: str) -> str:
 
 
 def _outermost(functions: list[Function]) -> list[Function]:
-    """The block's functions at its least indent (a method written alone counts as one)."""
+    """The block's functions (or definitions) at its least indent (a method written alone counts
+    as one)."""
     if not functions:
         return []
     least = min(len(f.indent) for f in functions)
