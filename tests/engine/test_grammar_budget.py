@@ -25,21 +25,22 @@ CALL = '<tool_call>\n{"name": "read_file", "arguments": {"path": "a.py"}}\n</too
 
 
 class CostlyMatcher:
-    """A real matcher that also costs `ms_per_id` for each candidate it checks (the cost of an
-    ambiguous grammar: a stack per reading, each checked against each candidate). It counts what
-    it would cost instead of sleeping, where `sleep` is off."""
+    """A real matcher that also costs `ms_per_id` of CPU for each candidate it checks (the cost of
+    an ambiguous grammar: a stack per reading, each checked against each candidate). It spends
+    that CPU time on its thread, as a real matcher does, so what it is charged does not grow with
+    the machine's load, while the engine thread it holds is really held."""
 
-    def __init__(self, inner: GbnfMatcher, ms_per_id: float, accept_ms: float = 0.0, sleep: bool = True):
+    def __init__(self, inner: GbnfMatcher, ms_per_id: float, accept_ms: float = 0.0):
         self.inner = inner
         self.ms_per_id = ms_per_id
         self.accept_ms = accept_ms
-        self.sleep = sleep
         self.spent_ms: list[float] = []
 
     def _cost(self, ms: float) -> None:
         self.spent_ms.append(ms)
-        if self.sleep:
-            time.sleep(ms / 1000)
+        until = time.thread_time() + ms / 1000
+        while time.thread_time() < until:
+            pass
 
     def allowed(self, ids: np.ndarray) -> np.ndarray:
         self._cost(self.ms_per_id * len(ids))
@@ -116,6 +117,35 @@ def test_a_cheap_grammar_is_kept_and_followed():
         c.accept(token)
         out.append(token)
     assert c.dropped is None and bytes(out).decode() == CALL
+
+
+class DescheduledMatcher(CostlyMatcher):
+    """Cheap to match, but its thread is held up for `wall_ms` at each token, as on a machine whose
+    cores other processes (or other threads, holding the GIL) keep busy."""
+
+    def __init__(self, inner: GbnfMatcher, wall_ms: float):
+        super().__init__(inner, ms_per_id=0.0)
+        self.wall_ms = wall_ms
+
+    def accept(self, token: int) -> None:
+        time.sleep(self.wall_ms / 1000)
+        super().accept(token)
+
+
+def test_a_busy_machine_does_not_make_a_cheap_grammar_look_costly():
+    tok = ByteTokenizer()
+    # Each token's matching waits 1.5x the average a grammar may cost, but costs next to nothing.
+    wait_ms = MATCH_BUDGET_MS / 3
+    c = Constraint(GRAMMAR, tok, lambda gbnf, root: DescheduledMatcher(GbnfMatcher(Gbnf(gbnf, root), tok), wait_ms))
+    rng = np.random.default_rng(0)
+    out: list[int] = []
+    for ch in CALL[: AVERAGE_WINDOW + 4]:
+        logits = prose_logits(tok)
+        logits[ord(ch)] = 20.0
+        token = c.pick(logits, SamplingParams(), rng)
+        c.accept(token)
+        out.append(token)
+    assert c.dropped is None and bytes(out).decode() == CALL[: AVERAGE_WINDOW + 4]
 
 
 def test_the_matcher_is_built_on_the_engine_thread_not_where_the_request_is_queued():
