@@ -135,8 +135,10 @@ class DescheduledMatcher(CostlyMatcher):
 def test_a_busy_machine_does_not_make_a_cheap_grammar_look_costly():
     tok = ByteTokenizer()
     # Each token's matching waits 1.5x the average a grammar may cost, but costs next to nothing.
-    wait_ms = MATCH_BUDGET_MS / 3
-    c = Constraint(GRAMMAR, tok, lambda gbnf, root: DescheduledMatcher(GbnfMatcher(Gbnf(gbnf, root), tok), wait_ms))
+    def held_up(gbnf: str, root: str) -> DescheduledMatcher:
+        return DescheduledMatcher(GbnfMatcher(Gbnf(gbnf, root), tok), wall_ms=MATCH_BUDGET_MS / 3)
+
+    c = Constraint(GRAMMAR, tok, held_up)
     rng = np.random.default_rng(0)
     out: list[int] = []
     for ch in CALL[: AVERAGE_WINDOW + 4]:
