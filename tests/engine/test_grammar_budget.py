@@ -134,6 +134,7 @@ class DescheduledMatcher(CostlyMatcher):
 
 def test_a_busy_machine_does_not_make_a_cheap_grammar_look_costly():
     tok = ByteTokenizer()
+
     # Each token's matching waits 1.5x the average a grammar may cost, but costs next to nothing.
     def held_up(gbnf: str, root: str) -> DescheduledMatcher:
         return DescheduledMatcher(GbnfMatcher(Gbnf(gbnf, root), tok), wall_ms=MATCH_BUDGET_MS / 3)
