@@ -20,6 +20,7 @@ cheapest first (`HealSettings.ladder`).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -49,6 +50,7 @@ from whiz.environments import SandboxOptions, environment_for
 from whiz.environments.local import CommandResult, truncate
 from whiz.environments.worktree import CopyError, isolated_copy
 from whiz.modes.candidates import CandidateSource, Draw, Generation
+from whiz.modes.failing_tests import failing_tests
 from whiz.modes.heal_results import (
     CandidateResult,
     HealOutcome,
@@ -62,7 +64,7 @@ from whiz.modes.heal_results import (
 )
 from whiz.modes.localize import Localized, localize
 from whiz.modes.pool import Label
-from whiz.modes.repair import Attempt, RepairPlan, attempts_stream, function_change
+from whiz.modes.repair import Attempt, Brief, RepairPlan, attempts_stream, function_change
 from whiz.modes.round_tests import RoundTests
 
 Rung = Literal["first"] | Label
@@ -312,16 +314,17 @@ class Healer:
                                status="in_progress", localized=True)  # fmt: skip
         results: list[CandidateResult] = []
         generations: list[Generation] = [found.generation] if found.generation else []
-        note = ""
+        brief = Brief(task, self.test_cmd, summary, failing_tests(self.ws, summary, self._tests))
         if earlier and summary:
-            note, summary = f"An earlier change was tried; the tests failed on it:\n```\n{summary}\n```", ""
+            note = f"An earlier change was tried; the tests failed on it:\n```\n{summary}\n```"
+            brief = dataclasses.replace(brief, failure="", note=note)
         while not plan.done():
             attempts = plan.attempts(n - plan.distinct)
             if not attempts:
                 break
             tests = self._round_tests(number, len(attempts), plan=self._rewrite(attempts, len(results)))
             tests.offset = len(results)
-            stream = attempts_stream(source, self.ws, attempts, task, self.test_cmd, summary, note)
+            stream = attempts_stream(source, attempts, brief)
             try:
                 async with stream as written:
                     await tests.read(written, stop_at_pass=s.first_pass)
@@ -340,6 +343,7 @@ class Healer:
                 # Later draws hear what the closest rewrite's tests said (not the rewrite itself:
                 # a small model copies what it can see).
                 note = f"An earlier rewrite was tried; the tests still failed:\n```\n{closest.failure}\n```"
+                brief = dataclasses.replace(brief, note=note)
         generation = joined(generations)
         duplicates = sum(r.status == "duplicate" or r.same_as is not None for r in results)
         return self._round_done(item, number, label, generation, results, duplicates=duplicates)

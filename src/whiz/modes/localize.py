@@ -253,7 +253,19 @@ def _nearest(functions: list[Function], lines: tuple[int, int] | None) -> Functi
     return min(functions, key=lambda f: abs(f.start - lines[0]))
 
 
-_FRAME = re.compile(r'File "([^"]+)", line (\d+)|^(\S+\.py):(\d+):', re.M)
+FRAME = re.compile(r'File "([^"]+)", line (\d+)|^(\S+\.py):(\d+):', re.M)
+"""A traceback's frame (`File "x.py", line 3`) or pytest's short one (`x.py:3: in f`)."""
+
+
+def frames(failure: str, root: str) -> list[tuple[str, int]]:
+    """The workspace-relative (path, line) of each frame in `failure`, deepest first, once each."""
+    found: list[tuple[str, int]] = []
+    for match in reversed(list(FRAME.finditer(failure))):
+        path = (match.group(1) or match.group(3) or "").removeprefix(root.rstrip("/") + "/")
+        line = int(match.group(2) or match.group(4))
+        if not path.startswith("/") and (path, line) not in found:
+            found.append((path, line))
+    return found
 
 
 def fallback_places(index: list[Function], task: str, failure: str, root: str) -> list[Localization]:
@@ -267,9 +279,7 @@ def fallback_places(index: list[Function], task: str, failure: str, root: str) -
         named = [f for f in functions if f.name == word]
         if len(named) == 1:
             places.append(Localization(named[0], origin="task"))
-    for match in reversed(list(_FRAME.finditer(failure))):
-        path = (match.group(1) or match.group(3) or "").removeprefix(root.rstrip("/") + "/")
-        line = int(match.group(2) or match.group(4))
+    for path, line in frames(failure, root):
         inside = [f for f in functions if f.path == path and f.start <= line <= f.end]
         if inside:
             places.append(Localization(max(inside, key=lambda f: f.start), origin="traceback"))

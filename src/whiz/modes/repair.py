@@ -124,26 +124,40 @@ def prediction(function: Function) -> str:
     return f"```python\n{textwrap.dedent(function.source)}```"
 
 
-def repair_messages(
-    ws: Workspace, place: Localization, task: str, test_cmd: str, failure: str, note: str = ""
-) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class Brief:
+    """What every rewrite of one repair round is told, beside its place."""
+
+    task: str
+    test_cmd: str
+    failure: str = ""
+    """What the tests said (`test_feedback.failure_summary`)."""
+    tests: str = ""
+    """The failing tests' code (`failing_tests.failing_tests`)."""
+    note: str = ""
+    """What an earlier change's tests said, where the failure is not about the code as it is."""
+
+
+def repair_messages(place: Localization, brief: Brief, note: str = "") -> list[dict[str, Any]]:
     """The conversation of one place's repair: the task, the function, what the tests said, the
-    hypothesis, and that the function is wrong. In this order: a small model shown the function
-    last and asked for it corrected tends to write it back as it is; with what failed after the
-    code, and the plain statement that the code is wrong, it changes it."""
+    failing tests' code, the hypothesis, the notes, and that the function is wrong. In this order:
+    a small model shown the function last and asked for it corrected tends to write it back as it
+    is; with what failed after the code, and the plain statement that the code is wrong, it
+    changes it. `note`: what is said to this draw alone (`WRITTEN_BACK`)."""
     fn = place.function
     owner = fn.qualname.rpartition(".")[0]
     if fn.kind == "class":
         where = f"{fn.path}, the class `{fn.name}`, where the change belongs"
     else:
         where = f"{fn.path}, {'a method of ' + owner + ', ' if owner else ''}the function with the bug"
-    parts = [task, f"{where}:\n{prediction(fn)}"]
-    if failure:
-        parts.append(f"The tests (`{shown(test_cmd)}`) fail:\n```\n{failure}\n```")
+    parts = [brief.task, f"{where}:\n{prediction(fn)}"]
+    if brief.failure:
+        parts.append(f"The tests (`{shown(brief.test_cmd)}`) fail:\n```\n{brief.failure}\n```")
+    if brief.tests:
+        parts.append(f"The failing test, which the code must pass as it is:\n{brief.tests}")
     if place.hypothesis:
         parts.append(f"Likely cause: {place.hypothesis}")
-    if note:
-        parts.append(note)
+    parts += [x for x in (brief.note, note) if x]
     what = "class" if fn.kind == "class" else "function"
     parts.append(f"The {what} above is wrong. Write `{fn.name}` fixed, whole, in one ```python block.")
     return [{"role": "system", "content": INSTRUCTIONS}, {"role": "user", "content": "\n\n".join(parts)}]
@@ -360,15 +374,7 @@ def normalized(path: str, text: str | None) -> str | None:
     return " ".join(re.sub(r"#[^\n]*", "", text).split())
 
 
-def attempts_stream(
-    source: CandidateSource,
-    ws: Workspace,
-    attempts: list[Attempt],
-    task: str,
-    test_cmd: str,
-    failure: str,
-    note: str = "",
-) -> CandidateStream:
+def attempts_stream(source: CandidateSource, attempts: list[Attempt], brief: Brief) -> CandidateStream:
     """One stream of the attempts' candidates, indexed in the attempts' order. Attempts that share
     a place and a temperature go in one request (n of them, seeds counting up from the first);
     the requests run at once, and the engine decodes them together."""
@@ -381,8 +387,7 @@ def attempts_stream(
         first = attempts[indexes[0]]
         fn = first.place.function
         place = first.place if first.hypothesis else dataclasses.replace(first.place, hypothesis="")
-        said = "\n\n".join(filter(None, [note, WRITTEN_BACK if first.written_back else ""]))
-        messages = repair_messages(ws, place, task, test_cmd, failure, said)
+        messages = repair_messages(place, brief, WRITTEN_BACK if first.written_back else "")
         max_tokens = len(fn.source) // 3 + MAX_TOKENS_OVER_FUNCTION
         draw = Draw(len(indexes), first.temperature, max_tokens, first.seed, prediction=prediction(fn))
         async with source.stream(messages, draw) as found:
