@@ -50,7 +50,6 @@ from whiz.environments import SandboxOptions, environment_for
 from whiz.environments.local import CommandResult, truncate
 from whiz.environments.worktree import CopyError, isolated_copy
 from whiz.modes.candidates import CandidateSource, Draw, Generation
-from whiz.modes.failing_tests import failing_tests
 from whiz.modes.heal_results import (
     CandidateResult,
     HealOutcome,
@@ -314,7 +313,7 @@ class Healer:
                                status="in_progress", localized=True)  # fmt: skip
         results: list[CandidateResult] = []
         generations: list[Generation] = [found.generation] if found.generation else []
-        brief = Brief(task, self.test_cmd, summary, failing_tests(self.ws, summary, self._tests))
+        brief = Brief(task, self.test_cmd, summary)
         if earlier and summary:
             note = f"An earlier change was tried; the tests failed on it:\n```\n{summary}\n```"
             brief = dataclasses.replace(brief, failure="", note=note)

@@ -132,15 +132,13 @@ class Brief:
     test_cmd: str
     failure: str = ""
     """What the tests said (`test_feedback.failure_summary`)."""
-    tests: str = ""
-    """The failing tests' code (`failing_tests.failing_tests`)."""
     note: str = ""
     """What an earlier change's tests said, where the failure is not about the code as it is."""
 
 
 def repair_messages(place: Localization, brief: Brief, note: str = "") -> list[dict[str, Any]]:
     """The conversation of one place's repair: the task, the function, what the tests said, the
-    failing tests' code, the hypothesis, the notes, and that the function is wrong. In this order:
+    hypothesis, the notes, and that the function is wrong. In this order:
     a small model shown the function last and asked for it corrected tends to write it back as it
     is; with what failed after the code, and the plain statement that the code is wrong, it
     changes it. `note`: what is said to this draw alone (`WRITTEN_BACK`)."""
@@ -153,8 +151,6 @@ def repair_messages(place: Localization, brief: Brief, note: str = "") -> list[d
     parts = [brief.task, f"{where}:\n{prediction(fn)}"]
     if brief.failure:
         parts.append(f"The tests (`{shown(brief.test_cmd)}`) fail:\n```\n{brief.failure}\n```")
-    if brief.tests:
-        parts.append(f"The failing test, which the code must pass as it is:\n{brief.tests}")
     if place.hypothesis:
         parts.append(f"Likely cause: {place.hypothesis}")
     parts += [x for x in (brief.note, note) if x]
