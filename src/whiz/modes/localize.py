@@ -253,14 +253,14 @@ def _nearest(functions: list[Function], lines: tuple[int, int] | None) -> Functi
     return min(functions, key=lambda f: abs(f.start - lines[0]))
 
 
-FRAME = re.compile(r'File "([^"]+)", line (\d+)|^(\S+\.py):(\d+):', re.M)
+_FRAME = re.compile(r'File "([^"]+)", line (\d+)|^(\S+\.py):(\d+):', re.M)
 """A traceback's frame (`File "x.py", line 3`) or pytest's short one (`x.py:3: in f`)."""
 
 
 def frames(failure: str, root: str) -> list[tuple[str, int]]:
     """The workspace-relative (path, line) of each frame in `failure`, deepest first, once each."""
     found: list[tuple[str, int]] = []
-    for match in reversed(list(FRAME.finditer(failure))):
+    for match in reversed(list(_FRAME.finditer(failure))):
         path = (match.group(1) or match.group(3) or "").removeprefix(root.rstrip("/") + "/")
         line = int(match.group(2) or match.group(4))
         if not path.startswith("/") and (path, line) not in found:

@@ -133,7 +133,8 @@ class Brief:
     failure: str = ""
     """What the tests said (`test_feedback.failure_summary`)."""
     note: str = ""
-    """What an earlier change's tests said, where the failure is not about the code as it is."""
+    """What the tests said of an earlier change (a ladder's edit, or the closest rewrite so far):
+    said beside, or instead of, what they say of the code as it is."""
 
 
 def repair_messages(place: Localization, brief: Brief, note: str = "") -> list[dict[str, Any]]:
