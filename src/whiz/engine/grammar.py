@@ -54,7 +54,7 @@ budget on every token would slow every other stream down for the whole reply. Pa
 the budget on average (a plain grammar averages a few ms), it is dropped too."""
 
 
-def _cpu() -> float:
+def matching_time() -> float:
     """The engine thread's own CPU time: what matching costs, whatever else the machine runs.
 
     Wall time would charge a grammar for the machine's load (other processes on the cores, other
@@ -73,13 +73,13 @@ class _Clock:
 
     def __init__(self, budget_ms: float):
         self.budget_s = budget_ms / 1000
-        self.t0 = _cpu()
+        self.t0 = matching_time()
         self.per_id_s = 0.0
         """What one candidate cost in the largest call so far (a small call's fixed cost inflates it)."""
         self.largest = 0
 
     def spent_s(self) -> float:
-        return _cpu() - self.t0
+        return matching_time() - self.t0
 
     def check(self, matcher: GrammarMatcher, ids: np.ndarray) -> np.ndarray:
         """`matcher.allowed(ids)`, in chunks; raises _OverBudget before a chunk that would not fit."""
@@ -90,10 +90,10 @@ class _Clock:
             chunk = ids[at : at + (min(_CHUNK, self.largest * 32) if self.largest else _FIRST_LOOK)]
             if self.spent_s() + self.per_id_s * len(chunk) > self.budget_s:
                 raise _OverBudget
-            t = _cpu()
+            t = matching_time()
             out.append(matcher.allowed(chunk))
             if len(chunk) >= self.largest:
-                self.per_id_s, self.largest = (_cpu() - t) / len(chunk), len(chunk)
+                self.per_id_s, self.largest = (matching_time() - t) / len(chunk), len(chunk)
             at += len(chunk)
         if self.spent_s() > self.budget_s:
             raise _OverBudget
@@ -257,9 +257,9 @@ class Constraint:
         self._tokens.append(token)
         self._out += self.tokenizer.piece(token)
         if self.matcher is not None:
-            t0 = _cpu()
+            t0 = matching_time()
             self.matcher.accept(token)
-            accept_ms = (_cpu() - t0) * 1000
+            accept_ms = (matching_time() - t0) * 1000
             if accept_ms > self.budget_ms:
                 self._drop(f"matching one token took more than {self.budget_ms:g} ms")
                 return
@@ -290,7 +290,7 @@ class Constraint:
         Those tokens were written freely; if the grammar refuses one, the model's text is not a
         call this grammar can finish, and the output stays free. Building the matcher and replaying
         count against one token's budget."""
-        t0 = _cpu()
+        t0 = matching_time()
         try:
             matcher = self._new_matcher(self.grammar.gbnf, root)
         except Exception:
@@ -301,7 +301,7 @@ class Constraint:
             if not matcher.allowed(np.array([token]))[0]:
                 return False
             matcher.accept(token)
-        if (_cpu() - t0) * 1000 > self.budget_ms:
+        if (matching_time() - t0) * 1000 > self.budget_ms:
             self._drop(f"starting the grammar took more than {self.budget_ms:g} ms")
             return False
         self.matcher, self._mode = matcher, root

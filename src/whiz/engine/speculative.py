@@ -15,13 +15,12 @@ more token, so every step makes progress.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from whiz.engine.grammar import Constraint
+from whiz.engine.grammar import Constraint, matching_time
 from whiz.engine.sampling import sample
 from whiz.engine.types import SamplingParams
 
@@ -49,7 +48,7 @@ def verify(
     one token the rest of the draft waits for the next step, as if the model had stopped agreeing
     there: the tokens made so far are those plain decoding makes, only fewer of them this step."""
     out: list[int] = []
-    t0 = time.perf_counter()
+    t0 = matching_time()  # the clock the constraint's budget is kept in
     for i, row in enumerate(logits):
         if constraint is None:
             token = sample(row, params, rng)
@@ -59,7 +58,7 @@ def verify(
         out.append(token)
         if i >= len(draft) or token != draft[i]:
             return Verdict(i, out)
-        if constraint is not None and (time.perf_counter() - t0) * 1000 > constraint.budget_ms:
+        if constraint is not None and (matching_time() - t0) * 1000 > constraint.budget_ms:
             return Verdict(i, out)  # the last token is the model's own; the draft after it waits
     raise ValueError("verify needs one more row of logits than draft tokens")
 
