@@ -315,8 +315,8 @@ class Healer:
         generations: list[Generation] = [found.generation] if found.generation else []
         brief = Brief(task, self.test_cmd, summary)
         if earlier and summary:
-            note = f"An earlier change was tried; the tests failed on it:\n```\n{summary}\n```"
-            brief = dataclasses.replace(brief, failure="", note=note)
+            earlier_note = f"An earlier change was tried; the tests failed on it:\n```\n{summary}\n```"
+            brief = Brief(task, self.test_cmd, note=earlier_note)
         while not plan.done():
             attempts = plan.attempts(n - plan.distinct)
             if not attempts:

@@ -139,10 +139,10 @@ class Brief:
 
 def repair_messages(place: Localization, brief: Brief, note: str = "") -> list[dict[str, Any]]:
     """The conversation of one place's repair: the task, the function, what the tests said, the
-    hypothesis, the notes, and that the function is wrong. In this order:
-    a small model shown the function last and asked for it corrected tends to write it back as it
-    is; with what failed after the code, and the plain statement that the code is wrong, it
-    changes it. `note`: what is said to this draw alone (`WRITTEN_BACK`)."""
+    hypothesis, the notes, and that the function is wrong. In this order: a small model shown the
+    function last and asked for it corrected tends to write it back as it is; with what failed
+    after the code, and the plain statement that the code is wrong, it changes it. `note`: what
+    is said to this draw alone (`WRITTEN_BACK`)."""
     fn = place.function
     owner = fn.qualname.rpartition(".")[0]
     if fn.kind == "class":
