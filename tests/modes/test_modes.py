@@ -790,3 +790,46 @@ def test_where_the_tests_hang_on_the_code_a_rewrite_that_hangs_them_too_is_stopp
     hung = next(i for i in items(events, "heal_candidate") if i["status"] == "timeout")
     # Twice as long as the run on the code as it is, not the 120 s test timeout.
     assert "ran past 2 s" in hung["error"]
+
+
+ADD_TASK = "Write adder.py with a function add(a, b) that returns the sum as text, '5' for add(2, 3)."
+ADD = "adder.py\n<<<<<<< SEARCH\n=======\ndef add(a, b):\n    return str(a + b)\n>>>>>>> REPLACE\n"
+ADD_WRONG = ADD.replace("a + b", "a - b")
+
+
+def test_a_new_program_that_runs_but_breaks_the_tasks_own_example_is_drawn_again_told_which(project):
+    # Seen in whiz bench agent (auto, programs): the 1.5B's handle() passed its check (an import
+    # and one call) in every seed, and crashed on the task's own '/add?a=2&b=3'.
+    (project / "check.py").write_text("import adder\n")
+    fast = ScriptedCandidates([])
+    examples = "```python\nassert add(2, 3) == '5'\nassert add(4, 4) == '8'\n```"
+    deep = ScriptedCandidates([[ADD_WRONG], [examples], [ADD]])
+    code, events, _ = auto_ladder(project, fast, deep, task=ADD_TASK)
+    assert code == 0, events[-1]
+    assert (project / "adder.py").read_text() == "def add(a, b):\n    return str(a + b)\n"
+    (asked,) = items(events, "task_examples")
+    assert asked["examples"] == ["assert add(2, 3) == '5'"]  # (4, 4) is not written in the task
+    first, second = items(events, "heal_candidate")
+    assert first["status"] == "failed" and first["examples_failed"] and second["status"] == "passed"
+    told = deep.calls[2][-1]["content"]
+    assert "FAILED: add(2, 3) == '5': it gave '-1'" in told and "a - b" not in told
+    assert "Write the program again so that every example holds" in told
+
+
+def test_examples_no_candidate_meets_never_cost_the_user_a_program_that_passes_its_check(project):
+    # What an example must give is the model's reading of the task, and it may be wrong.
+    (project / "check.py").write_text("import adder\n")
+    fast = ScriptedCandidates([])
+    deep = ScriptedCandidates([[ADD], ["assert add(2, 3) == '6'"], [ADD_WRONG]])
+    code, events, _ = auto_ladder(project, fast, deep, task=ADD_TASK)
+    assert code == 0, events[-1]
+    assert [c["examples_failed"] for c in items(events, "heal_candidate")] == [True, True]
+    assert "return str(a + b)" in (project / "adder.py").read_text()  # the first, the smaller diff
+    assert events[-1]["type"] == "turn.completed"
+
+
+def test_a_task_without_a_written_example_asks_for_none(project):
+    (project / "check.py").write_text(HELLO_CHECK)
+    fast, deep = ScriptedCandidates([]), ScriptedCandidates([[HELLO]])
+    code, events, _ = auto_ladder(project, fast, deep, task="Write hello.py with hi()")
+    assert code == 0 and len(deep.calls) == 1 and not items(events, "task_examples")

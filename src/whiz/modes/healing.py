@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -49,12 +50,15 @@ from whiz.agent.tools import ApplyEdits
 from whiz.environments import SandboxOptions, environment_for
 from whiz.environments.local import CommandResult, truncate
 from whiz.environments.worktree import CopyError, isolated_copy
+from whiz.errors import WhizError
 from whiz.modes.candidates import CandidateSource, Draw, Generation
+from whiz.modes.examples import Examples, new_module, write_examples
 from whiz.modes.heal_results import (
     CandidateResult,
     HealOutcome,
     RoundResult,
     best_failure,
+    closest_to_examples,
     creates_file,
     diff_size,
     feedback,
@@ -178,6 +182,10 @@ class Healer:
         """How long a run of the tests on the code as it is went on before it was stopped."""
         self._tested: dict[tuple, CandidateResult] = {}
         """Every change tested in this heal, by `repair.change_key`: a later one is not run again."""
+        self._models: HealModels | None = None
+        self._examples: asyncio.Task[Examples | None] | None = None
+        """The task's own examples for the new program it asks for (`examples.py`), asked for once,
+        when the first candidate passes the test command."""
 
     def saw_tests(self, seconds: float) -> None:
         """A run of the test command that ended by itself took `seconds` (see `test_timeout_s`)."""
@@ -209,7 +217,7 @@ class Healer:
         puts back into a candidate what `messages` left out of the code (`Hollow.restore`).
         `failure`, the output of the tests failing now, lets `HealSettings.localize` find the
         function to repair; the repair stage then stands for the first round."""
-        self._task, self._restore = task, restore
+        self._task, self._restore, self._models = task, restore, models
         s = self.settings
         rounds: list[RoundResult] = []
         escalated = False
@@ -269,7 +277,7 @@ class Healer:
                 # (A turn that started with the deep model samples it seeded too.)
                 seed = None if label == Label.DEEP and greedy else s.seed
                 tested = failure is not None and failure.status in ("failed", "timeout")
-                if tested and not creates_file(failure):
+                if tested and (not creates_file(failure) or failure.examples_failed):
                     history = told_without_reply(messages, failure, self.test_cmd)
             elif failure is not None:
                 history = messages + [
@@ -281,7 +289,9 @@ class Healer:
             rounds.append(result)
             if result.best is not None:
                 return HealOutcome(rounds, result.best, escalated)
-        return HealOutcome(rounds, None, escalated)
+        # A new program that passes the test command but not all of the task's examples (as the
+        # model read them) is still better than none: the one that held the most of them.
+        return HealOutcome(rounds, closest_to_examples([r for rnd in rounds for r in rnd.results]), escalated)
 
     async def repair(
         self,
@@ -562,6 +572,7 @@ class Healer:
             timeout_s = min(timeout_s, limit) if timeout_s else limit
             env = environment_for(copy.path, self.settings.sandbox, timeout_s=timeout_s)
             done = await env.run(self.test_cmd)
+            tried = await self._try_examples(result, env) if done.ok else None
         except (EditError, WhizAgentError, OSError) as exc:
             result.error = f"could not apply the edit in a copy: {getattr(exc, 'message', exc)}"
             return
@@ -570,6 +581,11 @@ class Healer:
         # The copy's paths read as the workspace's: a traceback through the throwaway copy's
         # random folder confuses the model, and made the same candidate's feedback (and so the
         # next candidate) differ from run to run.
+        if tried is not None and not tried.ok:
+            # It passes the test command, but a task's example does not hold: a failure whose
+            # output is what the examples said (`examples_check`), so the model hears it too.
+            result.examples_failed, result.examples_held = True, examples_held(tried.output)
+            done = dataclasses.replace(tried, duration_ms=done.duration_ms, timed_out=False)
         output = done.output
         for where in {str(copy.path), str(Path(copy.path).resolve())}:
             output = output.replace(where, str(self.ws.root))
@@ -587,6 +603,42 @@ class Healer:
             result.error = f"its tests ran past {timeout_s:g} s and were stopped"
         else:
             self.saw_tests(done.duration_ms / 1000)
+
+    async def _try_examples(self, result: CandidateResult, env) -> CommandResult | None:
+        """The task's examples run in a candidate's copy, where it writes the new program they are
+        for; None where there are none."""
+        examples = await self._task_examples()
+        path = None if examples is None else f"{examples.module}.py"
+        if examples is None or not any(c.path == path and c.before is None for c in result.changes):
+            return None
+        return await env.run(examples.command())
+
+    async def _task_examples(self) -> Examples | None:
+        """The task's examples, asked of the model that answers now, once a heal: for a task that
+        writes one new Python module and names a function of it; None otherwise, or where the
+        model could not be asked (the check alone decides, as before)."""
+        if self._examples is None:
+            self._examples = asyncio.ensure_future(self._write_examples())
+        return await asyncio.shield(self._examples)
+
+    async def _write_examples(self) -> Examples | None:
+        module = new_module([p for p in named_paths(self._task) if not self._exists(p)])
+        if module is None or self._models is None:
+            return None
+        try:
+            source = await self._models.candidates()
+            examples = await write_examples(source, self._task, module, seed=self.settings.seed)
+        except WhizError:
+            return None
+        if examples is not None:
+            self.emit.single("task_examples", module=examples.module, examples=examples.lines)
+        return examples
+
+
+def examples_held(output: str) -> int:
+    """How many of the task's examples held, from `examples_check`'s last line (0 if it has none)."""
+    found = re.search(r"\[examples\] (\d+) of \d+", output)
+    return int(found.group(1)) if found else 0
 
 
 def _close_copy(copying: asyncio.Future) -> None:
