@@ -18,6 +18,9 @@ def check_handle():
     assert handle('/') == (200, 'hello')
     assert handle('/add?a=2&b=3') == (200, '5')
     assert handle('/add?a=10&b=20') == (200, '30')
+    assert handle('/nope') == (404, 'not found')
+    assert handle('/add?a=2&b=3&c=4') == (404, 'not found')
+    assert handle('5') == (404, 'not found')
     assert handle('/add?a=2&b=3') == (200, '5')
     assert parse('/add?a=2&b=3') == {'a': 2}
     assert handle(path) == (200, 'hello')
@@ -29,10 +32,12 @@ def check_handle():
 
 def test_only_calls_of_a_named_function_on_inputs_written_in_the_task_are_kept():
     kept = task_examples(REPLY, WEB, "app")
-    # Invented inputs, repeats, unnamed functions, names, non-literals and other comparisons go.
+    # An input of the form the task writes, with other numbers, is one of "any other integers";
+    # invented inputs, repeats, unnamed functions, names, non-literals and other comparisons go.
     assert kept == [
         "assert handle('/') == (200, 'hello')",
         "assert handle('/add?a=2&b=3') == (200, '5')",
+        "assert handle('/add?a=10&b=20') == (200, '30')",
         "assert app.handle('/') == (200, 'hello')",
     ]
 

@@ -795,6 +795,18 @@ def test_where_the_tests_hang_on_the_code_a_rewrite_that_hangs_them_too_is_stopp
 ADD_TASK = "Write adder.py with a function add(a, b) that returns the sum as text, '5' for add(2, 3)."
 ADD = "adder.py\n<<<<<<< SEARCH\n=======\ndef add(a, b):\n    return str(a + b)\n>>>>>>> REPLACE\n"
 ADD_WRONG = ADD.replace("a + b", "a - b")
+WRITE_EXAMPLES = "Do not write the program"
+
+
+def answering(examples: str, *programs: str) -> ScriptedCandidates:
+    """The deep model: the request for the task's examples gets `examples`, whenever it comes (it
+    is written beside the first candidate), and each candidate request the next of `programs`."""
+    left = list(programs)
+
+    def batch(messages):
+        return [examples] if WRITE_EXAMPLES in messages[-1]["content"] else [left.pop(0)]
+
+    return ScriptedCandidates([batch] * (len(programs) + 1))
 
 
 def test_a_new_program_that_runs_but_breaks_the_tasks_own_example_is_drawn_again_told_which(project):
@@ -803,7 +815,7 @@ def test_a_new_program_that_runs_but_breaks_the_tasks_own_example_is_drawn_again
     (project / "check.py").write_text("import adder\n")
     fast = ScriptedCandidates([])
     examples = "```python\nassert add(2, 3) == '5'\nassert add(4, 4) == '8'\n```"
-    deep = ScriptedCandidates([[ADD_WRONG], [examples], [ADD]])
+    deep = answering(examples, ADD_WRONG, ADD)
     code, events, _ = auto_ladder(project, fast, deep, task=ADD_TASK)
     assert code == 0, events[-1]
     assert (project / "adder.py").read_text() == "def add(a, b):\n    return str(a + b)\n"
@@ -811,7 +823,7 @@ def test_a_new_program_that_runs_but_breaks_the_tasks_own_example_is_drawn_again
     assert asked["examples"] == ["assert add(2, 3) == '5'"]  # (4, 4) is not written in the task
     first, second = items(events, "heal_candidate")
     assert first["status"] == "failed" and first["examples_failed"] and second["status"] == "passed"
-    told = deep.calls[2][-1]["content"]
+    (told,) = [m[-1]["content"] for m in deep.calls if "FAILED" in m[-1]["content"]]
     assert "FAILED: add(2, 3) == '5': it gave '-1'" in told and "a - b" not in told
     assert "Write the program again so that every example holds" in told
 
@@ -820,7 +832,7 @@ def test_examples_no_candidate_meets_never_cost_the_user_a_program_that_passes_i
     # What an example must give is the model's reading of the task, and it may be wrong.
     (project / "check.py").write_text("import adder\n")
     fast = ScriptedCandidates([])
-    deep = ScriptedCandidates([[ADD], ["assert add(2, 3) == '6'"], [ADD_WRONG]])
+    deep = answering("assert add(2, 3) == '6'", ADD, ADD_WRONG)
     code, events, _ = auto_ladder(project, fast, deep, task=ADD_TASK)
     assert code == 0, events[-1]
     assert [c["examples_failed"] for c in items(events, "heal_candidate")] == [True, True]

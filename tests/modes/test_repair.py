@@ -28,6 +28,7 @@ from whiz.modes.repair import (
     attempts_stream,
     change_key,
     function_change,
+    new_function,
 )
 from whiz.modes.session import SessionOptions
 
@@ -81,12 +82,12 @@ def place(root: Path, name: str) -> Localization:
     return Localization(fn, "a hypothesis")
 
 
-def heal(project: Path, batches, **settings):
+def heal(project: Path, batches, task=TASK, **settings):
     pool = ScriptedPool(sources={"fast": ScriptedCandidates(batches)})
     out = io.StringIO()
     options = SessionOptions(project, home=project.parent / "home")
     code = heal_task(
-        TASK,
+        task,
         TEST_CMD,
         options,
         HealSettings(**{"n": 3, "test_timeout_s": 20, "localize": True, **settings}),
@@ -313,3 +314,36 @@ def test_after_a_write_back_the_places_later_draws_are_told_it_is_no_fix(project
     # The first draw (two requests) wrote the function back, so the next one says it is no fix.
     told = [WRITTEN_BACK in messages[-1]["content"] for messages in source.calls[1:]]
     assert told == [False, False, True]
+
+
+def test_a_task_asking_for_a_new_function_gets_that_function_asked_for_and_added(project):
+    # The 1.5B, told the function it was shown was wrong and asked for it fixed, wrote it back
+    # unchanged in 10 draws of 12 where the task asked for a new function beside it.
+    (project / "check.py").write_text("from stats import median\nassert median([1, 3, 2]) == 2\n")
+    task = "Write a new function median in stats.py, beside mean, for the middle number of xs."
+    median = "```python\ndef median(xs):\n    return sorted(xs)[len(xs) // 2]\n```"
+    code, events, source = heal(project, [[LOCATED], [median]], task=task)
+    assert code == 0
+    assert (
+        (project / "stats.py")
+        .read_text()
+        .startswith(
+            STATS[: STATS.index("\n\nclass")] + "\n\ndef median(xs):\n    return sorted(xs)[len(xs) // 2]\n"
+        )
+    )
+    asked = source.calls[1][-1]["content"]
+    assert "`median` does not exist yet, and the tests need it. Write `median`" in asked
+    assert "is wrong" not in asked and "the function `mean`, which the task refers to" in asked
+
+
+def test_a_new_function_is_one_the_tests_miss_and_the_task_names_but_not_a_rename():
+    failure = "ImportError: cannot import name 'median' from 'stats'"
+    assert new_function("Add a function median to stats.py.", failure, {"mean"}) == "median"
+    assert new_function("Fix mean.", failure, {"mean"}) == ""  # the task does not ask for it
+    assert new_function("Add median.", failure, {"mean", "median"}) == ""  # it is there already
+    missing = "NameError: name 'average' is not defined"
+    assert new_function("Rename mean to average.", missing, {"mean"}) == ""
+    assert (
+        new_function("Add an average method.", "'Stats' object has no attribute 'average'", set())
+        == "average"
+    )

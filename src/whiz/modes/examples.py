@@ -36,6 +36,8 @@ EXAMPLES_MAX_TOKENS = 320
 """The 1.5B writes the program first whatever it is told, then the asserts: room for both."""
 
 _CALLED = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
+_QUOTED = re.compile(r"'([^'\n]*)'|\"([^\"\n]*)\"|`([^`\n]*)`")
+_NUMBER = re.compile(r"-?\d+")
 _VALUE = re.compile(r"'[^'\n]*'|\"[^\"\n]*\"|(?<![\w.])\d+(?![\w.])")
 
 
@@ -114,15 +116,26 @@ def _literal(node: ast.expr) -> bool:
 
 
 def _written_in(node: ast.expr, task: str) -> bool:
-    """Whether an argument is written in the task: a string quoted there, a number standing on its
-    own, anything else as the same text (spaces and quote marks aside)."""
+    """Whether an argument is written in the task: a string quoted there, or of the same form as
+    one with other numbers in it (the task's '/add?a=2&b=3' stands for "any other integers" too:
+    '/add?a=10&b=-4'), a number standing on its own, anything else as the same text (spaces and
+    quote marks aside)."""
     value = ast.literal_eval(node)
     if isinstance(value, str):
-        return any(f"{q}{value}{q}" in task for q in ("'", '"', "`"))
+        quoted = ["".join(groups) for groups in _QUOTED.findall(task)]
+        if value in quoted:
+            return True
+        form = _form(value)
+        return form != value and form.strip("#-") != "" and form in map(_form, quoted)
     if isinstance(value, int | float) and not isinstance(value, bool):
         text = ast.unparse(node)
         return re.search(rf"(?<![\w.]){re.escape(text)}(?![\w.])", task) is not None
     return _squeezed(ast.unparse(node)) in _squeezed(task)
+
+
+def _form(text: str) -> str:
+    """A string with each number in it (a sign and digits) made one mark: its form."""
+    return _NUMBER.sub("#", text)
 
 
 def _squeezed(text: str) -> str:

@@ -65,9 +65,9 @@ from whiz.modes.heal_results import (
     pick_best,
     told_without_reply,
 )
-from whiz.modes.localize import Localized, localize
+from whiz.modes.localize import Localized, definition_index, localize
 from whiz.modes.pool import Label
-from whiz.modes.repair import Attempt, Brief, RepairPlan, attempts_stream, function_change
+from whiz.modes.repair import Attempt, Brief, RepairPlan, attempts_stream, function_change, new_function
 from whiz.modes.round_tests import RoundTests
 
 Rung = Literal["first"] | Label
@@ -216,8 +216,22 @@ class Healer:
         files a candidate's code without a path is meant for, as it does for the agent; `restore`
         puts back into a candidate what `messages` left out of the code (`Hollow.restore`).
         `failure`, the output of the tests failing now, lets `HealSettings.localize` find the
-        function to repair; the repair stage then stands for the first round."""
+        function to repair; the repair stage then stands for the first round. For a new program
+        the task gives examples for, the model writes them (`examples.py`) beside the first
+        candidate, and they rank the candidates that pass the test command."""
         self._task, self._restore, self._models = task, restore, models
+        self._examples = None
+        if self._writes_new_file([]):
+            self._examples = asyncio.ensure_future(self._write_examples())
+        try:
+            return await self._climb(models, messages, task, failure)
+        finally:
+            if self._examples is not None and not self._examples.done():
+                self._examples.cancel()  # no candidate came to need them
+
+    async def _climb(
+        self, models: HealModels, messages: list[dict[str, Any]], task: str, failure: str
+    ) -> HealOutcome:
         s = self.settings
         rounds: list[RoundResult] = []
         escalated = False
@@ -323,10 +337,12 @@ class Healer:
                                status="in_progress", localized=True)  # fmt: skip
         results: list[CandidateResult] = []
         generations: list[Generation] = [found.generation] if found.generation else []
-        brief = Brief(task, self.test_cmd, summary)
+        defined = {f.name for f in definition_index(self.ws, self._tests)}
+        new = new_function(task, summary, defined)
+        brief = Brief(task, self.test_cmd, summary, new=new)
         if earlier and summary:
             earlier_note = f"An earlier change was tried; the tests failed on it:\n```\n{summary}\n```"
-            brief = Brief(task, self.test_cmd, note=earlier_note)
+            brief = Brief(task, self.test_cmd, note=earlier_note, new=new)
         while not plan.done():
             attempts = plan.attempts(n - plan.distinct)
             if not attempts:
@@ -398,7 +414,7 @@ class Healer:
     ) -> RoundResult:
         """One round of `n` candidates of the current model sampled together, for a step whose
         plain reply made no edit (`heal_step.HealingModel`): the tests pick the one to apply."""
-        self._task, self._restore = task, restore
+        self._task, self._restore, self._models, self._examples = task, restore, models, None
         source = await models.candidates()
         return await self.round(source, messages, 1, models.current, n=n, seed=seed, parallel=True)
 
@@ -615,8 +631,8 @@ class Healer:
 
     async def _task_examples(self) -> Examples | None:
         """The task's examples, asked of the model that answers now, once a heal: for a task that
-        writes one new Python module and names a function of it; None otherwise, or where the
-        model could not be asked (the check alone decides, as before)."""
+        writes one new Python module and gives an example for a function of it; None otherwise,
+        or where the model could not be asked (the test command alone decides)."""
         if self._examples is None:
             self._examples = asyncio.ensure_future(self._write_examples())
         return await asyncio.shield(self._examples)

@@ -135,6 +135,9 @@ class Brief:
     note: str = ""
     """What the tests said of an earlier change (a ladder's edit, or the closest rewrite so far):
     said beside, or instead of, what they say of the code as it is."""
+    new: str = ""
+    """A function the task asks to be written anew (`new_function`): each place is shown as what
+    the task refers to, and the rewrite asked for is the new function, not a fix of the place."""
 
 
 def repair_messages(place: Localization, brief: Brief, note: str = "") -> list[dict[str, Any]]:
@@ -145,8 +148,11 @@ def repair_messages(place: Localization, brief: Brief, note: str = "") -> list[d
     is said to this draw alone (`WRITTEN_BACK`)."""
     fn = place.function
     owner = fn.qualname.rpartition(".")[0]
+    adds = bool(brief.new) and fn.kind == "function" and not fn.indent
     if fn.kind == "class":
         where = f"{fn.path}, the class `{fn.name}`, where the change belongs"
+    elif adds:
+        where = f"{fn.path}, the function `{fn.name}`, which the task refers to"
     else:
         where = f"{fn.path}, {'a method of ' + owner + ', ' if owner else ''}the function with the bug"
     parts = [brief.task, f"{where}:\n{prediction(fn)}"]
@@ -156,8 +162,35 @@ def repair_messages(place: Localization, brief: Brief, note: str = "") -> list[d
         parts.append(f"Likely cause: {place.hypothesis}")
     parts += [x for x in (brief.note, note) if x]
     what = "class" if fn.kind == "class" else "function"
-    parts.append(f"The {what} above is wrong. Write `{fn.name}` fixed, whole, in one ```python block.")
+    if adds:
+        # Told that `fn` is wrong and asked for it fixed, the 1.5B wrote it back unchanged in 10
+        # draws of 12 where the task asked for a new function beside it.
+        parts.append(
+            f"`{brief.new}` does not exist yet, and the tests need it. Write `{brief.new}` as the "
+            "task asks, whole, in one ```python block."
+        )
+    else:
+        parts.append(f"The {what} above is wrong. Write `{fn.name}` fixed, whole, in one ```python block.")
     return [{"role": "system", "content": INSTRUCTIONS}, {"role": "user", "content": "\n\n".join(parts)}]
+
+
+_MISSING = re.compile(
+    r"NameError: name '(\w+)' is not defined|has no attribute '(\w+)'|cannot import name '(\w+)'"
+)
+
+
+def new_function(task: str, failure: str, defined: set[str]) -> str:
+    """The function the task asks to be written anew, where the tests fail for want of it: a name
+    their failure says is missing, that the task names and the code does not define ("" where
+    there is none). A rename ("Change the function name to f") is not one: it is a rewrite of the
+    function under its new name (`_rewrite_of`)."""
+    if _RENAMES.search(task):
+        return ""
+    for match in _MISSING.finditer(failure):
+        name = next(g for g in match.groups() if g)
+        if name not in defined and re.search(rf"\b{re.escape(name)}\b", task):
+            return name
+    return ""
 
 
 def function_change(ws: Workspace, place: Localization, reply: str, task: str = "") -> FileChange | None:
