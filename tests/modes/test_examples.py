@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from whiz.modes.examples import new_module, task_examples
+from whiz.modes.examples import Examples, new_module, task_examples
 
 WEB = (
     "Write app.py with a web request handler: a function handle(path) that returns a tuple "
@@ -69,3 +69,24 @@ def test_the_module_is_the_one_new_python_file_at_the_top_of_the_workspace():
     assert new_module(["pkg/app.py"]) is None
     assert new_module(["my-app.py"]) is None
     assert new_module([]) is None
+
+
+def test_examples_of_the_tasks_form_are_checked_but_not_shown_to_the_model():
+    # Shown every example that failed, the 1.5B wrote an `elif path == ...` branch for each.
+    kept = task_examples(REPLY, WEB, "app")
+    assert task_examples(REPLY, WEB, "app", as_written=True) == [kept[0], kept[1], kept[3]]
+    examples = Examples("app", kept, hidden=[kept[2]])
+    output = (
+        "held: handle('/') == (200, 'hello')\n"
+        "FAILED: handle('/add?a=2&b=3') == (200, '5'): it gave (404, 'not found')\n"
+        "FAILED: handle('/add?a=10&b=20') == (200, '30'): it gave (404, 'not found')\n"
+        "held: app.handle('/') == (200, 'hello')\n"
+        "[examples] 2 of 4 of the task's own examples held"
+    )
+    assert examples.shown(output).splitlines() == [
+        "held: handle('/') == (200, 'hello')",
+        "FAILED: handle('/add?a=2&b=3') == (200, '5'): it gave (404, 'not found')",
+        "held: app.handle('/') == (200, 'hello')",
+        "FAILED: 1 more of the same form as the task's, with other values (not shown)",
+        "[examples] 2 of 4 of the task's own examples held",
+    ]

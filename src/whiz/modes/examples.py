@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
-from whiz.agent.examples_check import examples_command
+from whiz.agent.examples_check import SUMMARY, examples_command
 from whiz.modes.candidates import CandidateSource, Draw, generate
 
 EXAMPLES_PROMPT = (
@@ -47,9 +47,30 @@ class Examples:
 
     module: str
     lines: list[str]
+    hidden: list[str] = field(default_factory=list)
+    """Those of `lines` whose arguments only have the form of the task's (other numbers): checked,
+    but not shown to the model, which wrote a branch for each example it was shown (the 1.5B's
+    `handle` grew an `elif path == ...` per example) instead of code for every input."""
 
     def command(self) -> str:
         return examples_command(self.module, self.lines)
+
+    def shown(self, output: str) -> str:
+        """What `examples_check` said, for the model: the hidden examples' lines left out, and how
+        many of them failed said instead."""
+        hidden = {line.removeprefix("assert ") for line in self.hidden}
+        kept, failed = [], 0
+        for line in output.splitlines():
+            verdict, _, said = line.partition(": ")
+            if verdict in ("held", "FAILED") and any(said == h or said.startswith(f"{h}: ") for h in hidden):
+                failed += verdict == "FAILED"
+                continue
+            if line.startswith(SUMMARY) and failed:
+                kept.append(
+                    f"FAILED: {failed} more of the same form as the task's, with other values (not shown)"
+                )
+            kept.append(line)
+        return "\n".join(kept)
 
 
 def new_module(paths: list[str]) -> str | None:
@@ -74,9 +95,10 @@ def named_functions(task: str) -> set[str]:
     return set(_CALLED.findall(task))
 
 
-def task_examples(reply: str, task: str, module: str) -> list[str]:
+def task_examples(reply: str, task: str, module: str, *, as_written: bool = False) -> list[str]:
     """The assert lines of `reply` that are the task's own examples: each compares one call of a
-    function the task names, on literal arguments the task writes, with a literal value."""
+    function the task names, on literal arguments the task writes, with a literal value
+    (`as_written`: written exactly so, not only of the same form)."""
     functions = named_functions(task) - {module}
     kept: list[str] = []
     for raw in reply.splitlines():
@@ -87,12 +109,14 @@ def task_examples(reply: str, task: str, module: str) -> list[str]:
             (statement,) = ast.parse(line).body
         except (SyntaxError, ValueError):
             continue
-        if isinstance(statement, ast.Assert) and _an_example(statement.test, task, functions, module):
+        if isinstance(statement, ast.Assert) and _an_example(
+            statement.test, task, functions, module, as_written
+        ):
             kept.append(ast.unparse(ast.Assert(statement.test)))
     return kept[:MAX_EXAMPLES]
 
 
-def _an_example(test: ast.expr, task: str, functions: set[str], module: str) -> bool:
+def _an_example(test: ast.expr, task: str, functions: set[str], module: str, as_written: bool) -> bool:
     compares = isinstance(test, ast.Compare) and len(test.ops) == 1
     if not (compares and isinstance(test.ops[0], ast.Eq | ast.Is)):
         return False
@@ -104,7 +128,7 @@ def _an_example(test: ast.expr, task: str, functions: set[str], module: str) -> 
     if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == module:
         named = func.attr
     arguments = [*call.args, *(k.value for k in call.keywords)]
-    return named in functions and all(_literal(a) and _written_in(a, task) for a in arguments)
+    return named in functions and all(_literal(a) and _written_in(a, task, as_written) for a in arguments)
 
 
 def _literal(node: ast.expr) -> bool:
@@ -115,7 +139,7 @@ def _literal(node: ast.expr) -> bool:
     return True
 
 
-def _written_in(node: ast.expr, task: str) -> bool:
+def _written_in(node: ast.expr, task: str, as_written: bool) -> bool:
     """Whether an argument is written in the task: a string quoted there, or of the same form as
     one with other numbers in it (the task's '/add?a=2&b=3' stands for "any other integers" too:
     '/add?a=10&b=-4'), a number standing on its own, anything else as the same text (spaces and
@@ -123,8 +147,8 @@ def _written_in(node: ast.expr, task: str) -> bool:
     value = ast.literal_eval(node)
     if isinstance(value, str):
         quoted = ["".join(groups) for groups in _QUOTED.findall(task)]
-        if value in quoted:
-            return True
+        if value in quoted or as_written:
+            return value in quoted
         form = _form(value)
         return form != value and form.strip("#-") != "" and form in map(_form, quoted)
     if isinstance(value, int | float) and not isinstance(value, bool):
@@ -152,4 +176,5 @@ async def write_examples(
     messages = [{"role": "user", "content": EXAMPLES_PROMPT.format(task=task)}]
     generation = await generate(source, messages, Draw(1, 0.0, EXAMPLES_MAX_TOKENS, seed, False, True))
     lines = task_examples(generation.texts[0] if generation.texts else "", task, module)
-    return Examples(module, lines) if lines else None
+    hidden = [line for line in lines if not task_examples(line, task, module, as_written=True)]
+    return Examples(module, lines, hidden) if lines else None

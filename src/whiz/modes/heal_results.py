@@ -160,9 +160,10 @@ def feedback(result: CandidateResult, test_cmd: str) -> str:
     if result.examples_failed:
         return (
             f"That edit was tried in a copy of the project. It passes `{shown(test_cmd)}`, but the "
-            f"task's own examples do not all hold:\n```\n{result.test_output.rstrip()}\n```\n"
-            "The project's files are unchanged. Write the program again so that every example "
-            "holds, as SEARCH/REPLACE blocks."
+            f"task's own examples do not all hold:\n```\n{result.failure.rstrip()}\n```\n"
+            "The examples are instances of what the task asks, not its only inputs: the program "
+            "must do it for every input the task describes. The project's files are unchanged. "
+            "Write the program again, as SEARCH/REPLACE blocks."
         )
     if result.status in ("failed", "timeout"):
         what = "timed out" if result.status == "timeout" else f"failed (exit code {result.exit_code})"

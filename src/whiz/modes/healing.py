@@ -588,7 +588,7 @@ class Healer:
             timeout_s = min(timeout_s, limit) if timeout_s else limit
             env = environment_for(copy.path, self.settings.sandbox, timeout_s=timeout_s)
             done = await env.run(self.test_cmd)
-            tried = await self._try_examples(result, env) if done.ok else None
+            examples, tried = await self._try_examples(result, env) if done.ok else (None, None)
         except (EditError, WhizAgentError, OSError) as exc:
             result.error = f"could not apply the edit in a copy: {getattr(exc, 'message', exc)}"
             return
@@ -597,9 +597,10 @@ class Healer:
         # The copy's paths read as the workspace's: a traceback through the throwaway copy's
         # random folder confuses the model, and made the same candidate's feedback (and so the
         # next candidate) differ from run to run.
-        if tried is not None and not tried.ok:
+        if examples is not None and tried is not None and not tried.ok:
             # It passes the test command, but a task's example does not hold: a failure whose
-            # output is what the examples said (`examples_check`), so the model hears it too.
+            # output is what the examples said (`examples_check`); the model hears what the
+            # examples it may see said.
             result.examples_failed, result.examples_held = True, examples_held(tried.output)
             done = dataclasses.replace(tried, duration_ms=done.duration_ms, timed_out=False)
         output = done.output
@@ -611,7 +612,9 @@ class Healer:
         output = secrets.redact(output)
         result.exit_code, result.test_output = done.exit_code, output
         result.tests_passed = count_passed(output)
-        if not done.ok:
+        if result.examples_failed and examples is not None:
+            result.failure = examples.shown(output)
+        elif not done.ok:
             result.failure = failure_summary(output, str(self.ws.root))
         result.test_ms = (time.perf_counter() - started) * 1000
         result.status = "passed" if done.ok else ("timeout" if done.timed_out else "failed")
@@ -620,14 +623,16 @@ class Healer:
         else:
             self.saw_tests(done.duration_ms / 1000)
 
-    async def _try_examples(self, result: CandidateResult, env) -> CommandResult | None:
-        """The task's examples run in a candidate's copy, where it writes the new program they are
-        for; None where there are none."""
+    async def _try_examples(
+        self, result: CandidateResult, env
+    ) -> tuple[Examples | None, CommandResult | None]:
+        """The task's examples and their run in a candidate's copy, where it writes the new program
+        they are for; (None, None) where there are none."""
         examples = await self._task_examples()
         path = None if examples is None else f"{examples.module}.py"
         if examples is None or not any(c.path == path and c.before is None for c in result.changes):
-            return None
-        return await env.run(examples.command())
+            return None, None
+        return examples, await env.run(examples.command())
 
     async def _task_examples(self) -> Examples | None:
         """The task's examples, asked of the model that answers now, once a heal: for a task that
