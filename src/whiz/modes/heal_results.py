@@ -46,10 +46,6 @@ class CandidateResult:
     """What its failing tests said, trimmed (`test_feedback.failure_summary`)."""
     tests_passed: int | None = None
     """How many tests passed in its run, where the runner says (`test_feedback.count_passed`)."""
-    examples_failed: bool = False
-    """Its test command passed, but not every one of the task's own examples held (`examples.py`):
-    a failure, which may still be taken where no candidate passes (`closest_to_examples`)."""
-    examples_held: int = 0
 
     @property
     def passed(self) -> bool:
@@ -77,7 +73,6 @@ class CandidateResult:
             "same_as": self.same_as,
             "failure": self.failure,
             "tests_passed": self.tests_passed,
-            "examples_failed": self.examples_failed,
             # A candidate with no edit to show is shown by what it said instead.
             "reply": truncate(self.text, 2000) if self.status in ("no_edit", "malformed") else "",
         }
@@ -110,9 +105,8 @@ _FAILURE_RANK = {
 
 
 def best_failure(results: list[CandidateResult]) -> CandidateResult | None:
-    """The failure most worth feeding back: an edit that applied and ran, that passed the test
-    command where only the task's examples failed (the most of them holding), to code that
-    parses, with the most tests passing, small, short. Code that does not even parse is furthest from
+    """The failure most worth feeding back: an edit that applied and ran, to code that parses,
+    with the most tests passing, small, short. Code that does not even parse is furthest from
     working: smallest first, the closest attempt at "Write wc.py" was the one line `python wc.py
     sample.txt`, not the program that failed on a missing import."""
     failed = [r for r in results if not r.passed]
@@ -122,8 +116,6 @@ def best_failure(results: list[CandidateResult]) -> CandidateResult | None:
         failed,
         key=lambda r: (
             _FAILURE_RANK[r.status],
-            not r.examples_failed,
-            -r.examples_held,
             unparsed(r),
             -(r.tests_passed or 0),
             r.diff_lines,
@@ -131,13 +123,6 @@ def best_failure(results: list[CandidateResult]) -> CandidateResult | None:
             r.index,
         ),  # fmt: skip
     )
-
-
-def closest_to_examples(results: list[CandidateResult]) -> CandidateResult | None:
-    """Where none passes: the candidate that passed the test command with the most of the task's
-    examples holding (then as `selection_key` orders); None where no candidate passed the command."""
-    ran = [r for r in results if r.examples_failed and r.status == "failed"]
-    return min(ran, key=lambda r: (-r.examples_held, *selection_key(r))) if ran else None
 
 
 def unparsed(result: CandidateResult) -> bool:
@@ -157,14 +142,6 @@ def diff_size(changes: list[FileChange]) -> int:
 
 def feedback(result: CandidateResult, test_cmd: str) -> str:
     """What the model reads after a failed candidate: what went wrong, and that nothing changed."""
-    if result.examples_failed:
-        return (
-            f"That edit was tried in a copy of the project. It passes `{shown(test_cmd)}`, but the "
-            f"task's own examples do not all hold:\n```\n{result.failure.rstrip()}\n```\n"
-            "The examples are instances of what the task asks, not its only inputs: the program "
-            "must do it for every input the task describes. The project's files are unchanged. "
-            "Write the program again, as SEARCH/REPLACE blocks."
-        )
     if result.status in ("failed", "timeout"):
         what = "timed out" if result.status == "timeout" else f"failed (exit code {result.exit_code})"
         output = (result.failure or truncate(result.test_output, FEEDBACK_OUTPUT_CHARS)).rstrip()

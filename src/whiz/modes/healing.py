@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -50,15 +49,12 @@ from whiz.agent.tools import ApplyEdits
 from whiz.environments import SandboxOptions, environment_for
 from whiz.environments.local import CommandResult, truncate
 from whiz.environments.worktree import CopyError, isolated_copy
-from whiz.errors import WhizError
 from whiz.modes.candidates import CandidateSource, Draw, Generation
-from whiz.modes.examples import Examples, new_module, write_examples
 from whiz.modes.heal_results import (
     CandidateResult,
     HealOutcome,
     RoundResult,
     best_failure,
-    closest_to_examples,
     creates_file,
     diff_size,
     feedback,
@@ -182,10 +178,6 @@ class Healer:
         """How long a run of the tests on the code as it is went on before it was stopped."""
         self._tested: dict[tuple, CandidateResult] = {}
         """Every change tested in this heal, by `repair.change_key`: a later one is not run again."""
-        self._models: HealModels | None = None
-        self._examples: asyncio.Task[Examples | None] | None = None
-        """The task's own examples for the new program it asks for (`examples.py`), asked for once,
-        when the first candidate passes the test command."""
 
     def saw_tests(self, seconds: float) -> None:
         """A run of the test command that ended by itself took `seconds` (see `test_timeout_s`)."""
@@ -216,22 +208,8 @@ class Healer:
         files a candidate's code without a path is meant for, as it does for the agent; `restore`
         puts back into a candidate what `messages` left out of the code (`Hollow.restore`).
         `failure`, the output of the tests failing now, lets `HealSettings.localize` find the
-        function to repair; the repair stage then stands for the first round. For a new program
-        the task gives examples for, the model writes them (`examples.py`) beside the first
-        candidate, and they rank the candidates that pass the test command."""
-        self._task, self._restore, self._models = task, restore, models
-        self._examples = None
-        if self._writes_new_file([]):
-            self._examples = asyncio.ensure_future(self._write_examples())
-        try:
-            return await self._climb(models, messages, task, failure)
-        finally:
-            if self._examples is not None and not self._examples.done():
-                self._examples.cancel()  # no candidate came to need them
-
-    async def _climb(
-        self, models: HealModels, messages: list[dict[str, Any]], task: str, failure: str
-    ) -> HealOutcome:
+        function to repair; the repair stage then stands for the first round."""
+        self._task, self._restore = task, restore
         s = self.settings
         rounds: list[RoundResult] = []
         escalated = False
@@ -291,7 +269,7 @@ class Healer:
                 # (A turn that started with the deep model samples it seeded too.)
                 seed = None if label == Label.DEEP and greedy else s.seed
                 tested = failure is not None and failure.status in ("failed", "timeout")
-                if tested and (not creates_file(failure) or failure.examples_failed):
+                if tested and not creates_file(failure):
                     history = told_without_reply(messages, failure, self.test_cmd)
             elif failure is not None:
                 history = messages + [
@@ -303,9 +281,7 @@ class Healer:
             rounds.append(result)
             if result.best is not None:
                 return HealOutcome(rounds, result.best, escalated)
-        # A new program that passes the test command but not all of the task's examples (as the
-        # model read them) is still better than none: the one that held the most of them.
-        return HealOutcome(rounds, closest_to_examples([r for rnd in rounds for r in rnd.results]), escalated)
+        return HealOutcome(rounds, None, escalated)
 
     async def repair(
         self,
@@ -414,7 +390,7 @@ class Healer:
     ) -> RoundResult:
         """One round of `n` candidates of the current model sampled together, for a step whose
         plain reply made no edit (`heal_step.HealingModel`): the tests pick the one to apply."""
-        self._task, self._restore, self._models, self._examples = task, restore, models, None
+        self._task, self._restore = task, restore
         source = await models.candidates()
         return await self.round(source, messages, 1, models.current, n=n, seed=seed, parallel=True)
 
@@ -588,7 +564,6 @@ class Healer:
             timeout_s = min(timeout_s, limit) if timeout_s else limit
             env = environment_for(copy.path, self.settings.sandbox, timeout_s=timeout_s)
             done = await env.run(self.test_cmd)
-            examples, tried = await self._try_examples(result, env) if done.ok else (None, None)
         except (EditError, WhizAgentError, OSError) as exc:
             result.error = f"could not apply the edit in a copy: {getattr(exc, 'message', exc)}"
             return
@@ -597,12 +572,6 @@ class Healer:
         # The copy's paths read as the workspace's: a traceback through the throwaway copy's
         # random folder confuses the model, and made the same candidate's feedback (and so the
         # next candidate) differ from run to run.
-        if examples is not None and tried is not None and not tried.ok:
-            # It passes the test command, but a task's example does not hold: a failure whose
-            # output is what the examples said (`examples_check`); the model hears what the
-            # examples it may see said.
-            result.examples_failed, result.examples_held = True, examples_held(tried.output)
-            done = dataclasses.replace(tried, duration_ms=done.duration_ms, timed_out=False)
         output = done.output
         for where in {str(copy.path), str(Path(copy.path).resolve())}:
             output = output.replace(where, str(self.ws.root))
@@ -612,9 +581,7 @@ class Healer:
         output = secrets.redact(output)
         result.exit_code, result.test_output = done.exit_code, output
         result.tests_passed = count_passed(output)
-        if result.examples_failed and examples is not None:
-            result.failure = examples.shown(output)
-        elif not done.ok:
+        if not done.ok:
             result.failure = failure_summary(output, str(self.ws.root))
         result.test_ms = (time.perf_counter() - started) * 1000
         result.status = "passed" if done.ok else ("timeout" if done.timed_out else "failed")
@@ -622,44 +589,6 @@ class Healer:
             result.error = f"its tests ran past {timeout_s:g} s and were stopped"
         else:
             self.saw_tests(done.duration_ms / 1000)
-
-    async def _try_examples(
-        self, result: CandidateResult, env
-    ) -> tuple[Examples | None, CommandResult | None]:
-        """The task's examples and their run in a candidate's copy, where it writes the new program
-        they are for; (None, None) where there are none."""
-        examples = await self._task_examples()
-        path = None if examples is None else f"{examples.module}.py"
-        if examples is None or not any(c.path == path and c.before is None for c in result.changes):
-            return None, None
-        return examples, await env.run(examples.command())
-
-    async def _task_examples(self) -> Examples | None:
-        """The task's examples, asked of the model that answers now, once a heal: for a task that
-        writes one new Python module and gives an example for a function of it; None otherwise,
-        or where the model could not be asked (the test command alone decides)."""
-        if self._examples is None:
-            self._examples = asyncio.ensure_future(self._write_examples())
-        return await asyncio.shield(self._examples)
-
-    async def _write_examples(self) -> Examples | None:
-        module = new_module([p for p in named_paths(self._task) if not self._exists(p)])
-        if module is None or self._models is None:
-            return None
-        try:
-            source = await self._models.candidates()
-            examples = await write_examples(source, self._task, module, seed=self.settings.seed)
-        except WhizError:
-            return None
-        if examples is not None:
-            self.emit.single("task_examples", module=examples.module, examples=examples.lines)
-        return examples
-
-
-def examples_held(output: str) -> int:
-    """How many of the task's examples held, from `examples_check`'s last line (0 if it has none)."""
-    found = re.search(r"\[examples\] (\d+) of \d+", output)
-    return int(found.group(1)) if found else 0
 
 
 def _close_copy(copying: asyncio.Future) -> None:

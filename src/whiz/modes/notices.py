@@ -14,7 +14,7 @@ renders them like any other item:
     swarm_plan       {tasks: [{id, title, files, check}]}
     micro_task       {task_id, title, files, status, attempt, mode, message, check_output}
     merge            {task_id, status, paths, conflicts: [{path, reason}], diff}
-    project_instructions  {files: [{path, tokens, saidtokens, cut}], budget_tokens, cut, warnings}
+    project_instructions  {files: [{path, tokens, shown_tokens, cut}], budget_tokens, cut, warnings}
                      the AGENTS.md files the model reads, once as a session opens
 
 Their ids start with `item_w` so they never collide with the agent's own `item_N` ids.
@@ -109,9 +109,6 @@ def describe(item: dict[str, Any], *, show_candidates: bool = True) -> str | Non
                 for p in item["places"]
             )
             return f"localize: {where}"
-        case "task_examples":
-            said = "; ".join(line.removeprefix("assert ") for line in item["examples"])
-            return f"the task's examples, checked on each new {item['module']}.py that runs: {said}"
         case "project_instructions":
             return instructions.describe(item)
         case "context_compacted":
