@@ -790,3 +790,21 @@ def test_where_the_tests_hang_on_the_code_a_rewrite_that_hangs_them_too_is_stopp
     hung = next(i for i in items(events, "heal_candidate") if i["status"] == "timeout")
     # Twice as long as the run on the code as it is, not the 120 s test timeout.
     assert "ran past 2 s" in hung["error"]
+
+
+def test_a_ladders_later_repair_still_asks_for_the_new_function_the_task_wants(project):
+    # The later stage hears what the first rewrite's tests said (a wrong value, not a missing
+    # name); the code still lacks the function, so it is still what each rewrite is asked for.
+    (project / "check.py").write_text(
+        "from greet import shout\nassert shout('a') == 'HELLO, A', shout('a')\n"
+    )
+    wrong = "```python\ndef shout(name):\n    return 'Hello, ' + name\n```"
+    right = "```python\ndef shout(name):\n    return ('Hello, ' + name).upper()\n```"
+    fast, deep = ScriptedCandidates([]), ScriptedCandidates([[wrong], [right], [right]])
+    task = "Add a new function shout(name) to greet.py that returns the greeting in capitals."
+    code, events, _ = auto_ladder(project, fast, deep, task=task)
+    assert code == 0, events[-1]
+    first, later = deep.calls[0][-1]["content"], deep.calls[1][-1]["content"]
+    assert "cannot import name 'shout'" in first and "cannot import name" not in later
+    assert all("`shout` does not exist yet, and the tests need it" in c for c in (first, later))
+    assert (project / "greet.py").read_text() == GREET + "\n\n" + right[10:-3]  # beside say_hello

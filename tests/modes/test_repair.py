@@ -317,8 +317,8 @@ def test_after_a_write_back_the_places_later_draws_are_told_it_is_no_fix(project
 
 
 def test_a_task_asking_for_a_new_function_gets_that_function_asked_for_and_added(project):
-    # The 1.5B, told the function it was shown was wrong and asked for it fixed, wrote it back
-    # unchanged in 10 draws of 12 where the task asked for a new function beside it.
+    # Told that the function it is shown is wrong and asked for it fixed, a small model mostly
+    # writes it back unchanged where the task asks for a new function beside it.
     (project / "check.py").write_text("from stats import median\nassert median([1, 3, 2]) == 2\n")
     task = "Write a new function median in stats.py, beside mean, for the middle number of xs."
     median = "```python\ndef median(xs):\n    return sorted(xs)[len(xs) // 2]\n```"
@@ -343,7 +343,24 @@ def test_a_new_function_is_one_the_tests_miss_and_the_task_names_but_not_a_renam
     assert new_function("Add median.", failure, {"mean", "median"}) == ""  # it is there already
     missing = "NameError: name 'average' is not defined"
     assert new_function("Rename mean to average.", missing, {"mean"}) == ""
+    assert new_function("Change the function name to average.", missing, {"mean"}) == ""
+    assert new_function("Add average(name, xs).", missing, {"mean"}) == "average"  # a parameter
     assert (
         new_function("Add an average method.", "'Stats' object has no attribute 'average'", set())
         == "average"
     )
+
+
+def test_a_new_function_with_a_name_parameter_goes_in_beside_the_place_not_instead(project):
+    # "name" as a parameter, or in "the file name", asks for no rename: mean stays.
+    fn = place(project, "mean")
+    reply = "```python\ndef greet(name):\n    return 'hi ' + name\n```"
+    for task in ("Add a function greet(name) to stats.py.", "Add greet, which takes the file name."):
+        change = function_change(Workspace(project), fn, reply, task)
+        assert change is not None and change.after.startswith(
+            STATS[: STATS.index("\n\nclass")] + "\n\ndef greet"
+        )
+    renamed = function_change(
+        Workspace(project), fn, reply.replace("greet", "average"), "Rename mean to average."
+    )
+    assert renamed is not None and "def mean" not in renamed.after

@@ -177,6 +177,9 @@ class Healer:
         self._hung_s: float | None = None
         """How long a run of the tests on the code as it is went on before it was stopped."""
         self._tested: dict[tuple, CandidateResult] = {}
+        self._new = ""
+        """The new function this heal's task asks for (`repair.new_function`), once a failure said
+        it is missing: a later stage hears what an earlier rewrite's tests said, which need not."""
         """Every change tested in this heal, by `repair.change_key`: a later one is not run again."""
 
     def saw_tests(self, seconds: float) -> None:
@@ -209,7 +212,7 @@ class Healer:
         puts back into a candidate what `messages` left out of the code (`Hollow.restore`).
         `failure`, the output of the tests failing now, lets `HealSettings.localize` find the
         function to repair; the repair stage then stands for the first round."""
-        self._task, self._restore = task, restore
+        self._task, self._restore, self._new = task, restore, ""
         s = self.settings
         rounds: list[RoundResult] = []
         escalated = False
@@ -314,7 +317,7 @@ class Healer:
         results: list[CandidateResult] = []
         generations: list[Generation] = [found.generation] if found.generation else []
         defined = {f.name for f in definition_index(self.ws, self._tests)}
-        new = new_function(task, summary, defined)
+        new = self._new = new_function(task, summary, defined) or self._new
         brief = Brief(task, self.test_cmd, summary, new=new)
         if earlier and summary:
             earlier_note = f"An earlier change was tried; the tests failed on it:\n```\n{summary}\n```"

@@ -163,8 +163,8 @@ def repair_messages(place: Localization, brief: Brief, note: str = "") -> list[d
     parts += [x for x in (brief.note, note) if x]
     what = "class" if fn.kind == "class" else "function"
     if adds:
-        # Told that `fn` is wrong and asked for it fixed, the 1.5B wrote it back unchanged in 10
-        # draws of 12 where the task asked for a new function beside it.
+        # Told that `fn` is wrong and asked for it fixed, a small model mostly writes it back
+        # unchanged where the task wants a new function beside it, not a change of it.
         parts.append(
             f"`{brief.new}` does not exist yet, and the tests need it. Write `{brief.new}` as the "
             "task asks, whole, in one ```python block."
@@ -173,6 +173,10 @@ def repair_messages(place: Localization, brief: Brief, note: str = "") -> list[d
         parts.append(f"The {what} above is wrong. Write `{fn.name}` fixed, whole, in one ```python block.")
     return [{"role": "system", "content": INSTRUCTIONS}, {"role": "user", "content": "\n\n".join(parts)}]
 
+
+_RENAMING = re.compile(r"\brenam|\b(?:its|the|function|method|class) name\b|\b(?:name|call) it\b", re.I)
+"""A task that asks for a new name ("Rename mean to average", "Change the function name to f"),
+said so: not "a function shout(name)", whose parameter is a name too, nor "the file name"."""
 
 _MISSING = re.compile(
     r"NameError: name '(\w+)' is not defined|has no attribute '(\w+)'|cannot import name '(\w+)'"
@@ -184,7 +188,7 @@ def new_function(task: str, failure: str, defined: set[str]) -> str:
     their failure says is missing, that the task names and the code does not define ("" where
     there is none). A rename ("Change the function name to f") is not one: it is a rewrite of the
     function under its new name (`_rewrite_of`)."""
-    if _RENAMES.search(task):
+    if _RENAMING.search(task):
         return ""
     for match in _MISSING.finditer(failure):
         name = next(g for g in match.groups() if g)
@@ -331,14 +335,10 @@ def _rewrite_of(fn: Function, outer: list[Function], task: str) -> Function | No
     same = [f for f in outer if f.name == fn.name]
     if same:
         return same[0]
-    if not _RENAMES.search(task):  # "Add a function called f": f goes in beside, not instead
+    if not _RENAMING.search(task):  # "Add a function called f": f goes in beside, not instead
         return None
     renamed = [f for f in outer if re.search(rf"\b{re.escape(f.name)}\b", task)]
     return renamed[0] if len(renamed) == 1 else None
-
-
-_RENAMES = re.compile(r"\brenam|\bname\b|\bcall it\b", re.I)
-"""A task that asks for a new name ("Rename mean to average", "Change the function name to f")."""
 
 
 def with_imports(text: str, block: str) -> str:
