@@ -344,6 +344,9 @@ def test_a_new_function_is_one_the_tests_miss_and_the_task_names_but_not_a_renam
     missing = "NameError: name 'average' is not defined"
     assert new_function("Rename mean to average.", missing, {"mean"}) == ""
     assert new_function("Change the function name to average.", missing, {"mean"}) == ""
+    assert new_function("Change the `mean` method to `average`.", missing, {"mean"}) == ""
+    assert new_function("Change the function to 'average' that adds.", missing, {"mean"}) == ""
+    assert new_function("Change the function to return the average.", missing, {"mean"}) == "average"
     assert new_function("Add average(name, xs).", missing, {"mean"}) == "average"  # a parameter
     assert (
         new_function("Add an average method.", "'Stats' object has no attribute 'average'", set())

@@ -174,9 +174,14 @@ def repair_messages(place: Localization, brief: Brief, note: str = "") -> list[d
     return [{"role": "system", "content": INSTRUCTIONS}, {"role": "user", "content": "\n\n".join(parts)}]
 
 
-_RENAMING = re.compile(r"\brenam|\b(?:its|the|function|method|class) name\b|\b(?:name|call) it\b", re.I)
-"""A task that asks for a new name ("Rename mean to average", "Change the function name to f"),
-said so: not "a function shout(name)", whose parameter is a name too, nor "the file name"."""
+_RENAMING = re.compile(
+    r"\brenam|\b(?:its|the|function|method|class) name\b|\b(?:name|call) it\b"
+    r"|\bchange (?:the )?(?:`?\w+`? )?(?:function|method) to (?:[`'\"]\w+|\w+_\w*)",
+    re.I,
+)
+"""A task that asks for a new name, said so ("Rename mean to average", "Change the function name
+to f", "Change the `f` method to `g`"): not "a function shout(name)", whose parameter is a name
+too, nor "the same name"."""
 
 _MISSING = re.compile(
     r"NameError: name '(\w+)' is not defined|has no attribute '(\w+)'|cannot import name '(\w+)'"
