@@ -193,3 +193,51 @@ async def test_a_workspace_of_one_class_is_asked_where_the_change_goes(tmp_path)
     found = await localize(source, Workspace(tmp_path), "Add deal to Deck.", "pytest", "E  AttributeError")
     assert len(source.draws) == 1
     assert [(p.function.name, p.function.kind) for p in found.places] == [("Deck", "class")]
+
+
+CARDS = """class Player:
+    def __init__(self):
+        self.hand = []
+
+
+class Deck:
+    def __init__(self, cards):
+        self.cards = list(cards)
+
+
+class Table:
+    pass
+"""
+HINT = "FILE: cards.py\nFUNCTION: Deck.draw\nBUG: Deck has no draw method.\n"
+
+
+async def test_a_task_changing_two_classes_of_a_file_gets_the_whole_file_first(tmp_path):
+    # No rewrite of one class does what "draw in Deck, and receive_card in Player" asks.
+    (tmp_path / "cards.py").write_text(CARDS)
+    ws = Workspace(tmp_path)
+    task = "Implement the `draw` method in the `Deck` class, and `receive_card` in the `Player` class."
+    found = await localize(ScriptedCandidates([[HINT]]), ws, task, "pytest", "")
+    whole, deck = found.places[0].function, found.places[1].function
+    assert (whole.kind, whole.path, whole.source, whole.start, whole.end) == (
+        "file",
+        "cards.py",
+        CARDS,
+        1,
+        12,
+    )
+    assert found.places[0].origin == "classes" and deck.name == "Deck"
+    both = await localize(
+        ScriptedCandidates([[HINT]]), ws, "Add a size() method to both classes.", "pytest", ""
+    )
+    assert both.places[0].function.kind == "file"
+    one = await localize(
+        ScriptedCandidates([[HINT]]), ws, "Implement `draw` in the `Deck` class.", "pytest", ""
+    )
+    assert [p.function.kind for p in one.places] == ["class"]
+
+
+async def test_a_long_file_is_never_a_place_whole(tmp_path):
+    (tmp_path / "cards.py").write_text(CARDS + "\n# filler\n" * 200)
+    task = "Implement `draw` in `Deck` and `receive_card` in `Player`."
+    found = await localize(ScriptedCandidates([[HINT]]), Workspace(tmp_path), task, "pytest", "")
+    assert all(p.function.kind != "file" for p in found.places)

@@ -367,3 +367,47 @@ def test_a_new_function_with_a_name_parameter_goes_in_beside_the_place_not_inste
         Workspace(project), fn, reply.replace("greet", "average"), "Rename mean to average."
     )
     assert renamed is not None and "def mean" not in renamed.after
+
+
+CARDS = (
+    "class Player:\n    def __init__(self):\n        self.hand = []\n\n\n"
+    "class Deck:\n    def __init__(self):\n        self.cards = [1, 2]\n"
+)
+CARDS_DONE = (
+    CARDS.replace(
+        "self.hand = []\n",
+        "self.hand = []\n\n    def receive_card(self, card):\n        self.hand.append(card)\n",
+    )
+    + "\n    def draw(self):\n        return self.cards.pop(0) if self.cards else None\n"
+)
+
+
+def test_a_task_changing_two_classes_is_repaired_by_the_whole_file(project):
+    (project / "cards.py").write_text(CARDS)
+    deal = "p, d = Player(), Deck()\np.receive_card(d.draw())\nassert p.hand == [1]\n"
+    (project / "check.py").write_text("from cards import Deck, Player\n" + deal)
+    task = "Implement the `draw` method in the `Deck` class, and `receive_card` in the `Player` class."
+    located = "FILE: cards.py\nFUNCTION: Deck.draw\nBUG: Deck has no draw method.\n"
+    code, events, source = heal(project, [[located], [f"```python\n{CARDS_DONE}```"]], task=task, n=1)
+    assert code == 0, items(events, "heal_candidate")
+    assert (project / "cards.py").read_text() == CARDS_DONE
+    asked = source.calls[1][-1]["content"]
+    assert (
+        "cards.py, the whole file, where the change belongs" in asked and "Write `cards.py` changed" in asked
+    )
+    assert source.draws[1].prediction == f"```python\n{CARDS}```"
+
+
+def test_a_reply_cut_short_or_of_one_class_is_no_whole_file(project):
+    from whiz.modes.localize import Function
+
+    (project / "cards.py").write_text(CARDS)
+    whole = Localization(Function("cards.py", "cards.py", "cards.py", 1, 8, "", CARDS, "file"))
+    one_class = "```python\nclass Deck:\n    def draw(self):\n        return None\n```"
+    cut = f"```python\n{CARDS_DONE[:-30]}```"
+    ws = Workspace(project)
+    assert function_change(ws, whole, one_class) is None and function_change(ws, whole, cut) is None
+    done = function_change(ws, whole, f"Here:\n```python\n{CARDS_DONE}```")
+    assert done is not None and (done.before, done.after) == (CARDS, CARDS_DONE)
+    (project / "cards.py").write_text(CARDS + "\n# changed since\n")
+    assert function_change(ws, whole, f"```python\n{CARDS_DONE}```") is None
