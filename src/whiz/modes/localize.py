@@ -12,9 +12,7 @@ back to plain candidates (`Healer.heal`).
 A place can be a class too: a task that adds a method has no function to name yet, so a hint
 naming a method that is not there (`Deck.shuffle`, or `shuffle` in a file that defines one
 class and nothing else), or the class itself, resolves to the class, and the repair rewrites
-the class whole. And a place can be a whole short file (`file_place`): a task that changes two
-classes of it at once ("the `draw` method in `Deck`, and `receive_card` in `Player`") is not
-done by any rewrite of one of them.
+the class whole.
 """
 
 from __future__ import annotations
@@ -25,7 +23,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from whiz.agent.context.prompt import task_message
-from whiz.agent.errors import WhizAgentError
 from whiz.agent.project.test_files import TestFiles
 from whiz.agent.project.workspace import Workspace
 from whiz.agent.runs_check import shown
@@ -60,7 +57,7 @@ class Function:
     indent: str
     source: str
     kind: str = "function"
-    """"function" (methods too), "class", or "file" (a whole file: `file_place`)."""
+    """"function" (methods too) or "class"."""
 
 
 @dataclass(frozen=True)
@@ -80,8 +77,8 @@ class Localization:
     function: Function
     hypothesis: str = ""
     origin: str = "model"
-    """"model" (the localization step named it), "task" (the task names it), "traceback",
-    "only" (the workspace's one function), or "classes" (a file whose classes the task changes)."""
+    """"model" (the localization step named it), "task" (the task names it), "traceback", or
+    "only" (the workspace's one function)."""
 
 
 @dataclass
@@ -314,38 +311,6 @@ def places_from(hints: list[Hint], index: list[Function], task: str, failure: st
     return Localized(list(unique.values())[:MAX_PLACES], sure, hints=hints)
 
 
-MAX_FILE_PLACE_LINES = 200
-"""The longest file a repair rewrites whole: past it, a rewrite costs too much to draw several."""
-_CLASSES = re.compile(r"\b(?:both|all|each|every)(?: of)?(?: the)? classes\b", re.I)
-
-
-def file_place(ws: Workspace, index: list[Function], task: str) -> Localization | None:
-    """The whole file, as a place, where the task changes several of its classes: it names two or
-    more classes the file defines at its top, or names a file's classes together ("both classes",
-    "all the classes") where the file defines more than one. None otherwise, or for a long file."""
-    words = set(re.findall(r"[A-Za-z_]\w*", task))
-    by_file: dict[str, list[Function]] = {}
-    for d in index:
-        if d.kind == "class" and "." not in d.qualname:
-            by_file.setdefault(d.path, []).append(d)
-    changed = [
-        path
-        for path, classes in by_file.items()
-        if len(classes) >= 2 and (sum(c.name in words for c in classes) >= 2 or _CLASSES.search(task))
-    ]
-    if len(changed) != 1:
-        return None
-    try:
-        text = ws.read_text(changed[0])
-    except (OSError, UnicodeDecodeError, WhizAgentError):
-        return None
-    lines = text.count("\n") + (not text.endswith("\n"))
-    if lines > MAX_FILE_PLACE_LINES:
-        return None
-    whole = Function(changed[0], changed[0], changed[0], 1, lines, "", text, "file")
-    return Localization(whole, origin="classes")
-
-
 def localize_messages(ws: Workspace, task: str, test_cmd: str, failure: str) -> list[dict[str, Any]]:
     """The localization step's conversation: the task with its code, and what the tests said."""
     text, _ = task_message(ws, task, code_tokens=LOCALIZE_CODE_TOKENS, evidence=failure)
@@ -375,7 +340,4 @@ async def localize(
     reply = generation.texts[0] if generation.texts else ""
     found = places_from(parse_hints(reply), index, task, failure, str(ws.root))
     found.reply, found.generation = reply, generation
-    whole = file_place(ws, index, task)
-    if whole is not None:  # first: no one of the other places can take the whole change
-        found.places = [whole, *found.places][:MAX_PLACES]
     return found

@@ -149,9 +149,7 @@ def repair_messages(place: Localization, brief: Brief, note: str = "") -> list[d
     fn = place.function
     owner = fn.qualname.rpartition(".")[0]
     adds = bool(brief.new) and fn.kind == "function" and not fn.indent
-    if fn.kind == "file":
-        where = f"{fn.path}, the whole file, where the change belongs"
-    elif fn.kind == "class":
+    if fn.kind == "class":
         where = f"{fn.path}, the class `{fn.name}`, where the change belongs"
     elif adds:
         where = f"{fn.path}, the function `{fn.name}`, which the task refers to"
@@ -164,9 +162,7 @@ def repair_messages(place: Localization, brief: Brief, note: str = "") -> list[d
         parts.append(f"Likely cause: {place.hypothesis}")
     parts += [x for x in (brief.note, note) if x]
     what = "class" if fn.kind == "class" else "function"
-    if fn.kind == "file":
-        parts.append(f"Write `{fn.path}` changed as the task asks, whole, in one ```python block.")
-    elif adds:
+    if adds:
         # Told that `fn` is wrong and asked for it fixed, a small model mostly writes it back
         # unchanged where the task wants a new function beside it, not a change of it.
         parts.append(
@@ -221,8 +217,6 @@ def function_change(ws: Workspace, place: Localization, reply: str, task: str = 
         text = ws.read_text(fn.path)
     except (OSError, UnicodeDecodeError, WhizAgentError):
         return None
-    if fn.kind == "file":
-        return _whole_file(fn, text, reply)
     in_file = definitions_in(fn.path, text)
     now = [f for f in in_file if f.qualname == fn.qualname and f.start == fn.start and f.kind == fn.kind]
     if not now or now[0].source != fn.source:
@@ -241,20 +235,6 @@ def function_change(ws: Workspace, place: Localization, reply: str, task: str = 
         lines = text.splitlines(keepends=True)
         after = "".join(lines[: fn.start - 1]) + body + "".join(lines[fn.end :])
         return FileChange(fn.path, text, with_imports(after, block))
-    return None
-
-
-def _whole_file(place: Function, text: str, reply: str) -> FileChange | None:
-    """A file place's rewrite: the reply's last block that parses and still defines every class
-    and function the file defines at its top (a reply cut short, or one class alone, is no whole
-    file); None where there is none, or the file changed since it was localized."""
-    if text != place.source:
-        return None
-    had = {d.name for d in definitions_in(place.path, text) if "." not in d.qualname}
-    for block in reversed(code_blocks(reply)):
-        has = {d.name for d in definitions_in(place.path, block) if "." not in d.qualname}
-        if has and had <= has:
-            return FileChange(place.path, text, block if block.endswith("\n") else block + "\n")
     return None
 
 
