@@ -177,10 +177,10 @@ class Healer:
         self._hung_s: float | None = None
         """How long a run of the tests on the code as it is went on before it was stopped."""
         self._tested: dict[tuple, CandidateResult] = {}
+        """Every change tested in this heal, by `repair.change_key`: a later one is not run again."""
         self._new = ""
         """The new function this heal's task asks for (`repair.new_function`), once a failure said
         it is missing: a later stage hears what an earlier rewrite's tests said, which need not."""
-        """Every change tested in this heal, by `repair.change_key`: a later one is not run again."""
 
     def saw_tests(self, seconds: float) -> None:
         """A run of the test command that ended by itself took `seconds` (see `test_timeout_s`)."""
