@@ -61,7 +61,7 @@ from whiz.modes.heal_results import (
     pick_best,
     told_without_reply,
 )
-from whiz.modes.localize import Localized, definition_index, localize
+from whiz.modes.localize import Localized, localize
 from whiz.modes.pool import Label
 from whiz.modes.repair import Attempt, Brief, RepairPlan, attempts_stream, function_change, new_function
 from whiz.modes.round_tests import RoundTests
@@ -316,12 +316,11 @@ class Healer:
                                status="in_progress", localized=True)  # fmt: skip
         results: list[CandidateResult] = []
         generations: list[Generation] = [found.generation] if found.generation else []
-        defined = {f.name for f in definition_index(self.ws, self._tests)}
-        new = self._new = new_function(task, summary, defined) or self._new
-        brief = Brief(task, self.test_cmd, summary, new=new)
+        new = self._new = new_function(task, summary, found.defined) or self._new
+        said, note = summary, ""
         if earlier and summary:
-            earlier_note = f"An earlier change was tried; the tests failed on it:\n```\n{summary}\n```"
-            brief = Brief(task, self.test_cmd, note=earlier_note, new=new)
+            said, note = "", f"An earlier change was tried; the tests failed on it:\n```\n{summary}\n```"
+        brief = Brief(task, self.test_cmd, said, note, new)
         while not plan.done():
             attempts = plan.attempts(n - plan.distinct)
             if not attempts:

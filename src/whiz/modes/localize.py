@@ -90,6 +90,9 @@ class Localized:
     reply: str = ""
     generation: Generation | None = None
     hints: list[Hint] = field(default_factory=list)
+    defined: set[str] = field(default_factory=set)
+    """The names of every function, method and class of the workspace (`definition_index`), read
+    once here for the repair that follows (`repair.new_function`)."""
 
 
 _KEY = re.compile(r"^[\s>*_#`-]*(FILE|FUNCTION|LINES?|BUG|HYPOTHESIS)[*_`]*\s*:\s*(.*)$", re.I | re.M)
@@ -333,11 +336,12 @@ async def localize(
     index = definition_index(ws, TestFiles(test_cmd))
     if not index:
         return Localized([], False)
+    defined = {f.name for f in index}
     if len(index) == 1 and index[0].kind == "function":  # one function, no class: nothing to ask
-        return Localized([Localization(index[0], origin="only")], True)
+        return Localized([Localization(index[0], origin="only")], True, defined=defined)
     messages = localize_messages(ws, task, test_cmd, failure)
     generation = await generate(source, messages, Draw(1, 0.0, LOCALIZE_MAX_TOKENS, seed))
     reply = generation.texts[0] if generation.texts else ""
     found = places_from(parse_hints(reply), index, task, failure, str(ws.root))
-    found.reply, found.generation = reply, generation
+    found.reply, found.generation, found.defined = reply, generation, defined
     return found
