@@ -85,6 +85,17 @@ def test_pytest_output_keeps_the_assertion_with_its_values_and_drops_the_warning
     assert headline(summary).startswith("assert 1.5 == 2")
 
 
+def test_pytests_short_traceback_keeps_the_line_that_failed(project):
+    # `--tb=short` marks no line with `>`: the line under each place is the one that ran, and
+    # without it the values compared say nothing of the call that gave them.
+    (project / "test_stats.py").write_text(PYTEST_TESTS)
+    output = run(
+        project, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--tb=short", "test_stats.py::test_mean"
+    )
+    summary = failure_summary(output, str(project))
+    assert "test_stats.py:6: in test_mean\n    assert mean([1, 2, 3]) == 2\nE   assert 1.5 == 2" in summary
+
+
 def test_unittest_output_keeps_each_failure_its_frame_and_the_count(project):
     (project / "test_mean.py").write_text(UNITTEST_TESTS)
     output = run(project, "-m", "unittest", "test_mean")

@@ -119,11 +119,19 @@ def _pytest_test(name: str, body: list[str]) -> str:
 
 
 def _frame_lines(frame: list[str], *, errors: bool) -> list[str]:
+    """A frame's failing line (`>`), places and, with `errors`, its error lines. In the short
+    traceback (`--tb=short`), which marks no line, the line under each place is the one that ran:
+    without it a failure says `assert '00' == '0'` but not which call gave '00'."""
     kept = []
+    after_place = False
     for line in frame:
         stripped = line.strip()
         if line.startswith(">") or _PYTEST_LOCATION.match(stripped) or (errors and line.startswith("E ")):
             kept.append(line.rstrip())
+            after_place = bool(_PYTEST_LOCATION.match(stripped)) and not stripped.endswith("Error")
+        elif after_place and stripped:
+            kept.append(line.rstrip())
+            after_place = False
     return kept
 
 
