@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from whiz.agent.models.scripted_model import ScriptedModel
-from whiz.bench.agent import VARIANTS, CaseRun, brief, main, over_seeds, print_report, program_case, run_suite
+from whiz.bench.agent import VARIANTS, CaseRun, main, over_seeds, print_report, program_case, run_suite
 from whiz.bench.program_tasks import PROGRAM_TASKS
 from whiz.modes.candidates import ScriptedCandidates
 from whiz.modes.pool import ScriptedPool
@@ -111,11 +111,3 @@ async def test_auto_has_its_deep_model_at_hand_on_the_benchs_own_server_as_whiz_
     theirs = Reached("http://10.0.0.5:8000", "their-model", "http://10.0.0.5:8000")
     named = FastSettings(base_url=theirs.url, in_process=True)
     assert not bench_pool(named, DeepSettings(), theirs, say=lambda line: None).offers(Label.DEEP)
-
-
-def test_a_timeline_keeps_a_candidates_small_fields_and_drops_its_long_ones():
-    item = {"type": "heal_candidate", "status": "failed", "built_on": [1, 0], "diff": "-a\n+b\n",
-            "changes": [{"path": "a.py"}], "failure": "E   assert 1 == 2" * 100}  # fmt: skip
-    kept = brief({"type": "item.completed", "item": item})
-    assert kept["built_on"] == [1, 0] and kept["status"] == "failed"
-    assert "diff" not in kept and "changes" not in kept and len(kept["failure"]) == 200

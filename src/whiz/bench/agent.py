@@ -218,21 +218,12 @@ def brief(event: dict[str, Any]) -> dict[str, Any]:
     """An event without its long text: its type, and its item's type, status and small fields."""
     out: dict[str, Any] = {"event": event.get("type")}
     for key, value in (event.get("item") or {}).items():
-        if key in ("id", "text", "aggregated_output", "changes", "diff") or isinstance(value, dict):
-            continue
-        if isinstance(value, list) and not _small(value):
+        if key in ("id", "text", "aggregated_output", "changes", "diff") or isinstance(value, (dict, list)):
             continue
         # A candidate's reply (no edit, or malformed) is what shows why a rung found nothing.
         keep = 2000 if key == "reply" else 200
         out[key] = value if not isinstance(value, str) else value[:keep]
     return out
-
-
-def _small(value: list) -> bool:
-    """A list the timeline keeps: a few numbers or short words (a candidate's `built_on`)."""
-    return len(value) <= 4 and all(
-        isinstance(v, int | float | bool) or (isinstance(v, str) and len(v) <= 40) for v in value
-    )
 
 
 def summarize(runs: list[CaseRun]) -> dict[str, Any]:
