@@ -64,7 +64,7 @@ from whiz.modes.heal_results import (
 )
 from whiz.modes.localize import Localized, localize
 from whiz.modes.pool import Label
-from whiz.modes.progress import Reached, failing_test, reached
+from whiz.modes.progress import Reached, reached
 from whiz.modes.repair import (
     Attempt,
     Base,
@@ -336,8 +336,7 @@ class Healer:
         said, note = summary, ""
         if earlier and summary:
             said, note = "", f"An earlier change was tried; the tests failed on it:\n```\n{summary}\n```"
-        test = failing_test(self.ws.read_text, self._reached(failure, summary)) if failure else ""
-        brief = Brief(task, self.test_cmd, said, note, new, test)
+        brief = Brief(task, self.test_cmd, said, note, new)
         if not earlier and failure:
             self._as_is = self._reached(failure)
         base = None if new else await self._base(found.places, results)

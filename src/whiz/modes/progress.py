@@ -17,11 +17,6 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from whiz.agent.context.test_feedback import count_passed, headline
-from whiz.agent.errors import WhizAgentError
-from whiz.modes.localize import definitions_in
-
-MAX_TEST_LINES = 40
-"""The longest test function shown to a repair whole (`failing_test`)."""
 
 _PYTEST_AT = re.compile(r"^(\S+?\.py):(\d+): \S")
 """A frame's place in pytest's report: `test_x.py:12: in check`, or `test_x.py:9: AssertionError`."""
@@ -78,23 +73,3 @@ def reached(output: str, summary: str, is_test: Callable[[str], bool], root: str
         if not PurePosixPath(path).is_absolute() and is_test(path):
             return Reached(passed, path, int(found.group(2)), crashed)
     return Reached(passed)
-
-
-def failing_test(read: Callable[[str], str], at: Reached) -> str:
-    """The source of the test function the run stopped in (the innermost definition around its
-    line), read with `read` (a workspace-relative path to its text); "" where there is none, or
-    it is longer than `MAX_TEST_LINES`. What it asserts pins down what the task's words may not:
-    the failure names one call, the test every case."""
-    if not at.where:
-        return ""
-    try:
-        text = read(at.where)
-    except (OSError, UnicodeDecodeError, ValueError, WhizAgentError):
-        return ""
-    around = [
-        d for d in definitions_in(at.where, text) if d.kind == "function" and d.start <= at.line <= d.end
-    ]
-    if not around:
-        return ""
-    test = max(around, key=lambda d: d.start)
-    return test.source if test.end - test.start < MAX_TEST_LINES else ""

@@ -173,11 +173,6 @@ class Brief:
     new: str = ""
     """A function the task asks to be written anew (`new_function`): each place is shown as what
     the task refers to, and the rewrite asked for is the new function, not a fix of the place."""
-    test: str = ""
-    """The source of the test function that fails (`progress.failing_test`), where it is short."""
-
-    def test_part(self) -> list[str]:
-        return [f"The test that fails:\n```python\n{self.test.rstrip()}\n```"] if self.test else []
 
 
 def repair_messages(
@@ -201,7 +196,7 @@ def repair_messages(
         where = f"{fn.path}, the function `{fn.name}`, which the task refers to"
     else:
         where = f"{fn.path}, {'a method of ' + owner + ', ' if owner else ''}the function with the bug"
-    parts = [brief.task, f"{where}:\n{prediction(fn)}", *brief.test_part()]
+    parts = [brief.task, f"{where}:\n{prediction(fn)}"]
     if brief.failure:
         parts.append(f"The tests (`{shown(brief.test_cmd)}`) fail:\n```\n{brief.failure}\n```")
     if place.hypothesis:
@@ -227,7 +222,7 @@ def _base_messages(place: Localization, brief: Brief, base: Base) -> list[dict[s
         f"{fn.path}, the {what} `{fn.name}` as an earlier rewrite left it: it gets further through "
         "the tests than the code before it"
     )
-    parts = [brief.task, f"{where}:\n{prediction(fn)}", *brief.test_part()]
+    parts = [brief.task, f"{where}:\n{prediction(fn)}"]
     if base.failure:
         parts.append(f"The tests (`{shown(brief.test_cmd)}`) still fail on it:\n```\n{base.failure}\n```")
     parts.append(
