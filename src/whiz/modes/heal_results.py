@@ -46,8 +46,6 @@ class CandidateResult:
     """What its failing tests said, trimmed (`test_feedback.failure_summary`)."""
     tests_passed: int | None = None
     """How many tests passed in its run, where the runner says (`test_feedback.count_passed`)."""
-    built_on: tuple[int, int] | None = None
-    """The earlier candidate (round, index) its repair draw was shown and made on (`repair.Base`)."""
 
     @property
     def passed(self) -> bool:
@@ -75,7 +73,6 @@ class CandidateResult:
             "same_as": self.same_as,
             "failure": self.failure,
             "tests_passed": self.tests_passed,
-            "built_on": list(self.built_on) if self.built_on else None,
             # A candidate with no edit to show is shown by what it said instead.
             "reply": truncate(self.text, 2000) if self.status in ("no_edit", "malformed") else "",
         }

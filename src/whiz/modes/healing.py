@@ -389,8 +389,7 @@ class Healer:
         for r in self._tried + results:
             if r.status != "failed" or not r.changes or unparsed(r):
                 continue
-            of = (r.round, r.index)
-            base = next((b for b in (base_of(p, r.changes, r.failure, of) for p in places) if b), None)
+            base = next((b for b in (base_of(p, r.changes, r.failure) for p in places) if b), None)
             if base is not None:
                 tried.append((r, base))
         if not tried:
@@ -440,7 +439,6 @@ class Healer:
             if change is None:
                 return self._plan(number, index, text, tokens)
             result = CandidateResult(number, index, text, tokens, "failed", changes=[change])
-            result.built_on = attempt.base.of if attempt.base is not None else None
             return self._planned(result)
 
         return plan

@@ -81,13 +81,9 @@ class Base:
     """The place's function (or class) as the rewrite left it, found in `change.after`."""
     failure: str
     """What the tests say of it (`test_feedback.failure_summary`)."""
-    of: tuple[int, int] | None = None
-    """The candidate it is (round, index), for the `heal_candidate` items made on it."""
 
 
-def base_of(
-    place: Localization, changes: list[FileChange], failure: str, of: tuple[int, int] | None = None
-) -> Base | None:
+def base_of(place: Localization, changes: list[FileChange], failure: str) -> Base | None:
     """The rewrite `changes` as a base for `place`: None where they change another file too, or
     leave no definition of the place's name and kind in its file."""
     fn = place.function
@@ -97,7 +93,7 @@ def base_of(
     found = [
         d for d in definitions_in(fn.path, change.after) if d.qualname == fn.qualname and d.kind == fn.kind
     ]
-    return Base(change, found[0], failure, of) if found else None
+    return Base(change, found[0], failure) if found else None
 
 
 class RepairPlan:
