@@ -397,19 +397,19 @@ class Healer:
         if self._as_is is None:
             now = CandidateResult(0, 0, "", 0, "failed")
             await self._test(now, timeout_s=EVIDENCE_TIMEOUT_S)
-            # Tests that hang or cannot run there got nowhere: asked once, not at every draw.
-            self._as_is = self._reached(now.test_output) if now.status == "failed" else Reached(0)
+            if now.status != "failed":
+                return None
+            self._as_is = self._reached(now.test_output)
         as_is = self._as_is
         ranked = [(self._reached(r.test_output, r.failure), r, base) for r, base in tried]
         ahead = [(at, r, base) for at, r, base in ranked if at.further_than(as_is)]
         if not ahead:
             return None
-
-        def furthest(x: tuple[Reached, CandidateResult, Base]) -> tuple:
-            at, result, _base = x
-            return (at.passed, at.line if at.where == as_is.where else 0, not at.crashed, -result.diff_lines)
-
-        return max(ahead, key=furthest)[2]
+        _at, _r, base = max(
+            ahead,
+            key=lambda x: (x[0].passed, x[0].line if x[0].where == as_is.where else 0, -x[1].diff_lines),
+        )
+        return base
 
     async def _evidence(self, rounds: list[RoundResult]) -> tuple[str, bool]:
         """What the tests say for a repair after the ladder's greedy replies: the closest tested

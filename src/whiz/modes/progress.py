@@ -1,9 +1,7 @@
 """How far a failing run got through the tests.
 
 Two runs that both fail are not equally wrong: one that passes more tests, or that fails at a
-later line of the same test (its earlier assertions held), got further; at the same line, code that
-gave a wrong value got further than code that could not give one (a TypeError on the new
-signature the test calls). A repair builds on the
+later line of the same test (its earlier assertions held), got further. A repair builds on the
 rewrite that got furthest (`repair.Base`): shown a version that is already right up to a point,
 a small model mends what is left, where shown the code as it was it mends one thing and breaks
 another.
@@ -16,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from whiz.agent.context.test_feedback import count_passed, headline
+from whiz.agent.context.test_feedback import count_passed
 
 _PYTEST_AT = re.compile(r"^(\S+?\.py):(\d+): \S")
 """A frame's place in pytest's report: `test_x.py:12: in check`, or `test_x.py:9: AssertionError`."""
@@ -32,17 +30,12 @@ class Reached:
     passed: int
     where: str = ""
     line: int = 0
-    crashed: bool = False
-    """The failure was an error raised, not an assertion that compared a wrong value."""
 
     def further_than(self, other: Reached) -> bool:
-        """More tests passed, or as many and a failure at a later line of the same test file, or
-        at the same line an assertion where the other raised an error."""
+        """More tests passed, or as many and a failure at a later line of the same test file."""
         if self.passed != other.passed:
             return self.passed > other.passed
-        if not self.where or self.where != other.where:
-            return False
-        return self.line > other.line or (self.line == other.line and other.crashed and not self.crashed)
+        return bool(self.where) and self.where == other.where and self.line > other.line
 
 
 def reached(output: str, summary: str, is_test: Callable[[str], bool], root: str = "") -> Reached:
@@ -63,13 +56,11 @@ def reached(output: str, summary: str, is_test: Callable[[str], bool], root: str
             )
             frames = [m for x in lines[start + 1 : end] if (m := _TRACEBACK_AT.match(x))]
     passed = count_passed(output) or 0
-    said = headline(summary.split("\n\n", 1)[0])
-    crashed = not said.startswith(("assert ", "AssertionError"))
     prefix = root.rstrip("/") + "/" if root else ""
     for found in reversed(frames):
         path = found.group(1)
         if prefix and path.startswith(prefix):
             path = path[len(prefix) :]
         if not PurePosixPath(path).is_absolute() and is_test(path):
-            return Reached(passed, path, int(found.group(2)), crashed)
+            return Reached(passed, path, int(found.group(2)))
     return Reached(passed)
