@@ -60,21 +60,10 @@ from whiz.modes.heal_results import (
     feedback,
     pick_best,
     told_without_reply,
-    unparsed,
 )
 from whiz.modes.localize import Localized, localize
 from whiz.modes.pool import Label
-from whiz.modes.progress import Reached, reached
-from whiz.modes.repair import (
-    Attempt,
-    Base,
-    Brief,
-    RepairPlan,
-    attempts_stream,
-    base_of,
-    function_change,
-    new_function,
-)
+from whiz.modes.repair import Attempt, Brief, RepairPlan, attempts_stream, function_change, new_function
 from whiz.modes.round_tests import RoundTests
 
 Rung = Literal["first"] | Label
@@ -192,10 +181,6 @@ class Healer:
         self._new = ""
         """The new function this heal's task asks for (`repair.new_function`), once a failure said
         it is missing: a later stage hears what an earlier rewrite's tests said, which need not."""
-        self._as_is: Reached | None = None
-        """How far the tests get on the code as it is, once a run of them there was seen."""
-        self._tried: list[CandidateResult] = []
-        """This heal's candidates of the rounds done: a later repair may build on one of them."""
 
     def saw_tests(self, seconds: float) -> None:
         """A run of the test command that ended by itself took `seconds` (see `test_timeout_s`)."""
@@ -228,7 +213,6 @@ class Healer:
         `failure`, the output of the tests failing now, lets `HealSettings.localize` find the
         function to repair; the repair stage then stands for the first round."""
         self._task, self._restore, self._new = task, restore, ""
-        self._as_is, self._tried = (self._reached(failure) if failure else None), []
         s = self.settings
         rounds: list[RoundResult] = []
         escalated = False
@@ -337,15 +321,10 @@ class Healer:
         if earlier and summary:
             said, note = "", f"An earlier change was tried; the tests failed on it:\n```\n{summary}\n```"
         brief = Brief(task, self.test_cmd, said, note, new)
-        if not earlier and failure:
-            self._as_is = self._reached(failure)
-        base = None if new else await self._base(found.places, results)
         while not plan.done():
             attempts = plan.attempts(n - plan.distinct)
             if not attempts:
                 break
-            if base is not None:
-                attempts = built_on(base, attempts, plan.drawn - len(attempts))
             tests = self._round_tests(number, len(attempts), plan=self._rewrite(attempts, len(results)))
             tests.offset = len(results)
             stream = attempts_stream(source, attempts, brief)
@@ -368,48 +347,9 @@ class Healer:
                 # a small model copies what it can see).
                 note = f"An earlier rewrite was tried; the tests still failed:\n```\n{closest.failure}\n```"
                 brief = dataclasses.replace(brief, note=note)
-            if not new:
-                base = await self._base(found.places, results) or base
         generation = joined(generations)
         duplicates = sum(r.status == "duplicate" or r.same_as is not None for r in results)
         return self._round_done(item, number, label, generation, results, duplicates=duplicates)
-
-    def _reached(self, output: str, summary: str | None = None) -> Reached:
-        """How far a run of the tests that printed `output` got (`progress.reached`)."""
-        root = str(self.ws.root)
-        if summary is None:
-            summary = failure_summary(output, root)
-        return reached(output, summary, self._tests.__contains__, root)
-
-    async def _base(self, places: list, results: list[CandidateResult]) -> Base | None:
-        """The rewrite to build on: of the candidates tried in this heal (`results`, this stage's),
-        the one that got furthest through the tests, where that is further than the code as it is
-        gets (the tests are run there once to know, if no run of them was seen)."""
-        tried = []
-        for r in self._tried + results:
-            if r.status != "failed" or not r.changes or unparsed(r):
-                continue
-            base = next((b for b in (base_of(p, r.changes, r.failure) for p in places) if b), None)
-            if base is not None:
-                tried.append((r, base))
-        if not tried:
-            return None
-        if self._as_is is None:
-            now = CandidateResult(0, 0, "", 0, "failed")
-            await self._test(now, timeout_s=EVIDENCE_TIMEOUT_S)
-            if now.status != "failed":
-                return None
-            self._as_is = self._reached(now.test_output)
-        as_is = self._as_is
-        ranked = [(self._reached(r.test_output, r.failure), r, base) for r, base in tried]
-        ahead = [(at, r, base) for at, r, base in ranked if at.further_than(as_is)]
-        if not ahead:
-            return None
-        _at, _r, base = max(
-            ahead,
-            key=lambda x: (x[0].passed, x[0].line if x[0].where == as_is.where else 0, -x[1].diff_lines),
-        )
-        return base
 
     async def _evidence(self, rounds: list[RoundResult]) -> tuple[str, bool]:
         """What the tests say for a repair after the ladder's greedy replies: the closest tested
@@ -425,8 +365,6 @@ class Healer:
         if now.status == "timeout":  # `_test` says how long it let them run
             self._hung_s = EVIDENCE_TIMEOUT_S
             return f"{now.test_output}\n(On the code as it is, {now.error}.)", False
-        if now.status == "failed":
-            self._as_is = self._reached(now.test_output)
         return (now.test_output if now.status == "failed" else ""), False
 
     def _rewrite(self, attempts: list[Attempt], offset: int) -> Callable[..., CandidateResult]:
@@ -434,8 +372,7 @@ class Healer:
         a reply without that function is read as any candidate is (`_plan`)."""
 
         def plan(number: int, index: int, text: str, tokens: int) -> CandidateResult:
-            attempt = attempts[index - offset]
-            change = function_change(self.ws, attempt.place, text, self._task, attempt.base)
+            change = function_change(self.ws, attempts[index - offset].place, text, self._task)
             if change is None:
                 return self._plan(number, index, text, tokens)
             result = CandidateResult(number, index, text, tokens, "failed", changes=[change])
@@ -517,7 +454,6 @@ class Healer:
     def _round_done(self, item, number: int, label: str, generation, results, **extra) -> RoundResult:
         """A round's item completed with its figures (a repair round adds its duplicates)."""
         best = pick_best(results)
-        self._tried += results
         self.emit.complete(
             item,
             method=generation.method,
@@ -663,26 +599,6 @@ def _close_copy(copying: asyncio.Future) -> None:
         return
     copy = copying.result()
     asyncio.get_running_loop().run_in_executor(None, copy.close)
-
-
-def built_on(base: Base, attempts: list[Attempt], first: int) -> list[Attempt]:
-    """The attempts with every other draw of the base's place (counting draws from `first`) made
-    from the base, without the hypothesis about the code as it was; the others stay as they were,
-    in case the base is a dead end."""
-
-    def on_base(i: int, a: Attempt) -> bool:
-        fn = a.place.function
-        same = (fn.path, fn.qualname, fn.kind) == (
-            base.change.path,
-            base.function.qualname,
-            base.function.kind,
-        )
-        return same and (first + i) % 2 == 0
-
-    return [
-        dataclasses.replace(a, base=base, hypothesis=False, written_back=False) if on_base(i, a) else a
-        for i, a in enumerate(attempts)
-    ]
 
 
 def joined(generations: list[Generation]) -> Generation:

@@ -8,14 +8,11 @@ found, over hypotheses (every other candidate of a place is asked without its hy
 temperatures (the first of a place is its most likely reply) and over seeds.
 
 A candidate is turned into an edit by putting its function where the old one was
-(`function_change`), indented as the old one was. Once a rewrite got further through the tests than
-the code as it is (`progress.Reached`), every other later draw of its place starts from that
-rewrite (`Base`): it is shown, with what the tests say of it, and its edit is made on top of it. A
-place that is a class (a task that adds a method) takes the class written whole, or the methods the
-reply writes, put into it. Two candidates whose changes are the same but for whitespace and
-comments (`change_key`) are one candidate: the second is not tested again, and does not count
-toward N (`RepairPlan`); a model that keeps writing the same reply ends after a bounded number of
-draws.
+(`function_change`), indented as the old one was. A place that is a class (a task that adds a
+method) takes the class written whole, or the methods the reply writes, put into it. Two
+candidates whose changes are the same but for whitespace and comments (`change_key`) are one
+candidate: the second is not tested again, and does not count toward N (`RepairPlan`); a model
+that keeps writing the same reply ends after a bounded number of draws.
 """
 
 from __future__ import annotations
@@ -66,34 +63,6 @@ class Attempt:
     written_back: bool = False
     """Whether an earlier draw of its place wrote the code back unchanged: its request says that
     is no fix."""
-    base: Base | None = None
-    """The earlier rewrite of its place this draw starts from (None: the code as it is)."""
-
-
-@dataclass(frozen=True)
-class Base:
-    """A rewrite that got further through the tests than the code as it is: later draws of its
-    place are shown it instead, and their edits are made on top of it."""
-
-    change: FileChange
-    """The place's file, as it is, to the file with the rewrite in it."""
-    function: Function
-    """The place's function (or class) as the rewrite left it, found in `change.after`."""
-    failure: str
-    """What the tests say of it (`test_feedback.failure_summary`)."""
-
-
-def base_of(place: Localization, changes: list[FileChange], failure: str) -> Base | None:
-    """The rewrite `changes` as a base for `place`: None where they change another file too, or
-    leave no definition of the place's name and kind in its file."""
-    fn = place.function
-    if len(changes) != 1 or changes[0].path != fn.path or changes[0].after is None:
-        return None
-    change = changes[0]
-    found = [
-        d for d in definitions_in(fn.path, change.after) if d.qualname == fn.qualname and d.kind == fn.kind
-    ]
-    return Base(change, found[0], failure) if found else None
 
 
 class RepairPlan:
@@ -171,18 +140,12 @@ class Brief:
     the task refers to, and the rewrite asked for is the new function, not a fix of the place."""
 
 
-def repair_messages(
-    place: Localization, brief: Brief, note: str = "", base: Base | None = None
-) -> list[dict[str, Any]]:
+def repair_messages(place: Localization, brief: Brief, note: str = "") -> list[dict[str, Any]]:
     """The conversation of one place's repair: the task, the function, what the tests said, the
     hypothesis, the notes, and that the function is wrong. In this order: a small model shown the
     function last and asked for it corrected tends to write it back as it is; with what failed
     after the code, and the plain statement that the code is wrong, it changes it. `note`: what
-    is said to this draw alone (`WRITTEN_BACK`). With a `base`, the function shown is the earlier
-    rewrite, with what the tests say of it; the code as it was, and what they said of that, are
-    not shown."""
-    if base is not None:
-        return _base_messages(place, brief, base)
+    is said to this draw alone (`WRITTEN_BACK`)."""
     fn = place.function
     owner = fn.qualname.rpartition(".")[0]
     adds = bool(brief.new) and fn.kind == "function" and not fn.indent
@@ -208,23 +171,6 @@ def repair_messages(
         )
     else:
         parts.append(f"The {what} above is wrong. Write `{fn.name}` fixed, whole, in one ```python block.")
-    return [{"role": "system", "content": INSTRUCTIONS}, {"role": "user", "content": "\n\n".join(parts)}]
-
-
-def _base_messages(place: Localization, brief: Brief, base: Base) -> list[dict[str, Any]]:
-    fn = base.function
-    what = "class" if fn.kind == "class" else "function"
-    where = (
-        f"{fn.path}, the {what} `{fn.name}` as an earlier rewrite left it: it gets further through "
-        "the tests than the code before it"
-    )
-    parts = [brief.task, f"{where}:\n{prediction(fn)}"]
-    if base.failure:
-        parts.append(f"The tests (`{shown(brief.test_cmd)}`) still fail on it:\n```\n{base.failure}\n```")
-    parts.append(
-        f"Keep what the {what} above does right, and fix what still fails. "
-        f"Write `{fn.name}` fixed, whole, in one ```python block."
-    )
     return [{"role": "system", "content": INSTRUCTIONS}, {"role": "user", "content": "\n\n".join(parts)}]
 
 
@@ -256,13 +202,9 @@ def new_function(task: str, failure: str, defined: set[str]) -> str:
     return ""
 
 
-def function_change(
-    ws: Workspace, place: Localization, reply: str, task: str = "", base: Base | None = None
-) -> FileChange | None:
+def function_change(ws: Workspace, place: Localization, reply: str, task: str = "") -> FileChange | None:
     """The reply's rewrite of the place's function, put where the function is; None when the
-    reply holds no such function, or the file changed since it was localized. With a `base`, the
-    rewrite goes where the base's function is, in the file as the base left it: the change is from
-    the file as it is to that.
+    reply holds no such function, or the file changed since it was localized.
 
     The rewrite is the function of the same name, or, where the task names a new name for it
     ("Change the function name to all_suffixes"), the one function of the block under that name.
@@ -279,12 +221,6 @@ def function_change(
     now = [f for f in in_file if f.qualname == fn.qualname and f.start == fn.start and f.kind == fn.kind]
     if not now or now[0].source != fn.source:
         return None
-    original = text
-    if base is not None:
-        if base.change.before != text or base.change.after is None:
-            return None
-        text, fn = base.change.after, base.function
-        in_file = definitions_in(fn.path, text)
     known = {f.name for f in in_file if "." not in f.qualname}
     for block in reversed(code_blocks(reply)):
         if fn.kind == "class":
@@ -298,7 +234,7 @@ def function_change(
             body = body.rstrip("\n")
         lines = text.splitlines(keepends=True)
         after = "".join(lines[: fn.start - 1]) + body + "".join(lines[fn.end :])
-        return FileChange(fn.path, original, with_imports(after, block))
+        return FileChange(fn.path, text, with_imports(after, block))
     return None
 
 
@@ -477,22 +413,16 @@ def attempts_stream(source: CandidateSource, attempts: list[Attempt], brief: Bri
     """One stream of the attempts' candidates, indexed in the attempts' order. Attempts that share
     a place and a temperature go in one request (n of them, seeds counting up from the first);
     the requests run at once, and the engine decodes them together."""
-    groups: dict[tuple[int, float, bool, bool, int], list[int]] = {}
+    groups: dict[tuple[int, float, bool, bool], list[int]] = {}
     for i, attempt in enumerate(attempts):
-        key = (
-            id(attempt.place),
-            attempt.temperature,
-            attempt.hypothesis,
-            attempt.written_back,
-            id(attempt.base),
-        )
+        key = (id(attempt.place), attempt.temperature, attempt.hypothesis, attempt.written_back)
         groups.setdefault(key, []).append(i)
 
     async def one(out: CandidateStream, indexes: list[int]) -> None:
         first = attempts[indexes[0]]
-        fn = first.place.function if first.base is None else first.base.function
+        fn = first.place.function
         place = first.place if first.hypothesis else dataclasses.replace(first.place, hypothesis="")
-        messages = repair_messages(place, brief, WRITTEN_BACK if first.written_back else "", first.base)
+        messages = repair_messages(place, brief, WRITTEN_BACK if first.written_back else "")
         max_tokens = len(fn.source) // 3 + MAX_TOKENS_OVER_FUNCTION
         draw = Draw(len(indexes), first.temperature, max_tokens, first.seed, prediction=prediction(fn))
         async with source.stream(messages, draw) as found:
