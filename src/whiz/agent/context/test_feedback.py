@@ -22,6 +22,9 @@ _PYTEST_SECTION = re.compile(r"^={3,} ?(.*?) ?={3,}$")
 _PYTEST_TEST = re.compile(r"^_{3,} (.+?) _{3,}$")
 _PYTEST_FRAME_BREAK = re.compile(r"^(_ ){5,}_?$")
 _PYTEST_LOCATION = re.compile(r"^\S+:\d+: \w+")
+_PYTEST_PLACE = re.compile(r"^\S+:\d+: in \S")
+"""A place in a short traceback (`test_x.py:7: in check`), the line that ran under it; not a long
+traceback's closing location (`test_x.py:9: AssertionError`, `x.py:3: Failed`)."""
 _PYTEST_COUNTS = re.compile(r"^=*\s*(?:\d+ \w+(?:, )?)+ in [\d.]+s")
 _UNITTEST_RULE = re.compile(r"^(=|-){40,}$")
 _UNITTEST_HEAD = re.compile(r"^(FAIL|ERROR): ")
@@ -128,7 +131,7 @@ def _frame_lines(frame: list[str], *, errors: bool) -> list[str]:
         stripped = line.strip()
         if line.startswith(">") or _PYTEST_LOCATION.match(stripped) or (errors and line.startswith("E ")):
             kept.append(line.rstrip())
-            after_place = bool(_PYTEST_LOCATION.match(stripped)) and not stripped.endswith("Error")
+            after_place = bool(_PYTEST_PLACE.match(stripped))
         elif after_place and stripped:
             kept.append(line.rstrip())
             after_place = False
