@@ -8,7 +8,6 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,6 @@ import uvicorn
 from whiz.commands.serve import build_app
 from whiz.config import ServeSettings
 from whiz.engine.fake import echo_script, fake_engine
-from whiz.engine.grammar import Constraint
 from whiz.engine.scheduler import Scheduler
 from whiz.errors import WhizError
 from whiz.gateway.local import LocalServer, free_port
@@ -166,20 +164,6 @@ def no_background_servers_left() -> Iterator[None]:
     would): stop it when the suite ends, so no server outlives the test run."""
     yield
     BackgroundServers(default_home()).stop()
-
-
-UNHURRIED_MS = 60_000.0
-"""A grammar budget no matching reaches, for tests of what a grammar allows rather than of its cost."""
-
-
-@pytest.fixture
-def unhurried_grammar(monkeypatch) -> None:
-    """Every grammar gets all the time it needs. Matching's clock is the engine thread's CPU time,
-    which a garbage collection triggered there counts too: in a test process's large heap a full
-    collection takes hundreds of ms, past the real budget, and the grammar would be dropped (the
-    budget itself is tested in tests/engine/test_grammar_budget.py, with matchers that cost what
-    they say)."""
-    monkeypatch.setattr("whiz.engine.scheduler.Constraint", partial(Constraint, budget_ms=UNHURRIED_MS))
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ import json
 import numpy as np
 import pytest
 
-from tests.conftest import UNHURRIED_MS
 from whiz.chat.messages import Message, Tool
 from whiz.chat.template import ChatTemplate
 from whiz.chat.toolcalls import TextPart, ToolCallParser
@@ -27,9 +26,6 @@ UNCLOSED = (
     'I will read it first.\n<tool_call>\n{"name": "read_file", "arguments": {"path": "a.py"}\n</tool_call>'
 )
 """A call a small model writes: its JSON is one brace short."""
-
-
-pytestmark = pytest.mark.usefixtures("unhurried_grammar")
 
 
 async def generate(script: str, *, grammar=GRAMMAR, max_tokens: int = 400, **engine_kw) -> tuple[str, object]:
@@ -121,7 +117,9 @@ async def test_a_required_call_leaves_no_room_for_prose():
     assert text == call  # a call the model writes anyway is unchanged
     engine = fake_engine()
     try:
-        constraint = Constraint(required, engine.tokenizer, engine.runtime.grammar, budget_ms=UNHURRIED_MS)
+        constraint = Constraint(
+            required, engine.tokenizer, engine.runtime.grammar, clock=engine.matching_clock
+        )
         logits = np.zeros(engine.tokenizer.n_vocab, dtype=np.float32)
         logits[[ord("S"), ord("<"), ord("{")]] = [9.0, 5.0, 6.0]  # the model would start with prose
         assert constraint.pick(logits, SamplingParams(), np.random.default_rng(0)) == ord("{")

@@ -4,6 +4,7 @@ the reply says so, so that one request's grammar never stalls the engine thread 
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 
 import numpy as np
@@ -214,3 +215,53 @@ def test_a_grammar_that_costs_just_under_the_budget_on_every_token_is_dropped_to
         if c.dropped:
             break
     assert written == AVERAGE_WINDOW and "per token over 16 tokens" in notes["grammar"]
+
+
+class CollectingMatcher(CostlyMatcher):
+    """Cheap to match, but each token it accepts allocates enough to set off a garbage collection
+    on its thread, as the engine thread does in a server whose heap has grown."""
+
+    def accept(self, token: int) -> None:
+        gc.collect()
+        super().accept(token)
+
+
+def slow_collections(ms: float):
+    """Every garbage collection costs `ms` of CPU on its thread: what a full collection of a large
+    heap costs (hundreds of ms for millions of objects), without building one."""
+
+    def burn(phase: str, info: dict) -> None:
+        if phase == "start":
+            until = time.thread_time() + ms / 1000
+            while time.thread_time() < until:
+                pass
+
+    return burn
+
+
+async def test_a_garbage_collection_during_matching_is_not_charged_to_the_grammar():
+    engine = fake_engine(lambda conv: CALL, step_s=0.0, token_s=0.0)
+    tok = engine.tokenizer
+
+    def collecting(gbnf: str, root: str) -> CollectingMatcher:
+        return CollectingMatcher(GbnfMatcher(Gbnf(gbnf, root), tok), ms_per_id=0.0)
+
+    engine.runtime.grammar = collecting
+    burn = slow_collections(MATCH_BUDGET_MS * 1.5)
+    gc.callbacks.append(burn)
+    try:
+        prompt = ChatTemplate(tok).encode([Message("user", "read a.py")], [READ])
+        stream = engine.generate(GenerateRequest(prompt, max_tokens=len(CALL), grammar=GRAMMAR))
+        text = bytes(t for chunk in [c async for c in stream] for t in chunk.tokens).decode()
+        assert text == CALL and "grammar" not in stream.stats.notes
+
+        # The plain CPU clock (collections not taken out) charges the collection and drops it.
+        plain = Constraint(GRAMMAR, tok, collecting, clock=time.thread_time)
+        logits = prose_logits(tok)
+        logits[ord("<")] = 20.0
+        plain.accept(plain.pick(logits, SamplingParams(), np.random.default_rng(0)))
+        assert plain.dropped is not None and "took more than" in plain.dropped
+    finally:
+        gc.callbacks.remove(burn)
+        engine.close()
+    assert engine.matching_clock._on_gc not in gc.callbacks  # a closed engine leaves no hook

@@ -14,8 +14,6 @@ from whiz.engine.types import SamplingParams
 from whiz.server.messages import MessagesRequest, turn_request
 from whiz.server.protocol import required_tool
 
-pytestmark = pytest.mark.usefixtures("unhurried_grammar")
-
 UNCLOSED = 'Reading.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}\n</tool_call>'
 CHAT_TOOL = {
     "type": "function",

@@ -19,10 +19,13 @@ grammar is let go for the rest of this request (its output is free, as with no g
 
 from __future__ import annotations
 
+import gc
 import logging
 import re
+import threading
 import time
 from collections import deque
+from collections.abc import Callable
 
 import numpy as np
 
@@ -54,14 +57,42 @@ budget on every token would slow every other stream down for the whole reply. Pa
 the budget on average (a plain grammar averages a few ms), it is dropped too."""
 
 
-def matching_time() -> float:
-    """The engine thread's own CPU time: what matching costs, whatever else the machine runs.
+class MatchingClock:
+    """What matching costs: the calling thread's CPU time, less the garbage collections run on it.
 
     Wall time would charge a grammar for the machine's load (other processes on the cores, other
     threads holding the GIL): on a busy 2-core machine a legal grammar averaging 20 ms a token was
-    measured past its 50 ms average and dropped. The matcher runs on this thread, so its CPU time
-    is its cost; what it makes other streams wait is the share's business (`grammar_share.py`)."""
-    return time.thread_time()
+    measured past its 50 ms average and dropped. The matcher runs on the engine thread, so that
+    thread's CPU time is its cost; what it makes other streams wait is the share's business
+    (`grammar_share.py`). A garbage collection is not: Python runs one on whichever thread
+    allocates when a threshold is passed, and a full one in a large heap takes hundreds of ms
+    (517 ms measured for 3M objects), which would drop a grammar that costs a millisecond.
+
+    `install()` hooks `gc.callbacks` to time the collections per thread (the scheduler installs
+    one for its engine thread and removes it on close); not installed, the clock is the plain
+    CPU time."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    def __call__(self) -> float:
+        return time.thread_time() - getattr(self._local, "collecting_s", 0.0)
+
+    def install(self) -> MatchingClock:
+        gc.callbacks.append(self._on_gc)
+        return self
+
+    def remove(self) -> None:
+        if self._on_gc in gc.callbacks:
+            gc.callbacks.remove(self._on_gc)
+
+    def _on_gc(self, phase: str, info: dict) -> None:
+        local = self._local
+        if phase == "start":
+            local.started = time.thread_time()
+        elif (started := getattr(local, "started", None)) is not None:
+            local.collecting_s = getattr(local, "collecting_s", 0.0) + time.thread_time() - started
+            local.started = None
 
 
 class _OverBudget(Exception):
@@ -71,15 +102,16 @@ class _OverBudget(Exception):
 class _Clock:
     """The time one token's matching has spent, and a guess at what checking n candidates costs."""
 
-    def __init__(self, budget_ms: float):
+    def __init__(self, budget_ms: float, now: Callable[[], float]):
+        self.now = now
         self.budget_s = budget_ms / 1000
-        self.t0 = matching_time()
+        self.t0 = now()
         self.per_id_s = 0.0
         """What one candidate cost in the largest call so far (a small call's fixed cost inflates it)."""
         self.largest = 0
 
     def spent_s(self) -> float:
-        return matching_time() - self.t0
+        return self.now() - self.t0
 
     def check(self, matcher: GrammarMatcher, ids: np.ndarray) -> np.ndarray:
         """`matcher.allowed(ids)`, in chunks; raises _OverBudget before a chunk that would not fit."""
@@ -90,10 +122,10 @@ class _Clock:
             chunk = ids[at : at + (min(_CHUNK, self.largest * 32) if self.largest else _FIRST_LOOK)]
             if self.spent_s() + self.per_id_s * len(chunk) > self.budget_s:
                 raise _OverBudget
-            t = matching_time()
+            t = self.now()
             out.append(matcher.allowed(chunk))
             if len(chunk) >= self.largest:
-                self.per_id_s, self.largest = (matching_time() - t) / len(chunk), len(chunk)
+                self.per_id_s, self.largest = (self.now() - t) / len(chunk), len(chunk)
             at += len(chunk)
         if self.spent_s() > self.budget_s:
             raise _OverBudget
@@ -111,6 +143,7 @@ class Constraint:
         *,
         budget_ms: float = MATCH_BUDGET_MS,
         notes: dict[str, str] | None = None,
+        clock: Callable[[], float] | None = None,
     ):
         self.grammar = grammar
         self.tokenizer = tokenizer
@@ -120,10 +153,12 @@ class Constraint:
         self.dropped: str | None = None
         """Why the grammar was let go before the output ended (None: it was not)."""
         self._notes = notes
+        """Where `dropped` is written too: the job's stats, shown in the reply's `whiz` object."""
+        self.clock = clock or MatchingClock()
+        """Seconds of matching (the budget's clock): the scheduler's installed `MatchingClock`."""
         self._token_ms = 0.0
         """What matching the token being chosen has cost so far."""
         self._recent_ms: deque[float] = deque(maxlen=AVERAGE_WINDOW)
-        """Where `dropped` is written too: the job's stats, shown in the reply's `whiz` object."""
         self._opening = re.compile(grammar.opening.encode()) if grammar.opening else None
         self._tag = grammar.tag.encode() if grammar.tag else None
         self._out = bytearray()
@@ -159,7 +194,7 @@ class Constraint:
         self._begin()
         if self.matcher is None:
             return sample(logits, params, rng)
-        clock = _Clock(self.budget_ms)
+        clock = _Clock(self.budget_ms, self.clock)
         try:
             masked = self._masked(logits, params, clock)
             self._token_ms = clock.spent_s() * 1000
@@ -257,9 +292,9 @@ class Constraint:
         self._tokens.append(token)
         self._out += self.tokenizer.piece(token)
         if self.matcher is not None:
-            t0 = matching_time()
+            t0 = self.clock()
             self.matcher.accept(token)
-            accept_ms = (matching_time() - t0) * 1000
+            accept_ms = (self.clock() - t0) * 1000
             if accept_ms > self.budget_ms:
                 self._drop(f"matching one token took more than {self.budget_ms:g} ms")
                 return
@@ -290,7 +325,7 @@ class Constraint:
         Those tokens were written freely; if the grammar refuses one, the model's text is not a
         call this grammar can finish, and the output stays free. Building the matcher and replaying
         count against one token's budget."""
-        t0 = matching_time()
+        t0 = self.clock()
         try:
             matcher = self._new_matcher(self.grammar.gbnf, root)
         except Exception:
@@ -301,7 +336,7 @@ class Constraint:
             if not matcher.allowed(np.array([token]))[0]:
                 return False
             matcher.accept(token)
-        if (matching_time() - t0) * 1000 > self.budget_ms:
+        if (self.clock() - t0) * 1000 > self.budget_ms:
             self._drop(f"starting the grammar took more than {self.budget_ms:g} ms")
             return False
         self.matcher, self._mode = matcher, root

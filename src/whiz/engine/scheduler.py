@@ -29,7 +29,7 @@ import numpy as np
 
 from whiz.engine.draft_model import DraftModel
 from whiz.engine.drafters import ChainDrafter, PredictionDrafter, PromptLookupDrafter
-from whiz.engine.grammar import Constraint
+from whiz.engine.grammar import Constraint, MatchingClock
 from whiz.engine.grammar_share import GrammarShare, matching
 from whiz.engine.prefix_cache import PrefixCache
 from whiz.engine.sampling import sample
@@ -143,6 +143,8 @@ class Scheduler:
         self.evictions = 0
         self.grammar_share = GrammarShare()
         """Grammar matching's share of the engine's time while other streams run."""
+        self.matching_clock = MatchingClock().install()
+        """Grammar budgets' clock: the engine thread's CPU time less its garbage collections."""
         self.restarts = 0
         """Times the worker loop failed outside a step and was started again."""
         self._thread = threading.Thread(target=self._supervise, name="whiz-engine", daemon=True)
@@ -209,7 +211,11 @@ class Scheduler:
         job.rng = np.random.default_rng(request.sampling.seed)
         if request.grammar is not None:
             job.constraint = Constraint(
-                request.grammar, self.tokenizer, self.runtime.grammar, notes=job.stats.notes
+                request.grammar,
+                self.tokenizer,
+                self.runtime.grammar,
+                notes=job.stats.notes,
+                clock=self.matching_clock,
             )
         job.stream = TokenStream(asyncio.get_running_loop(), job)
         return job
@@ -217,6 +223,7 @@ class Scheduler:
     def close(self) -> None:
         """Stop the worker, then free the runtimes (a worker stuck in a decode keeps them)."""
         self._closed = True
+        self.matching_clock.remove()
         self._inbox.put(None)
         self._thread.join(timeout=10)
         if self._thread.is_alive():

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from whiz.engine.grammar import Constraint, matching_time
+from whiz.engine.grammar import Constraint
 from whiz.engine.sampling import sample
 from whiz.engine.types import SamplingParams
 
@@ -48,7 +48,7 @@ def verify(
     one token the rest of the draft waits for the next step, as if the model had stopped agreeing
     there: the tokens made so far are those plain decoding makes, only fewer of them this step."""
     out: list[int] = []
-    t0 = matching_time()  # the clock the constraint's budget is kept in
+    t0 = constraint.clock() if constraint is not None else 0.0  # the budget's clock
     for i, row in enumerate(logits):
         if constraint is None:
             token = sample(row, params, rng)
@@ -58,7 +58,7 @@ def verify(
         out.append(token)
         if i >= len(draft) or token != draft[i]:
             return Verdict(i, out)
-        if constraint is not None and (matching_time() - t0) * 1000 > constraint.budget_ms:
+        if constraint is not None and (constraint.clock() - t0) * 1000 > constraint.budget_ms:
             return Verdict(i, out)  # the last token is the model's own; the draft after it waits
     raise ValueError("verify needs one more row of logits than draft tokens")
 
