@@ -100,7 +100,7 @@ def test_auto_mode_escalates_to_deep_and_says_why(real_server, tmp_path: Path):
         "import hashlib\nfrom secret import token\n"
         "assert hashlib.sha256(token().encode()).hexdigest() == '" + "0" * 64 + "'\n"
     )
-    settings = HealSettings(n=2, rounds=1, deep_rounds=1, max_tokens=200, test_timeout_s=30)
+    settings = HealSettings(n=2, rounds=1, deep_rounds=1, max_tokens=80, test_timeout_s=30)
     code, events = heal(root, real_server, "Make token() in secret.py pass its test.", f"{PY} test_secret.py",
                         settings, mode="auto")  # fmt: skip
     assert code == 1
