@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -133,3 +134,22 @@ def test_other_output_keeps_its_tail_without_warnings():
     assert summary.endswith("mean([4]) returned 2.0, expected 4")
     assert "Warning" not in summary and len(summary) <= 220
     assert "line 0\n" not in summary
+
+
+def test_the_same_failure_reads_the_same_in_every_run(project):
+    # An address in a repr and the run's duration change from run to run; the next candidate's
+    # request holds the summary, so a seeded heal drew different candidates for the same code.
+    (project / "test_mean.py").write_text(UNITTEST_TESTS)
+    (project / "test_where.py").write_text(
+        "import stats\n\n\ndef test_where():\n    assert stats.mean is None\n"
+    )
+    pytest_run = run(project, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_where.py")
+    unittest_run = run(project, "-m", "unittest", "test_mean")
+    for output in (pytest_run, unittest_run):
+        summary = failure_summary(output, str(project))
+        assert re.search(r" in [\d.]+s\b", output) and not re.search(r" in [\d.]+s\b", summary), summary
+        assert not re.search(r" at 0x[0-9a-f]+>", summary), summary
+    assert re.search(r"<function mean at 0x[0-9a-f]+> is None", pytest_run)
+    summary = failure_summary(pytest_run, str(project))
+    assert "assert <function mean> is None" in summary and summary.endswith("1 failed")
+    assert failure_summary(unittest_run, str(project)).endswith("Ran 3 tests FAILED (failures=2)")

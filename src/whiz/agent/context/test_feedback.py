@@ -6,8 +6,10 @@ output began with a plugin's deprecation warning. `failure_summary` keeps, per f
 at most), its name, the assertion with the values it compared, and the last frame of the
 traceback, preferring one in the workspace over the standard library's; then the runner's count
 line. It reads pytest's report, unittest's, and a bare Python traceback (after the last lines the
-program printed); any other output keeps its tail, with the warnings taken out. `count_passed`
-reads how many tests passed, for ranking failures.
+program printed); any other output keeps its tail, with the warnings taken out. What differs from
+one run of the same code to the next (an object's address in its repr, the run's duration) is
+taken out too, so the same failure reads the same each time (`_steady`). `count_passed` reads how
+many tests passed, for ranking failures.
 """
 
 from __future__ import annotations
@@ -33,6 +35,12 @@ _WARNING = re.compile(r"\b\w*Warning: ")
 _PROGRESS = re.compile(r"^[.FEsxXp]+\s*(\[\s*\d+%\])?$")
 _HEADER = re.compile(r"^(platform |rootdir: |configfile: |plugins: |cachedir: |collected \d+|asyncio: )")
 _OUTSIDE = ("site-packages", "/lib/python", "<frozen", "<string>")
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+(?=>)")
+"""An object's address in its default repr (`<function allclose at 0x7f38e069c1b0>`)."""
+_DURATION = re.compile(
+    r"(\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|warnings?)|^Ran \d+ tests?) in [\d.]+s\b", re.M
+)
+"""How long a run took, in pytest's count line and unittest's."""
 
 
 def failure_summary(output: str, root: str | None = None, max_chars: int = MAX_SUMMARY_CHARS) -> str:
@@ -40,7 +48,14 @@ def failure_summary(output: str, root: str | None = None, max_chars: int = MAX_S
     workspace's folder, tells its frames from the libraries'."""
     lines = output.splitlines()
     summary = _pytest(lines) or _unittest(lines, root) or _script(lines, root) or _tail(lines)
-    return _cut(summary.strip("\n"), max_chars)
+    return _cut(_steady(summary.strip("\n")), max_chars)
+
+
+def _steady(summary: str) -> str:
+    """The summary without what changes between runs of the same code: addresses in reprs and the
+    run's duration. A candidate's feedback is part of the next request, and a prompt that
+    differed by a duration made a seeded heal draw different candidates run to run."""
+    return _DURATION.sub(r"\1", _ADDRESS.sub("", summary))
 
 
 def headline(summary: str) -> str:
