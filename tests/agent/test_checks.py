@@ -61,3 +61,21 @@ async def test_words_again_after_failing_tests_fail_the_turn(harness, project: P
     # Words while the tests fail were sent back twice (an edit is owed), then the turn ended.
     assert "Your last reply made no edit" in h.model.requests[-1].items[-1]["content"]
     assert [c["status"] for c in h.events.items("command_execution")] == ["failed"]
+
+
+async def test_after_failing_tests_the_model_hears_what_failed_not_all_they_printed(harness, project: Path):
+    # A run that opens with pages of warnings: the model read them as the problem.
+    noise = "".join(f"print('DeprecationWarning: option {i} is deprecated')\n" for i in range(40))
+    (project / "check.py").write_text(
+        noise + "import greet\ngot = greet.say_hello('a')\nassert got == 'Hi, a', got\n"
+    )
+    wrong = sr("greet.py", '    return "Hello, " + name', '    return "Hi " + name')
+    fixed = sr("greet.py", '    return "Hi " + name', '    return "Hi, " + name')
+    h = harness([wrong, fixed], test_cmd="python check.py")
+    result = await h.agent.run("Change the greeting in say_hello to Hi.")
+    assert result.ok
+    told = h.model.requests[1].items[-1]["content"]
+    assert "AssertionError: Hi a" in told and "Exit code 1." in told
+    assert "Deprecat" not in told and str(project) not in told
+    ran = h.events.items("command_execution")
+    assert "option 39 is deprecated" in ran[0]["aggregated_output"]  # the user still sees it all

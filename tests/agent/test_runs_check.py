@@ -38,7 +38,8 @@ async def test_the_check_decides_the_turn_as_a_test_command_does(harness, projec
     result = await h.agent.run("Write a game loop in game.py.")
     assert result.ok and "the tests pass" in result.message
     told = h.model.requests[1].items[-1]["content"]
-    assert "Traceback" in told and "it does not run" in told
+    assert "NameError: name 'undefined_thing'" in told and "it does not run" in told
+    assert '  File "game.py", line 3' in told  # by its path in the workspace
     # The model is shown the check as the user wrote it: no path of this machine's Python or of
     # whiz, which would make the prompt (and so seeded output) differ from machine to machine.
     for request in h.model.requests:

@@ -25,6 +25,7 @@ from whiz.agent.config import AgentConfig
 from whiz.agent.context.compaction import Compacted, Context, ContextFull
 from whiz.agent.context.instructions import read_instructions
 from whiz.agent.context.prompt import system_prompt, task_message
+from whiz.agent.context.test_feedback import told
 from whiz.agent.control import Budget, Steps
 from whiz.agent.editing.undo import UndoStore
 from whiz.agent.events import Emitter, EventSink
@@ -348,6 +349,8 @@ class Agent:
     async def _run_tests(self) -> Outcome:
         outcome = await self.tools.run(RunCommand(self.config.test_cmd or ""))
         self.progress.tests_fail = not outcome.ok
+        if not outcome.ok:  # the model hears what failed; the user's item keeps all it printed
+            outcome.text = told(outcome.text, str(self.ws.root))
         return outcome
 
     async def _finish_edits(self, changed: list[str]) -> None:

@@ -7,8 +7,9 @@ at most), its name, the assertion with the values it compared, and the last fram
 traceback, preferring one in the workspace over the standard library's; then the runner's count
 line. It reads pytest's report, unittest's, and a bare Python traceback (after the last lines the
 program printed); any other output keeps its tail, with the warnings taken out. What differs from
-one run of the same code to the next (an object's address in its repr, the run's duration) is
-taken out too, so the same failure reads the same each time (`_steady`). `count_passed` reads how
+one run of the same code to the next (an object's address in its repr, the run's duration, the
+workspace's folder before its files' paths) is taken out too, so the same failure reads the same
+each time (`_steady`). `count_passed` reads how
 many tests passed, for ranking failures.
 """
 
@@ -47,8 +48,10 @@ def failure_summary(output: str, root: str | None = None, max_chars: int = MAX_S
     """The smallest useful part of a failing run's `output` (see the module's doc). `root`, the
     workspace's folder, tells its frames from the libraries'."""
     lines = output.splitlines()
-    summary = _pytest(lines) or _unittest(lines, root) or _script(lines, root) or _tail(lines)
-    return _cut(_steady(summary.strip("\n")), max_chars)
+    summary = _steady(_pytest(lines) or _unittest(lines, root) or _script(lines, root) or _tail(lines))
+    if root:  # the workspace's files by their paths in it, as the model knows them
+        summary = summary.replace(root.rstrip("/") + "/", "")
+    return _cut(summary.strip("\n"), max_chars)
 
 
 def _steady(summary: str) -> str:
@@ -56,6 +59,17 @@ def _steady(summary: str) -> str:
     run's duration. A candidate's feedback is part of the next request, and a prompt that
     differed by a duration made a seeded heal draw different candidates run to run."""
     return _DURATION.sub(r"\1", _ADDRESS.sub("", summary))
+
+
+def told(outcome_text: str, root: str | None = None) -> str:
+    """A failed command's outcome as the agent words it (`$ command`, its output, `Exit code N.`)
+    with the output cut to its summary: what the model reads after its edit failed the tests,
+    where all they printed (warnings first, often) buried what failed."""
+    lines = outcome_text.split("\n")
+    head = lines[0] if lines[0].startswith("$ ") else ""
+    tail = lines[-1] if len(lines) > 1 and lines[-1].startswith(("Exit code ", "Timed out ")) else ""
+    body = "\n".join(lines[1 if head else 0 : -1 if tail else None])
+    return "\n".join(part for part in (head, failure_summary(body, root), tail) if part)
 
 
 def headline(summary: str) -> str:
