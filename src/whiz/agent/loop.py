@@ -25,7 +25,6 @@ from whiz.agent.config import AgentConfig
 from whiz.agent.context.compaction import Compacted, Context, ContextFull
 from whiz.agent.context.instructions import read_instructions
 from whiz.agent.context.prompt import system_prompt, task_message
-from whiz.agent.context.test_feedback import told
 from whiz.agent.control import Budget, Steps
 from whiz.agent.editing.undo import UndoStore
 from whiz.agent.events import Emitter, EventSink
@@ -41,7 +40,7 @@ from whiz.agent.retries import Retries
 from whiz.agent.runs_check import shown
 from whiz.agent.signals import Cancelled, Failed, FormatError, OverBudget, Submitted
 from whiz.agent.stats import TurnOutcome, TurnStats
-from whiz.agent.tools import Action, ApplyEdits, Malformed, Outcome, RunCommand, Toolbox, WriteFailed
+from whiz.agent.tools import Action, ApplyEdits, Malformed, Outcome, Toolbox, WriteFailed
 from whiz.agent.turns import Progress, Turn, turn
 from whiz.client import ClientError, ResponseError
 from whiz.environments import Environment
@@ -347,10 +346,8 @@ class Agent:
         return changed
 
     async def _run_tests(self) -> Outcome:
-        outcome = await self.tools.run(RunCommand(self.config.test_cmd or ""))
+        outcome = await self.tools.run_tests(self.config.test_cmd or "")
         self.progress.tests_fail = not outcome.ok
-        if not outcome.ok:  # the model hears what failed; the user's item keeps all it printed
-            outcome.text = told(outcome.text, str(self.ws.root))
         return outcome
 
     async def _finish_edits(self, changed: list[str]) -> None:

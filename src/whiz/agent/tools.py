@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from whiz.agent.approvals import ApprovalMode, Approvals
+from whiz.agent.context.test_feedback import told
 from whiz.agent.editing.edits import (
     EXAMPLE_DIR,
     Edit,
@@ -201,6 +202,15 @@ class Toolbox:
         # Whatever the action, values of withheld secret files stay out of what the model reads
         # back: `cat .env` in a command, a test that prints its settings, an edit's error message.
         outcome.text = self.secrets.redact(outcome.text)
+        return outcome
+
+    async def run_tests(self, command: str) -> Outcome:
+        """The test command, run as any command is; a failing run's outcome, which the model reads,
+        is what the tests said (`test_feedback.told`: what failed, not all they printed, warnings
+        first as often as not), while its `command_execution` item keeps everything for the user."""
+        outcome = await self.run(RunCommand(command))
+        if not outcome.ok:
+            outcome.text = told(outcome.text, str(self.ws.root))
         return outcome
 
     async def _run(self, action: Action) -> Outcome:
