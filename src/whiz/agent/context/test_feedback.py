@@ -9,8 +9,7 @@ line. It reads pytest's report, unittest's, and a bare Python traceback (after t
 program printed); any other output keeps its tail, with the warnings taken out. What differs from
 one run of the same code to the next (an object's address in its repr, the run's duration, the
 workspace's folder before its files' paths) is taken out too, so the same failure reads the same
-each time (`_steady`). `count_passed` reads how
-many tests passed, for ranking failures.
+each time (`_steady`). `count_passed` reads how many tests passed, for ranking failures.
 """
 
 from __future__ import annotations
@@ -48,17 +47,17 @@ def failure_summary(output: str, root: str | None = None, max_chars: int = MAX_S
     """The smallest useful part of a failing run's `output` (see the module's doc). `root`, the
     workspace's folder, tells its frames from the libraries'."""
     lines = output.splitlines()
-    summary = _steady(_pytest(lines) or _unittest(lines, root) or _script(lines, root) or _tail(lines))
-    if root:  # the workspace's files by their paths in it, as the model knows them
-        summary = summary.replace(root.rstrip("/") + "/", "")
-    return _cut(summary.strip("\n"), max_chars)
+    summary = _pytest(lines) or _unittest(lines, root) or _script(lines, root) or _tail(lines)
+    return _cut(_steady(summary, root).strip("\n"), max_chars)
 
 
-def _steady(summary: str) -> str:
-    """The summary without what changes between runs of the same code: addresses in reprs and the
-    run's duration. A candidate's feedback is part of the next request, and a prompt that
-    differed by a duration made a seeded heal draw different candidates run to run."""
-    return _DURATION.sub(r"\1", _ADDRESS.sub("", summary))
+def _steady(summary: str, root: str | None) -> str:
+    """The summary without what changes between runs of the same code: addresses in reprs, the
+    run's duration, and the workspace's folder before its files' paths (they are named by their
+    paths in it, as the model knows them). A candidate's feedback is part of the next request,
+    and a prompt that differed by a duration made a seeded heal draw different candidates."""
+    summary = _DURATION.sub(r"\1", _ADDRESS.sub("", summary))
+    return summary.replace(root.rstrip("/") + "/", "") if root else summary
 
 
 def told(outcome_text: str, root: str | None = None) -> str:
