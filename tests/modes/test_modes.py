@@ -434,13 +434,17 @@ def test_a_change_of_behaviour_starts_with_the_deep_models_rewrites_of_the_funct
     back = f"```python\n{GREET}```"
     hi = '```python\ndef say_hello(name):\n    return "Hi, " + name\n```'
     fast = ScriptedCandidates([])
-    deep = ScriptedCandidates([[back], [hi]])
+    explained = "FILE: greet.py\nFUNCTION: say_hello\nBUG: It says Hello where Hi is wanted."
+    deep = ScriptedCandidates([[back], [explained], [hi]])
     code, events, _ = auto_ladder(project, fast, deep, task="Make say_hello greet with Hi instead of Hello")
     assert code == 0, events[-1]
     assert fast.calls == [] and [c["to"] for c in items(events, "mode_change")][:1] == ["deep"]
     first = deep.calls[0][-1]["content"]
     assert "AssertionError" in first and "def say_hello(name):" in first and "is wrong" in first
-    assert [(d.n, d.temperature) for d in deep.draws] == [(1, 0.0), (1, 0.5)]  # the repeat, drawn again
+    # The write-back is drawn again, after the model was asked what is wrong, and told it.
+    assert "Where is the bug?" in deep.calls[1][-1]["content"]
+    assert "Likely cause: It says Hello where Hi is wanted." in deep.calls[2][-1]["content"]
+    assert [(d.n, d.temperature) for d in deep.draws] == [(1, 0.0), (1, 0.0), (1, 0.0)]
     statuses = [c["status"] for c in items(events, "heal_candidate")]
     assert statuses == ["no_edit", "passed"]
     assert (project / "greet.py").read_text() == 'def say_hello(name):\n    return "Hi, " + name\n'
@@ -475,8 +479,10 @@ def test_a_ladder_where_no_candidate_has_an_edit_is_not_climbed_again_at_the_nex
     plain = ScriptedModel([RENAME])
     code, events, _ = auto_ladder(project, fast, deep, plain=plain)
     assert code == 0, events[-1]
-    # No samples (below); the deep model's rewrites, bounded; then one plain reply.
-    assert (len(fast.calls), len(deep.calls), len(plain.requests)) == (1, 7, 1)
+    # No samples (below); the deep model's rewrites, bounded, with one question of what is wrong
+    # once they wrote the code back; then one plain reply.
+    assert (len(fast.calls), len(deep.calls), len(plain.requests)) == (1, 8, 1)
+    assert sum("Where is the bug?" in c[-1]["content"] for c in deep.calls) == 1
     assert len(items(events, "heal")) == 3
     assert (project / "greet.py").read_text().startswith("def greet(name):")
 
@@ -535,12 +541,13 @@ def test_a_ladder_is_climbed_once_a_turn_and_failing_tests_after_it_do_not_climb
     other = "other.py\n```python\nx = 1\n```\n"  # an edit, but not of the code under test
     same = f"greet.py\n```python\n{GREET}```\n"  # the file written back as it is
     fast = ScriptedCandidates([[same], [same, same], [RENAME], [RENAME, RENAME]])
-    # The greedy reply, then six rewrites that write the function back as it is.
-    deep = ScriptedCandidates([[same]] + [[f"```python\n{GREET}```"]] * 6 + [[RENAME]])
+    # The greedy reply, then six rewrites that write the function back as it is (and a question of
+    # what is wrong, answered with the code, which says nothing).
+    deep = ScriptedCandidates([[same]] + [[f"```python\n{GREET}```"]] * 7 + [[RENAME]])
     plain = ScriptedModel([other, RENAME])
     code, events, _ = auto_ladder(project, fast, deep, plain=plain)
     assert code != 0
-    assert (len(fast.calls), len(deep.calls), len(plain.requests)) == (1, 7, 1)
+    assert (len(fast.calls), len(deep.calls), len(plain.requests)) == (1, 8, 1)
     assert len(items(events, "heal")) == 3
 
 

@@ -316,6 +316,38 @@ def test_after_a_write_back_the_places_later_draws_are_told_it_is_no_fix(project
     assert told == [False, False, True]
 
 
+def test_a_place_written_back_with_no_hypothesis_is_explained_once_and_drawn_greedily_told_it(project):
+    # Localized with no BUG line: the model is not told what is wrong, and writes the code back.
+    unsure = LOCATED.replace("BUG: It divides by one too many.\n", "")
+    original = f"```python\n{STATS[: STATS.index('class')].rstrip()}\n```"
+    batches = [[unsure], [original], [original], [LOCATED], [FIXED], [WRONG]]
+    code, events, source = heal(project, batches, n=2, first_pass=False)
+    assert code == 0 and (project / "stats.py").read_text() == STATS.replace("(len(xs) + 1)", "len(xs)")
+    first, explained = items(events, "localize")
+    assert first["places"][0]["hypothesis"] == ""
+    assert explained["places"][0]["function"] == "mean"
+    assert explained["places"][0]["hypothesis"] == "It divides by one too many."
+    # The draw after the explanation is the most likely reply, told the hypothesis.
+    after = source.calls[4][-1]["content"]
+    assert source.draws[4].temperature == 0.0 and "Likely cause: It divides by one too many." in after
+    statuses = sorted((c["index"], c["status"]) for c in items(events, "heal_candidate"))
+    assert statuses == [(0, "no_edit"), (1, "no_edit"), (2, "passed"), (3, "failed")]
+
+
+def test_a_place_is_explained_once_however_often_it_is_written_back(project):
+    unsure = LOCATED.replace("BUG: It divides by one too many.\n", "")
+    original = f"```python\n{STATS[: STATS.index('class')].rstrip()}\n```"
+    explaining = "FILE: stats.py\nFUNCTION: mean\nBUG: It should divide by the count."
+    replies = iter([[unsure], [original], [original], [explaining]])
+    # Every draw after the explanation writes the code back too.
+    batches = [lambda m: next(replies, [original]) for _ in range(40)]
+    code, events, source = heal(project, batches, n=2, rounds=1)
+    assert code == 1 and (project / "stats.py").read_text() == STATS
+    assert len(items(events, "localize")) == 2  # the localization, and one explanation
+    asked = [m for m in source.calls if "Where is the bug?" in m[-1]["content"]]
+    assert len(asked) == 2
+
+
 def test_a_task_asking_for_a_new_function_gets_that_function_asked_for_and_added(project):
     # Told that the function it is shown is wrong and asked for it fixed, a small model mostly
     # writes it back unchanged where the task asks for a new function beside it.

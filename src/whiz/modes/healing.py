@@ -61,7 +61,7 @@ from whiz.modes.heal_results import (
     pick_best,
     told_without_reply,
 )
-from whiz.modes.localize import Localized, localize
+from whiz.modes.localize import Localization, Localized, explain, localize
 from whiz.modes.pool import Label
 from whiz.modes.repair import Attempt, Brief, RepairPlan, attempts_stream, function_change, new_function
 from whiz.modes.round_tests import RoundTests
@@ -178,6 +178,9 @@ class Healer:
         """How long a run of the tests on the code as it is went on before it was stopped."""
         self._tested: dict[tuple, CandidateResult] = {}
         """Every change tested in this heal, by `repair.change_key`: a later one is not run again."""
+        self._explained: dict[tuple[str, str], str] = {}
+        """Hypotheses found after a write-back (`localize.explain`), by place (path, qualname): a
+        later repair stage of this heal that finds the place with none is given it."""
         self._new = ""
         """The new function this heal's task asks for (`repair.new_function`), once a failure said
         it is missing: a later stage hears what an earlier rewrite's tests said, which need not."""
@@ -311,7 +314,7 @@ class Healer:
         self.emit.single("localize", **localized_item(found))
         if not found.places:
             return None
-        plan = RepairPlan(found.places, n, s.seed)
+        plan = RepairPlan([self._with_explanation(p) for p in found.places], n, s.seed)
         item = self.emit.start("heal", round=number, mode=label, n=n, test_cmd=self.test_cmd,
                                status="in_progress", localized=True)  # fmt: skip
         results: list[CandidateResult] = []
@@ -341,6 +344,8 @@ class Healer:
             plan.record(batch)
             if pick_best(batch) is not None:
                 break
+            for slot in plan.unexplained():
+                generations.append(await self._explain(source, plan, slot, summary))
             closest = best_failure(results)
             if closest is not None and closest.status in ("failed", "timeout") and closest.failure:
                 # Later draws hear what the closest rewrite's tests said (not the rewrite itself:
@@ -350,6 +355,27 @@ class Healer:
         generation = joined(generations)
         duplicates = sum(r.status == "duplicate" or r.same_as is not None for r in results)
         return self._round_done(item, number, label, generation, results, duplicates=duplicates)
+
+    async def _explain(
+        self, source: CandidateSource, plan: RepairPlan, slot: int, failure: str
+    ) -> Generation:
+        """Ask what is wrong in a place a rewrite wrote back unchanged, and tell its later draws
+        (`RepairPlan.explain`); the answer is a `localize` item of that place."""
+        place = plan.places[slot]
+        said, reply, generation = await explain(
+            source, self.ws, self._task, self.test_cmd, failure, place, seed=self.settings.seed
+        )
+        plan.explain(slot, said)
+        if said:
+            fn = place.function
+            self._explained[(fn.path, fn.qualname)] = said
+            self.emit.single("localize", **localized_item(Localized([plan.places[slot]], True, reply)))
+        return generation
+
+    def _with_explanation(self, place: Localization) -> Localization:
+        """The place with the hypothesis an earlier stage of this heal found for it, where it has none."""
+        said = self._explained.get((place.function.path, place.function.qualname), "")
+        return dataclasses.replace(place, hypothesis=said) if said and not place.hypothesis else place
 
     async def _evidence(self, rounds: list[RoundResult]) -> tuple[str, bool]:
         """What the tests say for a repair after the ladder's greedy replies: the closest tested

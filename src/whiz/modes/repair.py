@@ -80,8 +80,10 @@ class RepairPlan:
         self.drawn = 0
         self.seen: set[tuple] = set()
         self._turn = [0] * len(places)
-        self._issued: list[Attempt] = []
+        self._issued: list[int] = []  # the place (by index) of each attempt given, in order
         self._written_back: set[int] = set()  # places (by index) a draw wrote back unchanged
+        self._explained: set[int] = set()  # places given a hypothesis after a write-back
+        self._fresh: set[int] = set()  # explained places not drawn since: their next draw is greedy
 
     @property
     def distinct(self) -> int:
@@ -98,7 +100,24 @@ class RepairPlan:
             if result.status in ("passed", "failed", "timeout") and result.same_as is None:
                 self.seen.add(change_key(result.changes))
             if result.unchanged and 0 <= result.index < len(self._issued):
-                self._written_back.add(self.places.index(self._issued[result.index].place))
+                self._written_back.add(self._issued[result.index])
+
+    def unexplained(self) -> list[int]:
+        """Places (by index) with no hypothesis that a draw wrote back unchanged, not yet
+        explained (`explain`): the model did not see what is wrong in them."""
+        return [
+            slot for slot in sorted(self._written_back)
+            if not self.places[slot].hypothesis and slot not in self._explained
+        ]  # fmt: skip
+
+    def explain(self, slot: int, hypothesis: str) -> None:
+        """The place's hypothesis, found after a write-back (`localize.explain`): its later draws
+        give it, as a place localized with one does (every other draw), the first of them its most
+        likely reply, which differs now that it is told more. Asked once per place."""
+        self._explained.add(slot)
+        if hypothesis:
+            self.places[slot] = dataclasses.replace(self.places[slot], hypothesis=hypothesis)
+            self._fresh.add(slot)
 
     def attempts(self, k: int) -> list[Attempt]:
         """The next `k` draws (fewer when the bound is near)."""
@@ -111,11 +130,15 @@ class RepairPlan:
             # After the first pass over the temperatures, only sampled ones: greedy repeats.
             temps = TEMPERATURES if turn < len(TEMPERATURES) else TEMPERATURES[1:]
             temperature = temps[turn % len(temps)]
+            told = turn % 2 == 0
+            if slot in self._fresh:
+                self._fresh.discard(slot)
+                temperature, told = 0.0, True
             seed = None if self.seed is None else self.seed + self.drawn
             back = slot in self._written_back
-            out.append(Attempt(self.places[slot], temperature, seed, turn % 2 == 0, written_back=back))
+            out.append(Attempt(self.places[slot], temperature, seed, told, written_back=back))
+            self._issued.append(slot)
             self.drawn += 1
-        self._issued += out
         return out
 
 
