@@ -26,6 +26,7 @@ from whiz.modes.candidates import ChatCandidates, Draw, ScriptedCandidates, gene
 from whiz.modes.endpoints import DeepSettings, SetupError
 from whiz.modes.notices import ItemEmitter
 from whiz.modes.pool import ModelPool, ScriptedPool
+from whiz.modes.repair import QUESTION
 from whiz.modes.router import ModeRouter
 from whiz.modes.session import AgentSession, SessionOptions
 
@@ -434,7 +435,7 @@ def test_a_change_of_behaviour_starts_with_the_deep_models_rewrites_of_the_funct
     back = f"```python\n{GREET}```"
     hi = '```python\ndef say_hello(name):\n    return "Hi, " + name\n```'
     fast = ScriptedCandidates([])
-    explained = "FILE: greet.py\nFUNCTION: say_hello\nBUG: It says Hello where Hi is wanted."
+    explained = "BUG: It says Hello where Hi is wanted."
     deep = ScriptedCandidates([[back], [explained], [hi]])
     code, events, _ = auto_ladder(project, fast, deep, task="Make say_hello greet with Hi instead of Hello")
     assert code == 0, events[-1]
@@ -442,7 +443,7 @@ def test_a_change_of_behaviour_starts_with_the_deep_models_rewrites_of_the_funct
     first = deep.calls[0][-1]["content"]
     assert "AssertionError" in first and "def say_hello(name):" in first and "is wrong" in first
     # The write-back is drawn again, after the model was asked what is wrong, and told it.
-    assert "Where is the bug?" in deep.calls[1][-1]["content"]
+    assert deep.calls[1][-1]["content"].endswith(QUESTION)
     assert "Likely cause: It says Hello where Hi is wanted." in deep.calls[2][-1]["content"]
     assert [(d.n, d.temperature) for d in deep.draws] == [(1, 0.0), (1, 0.0), (1, 0.0)]
     statuses = [c["status"] for c in items(events, "heal_candidate")]
@@ -482,7 +483,7 @@ def test_a_ladder_where_no_candidate_has_an_edit_is_not_climbed_again_at_the_nex
     # No samples (below); the deep model's rewrites, bounded, with one question of what is wrong
     # once they wrote the code back; then one plain reply.
     assert (len(fast.calls), len(deep.calls), len(plain.requests)) == (1, 8, 1)
-    assert sum("Where is the bug?" in c[-1]["content"] for c in deep.calls) == 1
+    assert sum(c[-1]["content"].endswith(QUESTION) for c in deep.calls) == 1
     assert len(items(events, "heal")) == 3
     assert (project / "greet.py").read_text().startswith("def greet(name):")
 

@@ -22,6 +22,7 @@ from whiz.modes.localize import Localization, definition_index
 from whiz.modes.pool import ScriptedPool
 from whiz.modes.repair import (
     MAX_DRAWS_PER_N,
+    QUESTION,
     WRITTEN_BACK,
     Brief,
     RepairPlan,
@@ -29,6 +30,7 @@ from whiz.modes.repair import (
     change_key,
     function_change,
     new_function,
+    said_bug,
 )
 from whiz.modes.session import SessionOptions
 
@@ -320,13 +322,18 @@ def test_a_place_written_back_with_no_hypothesis_is_explained_once_and_drawn_gre
     # Localized with no BUG line: the model is not told what is wrong, and writes the code back.
     unsure = LOCATED.replace("BUG: It divides by one too many.\n", "")
     original = f"```python\n{STATS[: STATS.index('class')].rstrip()}\n```"
-    batches = [[unsure], [original], [original], [LOCATED], [FIXED], [WRONG]]
+    batches = [[unsure], [original], [original], ["BUG: It divides by one too many."], [FIXED], [WRONG]]
     code, events, source = heal(project, batches, n=2, first_pass=False)
     assert code == 0 and (project / "stats.py").read_text() == STATS.replace("(len(xs) + 1)", "len(xs)")
     first, explained = items(events, "localize")
     assert first["places"][0]["hypothesis"] == ""
     assert explained["places"][0]["function"] == "mean"
     assert explained["places"][0]["hypothesis"] == "It divides by one too many."
+    # The question is the write-back's request up to its ask: the server's cache has the rest.
+    question, drawn = source.calls[3][-1]["content"], source.calls[1][-1]["content"]
+    assert (
+        question.endswith(QUESTION) and question[: -len(QUESTION)] == drawn[: len(question) - len(QUESTION)]
+    )
     # The draw after the explanation is the most likely reply, told the hypothesis.
     after = source.calls[4][-1]["content"]
     assert source.draws[4].temperature == 0.0 and "Likely cause: It divides by one too many." in after
@@ -337,15 +344,15 @@ def test_a_place_written_back_with_no_hypothesis_is_explained_once_and_drawn_gre
 def test_a_place_is_explained_once_however_often_it_is_written_back(project):
     unsure = LOCATED.replace("BUG: It divides by one too many.\n", "")
     original = f"```python\n{STATS[: STATS.index('class')].rstrip()}\n```"
-    explaining = "FILE: stats.py\nFUNCTION: mean\nBUG: It should divide by the count."
+    explaining = "BUG: It should divide by the count."
     replies = iter([[unsure], [original], [original], [explaining]])
     # Every draw after the explanation writes the code back too.
     batches = [lambda m: next(replies, [original]) for _ in range(40)]
     code, events, source = heal(project, batches, n=2, rounds=1)
     assert code == 1 and (project / "stats.py").read_text() == STATS
     assert len(items(events, "localize")) == 2  # the localization, and one explanation
-    asked = [m for m in source.calls if "Where is the bug?" in m[-1]["content"]]
-    assert len(asked) == 2
+    asked = [m for m in source.calls if QUESTION in m[-1]["content"]]
+    assert len(asked) == 1
 
 
 def test_a_task_asking_for_a_new_function_gets_that_function_asked_for_and_added(project):
@@ -399,3 +406,15 @@ def test_a_new_function_with_a_name_parameter_goes_in_beside_the_place_not_inste
         Workspace(project), fn, reply.replace("greet", "average"), "Rename mean to average."
     )
     assert renamed is not None and "def mean" not in renamed.after
+
+
+def test_the_hypothesis_is_read_from_a_bug_line_or_a_one_line_answer_but_not_from_code():
+    assert said_bug("BUG: It divides by one too many.") == "It divides by one too many."
+    assert (
+        said_bug("Sure.\n**BUG:** `len(xs) + 1` should be `len(xs)`") == "`len(xs) + 1` should be `len(xs)`"
+    )
+    assert (
+        said_bug("It returns the first match, not the last.") == "It returns the first match, not the last."
+    )
+    assert said_bug(FIXED) == "" and said_bug("def mean(xs): return 0") == ""
+    assert said_bug("") == ""

@@ -61,9 +61,17 @@ from whiz.modes.heal_results import (
     pick_best,
     told_without_reply,
 )
-from whiz.modes.localize import Localization, Localized, explain, localize
+from whiz.modes.localize import Localization, Localized, localize
 from whiz.modes.pool import Label
-from whiz.modes.repair import Attempt, Brief, RepairPlan, attempts_stream, function_change, new_function
+from whiz.modes.repair import (
+    Attempt,
+    Brief,
+    RepairPlan,
+    attempts_stream,
+    explain,
+    function_change,
+    new_function,
+)
 from whiz.modes.round_tests import RoundTests
 
 Rung = Literal["first"] | Label
@@ -345,7 +353,7 @@ class Healer:
             if pick_best(batch) is not None:
                 break
             for slot in plan.unexplained():
-                generations.append(await self._explain(source, plan, slot, summary))
+                generations.append(await self._explain(source, plan, slot, brief))
             closest = best_failure(results)
             if closest is not None and closest.status in ("failed", "timeout") and closest.failure:
                 # Later draws hear what the closest rewrite's tests said (not the rewrite itself:
@@ -357,18 +365,17 @@ class Healer:
         return self._round_done(item, number, label, generation, results, duplicates=duplicates)
 
     async def _explain(
-        self, source: CandidateSource, plan: RepairPlan, slot: int, failure: str
+        self, source: CandidateSource, plan: RepairPlan, slot: int, brief: Brief
     ) -> Generation:
         """Ask what is wrong in a place a rewrite wrote back unchanged, and tell its later draws
         (`RepairPlan.explain`); the answer is a `localize` item of that place."""
         place = plan.places[slot]
-        said, reply, generation = await explain(
-            source, self.ws, self._task, self.test_cmd, failure, place, seed=self.settings.seed
-        )
+        said, generation = await explain(source, place, brief, self.settings.seed)
         plan.explain(slot, said)
         if said:
             fn = place.function
             self._explained[(fn.path, fn.qualname)] = said
+            reply = generation.texts[0] if generation.texts else ""
             self.emit.single("localize", **localized_item(Localized([plan.places[slot]], True, reply)))
         return generation
 

@@ -9,10 +9,6 @@ function), the functions the task names and the one the failing traceback ends i
 further places, three at most, so repairs can try each. When nothing resolves, healing falls
 back to plain candidates (`Healer.heal`).
 
-A place with no hypothesis (the workspace's one function, or a fallback) gets one later, where a
-rewrite of it came back unchanged (`explain`): told nothing of what is wrong, a small model
-writes the function back as it is, again and again; told in a sentence, it changes it.
-
 A place can be a class too: a task that adds a method has no function to name yet, so a hint
 naming a method that is not there (`Deck.shuffle`, or `shuffle` in a file that defines one
 class and nothing else), or the class itself, resolves to the class, and the repair rewrites
@@ -349,24 +345,3 @@ async def localize(
     found = places_from(parse_hints(reply), index, task, failure, str(ws.root))
     found.reply, found.generation, found.defined = reply, generation, defined
     return found
-
-
-async def explain(
-    source: CandidateSource,
-    ws: Workspace,
-    task: str,
-    test_cmd: str,
-    failure: str,
-    place: Localization,
-    *,
-    seed: int | None = None,
-) -> tuple[str, str, Generation]:
-    """A hypothesis for `place`, a function with none, asked as the localization step asks (its
-    most likely answer): the BUG line of the hint that names the function, or of the first hint
-    with one. Returns it ("" where the reply has none), the reply, and what the call cost."""
-    messages = localize_messages(ws, task, test_cmd, failure)
-    generation = await generate(source, messages, Draw(1, 0.0, LOCALIZE_MAX_TOKENS, seed))
-    reply = generation.texts[0] if generation.texts else ""
-    hints = [h for h in parse_hints(reply) if h.hypothesis]
-    named = [h for h in hints if h.function and h.function.rpartition(".")[2] == place.function.name]
-    return next((h.hypothesis for h in named or hints), ""), reply, generation

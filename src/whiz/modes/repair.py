@@ -32,7 +32,7 @@ from whiz.agent.editing.edits import FileChange
 from whiz.agent.errors import WhizAgentError
 from whiz.agent.project.workspace import Workspace
 from whiz.agent.runs_check import shown
-from whiz.modes.candidates import CandidateSource, CandidateStream, Draw
+from whiz.modes.candidates import CandidateSource, CandidateStream, Draw, Generation, generate
 from whiz.modes.localize import Function, Localization, definitions_in, functions_in
 
 TEMPERATURES = (0.0, 0.5, 0.8, 1.0)
@@ -43,6 +43,16 @@ MAX_TOKENS_OVER_FUNCTION = 256
 """A rewrite's token cap beyond its function's own length (in characters / 3)."""
 WRITTEN_BACK = "Written back as it is, the code stays wrong: that was tried, and it is no fix. Change it."
 """Said to a place's later draws once one wrote it back unchanged, which a small model does often."""
+
+QUESTION = (
+    "Before any code: what is wrong in it, for this task and these tests? Answer in one line, "
+    "nothing else:\nBUG: <the wrong code, and what it should do instead>"
+)
+"""Asked of a place with no hypothesis that a rewrite wrote back unchanged (`explain`): told
+nothing of what is wrong, a small model writes the function back as it is again and again;
+told it in a sentence, it changes it."""
+EXPLAIN_MAX_TOKENS = 100
+MAX_HYPOTHESIS_CHARS = 400
 
 INSTRUCTIONS = (
     "You fix bugs in Python functions. The function you are shown is wrong: the tests fail on it. "
@@ -169,23 +179,10 @@ def repair_messages(place: Localization, brief: Brief, note: str = "") -> list[d
     function last and asked for it corrected tends to write it back as it is; with what failed
     after the code, and the plain statement that the code is wrong, it changes it. `note`: what
     is said to this draw alone (`WRITTEN_BACK`)."""
+    parts = _shown(place, brief, note)
     fn = place.function
-    owner = fn.qualname.rpartition(".")[0]
-    adds = bool(brief.new) and fn.kind == "function" and not fn.indent
-    if fn.kind == "class":
-        where = f"{fn.path}, the class `{fn.name}`, where the change belongs"
-    elif adds:
-        where = f"{fn.path}, the function `{fn.name}`, which the task refers to"
-    else:
-        where = f"{fn.path}, {'a method of ' + owner + ', ' if owner else ''}the function with the bug"
-    parts = [brief.task, f"{where}:\n{prediction(fn)}"]
-    if brief.failure:
-        parts.append(f"The tests (`{shown(brief.test_cmd)}`) fail:\n```\n{brief.failure}\n```")
-    if place.hypothesis:
-        parts.append(f"Likely cause: {place.hypothesis}")
-    parts += [x for x in (brief.note, note) if x]
     what = "class" if fn.kind == "class" else "function"
-    if adds:
+    if _adds(place, brief):
         # Told that `fn` is wrong and asked for it fixed, a small model mostly writes it back
         # unchanged where the task wants a new function beside it, not a change of it.
         parts.append(
@@ -195,6 +192,64 @@ def repair_messages(place: Localization, brief: Brief, note: str = "") -> list[d
     else:
         parts.append(f"The {what} above is wrong. Write `{fn.name}` fixed, whole, in one ```python block.")
     return [{"role": "system", "content": INSTRUCTIONS}, {"role": "user", "content": "\n\n".join(parts)}]
+
+
+def explain_messages(place: Localization, brief: Brief) -> list[dict[str, Any]]:
+    """The question of what is wrong in a place that has no hypothesis (`explain`): its repair's
+    conversation up to the request, so that the server's prefix cache holds all but the question
+    (the localization step's view of the workspace is a prompt of its own, many times the cost)."""
+    parts = _shown(place, brief, "")
+    parts.append(QUESTION)
+    return [{"role": "system", "content": INSTRUCTIONS}, {"role": "user", "content": "\n\n".join(parts)}]
+
+
+def _adds(place: Localization, brief: Brief) -> bool:
+    fn = place.function
+    return bool(brief.new) and fn.kind == "function" and not fn.indent
+
+
+def _shown(place: Localization, brief: Brief, note: str) -> list[str]:
+    """What a place's request shows before it asks: the task, the code, what the tests said, the
+    hypothesis and the notes."""
+    fn = place.function
+    owner = fn.qualname.rpartition(".")[0]
+    if fn.kind == "class":
+        where = f"{fn.path}, the class `{fn.name}`, where the change belongs"
+    elif _adds(place, brief):
+        where = f"{fn.path}, the function `{fn.name}`, which the task refers to"
+    else:
+        where = f"{fn.path}, {'a method of ' + owner + ', ' if owner else ''}the function with the bug"
+    parts = [brief.task, f"{where}:\n{prediction(fn)}"]
+    if brief.failure:
+        parts.append(f"The tests (`{shown(brief.test_cmd)}`) fail:\n```\n{brief.failure}\n```")
+    if place.hypothesis:
+        parts.append(f"Likely cause: {place.hypothesis}")
+    parts += [x for x in (brief.note, note) if x]
+    return parts
+
+
+async def explain(
+    source: CandidateSource, place: Localization, brief: Brief, seed: int | None
+) -> tuple[str, Generation]:
+    """What is wrong in `place`, in the model's words (its most likely answer), asked where a
+    rewrite of it came back unchanged (`RepairPlan.unexplained`); "" where the reply says nothing
+    that reads as one. With what it cost."""
+    generation = await generate(
+        source, explain_messages(place, brief), Draw(1, 0.0, EXPLAIN_MAX_TOKENS, seed)
+    )
+    return said_bug(generation.texts[0] if generation.texts else ""), generation
+
+
+def said_bug(reply: str) -> str:
+    """The hypothesis in an answer to `QUESTION`: what follows its `BUG:`, or a one-line answer
+    without it; nothing from a reply that writes code instead."""
+    found = re.search(r"^[\s>*_#`-]*BUG[*_`]*\s*:\s*(.+)$", reply, re.I | re.M)
+    if found:
+        return found.group(1).strip().strip("*_").strip()[:MAX_HYPOTHESIS_CHARS]
+    lines = [line.strip() for line in reply.strip().splitlines() if line.strip()]
+    if len(lines) == 1 and "```" not in reply and not lines[0].startswith(("def ", "class ")):
+        return lines[0][:MAX_HYPOTHESIS_CHARS]
+    return ""
 
 
 _RENAMING = re.compile(
