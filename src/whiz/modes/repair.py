@@ -12,7 +12,9 @@ A candidate is turned into an edit by putting its function where the old one was
 method) takes the class written whole, or the methods the reply writes, put into it. Two
 candidates whose changes are the same but for whitespace and comments (`change_key`) are one
 candidate: the second is not tested again, and does not count toward N (`RepairPlan`); a model
-that keeps writing the same reply ends after a bounded number of draws.
+that keeps writing the same reply ends after a bounded number of draws. A place with no
+hypothesis whose rewrite comes back unchanged is asked, once, what is wrong in it (`explain`),
+and its next draws are told.
 """
 
 from __future__ import annotations
