@@ -187,7 +187,7 @@ class Healer:
         self._tested: dict[tuple, CandidateResult] = {}
         """Every change tested in this heal, by `repair.change_key`: a later one is not run again."""
         self._explained: dict[tuple[str, str], str] = {}
-        """Hypotheses found after a write-back (`localize.explain`), by place (path, qualname): a
+        """Hypotheses found after a write-back (`repair.explain`), by place (path, qualname): a
         later repair stage of this heal that finds the place with none is given it."""
         self._new = ""
         """The new function this heal's task asks for (`repair.new_function`), once a failure said

@@ -123,7 +123,7 @@ class RepairPlan:
         ]  # fmt: skip
 
     def explain(self, slot: int, hypothesis: str) -> None:
-        """The place's hypothesis, found after a write-back (`localize.explain`): its later draws
+        """The place's hypothesis, found after a write-back (`explain`): its later draws
         give it, as a place localized with one does (every other draw), the first of them its most
         likely reply, which differs now that it is told more. Asked once per place."""
         self._explained.add(slot)
