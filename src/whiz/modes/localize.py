@@ -106,10 +106,10 @@ def parse_hints(text: str) -> list[Hint]:
     """The places a localization reply names: one per FUNCTION name (a reply may name several),
     each with the FILE and LINES written before it (or after, where none came before) and the
     BUG line. Nothing at all for a reply without a FILE or a FUNCTION line."""
-    fields = [(_KEYS[k.upper()], v.strip()) for k, v in _KEY.findall(text)]
+    fields = _fields(text)
     if not any(k in ("FILE", "FUNCTION") for k, _ in fields):
         return []
-    hypothesis = next((_clean(v) for k, v in fields if k == "BUG" and v), "")
+    hypothesis = _clean(bug_stated(text))
     hints: list[Hint] = []
     path: str | None = None
     lines: tuple[int, int] | None = None
@@ -131,6 +131,17 @@ def parse_hints(text: str) -> list[Hint]:
     if pending:
         hints.append(Hint(path, None, lines, hypothesis))
     return [h for h in hints if h.path or h.function]
+
+
+def bug_stated(text: str) -> str:
+    """The words of a reply's first BUG (or HYPOTHESIS) line that has any, as written; "" where
+    there is none. The localization step's hints and the repair's question (`repair.explain`)
+    read their hypothesis from it."""
+    return next((v for k, v in _fields(text) if k == "BUG" and v), "")
+
+
+def _fields(text: str) -> list[tuple[str, str]]:
+    return [(_KEYS[k.upper()], v.strip()) for k, v in _KEY.findall(text)]
 
 
 def _clean(value: str) -> str:

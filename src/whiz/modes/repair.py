@@ -35,7 +35,7 @@ from whiz.agent.errors import WhizAgentError
 from whiz.agent.project.workspace import Workspace
 from whiz.agent.runs_check import shown
 from whiz.modes.candidates import CandidateSource, CandidateStream, Draw, Generation, generate
-from whiz.modes.localize import Function, Localization, definitions_in, functions_in
+from whiz.modes.localize import Function, Localization, bug_stated, definitions_in, functions_in
 
 TEMPERATURES = (0.0, 0.5, 0.8, 1.0)
 """A place's candidates, in turn: its most likely reply, then samples ever further from it."""
@@ -245,9 +245,9 @@ async def explain(
 def said_bug(reply: str) -> str:
     """The hypothesis in an answer to `QUESTION`: what follows its `BUG:`, or a one-line answer
     without it; nothing from a reply that writes code instead."""
-    found = re.search(r"^[\s>*_#`-]*BUG[*_`]*\s*:\s*(.+)$", reply, re.I | re.M)
-    if found:
-        return found.group(1).strip().strip("*_").strip()[:MAX_HYPOTHESIS_CHARS]
+    stated = bug_stated(reply)
+    if stated:  # markdown's emphasis taken off, a code span's quotes kept
+        return stated.strip("*_").strip()[:MAX_HYPOTHESIS_CHARS]
     lines = [line.strip() for line in reply.strip().splitlines() if line.strip()]
     if len(lines) == 1 and "```" not in reply and not lines[0].startswith(("def ", "class ")):
         return lines[0][:MAX_HYPOTHESIS_CHARS]
