@@ -451,6 +451,21 @@ def test_a_change_of_behaviour_starts_with_the_deep_models_rewrites_of_the_funct
     assert (project / "greet.py").read_text() == 'def say_hello(name):\n    return "Hi, " + name\n'
 
 
+def test_a_turn_that_starts_with_the_deep_model_tests_as_many_candidates_as_a_heal_is_given(project):
+    # A turn auto mode starts with the deep model has no rung of its own for the deep model's
+    # greedy reply (it gave the first): that candidate goes to its rewrites, so a heal of 4 tests
+    # 4 distinct changes, where it tested 3, one short of what `--heal` says.
+    (project / "check.py").write_text("from greet import say_hello\nassert say_hello('x') == 'Hi, x'\n")
+    wrong = ['```python\ndef say_hello(name):\n    return "H%s, " + name\n```' % c for c in "abcdefgh"]
+    deep = ScriptedCandidates([[w] for w in wrong])
+    code, events, _ = auto_ladder(project, ScriptedCandidates([]), deep, task="Make say_hello greet with Hi")
+    assert code != 0
+    tested = [c for c in items(events, "heal_candidate") if c["status"] == "failed"]
+    assert len(tested) == 4
+    assert [h["n"] for h in items(events, "heal")] == [1, 3]
+    assert "4 from the deep model" in events[-1]["error"]["message"]
+
+
 def test_a_turn_whose_heal_finds_no_passing_candidate_keeps_the_closest_and_ends_saying_why(project):
     # Seen in whiz bench agent: after a heal with no winner the tests failed again, the step
     # healed again (the deep model's rounds), and the turn ran to its 240 s budget every time.

@@ -112,7 +112,8 @@ class HealSettings:
     model, then, for a task that writes a new file, the other n-2 candidates sampled from the
     first model (`Healer._writes_new_file`). On code that exists, the deep model's rungs are
     repairs instead (`Healer.repair`): a turn that starts deep localizes and rewrites from its
-    first rung, one that escalated after the greedy replies failed. The later rungs see the task,
+    first rung, one that escalated after the greedy replies failed; with no deep rung of its own,
+    it draws that rung's candidate in its last. The later rungs see the task,
     and what a failing edit's tests said, but not the failing reply. Auto mode's healing step
     (`session.ladder`); off: `rounds` rounds of n, then `deep_rounds` of the deep model's."""
     seed: int | None = 1234
@@ -229,6 +230,7 @@ class Healer:
         escalated = False
         first = models.current
         replaced = False
+        spare = 0  # candidates of a rung skipped, given to the next one: the heal tests n in all
         if s.localize and failure and not s.ladder:
             stage = await self.repair(models, task, failure)
             if stage is not None:
@@ -240,10 +242,12 @@ class Healer:
             if replaced and which == "first":
                 replaced = False  # the repair stage was this round
                 continue
+            n, spare = n + spare, 0
             label = first
             if which == Label.DEEP:
                 if first == Label.DEEP:
-                    continue  # its own model is the deep one already
+                    spare = n  # its own model is the deep one already: its rungs draw this one
+                    continue
                 if not escalated:
                     failure = best_failure([r for rnd in rounds for r in rnd.results])
                     why = f"best failure: {failure.status}" if failure else "no candidates"
