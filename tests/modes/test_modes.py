@@ -456,7 +456,7 @@ def test_a_turn_that_starts_with_the_deep_model_tests_as_many_candidates_as_a_he
     # greedy reply (it gave the first): that candidate goes to its rewrites, so a heal of 4 tests
     # 4 distinct changes, where it tested 3, one short of what `--heal` says.
     (project / "check.py").write_text("from greet import say_hello\nassert say_hello('x') == 'Hi, x'\n")
-    wrong = ['```python\ndef say_hello(name):\n    return "H%s, " + name\n```' % c for c in "abcdefgh"]
+    wrong = [f'```python\ndef say_hello(name):\n    return "H{c}, " + name\n```' for c in "abcdefgh"]
     deep = ScriptedCandidates([[w] for w in wrong])
     code, events, _ = auto_ladder(project, ScriptedCandidates([]), deep, task="Make say_hello greet with Hi")
     assert code != 0
