@@ -131,7 +131,7 @@ def test_the_plan_spreads_places_and_temperatures_and_ends(project):
     plan = RepairPlan(places, n=4, seed=10)
     first = plan.attempts(4)
     assert [(a.place.function.name, a.temperature, a.seed) for a in first] == [
-        ("mean", 0.0, 10), ("bump", 0.0, 11), ("mean", 0.8, 12), ("bump", 0.8, 13),
+        ("mean", 0.0, 10), ("bump", 0.0, 11), ("mean", 0.5, 12), ("bump", 0.5, 13),
     ]  # fmt: skip
     later = plan.attempts(8)
     assert 0.0 not in [a.temperature for a in later]  # a greedy reply is drawn once per place
@@ -157,12 +157,12 @@ async def test_a_rewrite_is_asked_with_the_function_as_its_prediction(project):
         assert user.rstrip().endswith(
             "The function above is wrong. Write `mean` fixed, whole, in one ```python block."
         )
-    assert sorted(b["temperature"] for b in http.bodies) == [0.0, 0.8, 1.0]
+    assert sorted(b["temperature"] for b in http.bodies) == [0.0, 0.5, 0.8]
     # Every other candidate is asked without the hypothesis, in case it is wrong.
     told = {
         b["temperature"]: "Likely cause: a hypothesis" in b["messages"][-1]["content"] for b in http.bodies
     }
-    assert told == {0.0: True, 0.8: False, 1.0: True}
+    assert told == {0.0: True, 0.5: False, 0.8: True}
 
 
 def test_heal_localizes_then_the_first_rewrite_that_passes_is_applied(project):

@@ -37,11 +37,8 @@ from whiz.agent.runs_check import shown
 from whiz.modes.candidates import CandidateSource, CandidateStream, Draw, Generation, generate
 from whiz.modes.localize import Function, Localization, bug_stated, definitions_in, functions_in
 
-TEMPERATURES = (0.0, 0.8, 1.0, 1.2)
-"""A place's candidates, in turn: its most likely reply, then samples ever further from it. The
-1.5B's rewrites at 0.5 were mostly the function written back or the greedy change again; those
-at 1.0-1.2 found fixes that the cooler ones never drew, at a small loss where the first samples
-pass anyway."""
+TEMPERATURES = (0.0, 0.5, 0.8, 1.0)
+"""A place's candidates, in turn: its most likely reply, then samples ever further from it."""
 MAX_DRAWS_PER_N = 3
 """Candidates drawn at most, per distinct candidate wanted: a model that repeats itself stops."""
 MAX_TOKENS_OVER_FUNCTION = 256
