@@ -113,8 +113,8 @@ class HealSettings:
     first model (`Healer._writes_new_file`). On code that exists, the deep model's rungs are
     repairs instead (`Healer.repair`): a turn that starts deep localizes and rewrites from its
     first rung, one that escalated after the greedy replies failed; with no deep rung of its own,
-    it draws that rung's candidate in its last. The later rungs see the task,
-    and what a failing edit's tests said, but not the failing reply. Auto mode's healing step
+    it draws that rung's candidate in its last. The later rungs see the task, and what a failing
+    edit's tests said, but not the failing reply. Auto mode's healing step
     (`session.ladder`); off: `rounds` rounds of n, then `deep_rounds` of the deep model's."""
     seed: int | None = 1234
     """Candidate i samples with seed + i, so a heal can be repeated; None for fresh randomness."""
