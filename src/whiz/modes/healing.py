@@ -230,7 +230,6 @@ class Healer:
         escalated = False
         first = models.current
         replaced = False
-        spare = 0  # candidates of a rung skipped, given to the next one: the heal tests n in all
         if s.localize and failure and not s.ladder:
             stage = await self.repair(models, task, failure)
             if stage is not None:
@@ -238,16 +237,12 @@ class Healer:
                 if stage.best is not None:
                     return HealOutcome(rounds, stage.best)
                 replaced = True
-        for which, n, greedy in self.rungs():
+        for which, n, greedy in self.rungs(first):
             if replaced and which == "first":
                 replaced = False  # the repair stage was this round
                 continue
-            n, spare = n + spare, 0
             label = first
             if which == Label.DEEP:
-                if first == Label.DEEP:
-                    spare = n  # its own model is the deep one already: its rungs draw this one
-                    continue
                 if not escalated:
                     failure = best_failure([r for rnd in rounds for r in rnd.results])
                     why = f"best failure: {failure.status}" if failure else "no candidates"
@@ -433,18 +428,32 @@ class Healer:
         source = await models.candidates()
         return await self.round(source, messages, 1, models.current, n=n, seed=seed, parallel=True)
 
-    def rungs(self) -> list[tuple[Rung, int, bool]]:
-        """The heal's rounds in order: which model (the one answering at the start, or the deep
-        one where the mode escalates), how many candidates, and whether the first is greedy."""
+    def rungs(self, first: Label) -> list[tuple[Rung, int, bool]]:
+        """The heal's rounds in order: which model (the one answering at the start, `first`, or
+        the deep one where the mode escalates), how many candidates, and whether the first is
+        greedy. Where `first` is the deep model there is no deep rung: its candidates go to the
+        rung after it, so that the heal tests n in all where one follows."""
         s = self.settings
+        planned: list[tuple[Rung, int, bool]]
         if s.ladder:
-            rungs: list[tuple[Rung, int, bool]] = [("first", 1, True)]
+            planned = [("first", 1, True)]
             if s.n > 1:
-                rungs.append((Label.DEEP, 1, True))
+                planned.append((Label.DEEP, 1, True))
             if s.n > 2:
-                rungs.append(("first", s.n - 2, False))
-            return rungs
-        return [("first", s.n, False)] * s.rounds + [(Label.DEEP, s.n, False)] * s.deep_rounds
+                planned.append(("first", s.n - 2, False))
+        else:
+            planned = [("first", s.n, False)] * s.rounds + [(Label.DEEP, s.n, False)] * s.deep_rounds
+        if first != Label.DEEP:
+            return planned
+        rungs: list[tuple[Rung, int, bool]] = []
+        spare = 0
+        for which, n, greedy in planned:
+            if which == Label.DEEP:
+                spare += n
+            else:
+                rungs.append((which, n + spare, greedy))
+                spare = 0
+        return rungs
 
     async def round(
         self,

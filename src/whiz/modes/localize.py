@@ -109,7 +109,7 @@ def parse_hints(text: str) -> list[Hint]:
     fields = _fields(text)
     if not any(k in ("FILE", "FUNCTION") for k, _ in fields):
         return []
-    hypothesis = _clean(bug_stated(text))
+    hypothesis = _clean(_first_bug(fields))
     hints: list[Hint] = []
     path: str | None = None
     lines: tuple[int, int] | None = None
@@ -137,7 +137,11 @@ def bug_stated(text: str) -> str:
     """The words of a reply's first BUG (or HYPOTHESIS) line that has any, as written; "" where
     there is none. The localization step's hints and the repair's question (`repair.explain`)
     read their hypothesis from it."""
-    return next((v for k, v in _fields(text) if k == "BUG" and v), "")
+    return _first_bug(_fields(text))
+
+
+def _first_bug(fields: list[tuple[str, str]]) -> str:
+    return next((v for k, v in fields if k == "BUG" and v), "")
 
 
 def _fields(text: str) -> list[tuple[str, str]]:
