@@ -486,8 +486,9 @@ HealStepOpt = Annotated[
     typer.Option(
         "--heal",
         help="With --test-cmd: at the first step and after failed tests, decode N candidates and "
-        "keep the one whose tests pass (0 = off; default 5 in auto mode, else off). In auto mode "
-        "one after another, cheapest first: fast greedy, deep, then N-2 sampled fast.",
+        "keep the one whose tests pass (0 = off; default 8 in auto mode, else off). In auto mode "
+        "one after another, cheapest first, ending at the first pass: the fast model's greedy reply, "
+        "the deep model's, then the deep model's rewrites of the function the change is in.",
     ),
 ]
 PolicyOpt = Annotated[

@@ -123,9 +123,9 @@ def test_exec_auto_with_a_check_writes_a_program_that_runs(real_server, tmp_path
     repo.mkdir()
     env = {**os.environ, "WHIZ_HOME": str(tmp_path / "home")}
     # Deep is the same 0.5B here (as in test_modes_real.py): `make test` pulls only the default model.
-    # Auto mode heals with 5 candidates, the check deciding. Tried with four seeds (1234 to 1249 in
-    # steps of 5, 2026-11-25, AVX-512): a candidate passed in the first round of each, and every
-    # winner printed FizzBuzz right, 1 to 30.
+    # Auto mode heals (HEAL_N_DEFAULT candidates), the check deciding. Tried with four seeds (1234
+    # to 1249 in steps of 5, 2026-11-25, AVX-512): a candidate passed in the first round of each,
+    # and every winner printed FizzBuzz right, 1 to 30.
     done = subprocess.run(
         [sys.executable, "-m", "whiz", "exec", "--json", "--mode", "auto", "--check", "python3 fizzbuzz.py",
          "--base-url", real_server.root, "--deep-base-url", real_server.root, FIZZBUZZ_TASK],

@@ -23,6 +23,7 @@ from whiz.modes.pool import ScriptedPool
 from whiz.modes.repair import (
     MAX_DRAWS_PER_N,
     QUESTION,
+    TEMPERATURES,
     WRITTEN_BACK,
     Brief,
     RepairPlan,
@@ -32,7 +33,7 @@ from whiz.modes.repair import (
     new_function,
     said_bug,
 )
-from whiz.modes.session import SessionOptions
+from whiz.modes.session import HEAL_N_DEFAULT, SessionOptions
 
 STATS = '''def mean(xs):
     """The average of the numbers in xs."""
@@ -137,6 +138,16 @@ def test_the_plan_spreads_places_and_temperatures_and_ends(project):
     assert 0.0 not in [a.temperature for a in later]  # a greedy reply is drawn once per place
     assert len(plan.attempts(100)) == MAX_DRAWS_PER_N * 4 - 12
     assert plan.done() and plan.attempts(1) == []
+
+
+def test_a_deep_started_heal_samples_every_temperature_of_its_one_place(project):
+    # Auto mode's default heal, started with the deep model: one place, N-1 rewrites. Some fixes
+    # come only from the hottest samples; the greedy reply, which repeats, is drawn once.
+    plan = RepairPlan([place(project, "mean")], n=HEAL_N_DEFAULT - 1, seed=3)
+    temperatures = [a.temperature for a in plan.attempts(HEAL_N_DEFAULT - 1)]
+    assert temperatures.count(0.0) == 1
+    assert max(temperatures) > 1.0
+    assert set(temperatures) == set(TEMPERATURES)
 
 
 async def test_a_rewrite_is_asked_with_the_function_as_its_prediction(project):

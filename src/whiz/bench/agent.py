@@ -8,7 +8,8 @@ headless. The agent gets the test command (EditEval) or a `--check` that runs th
     fast     the fast model, one turn (the tests it is given decide when the turn is done)
     deep     the deep model, one turn (the 1.5B with the 0.5B drafting, or --deep-base-url's)
     heal@5   the fast model, with healing steps of 5 candidates where the tests decide
-    auto     auto mode: healing steps, the deep model first where it pays, and escalation
+    auto     auto mode as `whiz exec --mode auto` runs it: healing steps of HEAL_N_DEFAULT
+             candidates, the deep model first where it pays, and escalation
 
 Every variant runs over `--seeds N` seeds (each seeds the sampled candidates of the healing
 steps apart; greedy replies repeat token for token, so a variant without sampling varies only
@@ -48,6 +49,7 @@ from whiz.environments import environment_for
 from whiz.modes.endpoints import DeepSettings, FastSettings, Reached, ensure_server
 from whiz.modes.pool import Label, ModelPool, Models, fast_endpoint
 from whiz.modes.registry import Mode
+from whiz.modes.session import HEAL_N_DEFAULT
 
 JUDGE_TIMEOUT_S = 30.0
 SUITES = ("editeval", "canitedit", "programs")
@@ -64,7 +66,7 @@ VARIANTS = {
     "fast": Variant("fast", Mode.FAST, 0),
     "deep": Variant("deep", Mode.DEEP, 0),
     "heal": Variant("heal@5", Mode.FAST, 5),
-    "auto": Variant("auto", Mode.AUTO, 5),
+    "auto": Variant("auto", Mode.AUTO, HEAL_N_DEFAULT),
 }
 
 SEEDS_DEFAULT = 3

@@ -37,8 +37,10 @@ from whiz.agent.runs_check import shown
 from whiz.modes.candidates import CandidateSource, CandidateStream, Draw, Generation, generate
 from whiz.modes.localize import Function, Localization, bug_stated, definitions_in, functions_in
 
-TEMPERATURES = (0.0, 0.5, 0.8, 1.0)
-"""A place's candidates, in turn: its most likely reply, then samples ever further from it."""
+TEMPERATURES = (0.0, 0.5, 0.8, 1.0, 1.2)
+"""A place's candidates, in turn: its most likely reply, then samples ever further from it. The
+cooler samples of a small model mostly write the function back or repeat one change; some fixes
+come only from the hottest, and the cooler ones keep the fixes a hot sample loses."""
 MAX_DRAWS_PER_N = 3
 """Candidates drawn at most, per distinct candidate wanted: a model that repeats itself stops."""
 MAX_TOKENS_OVER_FUNCTION = 256
