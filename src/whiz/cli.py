@@ -1090,6 +1090,13 @@ def bench_agent(
         Path | None,
         typer.Option(help="Copy each task's final workspace and session home here (DIR/seedN/variant/task)."),
     ] = None,
+    first_seed: Annotated[
+        int,
+        typer.Option(
+            help="Seed i seeds the sampled candidates with this + 7919 i; give 1234 + 7919 k to go on "
+            "from a run of k seeds."
+        ),
+    ] = 1234,
 ) -> None:
     """Tasks done per minute: the agent headless over EditEval, CanItEdit and 5 small programs, for
     fast, deep, heal@5 and auto, over seeds: passes and passes per minute (mean and range), pass
@@ -1100,7 +1107,7 @@ def bench_agent(
     deep = DeepSettings(base_url=deep_base_url, model=deep_model, api_key=deep_api_key)
     raise typer.Exit(
         main(target=target, limit=limit, variants=variants, suites=suites, api_key=api_key, model=model,
-             deep=deep, data=data, keep=keep, seeds=seeds, canitedit=canitedit)
+             deep=deep, data=data, keep=keep, seeds=seeds, canitedit=canitedit, first_seed=first_seed)
     )  # fmt: skip
 
 

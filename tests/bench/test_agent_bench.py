@@ -4,9 +4,21 @@ from __future__ import annotations
 
 import json
 
+import typer
+
 from whiz.agent.models.scripted_model import ScriptedModel
-from whiz.bench.agent import VARIANTS, CaseRun, main, over_seeds, print_report, program_case, run_suite
+from whiz.bench.agent import (
+    SEED_BASE,
+    VARIANTS,
+    CaseRun,
+    main,
+    over_seeds,
+    print_report,
+    program_case,
+    run_suite,
+)
 from whiz.bench.program_tasks import PROGRAM_TASKS
+from whiz.cli import app
 from whiz.modes.candidates import ScriptedCandidates
 from whiz.modes.pool import ScriptedPool
 
@@ -67,6 +79,29 @@ async def test_seeds_draw_the_healing_candidates_apart(tmp_path):
     await run_suite([wc], [VARIANTS["heal"]], pool, say=lambda line: None, seeds=2)
     first, second = (draw.seed for draw in candidates.draws)
     assert first is not None and second is not None and first != second
+
+
+async def test_a_run_from_a_later_first_seed_draws_what_those_seeds_of_a_longer_run_draw():
+    # Three more seeds after a run of three: --first-seed 1234 + 3 * 7919, --seeds 3.
+    fizz = program_case(next(t for t in PROGRAM_TASKS if t.task_id == "program/fizzbuzz"))
+    good = f"fizzbuzz.py\n```python\n{FIZZBUZZ}```\n"
+
+    async def seeds_drawn(seeds: int, first_seed: int) -> list[int | None]:
+        candidates = ScriptedCandidates([[good] * 5] * seeds)
+        pool = ScriptedPool(clients={"fast": lambda: ScriptedModel(["unused"])}, sources={"fast": candidates})
+        await run_suite(
+            [fizz], [VARIANTS["heal"]], pool, say=lambda line: None, seeds=seeds, first_seed=first_seed
+        )
+        return [draw.seed for draw in candidates.draws]
+
+    longer = await seeds_drawn(6, 1234)
+    assert await seeds_drawn(3, 1234 + 3 * 7919) == longer[3:]
+    assert len(set(longer)) == 6
+
+
+def test_the_first_seed_flag_defaults_to_the_seed_a_run_starts_from():
+    command = typer.main.get_command(app).commands["bench"].commands["agent"]  # type: ignore[attr-defined]
+    assert {p.name: p.default for p in command.params}["first_seed"] == SEED_BASE
 
 
 def test_the_report_is_a_table_then_one_json_line_with_every_seed(capsys):

@@ -71,7 +71,8 @@ VARIANTS = {
 
 SEEDS_DEFAULT = 3
 SEED_BASE = 1234
-"""Seed i seeds the healing candidates with SEED_BASE + SEED_STEP * i (seed 0: the default heal's)."""
+"""Seed i seeds the healing candidates with SEED_BASE + SEED_STEP * i (seed 0: the default heal's);
+`--first-seed` moves the base, to run seeds beyond a first run's (3 more: SEED_BASE + 3 SEED_STEP)."""
 SEED_STEP = 7919
 
 
@@ -160,11 +161,17 @@ class SharedPool:
 
 
 async def run_case(
-    case: Case, variant: Variant, pool: Models, keep: Path | None = None, seed: int = 0
+    case: Case,
+    variant: Variant,
+    pool: Models,
+    keep: Path | None = None,
+    seed: int = 0,
+    first_seed: int = SEED_BASE,
 ) -> CaseRun:
     """One task in a fresh workspace and a fresh session, then its judge. With `keep`, the workspace
     and the session's home (its transcript) are copied there afterwards, to see why a task failed.
-    `seed` (0, 1, ...) seeds the session's sampled candidates apart from other seeds'."""
+    `seed` (0, 1, ...) seeds the session's sampled candidates apart from other seeds': with
+    `first_seed + SEED_STEP * seed`."""
     from whiz.modes.session import AgentSession, SessionOptions
 
     with tempfile.TemporaryDirectory(prefix="whiz-bench-agent-") as tmp:
@@ -178,7 +185,7 @@ async def run_case(
             mode=variant.mode,
             heal=variant.heal,
             home=Path(tmp) / "home",
-            seed=SEED_BASE + SEED_STEP * seed,
+            seed=first_seed + SEED_STEP * seed,
         )
         started = time.perf_counter()
         timeline: list[dict[str, Any]] = []
@@ -260,6 +267,7 @@ async def run_suite(
     say,
     keep: Path | None = None,
     seeds: int = 1,
+    first_seed: int = SEED_BASE,
 ) -> dict[str, Any]:
     """Every variant over every case, seed by seed (variant by variant within a seed, so that a
     slow spell of a shared machine falls on every variant alike); per variant the summary over the
@@ -269,7 +277,7 @@ async def run_suite(
         for variant in variants:
             runs = []
             for i, case in enumerate(cases):
-                run = await run_case(case, variant, pool, keep, seed)
+                run = await run_case(case, variant, pool, keep, seed, first_seed)
                 runs.append(run)
                 verdict = "pass" if run.passed else f"fail ({run.status}: {run.message[:60]!r})"
                 if run.runs is not None:
@@ -364,14 +372,16 @@ async def run_bench(
     say,
     keep: Path | None = None,
     seeds: int = SEEDS_DEFAULT,
+    first_seed: int = SEED_BASE,
 ) -> dict[str, Any]:
     # In this process when nothing answers: a benchmark measures a server of its own.
     fast.base_url, fast.in_process = target, True
     reached = await ensure_server(fast, say)
     pool = bench_pool(fast, deep, reached, say)
     try:
-        results = await run_suite(cases, variants, pool, say, keep, seeds)
-        return {"bench": "agent", "target": reached.url, "seeds": seeds, "results": results}
+        results = await run_suite(cases, variants, pool, say, keep, seeds, first_seed)
+        report = {"bench": "agent", "target": reached.url, "seeds": seeds, "first_seed": first_seed}
+        return {**report, "results": results}
     finally:
         await pool.close()
         if reached.server is not None:
@@ -390,6 +400,7 @@ def main(
     keep: Path | None = None,
     seeds: int = SEEDS_DEFAULT,
     canitedit: Path | None = None,
+    first_seed: int = SEED_BASE,
 ) -> int:
     """0 when it ran; 2 for bad options, missing data or no server."""
 
@@ -416,5 +427,5 @@ def main(
         cases += [program_case(t) for t in PROGRAM_TASKS]
     fast = FastSettings(api_key=api_key, model=model)
     variants = [VARIANTS[v] for v in chosen]
-    work = run_bench(target, cases, variants, fast, deep or DeepSettings(), say, keep, seeds)
+    work = run_bench(target, cases, variants, fast, deep or DeepSettings(), say, keep, seeds, first_seed)
     return run_reported("agent", work, print_report)
