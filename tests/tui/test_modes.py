@@ -21,7 +21,7 @@ from whiz.agent.models.scripted_model import ScriptedModel
 from whiz.agent.store.sessions import SessionStore
 from whiz.modes.candidates import ScriptedCandidates
 from whiz.modes.pool import ScriptedPool
-from whiz.modes.session import AgentSession, SessionOptions
+from whiz.modes.session import HEAL_N_DEFAULT, AgentSession, SessionOptions
 from whiz.tui import sessions
 from whiz.tui.app import CodeApp
 from whiz.tui.approver import PromptApprover
@@ -204,8 +204,8 @@ async def test_deep_mode_after_an_escalation_says_which_model_without_a_second_s
 async def test_mode_auto_turns_the_healing_steps_on_and_another_mode_off_again(tmp_path: Path):
     async with code_app(tmp_path, two_models([], []), test_cmd="pytest -q") as (app, screen):
         await app.commands.run("/mode auto")
-        assert "healing on: 5 candidates per step, `pytest -q` picks" in screen.new()
-        assert app.session.heal_n == 5
+        assert f"healing on: {HEAL_N_DEFAULT} candidates per step, `pytest -q` picks" in screen.new()
+        assert app.session.heal_n == HEAL_N_DEFAULT
         await app.commands.run("/mode deep")
         assert "healing off: one reply per step" in screen.new()
         await app.commands.run("/mode turbo")  # a bad name: healing stays as it was
