@@ -49,7 +49,7 @@ from whiz.environments import environment_for
 from whiz.modes.endpoints import DeepSettings, FastSettings, Reached, ensure_server
 from whiz.modes.pool import Label, ModelPool, Models, fast_endpoint
 from whiz.modes.registry import Mode
-from whiz.modes.session import HEAL_N_DEFAULT
+from whiz.modes.session import HEAL_N_DEFAULT, AgentSession, SessionOptions
 
 JUDGE_TIMEOUT_S = 30.0
 SUITES = ("editeval", "canitedit", "programs")
@@ -172,8 +172,6 @@ async def run_case(
     and the session's home (its transcript) are copied there afterwards, to see why a task failed.
     `seed` (0, 1, ...) seeds the session's sampled candidates apart from other seeds': with
     `first_seed + SEED_STEP * seed`."""
-    from whiz.modes.session import AgentSession, SessionOptions
-
     with tempfile.TemporaryDirectory(prefix="whiz-bench-agent-") as tmp:
         root = Path(tmp) / "ws"
         root.mkdir()
