@@ -11,6 +11,7 @@ from whiz.bench.agent import (
     SEED_BASE,
     VARIANTS,
     CaseRun,
+    brief,
     main,
     over_seeds,
     print_report,
@@ -146,3 +147,11 @@ async def test_auto_has_its_deep_model_at_hand_on_the_benchs_own_server_as_whiz_
     theirs = Reached("http://10.0.0.5:8000", "their-model", "http://10.0.0.5:8000")
     named = FastSettings(base_url=theirs.url, in_process=True)
     assert not bench_pool(named, DeepSettings(), theirs, say=lambda line: None).offers(Label.DEEP)
+
+
+def test_a_kept_timeline_shows_what_each_candidate_wrote_cut_short():
+    diff = "+def winner(board):\n" + "+    pass\n" * 500
+    candidate = {"type": "heal_candidate", "status": "passed", "diff": diff, "changes": [{"path": "x"}]}
+    kept = brief({"type": "item.completed", "item": candidate})
+    assert kept["diff"].startswith("+def winner(board):") and len(kept["diff"]) == 2000
+    assert "changes" not in kept and kept["status"] == "passed"

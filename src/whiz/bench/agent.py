@@ -225,10 +225,11 @@ def brief(event: dict[str, Any]) -> dict[str, Any]:
     """An event without its long text: its type, and its item's type, status and small fields."""
     out: dict[str, Any] = {"event": event.get("type")}
     for key, value in (event.get("item") or {}).items():
-        if key in ("id", "text", "aggregated_output", "changes", "diff") or isinstance(value, (dict, list)):
+        if key in ("id", "text", "aggregated_output", "changes") or isinstance(value, (dict, list)):
             continue
-        # A candidate's reply (no edit, or malformed) is what shows why a rung found nothing.
-        keep = 2000 if key == "reply" else 200
+        # A candidate's reply (no edit, or malformed) is what shows why a rung found nothing, and
+        # its diff what it wrote (a program that passed its check and not the judge, say).
+        keep = 2000 if key in ("reply", "diff") else 200
         out[key] = value if not isinstance(value, str) else value[:keep]
     return out
 
