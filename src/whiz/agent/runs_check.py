@@ -34,12 +34,22 @@ def with_check(test_cmd: str | None, check: str | None, timeout_s: float = CHECK
     return " && ".join(parts) if parts else None
 
 
+def _prefix() -> str:
+    return f"{shlex.quote(sys.executable)} {shlex.quote(os.path.abspath(__file__))} --timeout "
+
+
+def only_check(command: str) -> bool:
+    """Whether `command` is a check alone (`with_check` with no tests): "it runs" is all that
+    judges what it runs."""
+    head, found, _ = command.partition(_prefix())
+    return bool(found) and not head.strip()
+
+
 def shown(command: str) -> str:
     """`command` as the model reads it: a check (`check_command`) as the program it runs. The
     wrapper names this machine's Python and whiz's own path, which tell the model nothing and
     would make its prompt, and so its seeded output, differ from one machine to the next."""
-    prefix = f"{shlex.quote(sys.executable)} {shlex.quote(os.path.abspath(__file__))} --timeout "
-    head, found, rest = command.partition(prefix)
+    head, found, rest = command.partition(_prefix())
     if not found:
         return command
     try:

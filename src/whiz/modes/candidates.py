@@ -280,8 +280,8 @@ class ChatCandidates:
 class ScriptedCandidates:
     """Replays candidate texts: each call takes the next batch (a list, or a function of the
     messages). Candidate i finishes after `delays_s[i]` seconds (default: all at once, after
-    `delay_s`). Records the messages and draw of every call, and which candidates were
-    cancelled, for tests."""
+    `delay_s`). A text in `cut_off` ends as one that ran to the token limit ("length"). Records
+    the messages and draw of every call, and which candidates were cancelled, for tests."""
 
     batches: list[Sequence[str] | Callable[[list[dict[str, Any]]], Sequence[str]]]
     calls: list[list[dict[str, Any]]] = field(default_factory=list)
@@ -289,6 +289,7 @@ class ScriptedCandidates:
     delay_s: float = 0.0
     delays_s: Sequence[float] = ()
     cancelled: list[int] = field(default_factory=list)
+    cut_off: Sequence[str] = ()
 
     def stream(self, messages: list[dict[str, Any]], draw: Draw) -> CandidateStream:
         self.calls.append(messages)
@@ -303,7 +304,7 @@ class ScriptedCandidates:
                 self.cancelled.append(i)
                 raise
             out.write(i, texts[i])
-            out.finish(i, "stop")
+            out.finish(i, "length" if texts[i] in self.cut_off else "stop")
 
         async def produce(out: CandidateStream) -> None:
             await asyncio.gather(*(one(out, i) for i in range(len(texts))))

@@ -46,6 +46,8 @@ class CandidateResult:
     """What its failing tests said, trimmed (`test_feedback.failure_summary`)."""
     tests_passed: int | None = None
     """How many tests passed in its run, where the runner says (`test_feedback.count_passed`)."""
+    finish_reason: str = "stop"
+    """Why its reply ended: "stop", or "length" where it ran to the token limit (cut off)."""
 
     @property
     def passed(self) -> bool:

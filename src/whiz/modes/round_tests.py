@@ -72,6 +72,7 @@ class RoundTests:
     def take(self, candidate: Candidate) -> None:
         index = self.offset + candidate.index
         result = self.plan(self.number, index, candidate.text, candidate.output_tokens)
+        result.finish_reason = candidate.finish_reason
         self.results[index] = result
         if result.status != "failed":  # malformed or no edit: nothing to test
             self._report(result)
