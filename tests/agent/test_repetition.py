@@ -1,6 +1,8 @@
 """A reply caught in a loop is seen, and what came before the loop is kept."""
 
-from whiz.agent.repetition import loop_start, looping
+from pathlib import Path
+
+from whiz.agent.repetition import loop_start, looping, runs_on
 
 EDIT = "calc.py\n<<<<<<< SEARCH\n    return a - b\n=======\n    return a + b\n>>>>>>> REPLACE\n"
 
@@ -68,3 +70,13 @@ def test_a_sentence_written_over_and_over_on_one_line_is_a_loop():
     assert loop_start(start + sentence * 2 + "And so on.") is None
     call = "check(make_case(width=10, fill='0'), expect='0000000001'); "
     assert loop_start("    " + call * 3 + "done()") is None
+
+
+def test_a_reply_that_runs_on_with_small_changes_is_told_from_code():
+    ran_on = "def to_roman(n):\n" + "".join(
+        f"    elif n <= {k + 5}:\n        return 'X' + 'V' + 'I' * (n - {k})\n" for k in range(3, 300, 5)
+    )
+    assert runs_on(ran_on) and loop_start(ran_on) is None  # no loop: every copy differs
+    source = Path(__file__).parents[2] / "src" / "whiz" / "agent" / "repetition.py"
+    assert not runs_on(source.read_text())  # code, however long
+    assert not runs_on("x = 1\n" * 50)  # short texts are not judged

@@ -17,10 +17,20 @@ from whiz.modes.router import ModeRouter
 
 TASK = "Write roman.py: a function to_roman(n) that returns the Roman numeral of n, e.g. to_roman(4) == 'IV'."
 CHECK = with_check(None, f"{sys.executable} -c 'import roman; print(roman.to_roman(4))'", 5)
-# Ran on, branch after wrong branch, until the token limit stopped it: what is there runs.
-RAN_ON = "roman.py\n<<<<<<< SEARCH\n=======\ndef to_roman(n):\n"
-RAN_ON += "    if n <= 3:\n        return 'I' * n\n    elif n <= 8:\n"
-RAN_ON += "        return 'V' + 'I' * (n - 5)\n    elif n <= 13:\n        return 'X' + 'I' * (n - 10)\n"
+# Ran on, one special case after another, until the token limit stopped it: what is there runs.
+RAN_ON = "roman.py\n<<<<<<< SEARCH\n=======\ndef to_roman(n):\n    if n <= 3:\n        return 'I' * n\n"
+RAN_ON += "".join(
+    f"    elif n <= {k + 5}:\n        return 'X' + 'V' + 'I' * (n - {k})\n" for k in range(3, 300, 5)
+)
+# A long program cut short where it stopped, repeating nothing: a game the limit was too small for.
+WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo"]
+FUNCTIONS = ["sqrt", "floor", "ceil", "fabs", "trunc", "exp", "log1p", "sqrt", "floor", "ceil", "fabs"]
+CUT_SHORT = "roman.py\n<<<<<<< SEARCH\n=======\nimport math\n\n\n" + "".join(
+    f"def rule_{word}(n):\n    # The {word} rule: {len(word) * 7} steps from {word[::-1]}.\n"
+    f"    return math.{fn}(n + {i * 13 % 7}) * {i**2 + 3} - len({word!r})\n\n\n"
+    for i, (word, fn) in enumerate(zip(WORDS, FUNCTIONS, strict=True))
+)
+CUT_SHORT += "def to_roman(n):\n    return str(rule_alpha(n))\n\n\ndef unfinished(board):\n    pass\n"
 WHOLE = (
     "roman.py\n```python\ndef to_roman(n):\n    out = ''\n"
     "    for value, mark in [(1000, 'M'), (900, 'CM'), (500, 'D'), (400, 'CD'), (100, 'C'), (90, 'XC'),\n"
@@ -34,7 +44,7 @@ def heal(tmp_path: Path, batches, test_cmd: str = CHECK):
     root.mkdir()
     (root / "test_roman.py").write_text("from roman import to_roman\n\n\ndef test_four():\n    to_roman(4)\n")
     emit = ItemEmitter(Collector())
-    source = ScriptedCandidates(batches, cut_off=[RAN_ON])
+    source = ScriptedCandidates(batches, cut_off=[RAN_ON, CUT_SHORT])
     router = ModeRouter(ScriptedPool(sources={"fast": source}), "fast", emit)
     settings = HealSettings(n=5, ladder=True, parallel=False, test_timeout_s=20)
     healer = Healer(Workspace(root), test_cmd, settings, emit=emit)
@@ -51,7 +61,7 @@ def test_a_check_alone_is_told_from_tests_with_a_check():
 def test_a_cut_off_program_that_runs_does_not_end_the_ladder_and_a_whole_one_wins(tmp_path):
     outcome, source = heal(tmp_path, [[RAN_ON], [WHOLE, WHOLE]])
     cut, *rest = outcome.results
-    assert cut.status == "failed" and "token limit" in cut.error and cut.exit_code == 0
+    assert cut.status == "failed" and "repeating itself" in cut.error and cut.exit_code == 0
     assert outcome.best is not None and outcome.best.finish_reason == "stop"
     assert "(4, 'IV')" in outcome.best.diff
     assert [d.n for d in source.draws] == [1, 3]  # the greedy reply, then the sampled rung
@@ -66,5 +76,12 @@ def test_a_cut_off_program_alone_is_still_the_closest_failure(tmp_path):
 def test_tests_that_pass_a_cut_off_reply_still_decide(tmp_path):
     tests = f"{sys.executable} -m pytest -q -p no:cacheprovider test_roman.py"
     outcome, source = heal(tmp_path, [[RAN_ON]], test_cmd=with_check(tests, "python -c 'import roman'"))
+    assert outcome.best is not None and outcome.best.finish_reason == "length"
+    assert len(source.draws) == 1
+
+
+def test_a_long_program_merely_cut_short_still_passes_its_check(tmp_path):
+    # Sampling more of a program too long for the limit would cost minutes and be cut short too.
+    outcome, source = heal(tmp_path, [[CUT_SHORT], [WHOLE]])
     assert outcome.best is not None and outcome.best.finish_reason == "length"
     assert len(source.draws) == 1

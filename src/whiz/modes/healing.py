@@ -44,6 +44,7 @@ from whiz.agent.intent import code_without_edit, named_paths
 from whiz.agent.project.secret_files import SecretGate
 from whiz.agent.project.test_files import TestFiles
 from whiz.agent.project.workspace import Workspace
+from whiz.agent.repetition import runs_on
 from whiz.agent.runs_check import only_check, shown
 from whiz.agent.tools import ApplyEdits
 from whiz.environments import SandboxOptions, environment_for
@@ -640,17 +641,19 @@ class Healer:
         if (
             result.passed
             and result.finish_reason == "length"
+            and runs_on(result.text)
             and only_check(self.test_cmd)
             and creates_file(result)
         ):
-            # "It runs" is all a check says, and a program cut off at the token limit mostly runs:
-            # what was cut is the rest of it. A small model that runs on, one special case after
-            # another, until the limit stops it, writes such programs, wrong for all but the
-            # cases it reached. Tests that pass say more, so they still decide.
+            # "It runs" is all a check says, and a program cut off at the token limit mostly runs.
+            # One that ran on to the limit, repeating itself (one special case after another),
+            # is wrong for all but the cases it reached; a long program merely cut short (a game)
+            # is not judged so, since sampling more of it would cost minutes. Tests that pass
+            # say more, so they still decide.
             result.status = "failed"
             result.error = (
-                f"its reply ran to the {self.settings.max_tokens}-token limit and was cut off: the "
-                "program it began is not all there, though what is there runs"
+                f"its reply ran on, repeating itself, to the {self.settings.max_tokens}-token limit: "
+                "the program it began is not all there, though what is there runs"
             )
 
 
