@@ -1,4 +1,5 @@
-"""A new program judged only by "it runs" does not pass on a reply cut off at the token limit."""
+"""A new program judged only by "it runs" does not pass on a reply that ran on to the token limit
+repeating itself; one merely cut short still does."""
 
 from __future__ import annotations
 

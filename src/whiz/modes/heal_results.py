@@ -47,7 +47,8 @@ class CandidateResult:
     tests_passed: int | None = None
     """How many tests passed in its run, where the runner says (`test_feedback.count_passed`)."""
     finish_reason: str = "stop"
-    """Why its reply ended: "stop", or "length" where it ran to the token limit (cut off)."""
+    """Why its reply ended, as the candidate source said: "stop", "length" where it ran to the
+    token limit (cut off), "loop" where it was caught in one (`repetition.looping`)."""
 
     @property
     def passed(self) -> bool:
