@@ -47,10 +47,11 @@ def test_logits_are_bit_identical_alone_and_in_batches(runtime):
     for seq in range(5):
         runtime.decode([(t, i, seq, False) for i, t in enumerate(prompt)])
 
-    def logits(seq: int, batch: int) -> list[np.ndarray]:
+    def logits(seq: int, batch: int, count: int = len(rows)) -> list[np.ndarray]:
+        """The first `count` rows' logits, decoded in batches of `batch` in sequence `seq`."""
         out = []
-        for start in range(0, len(rows), batch):
-            chunk = range(start, min(start + batch, len(rows)))
+        for start in range(0, count, batch):
+            chunk = range(start, min(start + batch, count))
             out += [np.array(x) for x in runtime.decode([(rows[k], 20 + k, seq, True) for k in chunk])]
         return out
 
@@ -69,9 +70,7 @@ def test_logits_are_bit_identical_alone_and_in_batches(runtime):
     runtime.use_threads(1 if threads > 1 else 2)
     runtime.seq_rm(3, 20, -1)
     try:
-        for k, expected in enumerate(alone[:8]):
-            got = runtime.decode([(rows[k], 20 + k, 3, True)])[0]
-            assert np.array_equal(expected, np.array(got))
+        assert all(np.array_equal(a, b) for a, b in zip(alone[:8], logits(3, 1, 8), strict=True))
         runtime.seq_rm(3, 20, -1)
         assert all(np.array_equal(a, b) for a, b in zip(by_eight, logits(3, 8), strict=True))
     finally:
