@@ -466,6 +466,23 @@ def test_a_turn_that_starts_with_the_deep_model_tests_as_many_candidates_as_a_he
     assert "4 from the deep model" in events[-1]["error"]["message"]
 
 
+def test_a_second_localization_is_sent_the_first_ones_answer_as_its_prediction(project):
+    # Asked again after the first rewrites failed, a small model mostly names the same place in
+    # the same words (it reads the same task and code), a reply decoded token by token. Sent that
+    # answer as the prediction, the server accepts it in batches where it repeats; what the model
+    # answers is its own either way.
+    (project / "greet.py").write_text(GREET + "\n\ndef shout(name):\n    return name.upper()\n")
+    (project / "check.py").write_text("from greet import say_hello\nassert say_hello('x') == 'Hi, x'\n")
+    located = "FILE: greet.py\nFUNCTION: say_hello\nLINES: 1-2\nBUG: It says Hello, not Hi.\n"
+    wrong = [f'```python\ndef say_hello(name):\n    return "H{c}, " + name\n```' for c in "abcdefgh"]
+    deep = ScriptedCandidates([[located], [wrong[0]], [located]] + [[w] for w in wrong[1:]])
+    code, events, _ = auto_ladder(project, ScriptedCandidates([]), deep, task="Make say_hello greet with Hi")
+    assert code != 0
+    asked = [d for d, call in zip(deep.draws, deep.calls, strict=True) if "Where is the bug?" in call[-1]["content"]]
+    assert [d.prediction for d in asked] == [None, located]
+    assert [h["n"] for h in items(events, "heal")] == [1, 3]
+
+
 def test_a_turn_whose_heal_finds_no_passing_candidate_keeps_the_closest_and_ends_saying_why(project):
     # Seen in whiz bench agent: after a heal with no winner the tests failed again, the step
     # healed again (the deep model's rounds), and the turn ran to its 240 s budget every time.

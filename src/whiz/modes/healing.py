@@ -191,6 +191,8 @@ class Healer:
         self._explained: dict[tuple[str, str], str] = {}
         """Hypotheses found after a write-back (`repair.explain`), by place (path, qualname): a
         later repair stage of this heal that finds the place with none is given it."""
+        self._localized: dict[Label, str] = {}
+        """Each model's last localization answer in this heal: a later stage's request predicts it."""
         self._new = ""
         """The new function this heal's task asks for (`repair.new_function`), once a failure said
         it is missing: a later stage hears what an earlier rewrite's tests said, which need not."""
@@ -318,7 +320,11 @@ class Healer:
         label = models.current
         source = await models.candidates()
         summary = failure_summary(failure, str(self.ws.root))
-        found = await localize(source, self.ws, task, self.test_cmd, summary, seed=s.seed)
+        found = await localize(
+            source, self.ws, task, self.test_cmd, summary, seed=s.seed, expected=self._localized.get(label)
+        )
+        if found.reply:
+            self._localized[label] = found.reply
         self.emit.single("localize", **localized_item(found))
         if not found.places:
             return None

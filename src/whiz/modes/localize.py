@@ -346,8 +346,14 @@ async def localize(
     failure: str,
     *,
     seed: int | None = None,
+    expected: str | None = None,
 ) -> Localized:
-    """Ask the model where the bug is (its most likely answer), and resolve what it says."""
+    """Ask the model where the bug is (its most likely answer), and resolve what it says.
+
+    `expected`: what an earlier localization of the same heal answered, sent as the request's
+    prediction. Asked again after failed rewrites, the model mostly answers as it did, since it
+    reads the same task and code; exact speculative decoding then accepts that answer in
+    batches. The answer is the model's own either way: only how fast it comes changes."""
     index = definition_index(ws, TestFiles(test_cmd))
     if not index:
         return Localized([], False)
@@ -355,7 +361,8 @@ async def localize(
     if len(index) == 1 and index[0].kind == "function":  # one function, no class: nothing to ask
         return Localized([Localization(index[0], origin="only")], True, defined=defined)
     messages = localize_messages(ws, task, test_cmd, failure)
-    generation = await generate(source, messages, Draw(1, 0.0, LOCALIZE_MAX_TOKENS, seed))
+    draw = Draw(1, 0.0, LOCALIZE_MAX_TOKENS, seed, prediction=expected or None)
+    generation = await generate(source, messages, draw)
     reply = generation.texts[0] if generation.texts else ""
     found = places_from(parse_hints(reply), index, task, failure, str(ws.root))
     found.reply, found.generation, found.defined = reply, generation, defined
