@@ -478,7 +478,8 @@ def test_a_second_localization_is_sent_the_first_ones_answer_as_its_prediction(p
     deep = ScriptedCandidates([[located], [wrong[0]], [located]] + [[w] for w in wrong[1:]])
     code, events, _ = auto_ladder(project, ScriptedCandidates([]), deep, task="Make say_hello greet with Hi")
     assert code != 0
-    asked = [d for d, call in zip(deep.draws, deep.calls, strict=True) if "Where is the bug?" in call[-1]["content"]]
+    calls = zip(deep.draws, deep.calls, strict=True)
+    asked = [draw for draw, call in calls if "Where is the bug?" in call[-1]["content"]]
     assert [d.prediction for d in asked] == [None, located]
     assert [h["n"] for h in items(events, "heal")] == [1, 3]
 
