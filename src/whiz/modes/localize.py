@@ -361,7 +361,7 @@ async def localize(
     if len(index) == 1 and index[0].kind == "function":  # one function, no class: nothing to ask
         return Localized([Localization(index[0], origin="only")], True, defined=defined)
     messages = localize_messages(ws, task, test_cmd, failure)
-    draw = Draw(1, 0.0, LOCALIZE_MAX_TOKENS, seed, prediction=expected or None)
+    draw = Draw(1, 0.0, LOCALIZE_MAX_TOKENS, seed, prediction=expected)
     generation = await generate(source, messages, draw)
     reply = generation.texts[0] if generation.texts else ""
     found = places_from(parse_hints(reply), index, task, failure, str(ws.root))
