@@ -12,15 +12,16 @@ LLAMA := $(VENV)/.whiz-llama
 MODEL := qwen2.5-coder-0.5b
 PYTEST_ARGS ?=
 
-.PHONY: run test setup model model-file model-deep browser sandbox lint format docs bench-serve clean
+.PHONY: run test setup lock model model-file model-deep browser sandbox lint format docs bench-serve clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-# whiz and its Python dependencies, all but llama-cpp-python: enough for `whiz models pull`.
-$(DEPS): pyproject.toml scripts/python_deps.py | $(PY)
-	$(PY) scripts/python_deps.py > $(VENV)/requirements.txt
-	$(PY) -m pip install -q -r $(VENV)/requirements.txt
+# whiz and its Python dependencies, all but llama-cpp-python: enough for `whiz models pull`. The exact
+# versions and hashes come from requirements.lock (`make lock` writes it), so that a fresh clone gets
+# what CI tested, not whatever PyPI published since.
+$(DEPS): requirements.lock pyproject.toml | $(PY)
+	$(PY) -m pip install -q --require-hashes -r requirements.lock
 	$(PY) -m pip install -q --no-deps -e .
 	touch $@
 
@@ -28,9 +29,9 @@ $(LLAMA): scripts/ensure_llama.sh scripts/llama_cmake_args.py scripts/llama_patc
 	scripts/ensure_llama.sh $(PY) $(LLAMA_VERSION)
 	touch $@
 
-# llama-cpp-python was installed without its own dependencies (jinja2, diskcache): this adds them.
+# llama-cpp-python is installed without its own dependencies: requirements.lock holds them (jinja2,
+# diskcache), with the test extra's.
 $(STAMP): $(LLAMA) $(DEPS)
-	$(PY) -m pip install -q -e '.[test]'
 	touch $@
 
 setup: $(STAMP)
@@ -97,6 +98,16 @@ docs: setup
 
 bench-serve: model
 	$(WHIZ) bench serve
+
+# The one command that updates the pinned dependencies: resolves pyproject.toml's dependencies and its
+# test extra (which holds the acp, mcp and setup extras) afresh, for every platform, with each file's
+# hash. llama-cpp-python stays out: scripts/ensure_llama.sh builds it for this CPU. Review the diff,
+# run `make test`, commit requirements.lock.
+UV_VERSION := 0.13.9
+lock: | $(PY)
+	$(PY) -m pip install -q uv==$(UV_VERSION)
+	$(VENV)/bin/uv pip compile pyproject.toml --extra test --universal --python-version 3.11 \
+	  --generate-hashes --no-emit-package llama-cpp-python --quiet -o requirements.lock
 
 clean:
 	rm -rf $(VENV)

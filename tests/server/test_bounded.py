@@ -3,6 +3,7 @@ default cap, stop strings and `n` are bounded, and SIGTERM ends the server withi
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import signal
@@ -234,13 +235,11 @@ def test_connections_are_capped_in_all(tmp_path: Path):
     try:
         server.wait_ready()
         socket_url = server.url.replace("http", "ws", 1) + "/v1/responses"
-        held = [connect(socket_url) for _ in range(3)]
-        try:
+        with contextlib.ExitStack() as held:
+            for _ in range(3):
+                held.enter_context(connect(socket_url))
             refused = httpx.get(f"{server.url}/v1/models", timeout=5)
             assert refused.status_code == 503
-        finally:
-            for ws in held:
-                ws.close()
         assert wait_for(lambda: httpx.get(f"{server.url}/v1/models", timeout=5).status_code == 200, 5)
     finally:
         server.stop()
