@@ -36,19 +36,27 @@ def memory_script(conversation: str) -> str:
 async def test_later_calls_send_only_new_items_and_reuse_the_cache(serve_fake) -> None:
     server = serve_fake(script=memory_script)
     model = await WhizModel.open(server.root)
+    sent: list[dict] = []
+    create = model.socket.create
+
+    def spy(**body):
+        sent.append(body)
+        return create(**body)
+
+    model.socket.create = spy
     try:
         items = [user("first question")]
         text, _, first = await collect(model, ModelRequest("be brief", items))
         assert text == "seen: first question +A"
+        first_id = model.socket.last.response["id"]
         items += first.output_items + [user("second")]
         text, _, second = await collect(model, ModelRequest("be brief", items))
         assert text == "seen: second +A"  # the server still had the first turn
-        assert (
-            model.socket.last.response["previous_response_id"]
-            == model.socket.last.response["previous_response_id"]
-        )
+        # The second request names the first response and carries only the new user message.
+        assert "previous_response_id" not in sent[0]
+        assert sent[1]["previous_response_id"] == first_id
+        assert sent[1]["input"] == [user("second")]
         assert second.usage["input_tokens_details"]["cached_tokens"] > 0
-        assert model.socket.last.response["previous_response_id"] is not None
         assert second.usage["input_tokens"] - second.usage["input_tokens_details"]["cached_tokens"] < 100
     finally:
         await model.close()
