@@ -18,7 +18,7 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
@@ -27,17 +27,16 @@ from whiz.backend.types import TextDelta, TurnRequest, TurnResult
 from whiz.chat.messages import Message, Tool, ToolCall
 from whiz.engine.types import SamplingParams
 from whiz.errors import InvalidRequest, WhizError
-from whiz.server.auth import checked_key
 from whiz.server.http import ClientGone, run_to_end
 from whiz.server.keepalive import with_keepalive
 from whiz.server.protocol import (
-    MAX_STOP_CHARS,
     MAX_TOOLS,
     OFF_LOOP_CHARS,
     WhizOptions,
-    read_json,
+    bounded_stops,
     wants_tool_grammar,
 )
+from whiz.server.requests import read_request, session_header
 from whiz.server.responses import timings
 
 if TYPE_CHECKING:
@@ -79,13 +78,7 @@ class MessagesRequest(_Wire):
     tool_choice: dict[str, Any] | None = None
     stop_sequences: list[str] | None = Field(default=None, max_length=MAX_STOP_SEQUENCES)
 
-    @field_validator("stop_sequences")
-    @classmethod
-    def _short_stops(cls, stops: list[str] | None) -> list[str] | None:
-        # Every token is checked against each stop's prefixes on the event loop (see protocol.py).
-        if stops and any(len(s) > MAX_STOP_CHARS for s in stops):
-            raise ValueError(f"each stop sequence may hold at most {MAX_STOP_CHARS} characters")
-        return stops
+    _stops = field_validator("stop_sequences")(bounded_stops(MAX_STOP_SEQUENCES))
 
     temperature: float | None = Field(default=None, ge=0, le=1)
     top_p: float | None = Field(default=None, gt=0, le=1)
@@ -368,27 +361,13 @@ async def stream_events(req: MessagesRequest, message_id: str, turn) -> AsyncIte
 def messages_routes(state: ServerState) -> list[BaseRoute]:
     """`POST /v1/messages` and `POST /v1/messages/count_tokens`."""
 
-    async def read(request: Request, model: type[BaseModel]) -> tuple[Any, str | None, int]:
-        """The validated body, the caller's key, and the body's size (large ones tokenize off the loop)."""
-        state.check_open()
-        key = checked_key(request)  # checked before the route (server/guards.py)
-        state.check_rate(key, request.client.host if request.client else None)
-        raw = await state.read_body(request)
-        try:
-            return await read_json(raw, model.model_validate), key, len(raw)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            raise InvalidRequest(f"{where}: {first['msg']}", param=where or None) from None
-
     async def create(request: Request) -> Response:
         try:
-            req, key, size = await read(request, MessagesRequest)
-            session = request.headers.get("x-session-id") or request.headers.get("x-claude-code-session-id")
+            req, key, size = await read_request(state, request, MessagesRequest)
             spec = turn_request(
                 req,
                 state.defaults.sampling,
-                session,
+                session_header(request.headers),
                 state.tenant(key, request.headers),
                 state.defaults.tool_grammar,
             )
@@ -420,7 +399,7 @@ def messages_routes(state: ServerState) -> list[BaseRoute]:
 
     async def count_tokens(request: Request) -> Response:
         try:
-            req, _, size = await read(request, CountTokensRequest)
+            req, _, size = await read_request(state, request, CountTokensRequest)
             texts = [system_text(req.system) or ""]
             for message in conversation(req.messages):
                 texts.append(message.content)

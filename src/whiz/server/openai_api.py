@@ -8,7 +8,7 @@ app's from above); `create_app` puts them together and puts every one behind the
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from typing import TypeVar
 
 from starlette.requests import Request
@@ -22,7 +22,8 @@ from whiz.server.browser import SUBPROTOCOL
 from whiz.server.guards import refuse_socket
 from whiz.server.http import ClientGone, run_to_end, until_disconnected
 from whiz.server.keepalive import with_keepalive
-from whiz.server.protocol import ChatRequest, ResponsesRequest, parse, read_json
+from whiz.server.protocol import ChatRequest, ResponsesRequest
+from whiz.server.requests import read_request, session_header
 from whiz.server.state import ServerState
 from whiz.server.websocket import Session
 
@@ -50,32 +51,11 @@ def sse(events: AsyncIterator[dict], *, named: bool) -> StreamingResponse:
     return StreamingResponse(body(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
 
-SESSION_HEADERS = ("x-session-id", "session_id", "session-id")
-"""Headers a client may name its session with; turns of one session stay on one replica."""
-
-
-def session_header(headers: Mapping[str, str]) -> str | None:
-    return next((headers[h] for h in SESSION_HEADERS if headers.get(h)), None)
-
-
-async def read_request(state: ServerState, request: Request, model: type[T]) -> tuple[T, str | None]:
-    """A POST body rate-limited, decoded and validated as `model`, and the key the request was let
-    in with (checked before the route: `guards.require_keys`)."""
-    state.check_open()
-    key = checked_key(request)
-    state.check_rate(key, request.client.host if request.client else None)
-    raw = await state.read_body(request)
-    return await read_json(raw, lambda data: parse(model, data)), key
-
-
 def openai_routes(state: ServerState) -> list[BaseRoute]:
     """`/v1/responses` (POST, GET by id, WebSocket), `/v1/chat/completions` and `/v1/models`."""
 
-    async def read_body(request: Request, model: type[T]) -> tuple[T, str | None]:
-        return await read_request(state, request, model)
-
     async def responses_create(request: Request) -> Response:
-        req, key = await read_body(request, ResponsesRequest)
+        req, key, _ = await read_request(state, request, ResponsesRequest)
         tenant = state.tenant(key, request.headers)
         previous = None
         if req.previous_response_id is not None:
@@ -123,7 +103,7 @@ def openai_routes(state: ServerState) -> list[BaseRoute]:
         return JSONResponse(found[0])
 
     async def chat_completions(request: Request) -> Response:
-        req, key = await read_body(request, ChatRequest)
+        req, key, _ = await read_request(state, request, ChatRequest)
         state.metrics.request("chat")
         session = session_header(request.headers)
         tenant = state.tenant(key, request.headers)

@@ -29,6 +29,28 @@ MAX_STOP = 4
 MAX_STOP_CHARS = 64
 """Longest stop string: whiz's bound (OpenAI names none). Every token is checked against each stop's
 prefixes on the event loop, so their length is what one request costs everyone."""
+
+
+def stop_list(stop: str | list[str] | None) -> list[str]:
+    """A `stop` field as a list: OpenAI's APIs take one string or several."""
+    return [stop] if isinstance(stop, str) else list(stop or [])
+
+
+def bounded_stops(most: int) -> Callable[[Any], Any]:
+    """The validator of every API's stop field: at most `most` strings, none longer than
+    MAX_STOP_CHARS (`field_validator("stop")(bounded_stops(MAX_STOP))`)."""
+
+    def check(stop: str | list[str] | None) -> str | list[str] | None:
+        stops = stop_list(stop)
+        if len(stops) > most:
+            raise ValueError(f"at most {most} stop sequences are allowed")
+        if any(len(s) > MAX_STOP_CHARS for s in stops):
+            raise ValueError(f"each stop sequence may hold at most {MAX_STOP_CHARS} characters")
+        return stop
+
+    return check
+
+
 MAX_TOOLS = 128
 """Tools per request: OpenAI's limit."""
 MAX_METADATA_PAIRS, MAX_METADATA_KEY_CHARS, MAX_METADATA_VALUE_CHARS = 16, 64, 512
@@ -258,18 +280,10 @@ class ChatRequest(SamplingFields):
     n: int = Field(default=1, ge=1, le=64)
     """Candidates to generate; the server's --slots bounds it further."""
 
-    @field_validator("stop")
-    @classmethod
-    def _bounded_stop(cls, stop: str | list[str] | None) -> str | list[str] | None:
-        stops = [stop] if isinstance(stop, str) else stop or []
-        if len(stops) > MAX_STOP:
-            raise ValueError(f"at most {MAX_STOP} stop sequences are allowed")
-        if any(len(s) > MAX_STOP_CHARS for s in stops):
-            raise ValueError(f"each stop sequence may hold at most {MAX_STOP_CHARS} characters")
-        return stop
+    _stop = field_validator("stop")(bounded_stops(MAX_STOP))
 
     def stop_list(self) -> list[str]:
-        return [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
+        return stop_list(self.stop)
 
     def limit(self) -> int | None:
         return self.max_completion_tokens or self.max_tokens
