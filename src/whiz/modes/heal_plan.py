@@ -191,11 +191,13 @@ def rounds(settings: HealSettings, first: Label, failure: str = "") -> list[Rung
 def ladder(settings: HealSettings, first: Label) -> list[Rung]:
     """Cheapest first, one candidate after another (`HealSettings.ladder`): the first model's most
     likely reply, the deep model's, then the rest of n. A heal that starts with the deep model has no
-    deep rung (its greedy reply was the first); that rung's candidate goes to the rung after it.
+    deep rung (its greedy reply was the first); that rung's candidate goes to the rung after it,
+    where there is one. The samples are seeded as a first round, so they are the same draws
+    whichever rungs ran before them.
 
     The rungs the deep model answers on code that exists are rewrites (`DeepRepair`). Where nothing
     is localized after an escalation, the first model's samples are passed over: on code that exists
-    they rarely mend what the deep model's greedy reply did not, and they cost most of a turn."""
+    they rarely mend what the deep model's greedy reply did not."""
     n, seed = settings.n, settings.seed
     if first == Label.DEEP:
         rungs: list[Rung] = [DeepRepair(1, otherwise=Greedy(), unfound=Greedy())]
