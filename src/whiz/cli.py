@@ -501,8 +501,9 @@ PolicyOpt = Annotated[
 ]
 SANDBOX_HELP = (
     "Where commands the agent runs (RUN, the test command, heal and swarm checks) may write and "
-    "reach: workspace-write (only this folder and a private /tmp; .git read-only; no network; no "
-    "keys or tokens in the environment), read-only (nothing written but /tmp), or "
+    "reach: workspace-write (only this folder and a private /tmp; .git read-only; no network; the "
+    "home folders hidden but for toolchains and --sandbox-allow paths; no keys or tokens in the "
+    "environment), read-only (nothing written but /tmp), or "
     "danger-full-access (no confinement: your rights, network and environment). The confined "
     "modes use bubblewrap; without it they refuse to run. `whiz sandbox -- CMD` shows what a "
     "command can do."
@@ -539,7 +540,9 @@ SANDBOX_ALLOW_HELP = (
     "(interpreters, compilers, package caches). Risk: a command the model writes can pass what it "
     "reads there to the model."
 )
-SandboxAllowOpt = Annotated[list[str] | None, typer.Option("--sandbox-allow", help=SANDBOX_ALLOW_HELP)]
+SandboxAllowOpt = Annotated[
+    list[str] | None, typer.Option("--sandbox-allow", metavar="PATH", help=SANDBOX_ALLOW_HELP)
+]
 PolicyCheckOpt = Annotated[
     bool,
     typer.Option(

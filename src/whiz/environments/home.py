@@ -53,7 +53,8 @@ TOOLCHAINS = (
     ".nvm", ".volta", ".bun", ".deno", ".npm/_cacache", ".cache/yarn", ".yarn/berry/cache",
     ".local/share/pnpm",
     # Rust (not ~/.cargo itself: credentials.toml), Go, the JVM, version managers
-    ".cargo/bin", ".cargo/registry", ".cargo/git", ".rustup", "go/pkg/mod", "go/bin", "sdk",
+    ".cargo/bin", ".cargo/registry", ".cargo/git/db", ".cargo/git/checkouts", ".rustup",
+    "go/pkg/mod", "go/bin", "sdk",
     ".m2/repository", ".gradle/caches", ".gradle/wrapper", ".sdkman/candidates", ".rbenv",
     ".asdf/installs", ".local/share/mise/installs",
 )  # fmt: skip
@@ -62,7 +63,7 @@ pip and npm install from what is there and do without the rest (the network is o
 
 TOOLCHAIN_VARIABLES: dict[str, tuple[str, ...]] = {
     "VIRTUAL_ENV": ("",), "CONDA_PREFIX": ("",), "PYENV_ROOT": ("",), "NVM_DIR": ("",),
-    "RUSTUP_HOME": ("",), "CARGO_HOME": ("bin", "registry", "git"), "GOROOT": ("",),
+    "RUSTUP_HOME": ("",), "CARGO_HOME": ("bin", "registry", "git/db", "git/checkouts"), "GOROOT": ("",),
     "GOPATH": ("bin", "pkg/mod"), "JAVA_HOME": ("",),
 }  # fmt: skip
 """Variables of whiz's environment that name a toolchain's folder, with the parts of it to mount."""

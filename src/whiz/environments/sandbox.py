@@ -13,11 +13,12 @@ through, and its own PID namespace: when the command ends, everything it started
 even a process that detached with `setsid` or `nohup`. It holds no capabilities, and when whiz
 runs as root it runs as `nobody` in a user namespace of its own (so `mount` cannot undo the
 read-only binds). It has its own IPC namespace, sees neither the host's runtime folders (`/run`,
-`$XDG_RUNTIME_DIR`) nor the home folders beyond the toolchains in them and what the user allowed
-(`home`; the home's secret stores stay hidden inside those: `hidden`) nor the workspace's own secret files
-(`secret_paths`: `.env`, keys, credentials, unless the user let them through) nor a token in the
-git config (`git_credentials`), and a seccomp filter (`seccomp`) refuses new unix sockets, so it
-cannot reach a socket server on the host.
+`$XDG_RUNTIME_DIR`) nor the home folders, yours, other users' and root's, beyond the toolchains
+in them and what the user allowed by name (`home`; the home's secret stores stay hidden inside
+those: `hidden`), nor the workspace's own secret files (`secret_paths`: `.env`, keys,
+credentials, unless the user let them through) nor a token in the git config
+(`git_credentials`), and a seccomp filter (`seccomp`) refuses new unix sockets, so it cannot
+reach a socket server on the host.
 Dependency folders an isolated copy links in (`dependencies`) are mounted read-only. Where
 bubblewrap is missing or cannot build all of this, a confined mode refuses to run
 (`SandboxUnavailable`) instead of running unconfined. docs/sandbox.md has the threat model.
