@@ -339,7 +339,10 @@ def test_as_an_ordinary_user_the_home_and_other_homes_are_unreadable(ordinary_us
         (other / "notes.txt").write_text("other-notes\n")
         other.chmod(0o755)
         (other / "notes.txt").chmod(0o644)
-        for path in (tool.parent, tool, tool / "hosts.yml", ws, ws / "shipped"):
+        cache = home / ".cache" / "pip"  # a toolchain's folder in the user's own home: shown
+        cache.mkdir(parents=True, exist_ok=True)
+        (cache / f"entry-{tag}").write_text("cached-entry\n")
+        for path in (tool.parent, tool, tool / "hosts.yml", ws, ws / "shipped", cache.parent, cache):
             os.lchown(path, ordinary_user.pw_uid, ordinary_user.pw_gid)
         outside = subprocess.run(
             [*as_user, "cat", str(tool / "hosts.yml"), str(other / "notes.txt")],
@@ -350,7 +353,7 @@ def test_as_an_ordinary_user_the_home_and_other_homes_are_unreadable(ordinary_us
         plant = "ln -s ~/.config planted"
         reads = f"~/.config/sometool-{tag}/hosts.yml shipped/hosts.yml planted/sometool-{tag}/hosts.yml"
         read = (
-            f"id -u; cat {reads} {other}/notes.txt 2>/dev/null; ls -A /home /root;"
+            f"id -u; cat {reads} {other}/notes.txt 2>/dev/null; ls -A /home /root; cat {cache}/entry-{tag};"
             " python3 -c 'print(6 * 7)'; echo made > ok.txt"
         )
         done = subprocess.run(
@@ -359,10 +362,11 @@ def test_as_an_ordinary_user_the_home_and_other_homes_are_unreadable(ordinary_us
         )  # fmt: skip
         out = done.stdout + done.stderr
         assert done.returncode == 0 and (ws / "ok.txt").exists(), out
-        assert out.startswith(f"{ordinary_user.pw_uid}\n") and "42" in out
+        assert out.startswith(f"{ordinary_user.pw_uid}\n") and "42" in out and "cached-entry" in out
         assert TOKEN not in out and "other-notes" not in out and f"whiz-other-{tag}" not in out
         assert (ws / "planted").is_symlink()  # the link was made, and led nowhere
     finally:
         shutil.rmtree(tool, ignore_errors=True)
         shutil.rmtree(ws, ignore_errors=True)
         shutil.rmtree(other, ignore_errors=True)
+        (home / ".cache" / "pip" / f"entry-{tag}").unlink(missing_ok=True)

@@ -58,7 +58,7 @@ TOOLCHAINS = (
     ".m2/repository", ".gradle/caches", ".gradle/wrapper", ".sdkman/candidates", ".rbenv",
     ".asdf/installs", ".local/share/mise/installs",
 )  # fmt: skip
-"""Relative to each covered home: mounted again read-only where they exist. A cache is only read:
+"""Relative to the command's own home folders: mounted again read-only where they exist. A cache is only read:
 pip and npm install from what is there and do without the rest (the network is off by default)."""
 
 TOOLCHAIN_VARIABLES: dict[str, tuple[str, ...]] = {
@@ -97,9 +97,8 @@ class HomeView:
     homes: tuple[Path, ...] = ()
     """The command's own home folders, made to exist (empty) so that tools can write there."""
 
-    def mounts(self, hidden_before: Sequence[str] = ()) -> list[str]:
-        """The bwrap arguments: the empty folders, then what is mounted again. `hidden_before`:
-        folders already covered (the private /tmp, the runtime folders), whose tools are found too."""
+    def mounts(self) -> list[str]:
+        """The bwrap arguments: the empty folders, then what is mounted again."""
         args: list[str] = []
         for folder in self.covered:
             args += ["--tmpfs", str(folder)]
@@ -157,8 +156,10 @@ def home_view(
     `prefixes`: whiz's own source and Python (`sys.prefix`, `sys.base_prefix`)."""
     covered = covered_homes(environ, euid)
     under = [*map(str, covered), *hidden_before]
+    # The command's own homes (`$HOME`, its account's): often inside a covered folder (`/home`).
+    own = [h for h in homes(environ, euid) if any(h.is_relative_to(c) for c in covered)]
     found: list[Path] = []
-    for home in covered:
+    for home in own:
         for name in TOOLCHAINS:
             found += [Path(p) for p in sorted(glob.glob(os.path.join(glob.escape(str(home)), name)))]
     for name, parts in TOOLCHAIN_VARIABLES.items():
@@ -178,7 +179,6 @@ def home_view(
     missing += [p for p in allowed if not reachable(p, euid)]
     allowed = [p for p in allowed if reachable(p, euid)]
     links = [(real, named) for real, named in links if real in allowed]
-    own = [h for h in homes(environ, euid) if h in covered or any(h.is_relative_to(c) for c in covered)]
     return HomeView(
         tuple(covered),
         tuple(t for t in toolchains if t not in allowed),
