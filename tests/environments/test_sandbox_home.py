@@ -370,3 +370,22 @@ def test_as_an_ordinary_user_the_home_and_other_homes_are_unreadable(ordinary_us
         shutil.rmtree(ws, ignore_errors=True)
         shutil.rmtree(other, ignore_errors=True)
         (home / ".cache" / "pip" / f"entry-{tag}").unlink(missing_ok=True)
+
+
+def test_git_works_in_a_worktree_of_a_repository_in_the_home_and_a_forged_git_file_shows_nothing(
+    tmp_path: Path, home: Path, tool_config: Path
+):
+    repo = home / "repo"
+    repo.mkdir()
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "-q"], cwd=repo, check=True)
+    (repo / "a.py").write_text("a = 1\n")
+    subprocess.run([*git, "add", "."], cwd=repo, check=True)
+    subprocess.run([*git, "commit", "-qm", "first commit"], cwd=repo, check=True)
+    worktree = tmp_path / "wt"
+    subprocess.run([*git, "worktree", "add", "-q", str(worktree)], cwd=repo, check=True)
+    assert "first commit" in run(worktree, "git log --oneline")
+    forged = tmp_path / "forged"
+    forged.mkdir()
+    (forged / ".git").write_text(f"gitdir: {tool_config}\n")  # as a hostile repository ships it
+    assert TOKEN not in run(forged, f"cat {tool_config}/hosts.yml")
