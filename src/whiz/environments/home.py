@@ -90,7 +90,7 @@ class HomeView:
     allowed: tuple[Path, ...]
     """Named by the user and there (real paths): mounted read-only."""
     missing: tuple[Path, ...] = ()
-    """Named by the user but not there: left out, and `whiz sandbox` says so."""
+    """Named by the user but not there (or not readable): left out, and `whiz sandbox` says so."""
     links: tuple[tuple[Path, Path], ...] = ()
     """(real path, the path the user named) where a link stood between them inside a covered
     folder: the real folder is mounted at the name too, so tools find it where they look."""
@@ -135,7 +135,7 @@ class HomeView:
         allowed = _listed(self.allowed, none="none (add one with --sandbox-allow PATH)")
         lines.append(f"read-only in them, allowed by you: {allowed}")
         if self.missing:
-            lines.append(f"allowed but not found: {_listed(self.missing)}")
+            lines.append(f"allowed but not found, or not readable: {_listed(self.missing)}")
         return lines
 
 
@@ -178,7 +178,7 @@ def home_view(
     allowed, missing, links = _allowed(allow, environ, under)
     missing += [p for p in allowed if not reachable(p, euid)]
     allowed = [p for p in allowed if reachable(p, euid)]
-    links = [(real, named) for real, named in links if real in allowed]
+    links = [(real, named) for real, named in links if any(real.is_relative_to(a) for a in allowed)]
     return HomeView(
         tuple(covered),
         tuple(t for t in toolchains if t not in allowed),
