@@ -259,8 +259,9 @@ PolicyOpt = Annotated[
 ]
 SANDBOX_HELP = (
     "Where commands the agent runs (RUN, the test command, heal and swarm checks) may write and "
-    "reach: workspace-write (only this folder and a private /tmp; .git read-only; no network; no "
-    "keys or tokens in the environment), read-only (nothing written but /tmp), or "
+    "reach: workspace-write (only this folder and a private /tmp; .git read-only; no network; the "
+    "home folders hidden but for toolchains and --sandbox-allow paths; no keys or tokens in the "
+    "environment), read-only (nothing written but /tmp), or "
     "danger-full-access (no confinement: your rights, network and environment). The confined "
     "modes use bubblewrap; without it they refuse to run. `whiz sandbox -- CMD` shows what a "
     "command can do."
@@ -290,6 +291,16 @@ SECRET_READS_HELP = (
     "file in your task, or approving its READ, lets that one file through instead."
 )
 SecretReadsOpt = Annotated[bool, typer.Option("--allow-secret-reads", help=SECRET_READS_HELP)]
+SANDBOX_ALLOW_HELP = (
+    "A file or folder of your home that confined commands may read (read-only), e.g. "
+    "~/.config/mytool; repeat it, or list them as allow = [...] in the config file's [sandbox] "
+    "table. The rest of every home folder is hidden from them, but for the toolchains they need "
+    "(interpreters, compilers, package caches). Risk: a command the model writes can pass what it "
+    "reads there to the model."
+)
+SandboxAllowOpt = Annotated[
+    list[str] | None, typer.Option("--sandbox-allow", metavar="PATH", help=SANDBOX_ALLOW_HELP)
+]
 PolicyCheckOpt = Annotated[
     bool,
     typer.Option(
@@ -320,6 +331,7 @@ class ModelFlags:
     secret_file: SecretFileOpt = None
     allow_env_writes: EnvWritesOpt = False
     allow_secret_reads: SecretReadsOpt = False
+    sandbox_allow: SandboxAllowOpt = None
 
     def session_options(self, agent=None, *, resume: str | None = None, heal: int | None = None):
         """The flags as `SessionOptions` for the current directory, with the agent's settings
@@ -352,6 +364,7 @@ class ModelFlags:
                 allow_env_writes=self.allow_env_writes,
                 allow_secret_reads=self.allow_secret_reads,
                 secret_files=options.agent.secrets,
+                allow=self.sandbox_allow,
             )
             check_heal(heal, options.agent)
         except ValueError as exc:
@@ -403,23 +416,33 @@ def _read_task(task: str) -> str:
 
 
 def sandbox_options(
-    mode: str, *, allow_env_writes: bool = False, allow_secret_reads: bool = False, secret_files=None
+    mode: str,
+    *,
+    allow_env_writes: bool = False,
+    allow_secret_reads: bool = False,
+    secret_files=None,
+    allow: list[str] | None = None,
 ):  # -> SandboxOptions
     """`--sandbox MODE` (and `--allow-env-writes`, `--allow-secret-reads`, the `--secret-file`
-    rules) as options; ValueError naming the modes for a bad one."""
+    rules, the `--sandbox-allow` paths after the config file's) as options; ValueError naming the
+    modes for a bad one, or what is wrong in the config file's `[sandbox]` table."""
     from whiz.environments import SandboxMode, SandboxOptions
+    from whiz.environments.home import allowed_in_config
     from whiz.environments.secret_rules import SecretFiles
+    from whiz.mcp.config import config_path
 
     try:
-        return SandboxOptions(
-            SandboxMode(mode),
-            allow_env_writes=allow_env_writes,
-            secret_files=secret_files or SecretFiles(),
-            allow_secret_reads=allow_secret_reads,
-        )
+        sandbox_mode = SandboxMode(mode)
     except ValueError:
         choices = ", ".join(m.value for m in SandboxMode)
         raise ValueError(f"--sandbox must be one of {choices}, not {mode!r}") from None
+    return SandboxOptions(
+        sandbox_mode,
+        allow_env_writes=allow_env_writes,
+        secret_files=secret_files or SecretFiles(),
+        allow_secret_reads=allow_secret_reads,
+        allow=tuple(Path(p) for p in [*allowed_in_config(config_path()), *(allow or ())]),
+    )
 
 
 def _agent_config(
@@ -502,6 +525,7 @@ def resume(
     allow_env_writes: EnvWritesOpt = False,
     secret_file: SecretFileOpt = None,
     allow_secret_reads: SecretReadsOpt = False,
+    sandbox_allow: SandboxAllowOpt = None,
     mcp: McpOpt = None,
 ) -> None:
     """Continue a stored session with a new task; without one, list this directory's sessions.
@@ -532,6 +556,7 @@ def resume(
         allow_env_writes=allow_env_writes,
         secret_file=secret_file,
         allow_secret_reads=allow_secret_reads,
+        sandbox_allow=sandbox_allow,
     )
     options = flags.session_options(_agent_config(approval, actions, test_cmd), resume=session or "last")
     options.mcp = mcp_config(mcp)
@@ -550,20 +575,23 @@ def sandbox(
     allow_env_writes: EnvWritesOpt = False,
     secret_file: SecretFileOpt = None,
     allow_secret_reads: SecretReadsOpt = False,
+    sandbox_allow: SandboxAllowOpt = None,
 ) -> None:
     """Run one command in this directory the way the agent would: `whiz sandbox -- pytest -q`.
 
     In workspace-write only this folder and a private /tmp can be written, `.git` and the
     dependency folders (.venv, node_modules) are read-only, there is no network, keys and tokens
-    are left out of the environment, the project's secret files (.env, keys) and the home folder's
-    secret stores are hidden, host sockets are out of reach, the command holds no root
+    are left out of the environment, the home folders are hidden but for the toolchains in them
+    and what you allow with --sandbox-allow (it says which first, on stderr), and so are the
+    project's secret files (.env, keys); host sockets are out of reach, the command holds no root
     capabilities, and every process it started is gone when it ends. Try your test command here
     to see what it needs. The exit code is the command's (124 when the timeout stopped it).
     docs/sandbox.md has the whole threat model.
     """
     import asyncio
 
-    from whiz.environments import SandboxUnavailable, run_sandboxed
+    from whiz.environments import SandboxMode, SandboxUnavailable, run_sandboxed
+    from whiz.environments.sandbox import sandbox_summary
     from whiz.environments.secret_rules import SecretFiles
 
     try:
@@ -572,9 +600,13 @@ def sandbox(
             allow_env_writes=allow_env_writes,
             allow_secret_reads=allow_secret_reads,
             secret_files=SecretFiles(tuple(secret_file or ())),
+            allow=sandbox_allow,
         )
     except ValueError as exc:
         raise fail(str(exc).replace("--sandbox", "--mode")) from None
+    if options.mode is not SandboxMode.DANGER_FULL_ACCESS:
+        for line in sandbox_summary(Path.cwd(), options):
+            err.print(f"whiz sandbox: {line}", highlight=False, markup=False, soft_wrap=True)
     try:
         code = asyncio.run(run_sandboxed(Path.cwd(), command, options, timeout_s=timeout))
     except SandboxUnavailable as exc:
