@@ -163,6 +163,8 @@ class GatewayTurn:
         self._forward_key = f"{request.tenant}/{named}" if named and request.tenant else named
         self._replica: Replica | None = None
         self._response: httpx.Response | None = None
+        self._kept = True
+        """Whether the replica running the turn keeps its tenant apart (`Upstream.kept`)."""
         self._tried: list[str] = []
         self._last_error: UpstreamError | None = None
         self._cancelled = False
@@ -233,6 +235,7 @@ class GatewayTurn:
                 router.abandoned(replica)
                 raise
             self._replica = replica
+            self._kept = upstream.kept(self._response, self._request.tenant)
             return
 
     def _note_retry(self, replica: Replica, exc: UpstreamError) -> None:
@@ -330,6 +333,11 @@ class GatewayTurn:
         ttft_ms = ((first_at or now) - start) * 1000
         decode_ms = (now - first_at) * 1000 if first_at else 0.0
         stats = reader.stats(ttft_ms=ttft_ms, decode_ms=decode_ms, pieces=len(pieces))
+        if not self._kept:
+            # A cache shared with other tenants: its hits are theirs to keep (a prefix oracle
+            # otherwise), so this tenant is told, and /metrics counts, what a cold cache gives.
+            stats.cached_tokens, stats.prefill_tokens = 0, stats.prompt_tokens
+            stats.prefill_ms = ttft_ms
         text = "".join(p.text for p in pieces if isinstance(p, TextDelta))
         calls = [p for p in pieces if isinstance(p, ToolCall)]
         if cancelled:

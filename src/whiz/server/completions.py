@@ -184,7 +184,7 @@ def completions_routes(state: ServerState, read_body: BodyReader) -> list[BaseRo
                 "Completions need the model in this server; it forwards to upstream servers instead.",
                 code="unsupported",
             )
-        tenant = state.keys.tenant(key)
+        tenant = state.tenant(key, request.headers)
         explicit = explicit or next(
             (request.headers[h] for h in CLIENT_HEADERS if request.headers.get(h)), None
         )
