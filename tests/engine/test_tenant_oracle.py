@@ -7,7 +7,6 @@ running beside B's, and the prefix cache on disk after a restart."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
