@@ -149,3 +149,16 @@ def test_vllm_is_sent_a_salt_per_key_that_names_no_key(upstreams, gateway):
     salts = [b["cache_salt"] for b in vllm.fake.bodies]
     assert len(set(salts)) == 2 and all(len(s) == 32 and int(s, 16) >= 0 for s in salts)
     assert not any(k in s for s in salts for k in KEYS)
+
+
+def test_a_replicas_rate_limit_counts_each_key_behind_the_gateway_apart(serve_fake, gateway):
+    replica = serve_fake(api_keys=["direct"], gateway_keys=["gw"], rate_limit_rpm=2)
+    gw = gateway([replica.root], api_keys=KEYS, upstream_key="gw")
+
+    def status(key: str) -> int:
+        body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+        auth = {"Authorization": f"Bearer {key}"}
+        return httpx.post(f"{gw.base_url}/chat/completions", headers=auth, json=body).status_code
+
+    assert [status("key-a") for _ in range(3)] == [200, 200, 429]
+    assert status("key-b") == 200  # A spent its own share of the replica, not B's

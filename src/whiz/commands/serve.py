@@ -127,12 +127,12 @@ def serve_gateway(settings: ServeSettings, console: Console) -> None:
 def _print_tenants(upstream: Upstream, console: Console) -> None:
     """Whether `upstream` keeps this gateway's keys apart; where it cannot, say what that costs."""
     if upstream.keeps_tenants:
-        console.print(f"  keys kept apart there ({upstream.tenant_isolation})", soft_wrap=True)
+        console.print(f"  keys kept apart there, {upstream.tenant_isolation}", soft_wrap=True)
         return
     console.print(
-        f"  [yellow]keys share one cache there[/yellow] ({upstream.tenant_isolation}): cached_tokens "
-        "are reported as 0 to every key, but response times still tell one key what another's "
-        "prompts began with; give each key its own upstream where that matters",
+        f"  [yellow]keys share one cache there[/yellow]: {upstream.tenant_isolation}. So "
+        "cached_tokens are reported as 0 to every key, but response times still tell one key what "
+        "another's prompts began with: give each key its own upstream where that matters.",
         soft_wrap=True,
     )
 

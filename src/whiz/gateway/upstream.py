@@ -193,14 +193,14 @@ class Upstream:
 
     @property
     def tenant_isolation(self) -> str:
-        """How tenants are kept apart here, in words (for the start-up banner)."""
+        """How tenants are kept apart here, or why they are not, in words (for the banner)."""
         if self.keeps_tenants:
-            return "X-Whiz-Tenant" if self.flavour == "whiz" else "cache_salt"
+            return "by X-Whiz-Tenant" if self.flavour == "whiz" else "by cache_salt"
         if self.flavour == "whiz":
-            return "none: it ignores X-Whiz-Tenant from this gateway (start it with --gateway-key KEY)"
+            return "it ignores X-Whiz-Tenant from this gateway's key; start it with --gateway-key KEY"
         if self.flavour == "vllm":
-            return f"none: not a vLLM with cache_salt ({'.'.join(map(str, VLLM_SALTS_FROM))} or later)"
-        return f"none: {self.flavour} has no per-tenant prefix cache"
+            return f"not a vLLM with cache_salt ({'.'.join(map(str, VLLM_SALTS_FROM))} or later)"
+        return f"{self.flavour} has no per-tenant prefix cache"
 
     def kept(self, response: httpx.Response, tenant: str | None) -> bool:
         """Whether this turn's cache was the tenant's own: a whiz replica says so on every

@@ -372,7 +372,7 @@ def messages_routes(state: ServerState) -> list[BaseRoute]:
         """The validated body, the caller's key, and the body's size (large ones tokenize off the loop)."""
         state.check_open()
         key = checked_key(request)  # checked before the route (server/guards.py)
-        state.check_rate(key, request.client.host if request.client else None)
+        state.check_rate(key, request.client.host if request.client else None, request.headers)
         raw = await state.read_body(request)
         try:
             return await read_json(raw, model.model_validate), key, len(raw)

@@ -63,7 +63,7 @@ async def read_request(state: ServerState, request: Request, model: type[T]) -> 
     in with (checked before the route: `guards.require_keys`)."""
     state.check_open()
     key = checked_key(request)
-    state.check_rate(key, request.client.host if request.client else None)
+    state.check_rate(key, request.client.host if request.client else None, request.headers)
     raw = await state.read_body(request)
     return await read_json(raw, lambda data: parse(model, data)), key
 
