@@ -162,3 +162,10 @@ def test_a_replicas_rate_limit_counts_each_key_behind_the_gateway_apart(serve_fa
 
     assert [status("key-a") for _ in range(3)] == [200, 200, 429]
     assert status("key-b") == 200  # A spent its own share of the replica, not B's
+
+
+def test_a_gateway_with_one_key_reports_every_upstreams_cache_hits(upstreams, gateway):
+    llama = upstreams(owned_by="llamacpp")
+    gw = gateway([llama.url], api_keys=["only"])  # one tenant: nothing to keep apart
+    send(gw.base_url, "only", SECRET)
+    assert cached(send(gw.base_url, "only", SECRET)) > len(SECRET)

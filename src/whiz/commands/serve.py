@@ -110,7 +110,7 @@ def serve_gateway(settings: ServeSettings, console: Console) -> None:
             ]
             what = f"{u.flavour}, model {u.model}" + (f", forwards {' and '.join(extras)}" if extras else "")
             console.print(f"[green]upstream[/green] {r.name}: {what}", soft_wrap=True)
-            if settings.api_keys:
+            if (settings.api_keys or settings.gateway_keys) and not gateway.single_tenant:
                 _print_tenants(u, console)
         else:
             console.print(f"[yellow]upstream[/yellow] {r.name}: out of rotation ({r.reason})", soft_wrap=True)

@@ -85,4 +85,5 @@ def build_gateway(settings: ServeSettings) -> Gateway:
         model_name=settings.model_name,
         health_interval_s=settings.health_interval_s,
         max_candidates=settings.max_n,
+        single_tenant=len(set(settings.api_keys)) == 1 and not settings.gateway_keys,
     )

@@ -70,7 +70,12 @@ class Gateway:
         health_timeout_s: float = 2.0,
         max_candidates: int = 8,
         max_attempts: int = 3,
+        single_tenant: bool = False,
     ):
+        self.single_tenant = single_tenant
+        """Every turn is one key's (a gateway with one API key and no gateway keys): no tenant's
+        cache hits can be another's, so they are reported as the upstreams count them. Otherwise
+        they are reported only from upstreams that keep tenants apart (`Upstream.keeps_tenants`)."""
         self.router = Router([Replica(u) for u in upstreams], policy=policy)
         self.max_candidates = max_candidates
         """The most candidates (`n`) of one request: each is a request to the upstream."""
@@ -235,7 +240,8 @@ class GatewayTurn:
                 router.abandoned(replica)
                 raise
             self._replica = replica
-            self._kept = upstream.kept(self._response, self._request.tenant)
+            kept = upstream.kept(self._response, self._request.tenant)
+            self._kept = kept or self._gateway.single_tenant
             return
 
     def _note_retry(self, replica: Replica, exc: UpstreamError) -> None:

@@ -358,7 +358,7 @@ class Upstream:
 
 
 def _version(said: object) -> tuple[int, ...]:
-    """`"0.9.1"` -> (0, 9, 1); anything unreadable -> () (older than every release)."""
+    """`"0.9.1"` -> (0, 9); anything unreadable -> () (older than every release)."""
     found = re.match(r"(\d+)\.(\d+)", said) if isinstance(said, str) else None
     return (int(found[1]), int(found[2])) if found else ()
 
