@@ -21,6 +21,7 @@ gateway reports no cached tokens to any tenant there (`Upstream.keeps_tenants`).
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import logging
 import re
@@ -64,11 +65,12 @@ PROBE_TENANT = "whiz-gateway-probe"
 """The tenant named when asking a whiz replica, at discovery, whether it keeps tenants apart."""
 
 
-def wire_tenant(tenant: str) -> str:
+def wire_tenant(tenant: str, secret: bytes = b"") -> str:
     """What an upstream is told of a tenant: a fixed-size hex digest, so whatever the gateway's
     own tenant looks like (a key's digest, or a chained gateway's `own/named`) it is a valid
-    `X-Whiz-Tenant` and a plain `cache_salt`, and names nothing but itself."""
-    return hashlib.sha256(tenant.encode()).hexdigest()[:32]
+    `X-Whiz-Tenant` and a plain `cache_salt`. Keyed by `secret` (`UpstreamConfig.tenant_secret`):
+    a plain digest of a key would let the upstream test guesses of a weak key against it."""
+    return hmac.new(secret, tenant.encode(), hashlib.sha256).hexdigest()[:32]
 
 
 @dataclass
@@ -86,6 +88,9 @@ class UpstreamConfig:
     timeout_s: float = 300.0
     """Longest silence while waiting for or reading a stream."""
     connect_timeout_s: float = 5.0
+    tenant_secret: bytes = b""
+    """Keys what the upstream is told of each tenant (`wire_tenant`); the gateway derives it from
+    its own keys, which the upstream never sees."""
 
 
 def _reason(exc: httpx.TransportError) -> str:
@@ -245,7 +250,7 @@ class Upstream:
         it trusts from its --gateway-key, or from anyone when it has no keys)."""
         if tenant is None or self.flavour != "whiz":
             return {}
-        return {TENANT_HEADER: wire_tenant(tenant)}
+        return {TENANT_HEADER: wire_tenant(tenant, self.config.tenant_secret)}
 
     def body(self, request: TurnRequest, cache_key: str | None) -> dict[str, Any]:
         """The streamed chat-completions request for one turn, the whole history included."""
@@ -276,7 +281,8 @@ class Upstream:
         if cache_key and self.sends_cache_key:
             body["prompt_cache_key"] = cache_key
         if request.tenant and self.flavour == "vllm":
-            body["cache_salt"] = wire_tenant(request.tenant)  # vLLM shares prefixes only within a salt
+            # vLLM shares cached prefixes only between requests of one salt.
+            body["cache_salt"] = wire_tenant(request.tenant, self.config.tenant_secret)
         if self.flavour == "whiz":
             off = {"speculation": False} if not request.speculation else {}
             off |= {"tool_grammar": False} if not request.tool_grammar else {}
