@@ -28,8 +28,9 @@ def prompt(engine, user: str) -> list[int]:
     return ChatTemplate(engine.tokenizer).encode([Message("system", TEMPLATE), Message("user", user)])
 
 
-async def ask(engine, user: str, tenant: str, **kw) -> tuple[int, int]:
-    stream = engine.generate(GenerateRequest(prompt=prompt(engine, user), max_tokens=8, tenant=tenant, **kw))
+async def ask(engine, user: str, tenant: str, max_tokens_: int = 8, **kw) -> tuple[int, int]:
+    request = GenerateRequest(prompt=prompt(engine, user), max_tokens=max_tokens_, tenant=tenant, **kw)
+    stream = engine.generate(request)
     _ = [t async for chunk in stream for t in chunk.tokens]
     return stream.stats.cached_tokens, stream.stats.prefill_tokens
 
@@ -113,3 +114,40 @@ async def test_b_learns_nothing_of_as_prompt_from_the_disk_after_a_restart(tmp_p
             engine.close()
 
     assert await world(tmp_path / "a", True) == await world(tmp_path / "none", False)
+
+
+async def test_b_learns_nothing_of_as_prompt_from_the_draft_models_cache():
+    """The draft model keeps a cache per slot too: what it drafts for B, and what that costs it,
+    must not depend on what A left there."""
+
+    async def world(a_speaks: bool) -> list:
+        engine = fake_engine(draft_miss_every=6, step_s=0.0, token_s=0.0)
+        draft = engine.draft_model
+        try:
+            if a_speaks:
+                await ask(engine, SECRET, "key-a", max_tokens_=40)
+            seen = []
+            for guess in GUESSES:
+                before = (draft.runtime.decoded_tokens, draft.drafted_tokens)
+                stream = engine.generate(
+                    GenerateRequest(prompt=prompt(engine, guess), max_tokens=40, tenant="key-b")
+                )
+                _ = [t async for chunk in stream for t in chunk.tokens]
+                s = stream.stats
+                after = (draft.runtime.decoded_tokens, draft.drafted_tokens)
+                seen.append(
+                    (
+                        s.cached_tokens,
+                        s.draft_accepted,
+                        s.draft_rejected,
+                        after[0] - before[0],
+                        after[1] - before[1],
+                    )
+                )
+            return seen
+        finally:
+            engine.close()
+
+    alone = await world(a_speaks=False)
+    assert await world(a_speaks=True) == alone
+    assert any(s[1] for s in alone)  # the draft model drafted for B: the test can tell
