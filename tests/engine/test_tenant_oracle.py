@@ -151,3 +151,22 @@ async def test_b_learns_nothing_of_as_prompt_from_the_draft_models_cache():
     alone = await world(a_speaks=False)
     assert await world(a_speaks=True) == alone
     assert any(s[1] for s in alone)  # the draft model drafted for B: the test can tell
+
+
+def test_a_reply_remembered_for_one_tenant_is_tokenized_afresh_for_another():
+    """A resent reply reuses the tokens it was sampled as, which can differ from how the text
+    tokenizes: another key's history with the same text must not get them (its prompt's length
+    would tell the text was someone's reply)."""
+    engine = fake_engine()
+    try:
+        template = ChatTemplate(engine.tokenizer)
+        reply = "Your PIN is 9931."
+        sampled = [ord(c) for c in reply][:-1] + [999]  # not how the text tokenizes
+        template.remember(reply, sampled, tenant="key-a")
+        history = [Message("user", "What is my PIN?"), Message("assistant", reply)]
+        fresh = ChatTemplate(engine.tokenizer).encode_turns(history)
+        assert template.encode_turns(history, tenant="key-b") == fresh
+        assert template.encode_turns(history) == fresh
+        assert template.encode_turns(history, tenant="key-a") != fresh  # A's own still reuse them
+    finally:
+        engine.close()
