@@ -174,3 +174,16 @@ def test_a_gateway_with_one_key_reports_every_upstreams_cache_hits(upstreams, ga
     gw = gateway([llama.url], api_keys=["only"])  # one tenant: nothing to keep apart
     send(gw.base_url, "only", SECRET)
     assert cached(send(gw.base_url, "only", SECRET)) > len(SECRET)
+
+
+def test_a_gateway_behind_a_gateway_says_it_keeps_keys_apart_only_where_its_upstreams_do(
+    serve_fake, upstreams, gateway
+):
+    def front_over(url: str):
+        inner = gateway([url])  # a keyless gateway: it takes the tenant from its caller
+        outer = gateway([inner.root], api_keys=KEYS)
+        return outer.gateway.router.replicas[0].upstream
+
+    assert front_over(serve_fake().root).keeps_tenants
+    over_llama = front_over(upstreams(owned_by="llamacpp").url)
+    assert not over_llama.keeps_tenants

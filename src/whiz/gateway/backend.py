@@ -100,6 +100,12 @@ class Gateway:
             model=model, n_ctx=min(windows) if windows else None, max_candidates=self.max_candidates
         )
 
+    @property
+    def keeps_tenants(self) -> bool:
+        """Whether every replica keeps tenants apart: only then does this gateway, as another
+        gateway's upstream, say it kept the tenant a request named (`X-Whiz-Tenant-Kept`)."""
+        return all(r.upstream.keeps_tenants for r in self.router.replicas)
+
     async def discover(self) -> None:
         """Ask every replica what it serves; one that does not answer starts out of rotation."""
         await self.health.check_all()

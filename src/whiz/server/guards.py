@@ -101,6 +101,8 @@ class KeyRequired:
             scope["type"] == "http"
             and TENANT_HEADER in Headers(scope=scope)
             and self.state.keys.names_tenants(key)
+            # A gateway keeps a tenant apart only as far as its own upstreams do.
+            and getattr(self.state.backend, "keeps_tenants", True)
         ):
             send = _saying_tenant_kept(send)
         await self.app(scope, receive, send)
