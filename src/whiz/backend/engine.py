@@ -53,10 +53,14 @@ class EngineBackend:
         enc = self.template
         if request.resume is not None:
             done = request.resume.n_messages
-            basis = list(request.resume.state) + enc.encode_turns(request.messages[done:])
+            basis = list(request.resume.state) + enc.encode_turns(
+                request.messages[done:], tenant=request.tenant
+            )
         else:
             head = [Message("system", request.system)] if request.system is not None else []
-            basis = enc.encode(head + request.messages, request.tools, add_generation_prompt=False)
+            basis = enc.encode(
+                head + request.messages, request.tools, add_generation_prompt=False, tenant=request.tenant
+            )
         prompt = basis + enc.tokenizer.encode(ASSISTANT_START) if request.generate else basis
         limit = self.engine.info.n_ctx
         if len(prompt) >= limit:
@@ -162,7 +166,7 @@ class EngineTurn:
         assert done is not None
         if self._generate:
             # Close the assistant turn so the state is exactly what a follow-up continues.
-            self._backend.template.remember(done.body, done.output_tokens)
+            self._backend.template.remember(done.body, done.output_tokens, self.spec.tenant)
             closing = self._backend.engine.tokenizer.encode(CLOSE_TURN)
             state = self.spec.prompt + done.output_tokens + closing
         else:

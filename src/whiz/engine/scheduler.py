@@ -440,7 +440,10 @@ class Scheduler:
         # A prediction is usually right where the code is unchanged; lookup guesses are riskier.
         chain = [(PredictionDrafter(req.prediction, len(req.prompt)), length(0.95))] if req.prediction else []
         chain.append((PromptLookupDrafter(), length(0.7)))
-        if self.draft_model is not None and (drafter := self.draft_model.drafter(seq)) is not None:
+        if (
+            self.draft_model is not None
+            and (drafter := self.draft_model.drafter(seq, req.tenant)) is not None
+        ):
             chain.append((drafter, length(0.7, self.draft_model.step_ms)))
         return ChainDrafter(chain)
 

@@ -68,7 +68,7 @@ class Completions:
                 "Completions need the model in this server; it forwards to upstream servers instead.",
                 code="unsupported",
             )
-        tenant = self.state.keys.tenant(key)
+        tenant = self.state.tenant(key, request.headers)
         explicit = explicit or request.headers.get("x-whiz-client") or session_header(request.headers)
         if explicit is not None:
             req.client = f"{tenant}:{explicit}"

@@ -43,6 +43,6 @@ async def read_request(state: ServerState, request: Request, model: type[T]) -> 
     with (checked before the route: `guards.require_keys`). A draining server refuses it first."""
     state.check_open()
     key = checked_key(request)
-    state.check_rate(key, request.client.host if request.client else None)
+    state.check_rate(key, request.client.host if request.client else None, request.headers)
     raw = await state.read_body(request)
     return ApiRequest(await read_json(raw, lambda data: parse(model, data)), key, len(raw))
