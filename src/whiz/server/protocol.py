@@ -345,6 +345,20 @@ class ResponsesRequest(SamplingFields):
     truncation: Literal["auto", "disabled"] | None = None
     """auto: when the conversation does not fit the context window, drop its oldest items until it
     does (OpenAI's meaning); disabled (the default): a 400 context_length_exceeded instead."""
+    parallel_tool_calls: bool = True
+    max_tool_calls: int | None = Field(default=None, ge=0)
+    safety_identifier: str | None = None
+    background: bool = False
+
+    @field_validator("background")
+    @classmethod
+    def _foreground(cls, background: bool) -> bool:
+        if background:
+            raise ValueError(
+                "background responses are not supported: whiz answers while the request is open "
+                "(stream it, or use the WebSocket mode)"
+            )
+        return background
 
     @field_validator("tools")
     @classmethod

@@ -33,6 +33,7 @@ from whiz.server.protocol import (
     input_chars,
     required_tool,
 )
+from whiz.server.shapes import ended, response_resource
 
 _SILENT = object()
 """What the model's stream gives while it says nothing for a while (see `keepalive.py`)."""
@@ -320,7 +321,7 @@ class ResponseEvents:
 
     def finish(self, status: str, **fields: Any) -> list[dict]:
         events = self._close_message()
-        self.response.update(status=status, **fields)
+        ended(self.response, status, **fields)
         kind = {
             "completed": "response.completed",
             "incomplete": "response.incomplete",
@@ -462,28 +463,15 @@ class ResponsesService:
 
     def skeleton(self, turn: PreparedTurn) -> dict:
         req = turn.request
-        return {
-            "id": turn.id,
-            "object": "response",
-            "created_at": turn.created_at,
-            "status": "in_progress",
-            "model": turn.model,
-            "output": [],
-            "instructions": req.instructions,
-            "previous_response_id": req.previous_response_id,
-            "max_output_tokens": req.max_output_tokens,
-            "temperature": turn.sampling.temperature,
-            "top_p": turn.sampling.top_p,
-            "tools": req.tools or [],
-            "tool_choice": req.tool_choice or "auto",
-            "parallel_tool_calls": True,
-            "store": req.store,
-            "metadata": req.metadata or {},
-            "text": {"format": {"type": "text"}},
-            "error": None,
-            "incomplete_details": None,
-            "usage": None,
-        }
+        return response_resource(
+            id=turn.id,
+            created_at=turn.created_at,
+            model=turn.model,
+            request=req,
+            temperature=turn.sampling.temperature,
+            top_p=turn.sampling.top_p,
+            strict_tools=req.tool_grammar(self.defaults.tool_grammar),
+        )
 
     def start(self, turn: PreparedTurn) -> ResponseRun:
         return ResponseRun(self, turn)
