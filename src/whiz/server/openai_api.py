@@ -22,7 +22,8 @@ from whiz.server.browser import SUBPROTOCOL
 from whiz.server.guards import refuse_socket
 from whiz.server.http import ClientGone, run_to_end, until_disconnected
 from whiz.server.keepalive import with_keepalive
-from whiz.server.protocol import ChatRequest, ResponsesRequest, parse, read_json
+from whiz.server.protocol import ChatRequest, CompactRequest, ResponsesRequest, parse, read_json
+from whiz.server.responses import Conversation
 from whiz.server.state import ServerState
 from whiz.server.websocket import Session
 
@@ -68,6 +69,22 @@ async def read_request(state: ServerState, request: Request, model: type[T]) -> 
     return await read_json(raw, lambda data: parse(model, data)), key
 
 
+def stored_conversation(
+    state: ServerState, response_id: str | None, tenant: str | None
+) -> Conversation | None:
+    """The stored conversation `previous_response_id` names (None when it names none)."""
+    if response_id is None:
+        return None
+    found = state.store.get(response_id, tenant)
+    if found is None:
+        raise InvalidRequest(
+            f"Previous response '{response_id}' was not found. Send the full input instead.",
+            param="previous_response_id",
+            code="previous_response_not_found",
+        )
+    return found[1]
+
+
 def openai_routes(state: ServerState) -> list[BaseRoute]:
     """`/v1/responses` (POST, GET by id, WebSocket), `/v1/chat/completions` and `/v1/models`."""
 
@@ -77,17 +94,7 @@ def openai_routes(state: ServerState) -> list[BaseRoute]:
     async def responses_create(request: Request) -> Response:
         req, key = await read_body(request, ResponsesRequest)
         tenant = state.tenant(key, request.headers)
-        previous = None
-        if req.previous_response_id is not None:
-            found = state.store.get(req.previous_response_id, tenant)
-            if found is None:
-                raise InvalidRequest(
-                    f"Previous response '{req.previous_response_id}' was not found. "
-                    "Send the full input instead.",
-                    param="previous_response_id",
-                    code="previous_response_not_found",
-                )
-            previous = found[1]
+        previous = stored_conversation(state, req.previous_response_id, tenant)
         turn = await state.responses.prepare_async(
             req, previous, session=session_header(request.headers), tenant=tenant
         )
@@ -111,6 +118,17 @@ def openai_routes(state: ServerState) -> list[BaseRoute]:
         if run.error is not None:
             raise run.error  # nothing was sent yet, so the client gets the error's own status
         return JSONResponse(run.response)
+
+    async def responses_compact(request: Request) -> Response:
+        req, key = await read_body(request, CompactRequest)
+        tenant = state.tenant(key, request.headers)
+        previous = stored_conversation(state, req.previous_response_id, tenant)
+        state.metrics.request("responses.compact")
+        work = state.compaction.compact(req, previous, session=session_header(request.headers), tenant=tenant)
+        try:
+            return JSONResponse(await until_disconnected(request, work))
+        except ClientGone:
+            return Response(status_code=499)
 
     async def responses_get(request: Request) -> Response:
         found = state.store.get(
@@ -167,6 +185,7 @@ def openai_routes(state: ServerState) -> list[BaseRoute]:
 
     return [
         Route("/v1/responses", responses_create, methods=["POST"]),
+        Route("/v1/responses/compact", responses_compact, methods=["POST"]),
         Route("/v1/responses/{response_id}", responses_get, methods=["GET"]),
         WebSocketRoute("/v1/responses", responses_socket),
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from whiz.chat.messages import Message, Tool, ToolCall
 from whiz.engine.types import SamplingParams
 from whiz.errors import InvalidRequest
+from whiz.server.shapes import compaction_summary
 
 
 class Wire(BaseModel):
@@ -48,6 +49,10 @@ def parse(model: type[BaseModel], data: Any) -> Any:
     except ValidationError as exc:
         err = exc.errors()[0]
         param = ".".join(str(p) for p in err["loc"] if not _union_tag(p)) or None
+        if err["type"] == "missing":
+            raise InvalidRequest(
+                f"'{param}' is required.", param=param, code="missing_required_parameter"
+            ) from None
         raise InvalidRequest(f"Invalid value for '{param}': {err['msg']}.", param=param) from None
 
 
@@ -418,12 +423,30 @@ class ResponsesRequest(SamplingFields):
 
     def input_messages(self) -> list[Message]:
         """The input items as messages (function calls and their outputs included)."""
-        if isinstance(self.input, str):
-            return [Message("user", self.input)]
-        out: list[Message] = []
-        for i, item in enumerate(self.input):
-            out.extend(_item_messages(item, f"input.{i}"))
-        return _merge_calls(out)
+        return input_messages(self.input)
+
+
+class CompactRequest(Wire):
+    """`POST /v1/responses/compact`: a conversation to compact into a shorter input window."""
+
+    model: str
+    input: str | list[dict] = Field(default_factory=list)
+    previous_response_id: str | None = None
+    instructions: str | None = None
+    prompt_cache_key: str | None = None
+
+    def input_messages(self) -> list[Message]:
+        return input_messages(self.input)
+
+
+def input_messages(items: str | list[dict]) -> list[Message]:
+    """Input items as messages (function calls and their outputs included)."""
+    if isinstance(items, str):
+        return [Message("user", items)]
+    out: list[Message] = []
+    for i, item in enumerate(items):
+        out.extend(_item_messages(item, f"input.{i}"))
+    return _merge_calls(out)
 
 
 def _tool_kind(tool: Any, param: str) -> str:
@@ -439,6 +462,11 @@ def _function_tool(tool: dict, param: str) -> Tool:
     if not isinstance(params, dict):
         raise InvalidRequest("Tool parameters must be a JSON schema object.", param=f"{param}.parameters")
     return Tool(tool["name"], tool.get("description") or "", params)
+
+
+SUMMARY_HEADER = "Summary of the conversation so far:\n"
+"""How a compaction item reads to the model: its summary, said by the assistant, so that the kept
+user messages and the summary alternate as a conversation does."""
 
 
 CUSTOM_INPUT = "input"
@@ -496,6 +524,15 @@ def _item_messages(item: Any, param: str) -> list[Message]:
         output = item.get("output", "")
         text = output if isinstance(output, str) else _text(output, f"{param}.output")
         return [Message("tool", text, tool_call_id=item["call_id"])]
+    if kind == "compaction":
+        summary = compaction_summary(item.get("encrypted_content"))
+        if summary is None:
+            raise InvalidRequest(
+                "This compaction item was not made by this server: whiz reads only the compaction "
+                "items its own /v1/responses/compact returned. Send the conversation's items instead.",
+                param=f"{param}.encrypted_content",
+            )
+        return [Message("assistant", SUMMARY_HEADER + summary)]
     if kind in ("reasoning", "item_reference", "web_search_call", "image_generation_call"):
         return []  # nothing a local model can use
     raise InvalidRequest(f"Input items of type '{kind}' are not supported.", param=f"{param}.type")

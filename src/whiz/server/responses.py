@@ -365,6 +365,31 @@ class ResponseEvents:
         return next(i for i, it in enumerate(self.response["output"]) if it is item)
 
 
+def start_truncating(backend: Backend, request: TurnRequest) -> tuple[BackendTurn, TurnRequest]:
+    """Start `request`, dropping the conversation's oldest messages while it does not fit the
+    context window (`truncation: "auto"`); the newest message always stays. Returns the turn
+    and the request as it was started."""
+    while True:
+        try:
+            return backend.start(request), request
+        except ContextOverflow as exc:
+            messages = request.messages
+            if len(messages) <= 1:
+                raise
+            # Drop about the share of text that is over, and a little more, so that a long
+            # conversation takes a few tries, not one per message.
+            over = 1 - 0.9 * exc.limit / exc.needed
+            total = sum(len(m.content) + 64 for m in messages[:-1]) or 1
+            drop, dropped = 0, 0
+            while drop < len(messages) - 1 and (dropped < over * total or drop == 0):
+                dropped += len(messages[drop].content) + 64
+                drop += 1
+            # A tool result without the call it answers means nothing to the model.
+            while drop < len(messages) - 1 and messages[drop].role == "tool":
+                drop += 1
+            request = dataclasses.replace(request, messages=messages[drop:], resume=None)
+
+
 class ResponsesService:
     """Prepares and runs Responses turns on one backend."""
 
@@ -431,35 +456,11 @@ class ResponsesService:
             tenant=tenant,
         )
         if req.truncation == "auto":
-            live, request = self._start_truncating(request)
+            live, request = start_truncating(self.backend, request)
         else:
             live = self.backend.start(request)
         model = req.model or self.defaults.model_name
         return PreparedTurn(rid, req, model, live, request.messages, system, tools, sampling, chain)
-
-    def _start_truncating(self, request: TurnRequest) -> tuple[BackendTurn, TurnRequest]:
-        """Start `request`, dropping the conversation's oldest messages while it does not fit the
-        context window (`truncation: "auto"`); the newest message always stays. Returns the turn
-        and the request as it was started."""
-        while True:
-            try:
-                return self.backend.start(request), request
-            except ContextOverflow as exc:
-                messages = request.messages
-                if len(messages) <= 1:
-                    raise
-                # Drop about the share of text that is over, and a little more, so that a long
-                # conversation takes a few tries, not one per message.
-                over = 1 - 0.9 * exc.limit / exc.needed
-                total = sum(len(m.content) + 64 for m in messages[:-1]) or 1
-                drop, dropped = 0, 0
-                while drop < len(messages) - 1 and (dropped < over * total or drop == 0):
-                    dropped += len(messages[drop].content) + 64
-                    drop += 1
-                # A tool result without the call it answers means nothing to the model.
-                while drop < len(messages) - 1 and messages[drop].role == "tool":
-                    drop += 1
-                request = dataclasses.replace(request, messages=messages[drop:], resume=None)
 
     def skeleton(self, turn: PreparedTurn) -> dict:
         req = turn.request

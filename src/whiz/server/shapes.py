@@ -9,7 +9,10 @@ describes what it did (no penalties, no log probabilities, no background run, no
 
 from __future__ import annotations
 
+import base64
+import binascii
 import time
+import uuid
 from typing import Any
 
 SERVICE_TIER = "default"
@@ -88,3 +91,57 @@ def ended(response: dict, status: str, **fields: Any) -> dict:
     if status == "completed":
         response["completed_at"] = int(time.time())
     return response
+
+
+# -- Compaction ------------------------------------------------------------------------------------
+
+COMPACTION_PREFIX = "whiz-compaction-v1:"
+"""How a compaction item whiz made begins. Its `encrypted_content` is not encrypted: it is the
+summary, base64-encoded, so a client passes it back as the opaque value the specification
+describes, and whiz alone reads it (a local server has no secret to hide it from its own user)."""
+
+
+def compaction_item(summary: str) -> dict:
+    """The item that stands for the compacted part of a conversation."""
+    content = COMPACTION_PREFIX + base64.b64encode(summary.encode("utf-8")).decode("ascii")
+    return {"type": "compaction", "id": new_item_id("cmp"), "encrypted_content": content}
+
+
+def compaction_summary(content: Any) -> str | None:
+    """The summary a compaction item holds, or None when whiz did not make it."""
+    if not isinstance(content, str) or not content.startswith(COMPACTION_PREFIX):
+        return None
+    try:
+        return base64.b64decode(content[len(COMPACTION_PREFIX) :], validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+
+
+def message_item(role: str, text: str) -> dict:
+    """An input message as an item of a compacted window (kept verbatim)."""
+    part = "output_text" if role == "assistant" else "input_text"
+    content: dict[str, Any] = {"type": part, "text": text}
+    if part == "output_text":
+        content["annotations"] = []
+    return {
+        "type": "message",
+        "id": new_item_id("msg"),
+        "status": "completed",
+        "role": role,
+        "content": [content],
+    }
+
+
+def compact_resource(*, output: list[dict], usage: dict) -> dict:
+    """The answer of `POST /v1/responses/compact`: the window to start the next response from."""
+    return {
+        "id": new_item_id("cmp"),
+        "object": "response.compaction",
+        "created_at": int(time.time()),
+        "output": output,
+        "usage": usage,
+    }
+
+
+def new_item_id(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex}"
