@@ -16,14 +16,14 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
-from whiz.errors import InvalidRequest, NotFound, WhizError
+from whiz.errors import NotFound, WhizError
 from whiz.server.auth import checked_key, named_tenant
 from whiz.server.browser import SUBPROTOCOL
 from whiz.server.guards import refuse_socket
 from whiz.server.http import ClientGone, run_to_end, until_disconnected
 from whiz.server.keepalive import with_keepalive
 from whiz.server.protocol import ChatRequest, CompactRequest, ResponsesRequest, parse, read_json
-from whiz.server.responses import Conversation
+from whiz.server.responses import stored_conversation
 from whiz.server.state import ServerState
 from whiz.server.websocket import Session
 
@@ -69,22 +69,6 @@ async def read_request(state: ServerState, request: Request, model: type[T]) -> 
     return await read_json(raw, lambda data: parse(model, data)), key
 
 
-def stored_conversation(
-    state: ServerState, response_id: str | None, tenant: str | None
-) -> Conversation | None:
-    """The stored conversation `previous_response_id` names (None when it names none)."""
-    if response_id is None:
-        return None
-    found = state.store.get(response_id, tenant)
-    if found is None:
-        raise InvalidRequest(
-            f"Previous response '{response_id}' was not found. Send the full input instead.",
-            param="previous_response_id",
-            code="previous_response_not_found",
-        )
-    return found[1]
-
-
 def openai_routes(state: ServerState) -> list[BaseRoute]:
     """`/v1/responses` (POST, GET by id, WebSocket), `/v1/chat/completions` and `/v1/models`."""
 
@@ -94,7 +78,7 @@ def openai_routes(state: ServerState) -> list[BaseRoute]:
     async def responses_create(request: Request) -> Response:
         req, key = await read_body(request, ResponsesRequest)
         tenant = state.tenant(key, request.headers)
-        previous = stored_conversation(state, req.previous_response_id, tenant)
+        previous = stored_conversation(state.store, req.previous_response_id, tenant)
         turn = await state.responses.prepare_async(
             req, previous, session=session_header(request.headers), tenant=tenant
         )
@@ -104,7 +88,8 @@ def openai_routes(state: ServerState) -> list[BaseRoute]:
         async def events():
             async for ev in run.events():
                 yield ev
-            if run.conversation is not None and req.store:
+            if req.store and run.response is not None:
+                # A failed one too, so that reading it or continuing from it says what happened.
                 state.store.put(run.response, run.conversation, tenant)
             state.metrics.finished(run.response)
 
@@ -122,7 +107,7 @@ def openai_routes(state: ServerState) -> list[BaseRoute]:
     async def responses_compact(request: Request) -> Response:
         req, key = await read_body(request, CompactRequest)
         tenant = state.tenant(key, request.headers)
-        previous = stored_conversation(state, req.previous_response_id, tenant)
+        previous = stored_conversation(state.store, req.previous_response_id, tenant)
         state.metrics.request("responses.compact")
         work = state.compaction.compact(req, previous, session=session_header(request.headers), tenant=tenant)
         try:

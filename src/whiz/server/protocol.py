@@ -538,6 +538,26 @@ def _item_messages(item: Any, param: str) -> list[Message]:
     raise InvalidRequest(f"Input items of type '{kind}' are not supported.", param=f"{param}.type")
 
 
+def check_tool_outputs(items: str | list[dict], earlier_calls: set[str]) -> None:
+    """Every tool output in `items` answers a call made before it: in `earlier_calls` (the
+    conversation it continues) or an earlier item. An output with no call is a 400 naming it: the
+    model would be shown a result of something it never asked for."""
+    if isinstance(items, str):
+        return
+    calls = set(earlier_calls)
+    for i, item in enumerate(items):
+        kind = item.get("type") if isinstance(item, dict) else None
+        if kind in ("function_call", "custom_tool_call"):
+            calls.add(item.get("call_id"))
+        elif kind in ("function_call_output", "custom_tool_call_output") and item.get("call_id") not in calls:
+            raise InvalidRequest(
+                f"No tool call with call_id '{item.get('call_id')}' comes before this output in the "
+                "conversation.",
+                param=f"input.{i}.call_id",
+                code="tool_call_not_found",
+            )
+
+
 def _merge_calls(messages: list[Message]) -> list[Message]:
     """Fold consecutive assistant pieces (text, then calls) into one assistant message."""
     out: list[Message] = []
