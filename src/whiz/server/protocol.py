@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from whiz.chat.messages import Message, Tool, ToolCall
 from whiz.engine.types import SamplingParams
 from whiz.errors import InvalidRequest
+from whiz.server.files import IMAGE_PARTS, file_text, refuse_image
 from whiz.server.shapes import compaction_summary
 
 
@@ -303,6 +304,11 @@ def _text(content: str | list | None, param: str) -> str:
                 "Each content part must be an object with a text field.", param=f"{param}.{i}"
             )
         kind = part.get("type", "text")
+        if kind == "input_file":
+            parts.append(file_text(part, f"{param}.{i}"))
+            continue
+        if kind in IMAGE_PARTS:
+            raise refuse_image(kind, f"{param}.{i}.type")
         if kind not in ("text", "input_text", "output_text", "refusal"):
             raise InvalidRequest(
                 f"Content parts of type '{kind}' are not supported.", param=f"{param}.{i}.type"
