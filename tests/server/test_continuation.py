@@ -73,8 +73,8 @@ def test_a_failed_websocket_continuation_evicts_what_it_continued(serve_fake):
 def test_a_websocket_turn_that_fails_in_the_model_cannot_be_continued(serve_fake):
     served = serve_fake(script=breaks_on_boom)
     with connect(ws_url(served)) as ws:
-        first = ws_turn(ws, input="one")[-1]["response"]
-        failed = ws_turn(ws, previous_response_id=first["id"], input="boom")[-1]["response"]
+        first = ws_turn(ws, store=False, input="one")[-1]["response"]
+        failed = ws_turn(ws, store=False, previous_response_id=first["id"], input="boom")[-1]["response"]
         [from_failed] = ws_turn(ws, previous_response_id=failed["id"], input="x")
         [from_first] = ws_turn(ws, previous_response_id=first["id"], input="x")
     assert failed["status"] == "failed"
@@ -83,6 +83,20 @@ def test_a_websocket_turn_that_fails_in_the_model_cannot_be_continued(serve_fake
         and "cannot be continued" in from_failed["error"]["message"]
     )
     assert "evicted" in from_first["error"]["message"]
+
+
+def test_a_stored_response_evicted_by_a_failure_continues_from_the_store(serve_fake):
+    """With store: true the specification lets a server hydrate an evicted response from what it
+    stored, so the same turn sent again after a failure goes through with the history intact."""
+    served = serve_fake(script=breaks_on_boom)
+    with connect(ws_url(served)) as ws:
+        first = ws_turn(ws, input="one")[-1]["response"]
+        assert (
+            ws_turn(ws, previous_response_id=first["id"], input="boom")[-1]["response"]["status"] == "failed"
+        )
+        again = ws_turn(ws, previous_response_id=first["id"], input="two")[-1]["response"]
+    assert again["status"] == "completed"
+    assert again["output"][0]["content"][0]["text"] == "turns=2"
 
 
 def test_a_cancelled_websocket_response_cannot_be_continued_but_the_one_before_can(serve_fake):

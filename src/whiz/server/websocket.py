@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("whiz.server")
 
+EVICTED = "was evicted from this connection when a continuation of it failed (and it was not stored)"
 GONE_REMEMBERED = 16
 """Failed, cancelled and evicted responses a connection remembers, to say why one cannot be
 continued; older ones get the plain `previous_response_not_found`."""
@@ -172,28 +173,35 @@ class Session:
         try:
             run = await self._respond(req)
         except WhizError:
-            self._evict(req.previous_response_id, "was evicted when a continuation of it failed")
+            self._evict(req.previous_response_id)
             raise
         if run is not None and run.conversation is None:  # the turn failed or was cancelled
             assert run.response is not None
             self.gone[run.response["id"]] = ended_why(run.response)
             if run.response["status"] == "failed":
-                self._evict(req.previous_response_id, "was evicted when a continuation of it failed")
+                self._evict(req.previous_response_id)
         while len(self.gone) > GONE_REMEMBERED:
             self.gone.popitem(last=False)
 
-    def _evict(self, response_id: str | None, why: str) -> None:
+    def _evict(self, response_id: str | None) -> None:
         """Forget the connection's latest response, as the specification asks of a failed
-        continuation: the client starts again from the full input."""
+        continuation: the client starts again from the full input, or from the stored copy."""
         if response_id is not None and self.latest is not None and self.latest[0] == response_id:
             self.latest = None
-            self.gone[response_id] = why
+            self.gone[response_id] = EVICTED
 
     def _previous(self, response_id: str) -> Conversation:
         if self.latest is not None and self.latest[0] == response_id:
             return self.latest[1]
-        if response_id in self.gone:
-            raise not_continuable(response_id, self.gone[response_id])
+        why = self.gone.get(response_id)
+        if why == EVICTED:
+            # Evicted from the connection, but a stored response (store: true) still holds the
+            # conversation as it was before the failed turn: the client may send that turn again.
+            found = self.app.store.get(response_id, self.tenant)
+            if found is not None and found[1] is not None:
+                return found[1]
+        if why is not None:
+            raise not_continuable(response_id, why)
         raise InvalidRequest(
             f"Previous response '{response_id}' is not the latest response of this connection. "
             "Send the full input instead.",
