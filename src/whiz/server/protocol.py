@@ -51,9 +51,7 @@ def parse(model: type[BaseModel], data: Any) -> Any:
         err = exc.errors()[0]
         param = ".".join(str(p) for p in err["loc"] if not _union_tag(p)) or None
         if err["type"] == "missing":
-            raise InvalidRequest(
-                f"'{param}' is required.", param=param, code="missing_required_parameter"
-            ) from None
+            raise InvalidRequest(f"'{param}' is required.", param=param) from None
         raise InvalidRequest(f"Invalid value for '{param}': {err['msg']}.", param=param) from None
 
 
