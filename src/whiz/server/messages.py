@@ -233,15 +233,23 @@ def turn_request(
 # -- the reply ---------------------------------------------------------------------------------------
 
 
-def usage(result: TurnResult) -> dict[str, int]:
-    """Anthropic counts cached input apart: input_tokens is what was not in the cache."""
-    stats = result.stats
+def usage(prompt_tokens: int, cached_tokens: int, output_tokens: int) -> dict[str, Any]:
+    """Every field of Anthropic's `Usage`. Anthropic counts cached input apart: input_tokens is
+    what was not in the cache. whiz writes no cache entries a client pays for, and runs no
+    server tools."""
     return {
-        "input_tokens": stats.prompt_tokens - stats.cached_tokens,
+        "input_tokens": prompt_tokens - cached_tokens,
         "cache_creation_input_tokens": 0,
-        "cache_read_input_tokens": stats.cached_tokens,
-        "output_tokens": result.output_tokens,
+        "cache_read_input_tokens": cached_tokens,
+        "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 0},
+        "output_tokens": output_tokens,
+        "server_tool_use": None,
+        "service_tier": "standard",
     }
+
+
+def result_usage(result: TurnResult) -> dict[str, Any]:
+    return usage(result.stats.prompt_tokens, result.stats.cached_tokens, result.output_tokens)
 
 
 def stop_reason(result: TurnResult) -> str:
@@ -260,23 +268,41 @@ def tool_use_block(call: ToolCall) -> dict[str, Any]:
     }
 
 
-def message_object(req: MessagesRequest, message_id: str, result: TurnResult) -> dict[str, Any]:
-    content: list[dict[str, Any]] = []
-    text = result.message().content
-    if text:
-        content.append({"type": "text", "text": text})
-    content += [tool_use_block(call) for call in result.tool_calls]
+def message_object(
+    req: MessagesRequest,
+    message_id: str,
+    *,
+    content: list[dict[str, Any]],
+    stop_reason: str | None,
+    usage: dict[str, Any],
+) -> dict[str, Any]:
+    """Anthropic's `Message`, every field it requires: the whole reply, or (with no content and
+    no stop reason yet) the one `message_start` carries."""
     return {
         "id": message_id,
         "type": "message",
         "role": "assistant",
         "model": req.model,
         "content": content,
-        "stop_reason": stop_reason(result),
+        "stop_reason": stop_reason,
         "stop_sequence": None,
-        "usage": usage(result),
-        "whiz": timings(result.stats),  # as on the OpenAI APIs (docs/protocol.md, Timings); clients ignore it
+        "usage": usage,
     }
+
+
+def finished_message(req: MessagesRequest, message_id: str, result: TurnResult) -> dict[str, Any]:
+    content: list[dict[str, Any]] = []
+    text = result.message().content
+    if text:
+        content.append({"type": "text", "text": text})
+    content += [tool_use_block(call) for call in result.tool_calls]
+    out = message_object(
+        req, message_id, content=content, stop_reason=stop_reason(result), usage=result_usage(result)
+    )
+    out["whiz"] = timings(
+        result.stats
+    )  # as on the OpenAI APIs (docs/protocol.md, Timings); clients ignore it
+    return out
 
 
 def error_body(exc: WhizError) -> dict[str, Any]:
@@ -301,11 +327,9 @@ async def stream_events(req: MessagesRequest, message_id: str, turn) -> AsyncIte
     """The streamed reply: message_start, a content block per text run and per tool use, then
     message_delta with the stop reason and usage, and message_stop. A failure midway is an
     `error` event, as Anthropic's API sends."""
-    start = {
-        "id": message_id, "type": "message", "role": "assistant", "model": req.model, "content": [],
-        "stop_reason": None, "stop_sequence": None,
-        "usage": {"input_tokens": turn.prompt_tokens, "output_tokens": 0},
-    }  # fmt: skip
+    start = message_object(
+        req, message_id, content=[], stop_reason=None, usage=usage(turn.prompt_tokens, 0, 0)
+    )
     yield _sse("message_start", {"type": "message_start", "message": start})
     yield PING
     index, text_open = 0, False
@@ -350,7 +374,12 @@ async def stream_events(req: MessagesRequest, message_id: str, turn) -> AsyncIte
         yield _sse("error", error_body(WhizError("The reply ended without a result.")))
         return
     delta = {"stop_reason": stop_reason(result), "stop_sequence": None}
-    last = {"type": "message_delta", "delta": delta, "usage": usage(result), "whiz": timings(result.stats)}
+    last = {
+        "type": "message_delta",
+        "delta": delta,
+        "usage": result_usage(result),
+        "whiz": timings(result.stats),
+    }
     yield _sse("message_delta", last)
     yield _sse("message_stop", {"type": "message_stop"})
 
@@ -395,7 +424,7 @@ def messages_routes(state: ServerState) -> list[BaseRoute]:
             state.metrics.error(exc.code)
             return error_response(exc)
         assert turn.result is not None
-        return JSONResponse(message_object(req, message_id, turn.result))
+        return JSONResponse(finished_message(req, message_id, turn.result))
 
     async def count_tokens(request: Request) -> Response:
         try:

@@ -16,14 +16,15 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
-from whiz.errors import InvalidRequest, NotFound, WhizError
+from whiz.errors import NotFound, WhizError
 from whiz.server.auth import checked_key, named_tenant
 from whiz.server.browser import SUBPROTOCOL
 from whiz.server.guards import refuse_socket
 from whiz.server.http import ClientGone, run_to_end, until_disconnected
 from whiz.server.keepalive import with_keepalive
-from whiz.server.protocol import ChatRequest, ResponsesRequest
+from whiz.server.protocol import ChatRequest, CompactRequest, ResponsesRequest
 from whiz.server.requests import read_request, session_header
+from whiz.server.responses import stored_conversation
 from whiz.server.state import ServerState
 from whiz.server.websocket import Session
 
@@ -57,17 +58,7 @@ def openai_routes(state: ServerState) -> list[BaseRoute]:
     async def responses_create(request: Request) -> Response:
         req, key, _ = await read_request(state, request, ResponsesRequest)
         tenant = state.tenant(key, request.headers)
-        previous = None
-        if req.previous_response_id is not None:
-            found = state.store.get(req.previous_response_id, tenant)
-            if found is None:
-                raise InvalidRequest(
-                    f"Previous response '{req.previous_response_id}' was not found. "
-                    "Send the full input instead.",
-                    param="previous_response_id",
-                    code="previous_response_not_found",
-                )
-            previous = found[1]
+        previous = stored_conversation(state.store, req.previous_response_id, tenant)
         turn = await state.responses.prepare_async(
             req, previous, session=session_header(request.headers), tenant=tenant
         )
@@ -77,7 +68,8 @@ def openai_routes(state: ServerState) -> list[BaseRoute]:
         async def events():
             async for ev in run.events():
                 yield ev
-            if run.conversation is not None and req.store:
+            if req.store and run.response is not None:
+                # A failed one too, so that reading it or continuing from it says what happened.
                 state.store.put(run.response, run.conversation, tenant)
             state.metrics.finished(run.response)
 
@@ -91,6 +83,17 @@ def openai_routes(state: ServerState) -> list[BaseRoute]:
         if run.error is not None:
             raise run.error  # nothing was sent yet, so the client gets the error's own status
         return JSONResponse(run.response)
+
+    async def responses_compact(request: Request) -> Response:
+        req, key, _ = await read_request(state, request, CompactRequest)
+        tenant = state.tenant(key, request.headers)
+        previous = stored_conversation(state.store, req.previous_response_id, tenant)
+        state.metrics.request("responses.compact")
+        work = state.compaction.compact(req, previous, session=session_header(request.headers), tenant=tenant)
+        try:
+            return JSONResponse(await until_disconnected(request, work))
+        except ClientGone:
+            return Response(status_code=499)
 
     async def responses_get(request: Request) -> Response:
         found = state.store.get(
@@ -147,6 +150,7 @@ def openai_routes(state: ServerState) -> list[BaseRoute]:
 
     return [
         Route("/v1/responses", responses_create, methods=["POST"]),
+        Route("/v1/responses/compact", responses_compact, methods=["POST"]),
         Route("/v1/responses/{response_id}", responses_get, methods=["GET"]),
         WebSocketRoute("/v1/responses", responses_socket),
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),

@@ -16,6 +16,7 @@ from whiz.seams import Backend
 from whiz.server.auth import KeyCheck, RateLimiter, named_tenant
 from whiz.server.browser import BrowserGuard, is_loopback
 from whiz.server.chat import ChatService
+from whiz.server.compaction import CompactionService
 from whiz.server.http import Unavailable, read_body
 from whiz.server.metrics import Metrics
 from whiz.server.protocol import TurnDefaults
@@ -52,6 +53,7 @@ class ServerState:
             self.model_name, sampling, settings.max_output_tokens_default, tool_grammar=settings.tool_grammar
         )
         self.responses = ResponsesService(backend, self.defaults)
+        self.compaction = CompactionService(backend, self.defaults)
         self.chat = ChatService(backend, self.defaults, max_n=settings.max_n)
         self.store = ResponseStore(
             settings.stored_responses,
