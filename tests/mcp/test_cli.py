@@ -63,3 +63,18 @@ def test_exec_says_why_the_tool_calls_stopped_and_answers(serve_fake, project, n
         "which answered; it did not ask for notes__sleep"
     ) in done.stderr
     assert "notes__sleep 3" not in done.stderr  # the call was not made
+
+
+def calling_script(conversation: str) -> str:
+    """Calls the tool it was asked to, then the same call again, and again when told to answer."""
+    return 'CALL notes__read_note {"name": "shop"}'
+
+
+def test_exec_prints_the_result_as_the_answer_when_the_model_gives_none(serve_fake, project, notes, tmp_path):
+    server = serve_fake(script=calling_script)
+    flag = f"notes={shlex.join([sys.executable, str(TINY), 'stdio', str(notes)])}"
+    task = "Use notes__read_note to read my shop note and tell me what it says."
+    done = whiz(["exec", "--base-url", server.root, "--mcp", flag, task], project, tmp_path / "home")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.endswith("notes__read_note returned:\nbuy milk\n")
+    assert "it was already called with these arguments in this turn" in done.stderr

@@ -408,7 +408,9 @@ class Agent:
         answer = self.stall.answer(words)
         if answer != words.strip():  # the result the words leave out, shown as part of the answer
             added = answer.removeprefix(words.strip()).strip()
-            self.emit.single("agent_message", text=added)
+            item = self.emit.start("agent_message", text="")  # streamed as a reply is, so views show it
+            self.emit.emit("item.updated", item={**item, "text": added}, delta=added)
+            self.emit.complete(item, text=added)
             self.items.append({"type": "message", "role": "assistant", "content": added})
         return await self._answer(answer)
 
