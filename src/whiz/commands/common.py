@@ -81,8 +81,6 @@ class HumanPrinter:
                 self._say(f"retrying: {item['message'].splitlines()[0]}")
             case "user_message":
                 self._say(f"steering: {item['text']}")
-            case "tool_stall":
-                self._say(f"tool calls stopped: {item['reason']}")
 
     def _say(self, line: str) -> None:
         self.err.write(f"whiz: {line}\n")
