@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 from whiz.agent.external import ExternalTool, ToolResult
-from whiz.agent.loop import ANSWER_NOW
 from whiz.agent.models.scripted_model import Reply
 
 TASK = "Use the everything__echo tool to echo the message: hello from whiz. Then tell me what it returned."
@@ -62,7 +61,9 @@ async def test_calls_after_the_named_tool_answered_end_the_turn_with_the_echo(ha
     ]
     assert "did not ask for everything__get-annotated-message" in stall["reason"]
     last = h.model.requests[-1]
-    assert last.items[-1] == {"type": "message", "role": "user", "content": ANSWER_NOW}
+    told = last.items[-1]
+    assert told["role"] == "user" and "No more tools will be called" in told["content"]
+    assert "everything__echo returned:\nEcho: hello from whiz" in told["content"]
     assert {t["name"] for t in last.tools} == {
         t["name"] for t in h.model.requests[1].tools
     }  # the same prefix
@@ -108,7 +109,7 @@ async def test_text_actions_end_the_same_way(harness):
     result = await h.agent.run(TASK)
     assert result.ok and result.message == "It said Echo: hello from whiz"
     assert h.server.calls == [ECHO] and len(h.events.items("tool_stall")) == 1
-    assert h.model.requests[-1].items[-1]["content"] == ANSWER_NOW
+    assert h.model.requests[-1].items[-1]["content"].startswith("No more tools will be called")
 
 
 async def test_a_last_reply_with_another_call_line_in_text_is_not_taken_as_the_answer(harness):

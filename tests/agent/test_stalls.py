@@ -124,3 +124,14 @@ def test_the_answer_is_the_words_when_they_carry_the_result_else_the_result_is_a
     assert stall.answer("It worked.") == "It worked.\n\neverything__echo returned:\nEcho: hello from whiz"
     assert stall.answer("  ") == "everything__echo returned:\nEcho: hello from whiz"
     assert ToolStall("Tidy up", TOOLS).answer("Nothing to do.") == "Nothing to do."
+
+
+def test_the_model_is_shown_the_last_useful_result_again_cut_to_a_bound():
+    stall = ToolStall("What does my shop note say?", TOOLS)
+    assert ran(stall, "fs__read_file", {"path": "shop"}, "buy milk\n" + "x" * 5000)
+    assert ran(stall, "everything__get-sum", {"a": 4, "b": 9})
+    stop = stall.before("everything__get-sum", {"a": 5, "b": 9})
+    assert stop is not None
+    told = stop.told()
+    assert "fs__read_file returned:\nbuy milk" in told and told.count("x") < 2100
+    assert told.endswith("Answer the task now, in words, with what the tools returned.")

@@ -44,7 +44,7 @@ def test_a_bad_flag_exits_with_the_form(project: Path, tmp_path: Path) -> None:
 def wandering_script(conversation: str) -> str:
     """Reads the note it was asked to, then calls a tool nobody asked for, until told to answer."""
     said = last_user_message(conversation)
-    if said.startswith("You have what the task needs"):
+    if said.startswith("No more tools will be called"):
         return "The note says buy milk."
     if "notes__read_note:" in said:
         return 'CALL notes__sleep {"seconds": 3}'

@@ -48,12 +48,6 @@ from whiz.environments import Environment
 
 Actions = list[tuple[Action, str | None]]  # a reply's actions, each with its tool call's id (None in text)
 
-ANSWER_NOW = (
-    "You have what the task needs from the tools; no more tool calls will be made in this turn. "
-    "Answer the task now, in words, with what the tools returned."
-)
-"""What the model reads when `ToolStall` ends the turn's tool calls, before its last reply."""
-
 
 class Agent:
     """A coding agent over one workspace and one model. `items` is the conversation so far."""
@@ -403,7 +397,7 @@ class Agent:
         self.emit.single("tool_stall", **stop.item())
         if not stop.results:
             raise Failed(f"the tool calls made no progress toward the task: {stop.reason}")
-        self._tell(ANSWER_NOW)
+        self._tell(stop.told())
         words = await self._last_words()
         answer = self.stall.answer(words)
         if answer != words.strip():  # the result the words leave out, shown as part of the answer
@@ -459,7 +453,7 @@ class Agent:
 
 
 LAST_WORDS_TOKENS = 400
-"""The most a reply after `ANSWER_NOW` may write: an answer from results already in."""
+"""The most the reply after `Stop.told` may write: an answer from results already in."""
 
 
 def _called(action: CallTool) -> tuple[str, dict[str, Any]]:

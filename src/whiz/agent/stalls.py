@@ -27,6 +27,9 @@ from typing import Any
 
 _WORD = re.compile(r"[a-z0-9]+")
 
+TOLD_CHARS = 2000
+"""How much of the last useful result the model is shown again before its answer."""
+
 
 @dataclass(frozen=True)
 class Used:
@@ -47,6 +50,18 @@ class Stop:
     arguments: dict[str, Any]
     results: tuple[Used, ...]
     """The useful results so far, oldest first (empty: nothing to answer with)."""
+
+    def told(self) -> str:
+        """What the model reads before its last reply: the calls are over, and what the last useful
+        one returned (the 0.5B told only "answer with what the tools returned" wrote of a file it
+        never read; it copies a result put in front of it)."""
+        last = self.results[-1]
+        text = last.text.strip()
+        text = text if len(text) <= TOLD_CHARS else text[:TOLD_CHARS] + "…"
+        return (
+            f"No more tools will be called in this turn. {last.tool} returned:\n{text}\n\n"
+            "Answer the task now, in words, with what the tools returned."
+        )
 
     def item(self) -> dict[str, Any]:
         """The `tool_stall` item's fields."""
