@@ -38,7 +38,10 @@ def test_once_the_named_tool_answered_an_unasked_call_ends_the_turn_before_it_ru
         "everything__get-annotated-message", {"messageType": "success", "includeImage": False}
     )
     assert stop is not None
-    assert "did not ask for everything__get-annotated-message" in stop.reason
+    assert stop.reason == (
+        "everything__get-annotated-message was not called: the task asked for everything__echo, "
+        "which answered, and this call uses nothing the task or a result gave"
+    )
     assert [u.text for u in stop.results] == ["Echo: hello from whiz"]
     assert stop.item()["answered_from"] == ["everything__echo"]
 
@@ -50,9 +53,16 @@ def test_after_the_named_tool_answered_a_call_that_uses_its_result_goes_on():
     assert stall.before("everything__get-sum", {"a": 4, "b": 9}) is not None
 
 
-def test_the_named_tool_again_with_new_arguments_goes_on_and_with_the_same_ends_the_turn():
+def test_after_the_named_tool_answered_another_tool_may_do_the_rest_of_the_task():
+    stall = ToolStall("Use everything__echo to echo hi, then add 2 and 3", TOOLS)
+    assert ran(stall, "everything__echo", {"message": "hi"}, "Echo: hi")
+    assert stall.before("everything__get-sum", {"a": 2, "b": 3}) is None
+
+
+def test_the_named_tool_again_goes_on_with_values_from_the_task_not_made_up_or_the_same():
     stall = echoed()
-    assert ran(stall, "everything__echo", {"message": "hello again"})
+    assert ran(stall, "everything__echo", {"message": "hello whiz"})
+    assert stall.before("everything__echo", {"message": "goodbye moon"}) is not None
     stop = stall.before("everything__echo", {"message": "hello from whiz"})
     assert stop is not None and "already called with these arguments" in stop.reason
 

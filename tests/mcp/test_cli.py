@@ -60,7 +60,7 @@ def test_exec_says_why_the_tool_calls_stopped_and_answers(serve_fake, project, n
     assert "The note says buy milk." in done.stdout
     assert (
         "whiz: tool calls stopped: notes__sleep was not called: the task asked for notes__read_note, "
-        "which answered; it did not ask for notes__sleep"
+        "which answered, and this call uses nothing the task or a result gave"
     ) in done.stderr
     assert "notes__sleep 3" not in done.stderr  # the call was not made
 

@@ -92,8 +92,6 @@ class ToolStall:
     """Calls in a row that made no progress."""
     _known: set[str] = field(default_factory=set, init=False)
     """Words of the task, of `where`, of the useful calls' arguments and of every result."""
-    _found: set[str] = field(default_factory=set, init=False)
-    """Words of the useful calls' arguments and results alone."""
     _seen: set[str] = field(default_factory=set, init=False)
     _pending: dict[str, str | None] = field(default_factory=dict, init=False)
 
@@ -131,8 +129,7 @@ class ToolStall:
             self.idle = 0
             self.useful.append(Used(tool, arguments, text))
             self.answered.add(tool)
-            self._found |= _words(" ".join(_leaves(arguments))) | _words(text)
-            self._known |= self._found
+            self._known |= _words(" ".join(_leaves(arguments)))
         # A useful call that failed neither helps nor stalls: the model may try it another way.
 
     def answer(self, words: str) -> str:
@@ -155,17 +152,17 @@ class ToolStall:
         if key in self._seen:
             return "it was already called with these arguments in this turn"
         if tool in self.asked and tool not in self.answered:
-            return None
-        if self._asked_done() and tool not in self.asked and not _draws_on(arguments, self._found):
-            # What the task named has answered: another tool is on task only to use what came back.
-            names = ", ".join(sorted(self.asked))
-            return f"the task asked for {names}, which answered; it did not ask for {tool}"
-        if tool in self.asked:
-            return None  # a tool the task names, again with new arguments
+            return None  # the task asked for it: its first answer is progress, whatever it is sent
         draws = _draws_on(arguments, self._known)
-        if draws is None:  # no arguments to judge by: a first look, until a result is in
-            return "it was called with no arguments after the task's results were in" if self.useful else None
-        return None if draws else "its arguments come from neither the task nor a result"
+        if draws or (draws is None and not self.useful):
+            return None  # a value from the task or a result, or a first look with no arguments
+        if self._asked_done():
+            names = ", ".join(sorted(self.asked))
+            used = "this call uses nothing the task or a result gave"
+            return f"the task asked for {names}, which answered, and {used}"
+        if draws is None:
+            return "it was called with no arguments after the task's results were in"
+        return "its arguments come from neither the task nor a result"
 
 
 def _names(task: str, tool: str) -> bool:
