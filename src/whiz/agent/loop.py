@@ -39,8 +39,9 @@ from whiz.agent.reply import Reply, cut_off, read_reply
 from whiz.agent.retries import Retries
 from whiz.agent.runs_check import shown
 from whiz.agent.signals import Cancelled, Failed, FormatError, OverBudget, Submitted
+from whiz.agent.stalls import Stop, ToolStall
 from whiz.agent.stats import TurnOutcome, TurnStats
-from whiz.agent.tools import Action, ApplyEdits, Malformed, Outcome, Toolbox, WriteFailed
+from whiz.agent.tools import Action, ApplyEdits, CallTool, Malformed, Outcome, Toolbox, WriteFailed
 from whiz.agent.turns import Progress, Turn, turn
 from whiz.client import ClientError, ResponseError
 from whiz.environments import Environment
@@ -86,6 +87,8 @@ class Agent:
         """The step that runs now, and whether the user stopped the turn (`control.py`)."""
         self.progress = Progress()
         """What the running (or the last) turn has done so far."""
+        self.stall = ToolStall("", ())
+        """Whether the running turn's tool calls still make progress (`stalls.py`)."""
         self.budget, self.stats = Budget(self.config), TurnStats()
         self.on_over_budget: Callable[[str], bool] | None = None
         """Called with the reason when the turn runs over its budget: True when a deeper model
@@ -136,6 +139,7 @@ class Agent:
         started = time.perf_counter()
         self.tools.begin_turn(t.id)
         self.retries.begin_turn(self.progress)
+        self.stall = ToolStall(task, await self.tools.external_names(), str(self.ws.root))
         self.budget.fresh(self.stats.output_tokens)
         first = not any(i.get("role") == "user" for i in self.items)
         if from_user:
@@ -288,8 +292,13 @@ class Agent:
                 return []  # the user said more while it answered: go on with that
             return await self._answer(text)
         outcomes = []
-        for action, call_id in actions:
+        for index, (action, call_id) in enumerate(actions):
+            if isinstance(action, CallTool) and (stop := self.stall.before(*_called(action))):
+                return await self._stalled(stop, [i for _, i in actions[index:] if i is not None])
             outcomes.append(outcome := await self.tools.run(action))
+            if isinstance(action, CallTool):
+                result = outcome.text.removeprefix(f"{action.name}:\n")
+                self.stall.after(*_called(action), ok=outcome.ok, text=result, malformed=outcome.malformed)
             self.stats.count(action, outcome)
             if call_id is not None:
                 self.items.append(
@@ -377,6 +386,50 @@ class Agent:
             raise self._retry(*self.retries.push_back("made no edit"))
         raise Submitted(text.strip() or "done")
 
+    async def _stalled(self, stop: Stop, not_called: list[str]) -> list[str]:
+        """The turn's tool calls stopped making progress (`ToolStall`): it ends here, with the best
+        answer there is. Calls of the reply not made are answered as such (every call needs an
+        output in the conversation)."""
+        for call_id in not_called:
+            self.items.append(
+                {"type": "function_call_output", "call_id": call_id, "output": f"Not called: {stop.reason}"}
+            )
+        self.emit.single("tool_stall", **stop.item())
+        if not stop.results:
+            raise Failed(f"the tool calls made no progress toward the task: {stop.reason}")
+        self._tell(stop.told())
+        words = await self._last_words()
+        answer = self.stall.answer(words)
+        if answer != words.strip():  # the result the words leave out, shown as part of the answer
+            added = answer.removeprefix(words.strip()).strip()
+            item = self.emit.start("agent_message", text="")  # streamed as a reply is, so views show it
+            self.emit.emit("item.updated", item={**item, "text": added}, delta=added)
+            self.emit.complete(item, text=added)
+            self.items.append({"type": "message", "role": "assistant", "content": added})
+        return await self._answer(answer)
+
+    async def _last_words(self) -> str:
+        """The model's answer in words ("" when it gives none, or calls a tool again). It is offered
+        what it was before, tools and all, so the server reuses the conversation's cached prefix
+        (a request without them is a new prompt, read again from the start); a call is not made."""
+        offered = await self.tools.offer(self.instructions, TOOLS if self.config.actions == "tools" else None)
+        tokens_left = self.budget.tokens_left(self.stats.output_tokens)
+        request = ModelRequest(
+            offered[0], list(self.items), tools=offered[1], task=self.progress.task,
+            max_output_tokens=max(1, min(self.config.max_output_tokens, LAST_WORDS_TOKENS, tokens_left)),
+        )  # fmt: skip
+        reply, finished = await read_reply(self.model, request, self.emit, self.steps)
+        self.items.extend(finished.output_items)
+        self.stats.add_call(finished)
+        self.context.observe(request, finished)
+        if self.steps.cancelled or finished.status == "cancelled":
+            raise Cancelled("cancelled")
+        for call in reply.calls:
+            not_made = "Not called: the turn's tool calls have ended."
+            self.items.append({"type": "function_call_output", "call_id": call.call_id, "output": not_made})
+        acted = reply.calls or (self.config.actions == "text" and text_actions(reply.text))
+        return "" if finished.status == "failed" or acted else reply.text
+
     def _retry(self, told: str | None, error: str) -> FormatError:
         """A format retry: the model is `told` what was wrong (None: a tool call's output said it)."""
         if told is not None:
@@ -397,3 +450,12 @@ class Agent:
     def _tell(self, text: str) -> None:
         """Feedback the model reads next step, as a user message."""
         self.items.append({"type": "message", "role": "user", "content": text})
+
+
+LAST_WORDS_TOKENS = 400
+"""The most the reply after `Stop.told` may write: an answer from results already in."""
+
+
+def _called(action: CallTool) -> tuple[str, dict[str, Any]]:
+    """The tool and arguments a call names, for `ToolStall` (words after the name as one value)."""
+    return action.name, action.arguments if action.plain is None else {"": action.plain}
