@@ -39,9 +39,10 @@ from whiz.agent.reply import Reply, cut_off, read_reply
 from whiz.agent.retries import Retries
 from whiz.agent.runs_check import shown
 from whiz.agent.signals import Cancelled, Failed, FormatError, OverBudget, Submitted
-from whiz.agent.stalls import Stop, ToolStall
+from whiz.agent.stall_end import end_stalled, stall_after, stall_before
+from whiz.agent.stalls import ToolStall
 from whiz.agent.stats import TurnOutcome, TurnStats
-from whiz.agent.tools import Action, ApplyEdits, CallTool, Malformed, Outcome, Toolbox, WriteFailed
+from whiz.agent.tools import Action, ApplyEdits, Malformed, Outcome, Toolbox, WriteFailed
 from whiz.agent.turns import Progress, Turn, turn
 from whiz.client import ClientError, ResponseError
 from whiz.environments import Environment
@@ -134,7 +135,9 @@ class Agent:
             return await self._turn(t, task, from_user)
 
     async def _turn(self, t: Turn, task: str, from_user: bool = True) -> TurnOutcome:
-        self.stats, self.progress, retries = TurnStats(), Progress(task), 0
+        read_only = self.approvals.mode is ApprovalMode.READ_ONLY
+        wants = self.config.require_change and not read_only and asks_for_change(task)  # intent.py
+        self.stats, self.progress, retries = TurnStats(), Progress(task, wants_change=wants), 0
         self.steps.cancelled = False
         started = time.perf_counter()
         self.tools.begin_turn(t.id)
@@ -178,7 +181,7 @@ class Agent:
             status, message = "cancelled", "cancelled by the user"
         except (Failed, ClientError, WriteFailed, ContextFull) as exc:
             status, message = "failed", exc.message
-        if status == "completed" and not self.progress.changed and self._wants_change(task):
+        if status == "completed" and not self.progress.changed and self.progress.wants_change:
             status, message = "failed", f"the task asked for a change, but none was made: {message[:300]}"
         elif status == "completed" and self.progress.tests_fail:  # it gave up on failing tests, in words
             cmd = shown(self.config.test_cmd or "")
@@ -293,12 +296,10 @@ class Agent:
             return await self._answer(text)
         outcomes = []
         for index, (action, call_id) in enumerate(actions):
-            if isinstance(action, CallTool) and (stop := self.stall.before(*_called(action))):
-                return await self._stalled(stop, [i for _, i in actions[index:] if i is not None])
+            if stop := stall_before(self.stall, action):
+                return await end_stalled(self, stop, [i for _, i in actions[index:] if i is not None])
             outcomes.append(outcome := await self.tools.run(action))
-            if isinstance(action, CallTool):
-                result = outcome.text.removeprefix(f"{action.name}:\n")
-                self.stall.after(*_called(action), ok=outcome.ok, text=result, malformed=outcome.malformed)
+            stall_after(self.stall, action, outcome)
             self.stats.count(action, outcome)
             if call_id is not None:
                 self.items.append(
@@ -313,7 +314,7 @@ class Agent:
             self.stats.calls_started += len(actions) + unparsed_calls(reply.text)
             self.stats.calls_well_formed += sum(not isinstance(a, Malformed) for a, _ in actions)
             return actions
-        if (echoed := self.retries.echoed(self.items, text, self._still_to_change)) is not None:
+        if (echoed := self.retries.echoed(self.items, text, self.progress.still_to_change)) is not None:
             raise self._retry(*echoed)  # it wrote back its instructions or my message
         actions = [(action, None) for action in text_actions(text, self.tools.focus_text())]
         if not actions:
@@ -325,7 +326,7 @@ class Agent:
     async def observe(self, text: str, actions: Actions, outcomes: list[Outcome]) -> list[str]:
         """What the actions came to: feedback for the model, a retry, or the end of the turn."""
         unchanged = all(o.noop for o in outcomes)
-        if unchanged and self._still_to_change():  # the code written back is no answer
+        if unchanged and self.progress.still_to_change():  # the code written back is no answer
             quoted = [path for o in outcomes for path in o.quoted]
             await self.retries.written_back(self.items, quoted, self._turn_start, self._run_tests)
             told, error = self.retries.push_back("wrote the code back unchanged")
@@ -386,76 +387,12 @@ class Agent:
             raise self._retry(*self.retries.push_back("made no edit"))
         raise Submitted(text.strip() or "done")
 
-    async def _stalled(self, stop: Stop, not_called: list[str]) -> list[str]:
-        """The turn's tool calls stopped making progress (`ToolStall`): it ends here, with the best
-        answer there is. Calls of the reply not made are answered as such (every call needs an
-        output in the conversation)."""
-        for call_id in not_called:
-            self.items.append(
-                {"type": "function_call_output", "call_id": call_id, "output": f"Not called: {stop.reason}"}
-            )
-        self.emit.single("tool_stall", **stop.item())
-        if not stop.results:
-            raise Failed(f"the tool calls made no progress toward the task: {stop.reason}")
-        self._tell(stop.told())
-        words = await self._last_words()
-        answer = self.stall.answer(words)
-        if answer != words.strip():  # the result the words leave out, shown as part of the answer
-            added = answer.removeprefix(words.strip()).strip()
-            item = self.emit.start("agent_message", text="")  # streamed as a reply is, so views show it
-            self.emit.emit("item.updated", item={**item, "text": added}, delta=added)
-            self.emit.complete(item, text=added)
-            self.items.append({"type": "message", "role": "assistant", "content": added})
-        return await self._answer(answer)
-
-    async def _last_words(self) -> str:
-        """The model's answer in words ("" when it gives none, or calls a tool again). It is offered
-        what it was before, tools and all, so the server reuses the conversation's cached prefix
-        (a request without them is a new prompt, read again from the start); a call is not made."""
-        offered = await self.tools.offer(self.instructions, TOOLS if self.config.actions == "tools" else None)
-        tokens_left = self.budget.tokens_left(self.stats.output_tokens)
-        request = ModelRequest(
-            offered[0], list(self.items), tools=offered[1], task=self.progress.task,
-            max_output_tokens=max(1, min(self.config.max_output_tokens, LAST_WORDS_TOKENS, tokens_left)),
-        )  # fmt: skip
-        reply, finished = await read_reply(self.model, request, self.emit, self.steps)
-        self.items.extend(finished.output_items)
-        self.stats.add_call(finished)
-        self.context.observe(request, finished)
-        if self.steps.cancelled or finished.status == "cancelled":
-            raise Cancelled("cancelled")
-        for call in reply.calls:
-            not_made = "Not called: the turn's tool calls have ended."
-            self.items.append({"type": "function_call_output", "call_id": call.call_id, "output": not_made})
-        acted = reply.calls or (self.config.actions == "text" and text_actions(reply.text))
-        return "" if finished.status == "failed" or acted else reply.text
-
     def _retry(self, told: str | None, error: str) -> FormatError:
         """A format retry: the model is `told` what was wrong (None: a tool call's output said it)."""
         if told is not None:
             self._tell(told)
         return FormatError(error)
 
-    def _still_to_change(self) -> bool:
-        """Whether code written back unchanged leaves the turn undone, not answered: the tests fail
-        on that code, or the task asked for a change and none is made yet."""
-        done = self.progress
-        return done.tests_fail or (not done.changed and self._wants_change(done.task))
-
-    def _wants_change(self, task: str) -> bool:
-        """Whether the task asks for a change (`intent.py`) in a session that may make one."""
-        read_only = self.approvals.mode is ApprovalMode.READ_ONLY
-        return self.config.require_change and not read_only and asks_for_change(task)
-
     def _tell(self, text: str) -> None:
         """Feedback the model reads next step, as a user message."""
         self.items.append({"type": "message", "role": "user", "content": text})
-
-
-LAST_WORDS_TOKENS = 400
-"""The most the reply after `Stop.told` may write: an answer from results already in."""
-
-
-def _called(action: CallTool) -> tuple[str, dict[str, Any]]:
-    """The tool and arguments a call names, for `ToolStall` (words after the name as one value)."""
-    return action.name, action.arguments if action.plain is None else {"": action.plain}
