@@ -31,6 +31,7 @@ from whiz.engine.draft_model import DraftModel
 from whiz.engine.drafters import ChainDrafter, PredictionDrafter, PromptLookupDrafter
 from whiz.engine.grammar import Constraint, MatchingClock
 from whiz.engine.grammar_share import GrammarShare, matching
+from whiz.engine.grammar_thread import GrammarThread
 from whiz.engine.prefix_cache import PrefixCache
 from whiz.engine.sampling import sample
 from whiz.engine.slots import Placement, SlotTable
@@ -148,6 +149,8 @@ class Scheduler:
         """Grammar matching's share of the engine's time while other streams run."""
         self.matching_clock = MatchingClock().install()
         """Grammar budgets' clock: the engine thread's CPU time less its garbage collections."""
+        self.grammar_thread = GrammarThread(clock=self.matching_clock)
+        """Where grammar matcher calls run, under a deadline (grammar_thread.py)."""
         self.restarts = 0
         """Times the worker loop failed outside a step and was started again."""
         self._thread = threading.Thread(target=self._supervise, name="whiz-engine", daemon=True)
@@ -219,6 +222,7 @@ class Scheduler:
                 self.runtime.grammar,
                 notes=job.stats.notes,
                 clock=self.matching_clock,
+                runner=self.grammar_thread,
             )
         job.stream = TokenStream(asyncio.get_running_loop(), job)
         return job
@@ -227,6 +231,7 @@ class Scheduler:
         """Stop the worker, then free the runtimes (a worker stuck in a decode keeps them)."""
         self._closed = True
         self.matching_clock.remove()
+        self.grammar_thread.close()
         self._inbox.put(None)
         self._thread.join(timeout=10)
         if self._thread.is_alive():
