@@ -73,7 +73,11 @@ def _hostile(case: str, template: ChatTemplate, tokens: int, tokenizer) -> Gener
     if case == "forced-nesting":
         tool = Tool("f", "", FORCED_NESTING)
         grammar = tool_call_grammar([tool], required=True)
-        prompt = template.encode([Message("user", "Call f.")], [tool])
+        # Asked to write the brackets without spaces, the model writes `[[` tokens: each one
+        # quadruples the readings, so one token's matching jumps from a fraction of the budget
+        # to many times it, past the budget's reach between calls.
+        ask = 'Call f with {"x": ' + "[" * 40 + "]" * 40 + "} written exactly so, without spaces."
+        prompt = template.encode([Message("user", ask)], [tool])
         return GenerateRequest(prompt, max_tokens=tokens, grammar=grammar)
     if case == "wrong-prediction":
         prompt = template.encode([Message("user", "Say hello.")])
