@@ -86,22 +86,30 @@ def _hostile(case: str, template: ChatTemplate, tokens: int, tokenizer) -> Gener
     raise ValueError(f"no stall case named {case!r}")
 
 
-async def _plain(engine, prompt: list[int], tokens: int, started: asyncio.Event | None = None) -> list[float]:
+async def _plain(
+    engine, prompt: list[int], tokens: int, started: asyncio.Event | None = None
+) -> tuple[list[float], int]:
+    """When each chunk of the stream came (a chunk is a step's tokens), and how many tokens."""
     times = [time.monotonic()]
-    async for _ in engine.generate(GenerateRequest(prompt, max_tokens=tokens)):
+    written = 0
+    async for chunk in engine.generate(GenerateRequest(prompt, max_tokens=tokens)):
         times.append(time.monotonic())
+        written += len(chunk.tokens)
         if started is not None and len(times) == 5:
             started.set()
-    return times
+    if started is not None:
+        started.set()
+    return times, written
 
 
-def _gaps(times: list[float]) -> dict[str, float]:
+def _gaps(stream: tuple[list[float], int]) -> dict[str, float | int | None]:
+    times, written = stream
     after_first = [b - a for a, b in zip(times[1:], times[2:], strict=False)]
     return {
         "ttft_s": round(times[1] - times[0], 3) if len(times) > 1 else None,
-        "max_gap_s": round(max(after_first), 3) if after_first else None,
+        "max_gap_s": round(max(after_first), 3) if after_first else 0.0,
         "total_s": round(times[-1] - times[0], 3),
-        "tokens": len(times) - 1,
+        "tokens": written,
     }
 
 
