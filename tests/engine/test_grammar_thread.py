@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 
+import httpx
 import numpy as np
 import pytest
 
@@ -175,3 +176,25 @@ def test_a_grammar_whose_readings_double_with_each_token_is_stopped_by_the_deadl
     # Through the call's opening and a dozen `[` (each doubling the readings), not to its end.
     assert 40 < written < len(nested(40)) - 40 and c.ended and not c.matching
     assert runner.timeouts == 1 and len(made) == 1
+
+
+def test_over_http_the_request_past_the_deadline_gets_a_clear_error_not_a_hang(serve_fake):
+    served = serve_fake(script)
+    served.engine.grammar_thread.deadline_ms = 100.0
+    release = threading.Event()
+
+    def blocking(gbnf: str, root: str) -> Blocking:
+        return Blocking(GbnfMatcher(Gbnf(gbnf, root), served.engine.tokenizer), release)
+
+    served.engine.runtime.grammar = blocking
+    tool = {"type": "function", "function": {"name": "read_file", "parameters": READ.parameters}}
+    body = {"messages": [{"role": "user", "content": "call"}], "tools": [tool], "tool_choice": "required"}
+    try:
+        r = httpx.post(f"{served.base_url}/chat/completions", json=body, timeout=30)
+        assert r.status_code >= 500 and r.json()["error"]["code"] == "engine_error"
+        assert "took more than 100 ms" in r.text and "Simplify the schema" in r.text
+        plain = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 12}
+        r = httpx.post(f"{served.base_url}/chat/completions", json=plain, timeout=30)
+        assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == PLAIN[:12]
+    finally:
+        release.set()
