@@ -126,3 +126,20 @@ async def test_an_engine_alone_fills_its_batches():
     finally:
         engine.close()
     assert max(sum(step.values()) for step in recorder.steps) == 512
+
+
+async def test_one_requests_candidates_alone_keep_their_long_drafts():
+    # Candidates of one request wait only for each other: their drafts are not cut to the budget.
+    engine = fake_engine(script, step_s=0.0, token_s=0.0)
+    engine.step_budget = StepBudget(BatchCost(ROW_MS), step_ms=400.0)
+    recorder = Recorder(engine.runtime)
+    try:
+        prompt = ChatTemplate(engine.tokenizer).encode([Message("user", "hi")])
+        prediction = engine.tokenizer.encode(PLAIN)
+        request = GenerateRequest(prompt, max_tokens=len(PLAIN), prediction=prediction)
+        for stream in engine.generate_many(request, 3):
+            async for _ in stream:
+                pass
+    finally:
+        engine.close()
+    assert max(sum(step.values()) for step in recorder.steps if len(step) == 3) > FIT

@@ -469,7 +469,9 @@ class Scheduler:
         sampled: list[tuple[Job, list[int]]] = []  # each job whose logits are read, with its draft
         prefilled: list[tuple[Job, int]] = []
         budget = self.n_batch
-        if len(self._active) > 1:  # the others wait for this step: it must not take long
+        if len({id(job.leader or job) for job in self._active}) > 1:
+            # Other requests wait for this step: it must not take long. (One request's candidates
+            # alone wait only for each other, and decode fastest in full batches.)
             budget = min(budget, self.step_budget.rows())
         # Grammar jobs beyond matching's share of this step wait for a later one (grammar_share.py).
         held = self.grammar_share.held(
