@@ -114,6 +114,17 @@ def bench_engine(
     raise typer.Exit(main(EnginePlan(models, threads=threads, quick=quick, speculation=speculation)))
 
 
+@bench_app.command("stall")
+def bench_stall(
+    model: Annotated[str, typer.Option(help="Model the engine loads.")] = "qwen2.5-coder-0.5b",
+    tokens: Annotated[int, typer.Option(help="Tokens of the plain stream.")] = 64,
+) -> None:
+    """The longest gap between a plain stream's tokens beside each worst-case request."""
+    from whiz.bench.stall import StallPlan, main
+
+    raise typer.Exit(main(StallPlan(model=model, plain_tokens=tokens)))
+
+
 @bench_app.command("codex-restart")
 def bench_codex_restart(
     model: Annotated[str, typer.Option(help="Model for `whiz serve`.")] = "qwen2.5-coder-0.5b",
