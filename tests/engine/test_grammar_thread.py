@@ -108,9 +108,10 @@ async def test_grammars_that_never_return_take_at_most_a_few_threads():
         assert runner.timeouts == runner.abandoned == runner.most_abandoned == 2
         refused = [s for s in streams if "held by other requests" in s.stats.error]
         assert len(refused) == 2
+        # Only the calls let go ever reached their blocking token (the refused ones stopped
+        # earlier), so wait for those, not for every matcher made.
+        assert sum(m.blocked.is_set() for m in made) == 2
         release.set()
-        for m in made:
-            m.blocked.wait()
         for worker in list(threading.enumerate()):
             if worker.name == "whiz-grammar" and worker is not threading.current_thread():
                 worker.join(timeout=10)  # the calls let go return, and their threads end
