@@ -1,6 +1,8 @@
 """The CLI's bad-input paths: one clear line and a non-zero exit, never a traceback."""
 
 import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -87,6 +89,32 @@ def test_whiz_sandbox_hides_the_env_file_unless_allow_secret_reads(tmp_path, mon
     assert allowed.exit_code == 0 and "sk_live_4eC39HqLyjWDarjtT1zdp7dc" in allowed.output
 
 
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed (make sandbox)")
+def test_whiz_sandbox_shows_and_lets_through_what_is_allowed_from_the_home(tmp_path, monkeypatch):
+    home = Path(tempfile.mkdtemp(prefix="whiz-cli-home-", dir="/var/tmp"))  # outside the private /tmp
+    try:
+        tool = home / ".config" / "mytool"
+        tool.mkdir(parents=True)
+        (tool / "hosts.yml").write_text("token: abc123token\n")
+        (home / "other.txt").write_text("other-text\n")
+        monkeypatch.setenv("HOME", str(home))
+        config = tmp_path / "config.toml"
+        config.write_text(f'[sandbox]\nallow = ["{home}/other.txt"]\n')
+        monkeypatch.setenv("WHIZ_CONFIG", str(config))
+        monkeypatch.chdir(tmp_path)
+        read = ["sandbox", "--", "sh", "-c", f"cat {tool}/hosts.yml {home}/other.txt"]
+        hidden = runner.invoke(app, read)
+        assert "abc123token" not in hidden.output and "other-text" in hidden.output  # the config's
+        assert f"allowed by you: {home}/other.txt" in hidden.output
+        allowed = runner.invoke(app, [read[0], "--sandbox-allow", "~/.config/mytool", *read[1:]])
+        assert allowed.exit_code == 0 and "abc123token" in allowed.output
+        config.write_text('[sandbox]\nallows = ["~"]\n')
+        wrong = runner.invoke(app, read)
+        assert wrong.exit_code != 0 and "unknown key 'allows'" in wrong.output
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
 def test_every_command_that_runs_the_agent_offers_the_same_safety_flags():
     """A resumed session runs model-written commands too: a user who needed `--allow-env-writes` or
     `--allow-secret-reads` for `exec` must be able to say it again when resuming."""
@@ -95,7 +123,7 @@ def test_every_command_that_runs_the_agent_offers_the_same_safety_flags():
     from whiz.cli import app
 
     group = typer.main.get_command(app)
-    safety = {"--sandbox", "--allow-env-writes", "--secret-file", "--allow-secret-reads"}
+    safety = {"--sandbox", "--allow-env-writes", "--secret-file", "--allow-secret-reads", "--sandbox-allow"}
     for name in ("exec", "resume", "code", "heal", "swarm"):
         command = group.commands[name]
         flags = {opt for param in command.params for opt in getattr(param, "opts", [])}

@@ -14,6 +14,8 @@ from typing import Annotated, Any, get_type_hints
 import typer
 from rich.console import Console
 
+from whiz.bench.cli import bench_app
+from whiz.commands.flags import ApiKeyOpt, DeepKeyOpt, DeepModelOpt, DeepUrlOpt, ModelOpt, err, fail
 from whiz.commands.settings_options import settings_command
 from whiz.modes.registry import Mode, mode_help
 
@@ -41,18 +43,8 @@ app = typer.Typer(
     rich_markup_mode="markdown",
 )
 models_app = typer.Typer(help="List, download and locate models.", no_args_is_help=True)
-bench_app = typer.Typer(help="Benchmarks: each prints a table, then one JSON line.", no_args_is_help=True)
 app.add_typer(models_app, name="models")
 app.add_typer(bench_app, name="bench")
-
-err = Console(stderr=True)
-
-
-def fail(message: str) -> typer.Exit:
-    from rich.markup import escape
-
-    err.print(f"[red]error:[/red] {escape(message)}")  # "[serve]" in a message is text, not markup
-    return typer.Exit(2)
 
 
 @settings_command(app, "whiz.config:ServeSettings")
@@ -148,218 +140,7 @@ def models_path(name: Annotated[str, typer.Argument(help="Registry name.")] = "q
     print(path)
 
 
-@bench_app.command("serve")
-def bench_serve(
-    target: Annotated[str, typer.Option(help="Base URL of the server to measure.")] = "http://127.0.0.1:8321",
-    model: Annotated[
-        str | None, typer.Option(help="Model id to request (default: the server's first).")
-    ] = None,
-    api_key: Annotated[str | None, typer.Option(help="Bearer key for the target.")] = None,
-    quick: Annotated[bool, typer.Option(help="Small sizes, for a smoke test.")] = False,
-    raw_baseline: Annotated[
-        Path | None, typer.Option(help="GGUF file: also time raw llama-cpp-python decoding, for the ratio.")
-    ] = None,
-    prefix_tokens: Annotated[
-        int | None,
-        typer.Option(
-            min=0,
-            help="Prefix timed cold, from memory and from disk after a restart, in an engine this command "
-            "loads (default 6000, 1500 with --quick; 0 skips; at least 1024, the shortest prefix saved).",
-        ),
-    ] = None,
-    exec_: Annotated[
-        bool,
-        typer.Option(
-            "--exec/--no-exec",
-            help="Time `whiz exec` from a fresh process, with and without the background server.",
-        ),
-    ] = True,
-) -> None:
-    """Serving latency: cold and warm TTFT, interleaved sessions, shared prefixes, decode speed, and
-    the first turn where the server is new (a prefix from disk, `whiz exec` from a fresh shell)."""
-    from whiz.bench.first_turn import FirstTurnPlan
-    from whiz.bench.serve import main
-
-    if prefix_tokens is not None and 0 < prefix_tokens < 1024:
-        raise fail("--prefix-tokens: 0, or at least 1024 (shorter prefixes are not saved to disk)")
-    plan = FirstTurnPlan.make(quick, prefix_tokens, exec_)
-    raise typer.Exit(
-        main(
-            target=target,
-            model=model,
-            api_key=api_key,
-            quick=quick,
-            raw_baseline=raw_baseline,
-            first_turn=plan,
-        )
-    )
-
-
-@bench_app.command("prefix-cache")
-def bench_prefix_cache(
-    model: Annotated[str, typer.Option(help="Model to load.")] = "qwen2.5-coder-0.5b",
-    prefix_tokens: Annotated[int, typer.Option(min=1024, help="Length of the shared prefix.")] = 6000,
-    prefix_cache_dir: Annotated[
-        Path | None, typer.Option(help="Cache folder (default: a temporary one, removed after).")
-    ] = None,
-    threads: Annotated[int | None, typer.Option(help="CPU threads (default: all cores).")] = None,
-) -> None:
-    """TTFT over a long shared prefix: cold, from memory, and from the disk cache after a restart."""
-    from whiz.bench.prefix_cache import main
-
-    raise typer.Exit(main(model, prefix_tokens, prefix_cache_dir, threads=threads))
-
-
-@bench_app.command("complete")
-def bench_complete(
-    model: Annotated[str, typer.Option(help="Model for `whiz serve`.")] = "qwen2.5-coder-0.5b",
-    quick: Annotated[bool, typer.Option(help="Two functions, 20 requests each (a few minutes).")] = False,
-    llama_server: Annotated[
-        Path | None, typer.Option(help="A llama-server binary to compare with (same model file).")
-    ] = None,
-    threads: Annotated[int | None, typer.Option(help="CPU threads (default: all cores).")] = None,
-    requests: Annotated[
-        int | None,
-        typer.Option(
-            min=1, help="Completions asked per function, at its first pauses (default: 80; --quick: 20)."
-        ),
-    ] = None,
-) -> None:
-    """Completion as you type: real code typed again, a completion asked at every pause."""
-    from whiz.bench.complete import CompletePlan, main
-
-    raise typer.Exit(main(CompletePlan(model, quick, llama_server, threads=threads, requests=requests)))
-
-
-@bench_app.command("engine")
-def bench_engine(
-    deep: Annotated[bool, typer.Option(help="Also the deep model (qwen2.5-coder-1.5b), if pulled.")] = False,
-    threads: Annotated[int | None, typer.Option(help="CPU threads, both sides (default: all cores).")] = None,
-    quick: Annotated[bool, typer.Option(help="Fewer, shorter runs (a 1k-token long context).")] = False,
-    speculation: Annotated[bool, typer.Option(help="Also decode with drafts, beside both.")] = True,
-) -> None:
-    """Plain decode and prefill of whiz's engine beside llama.cpp's own, same file and threads."""
-    from whiz.bench.engine import DEEP_MODEL, FAST_MODEL, EnginePlan, main
-
-    models = (FAST_MODEL, DEEP_MODEL) if deep else (FAST_MODEL,)
-    raise typer.Exit(main(EnginePlan(models, threads=threads, quick=quick, speculation=speculation)))
-
-
-@bench_app.command("codex-restart")
-def bench_codex_restart(
-    model: Annotated[str, typer.Option(help="Model for `whiz serve`.")] = "qwen2.5-coder-0.5b",
-    codex: Annotated[
-        Path | None, typer.Option(help="The Codex CLI (default: the one in the whiz cache, or `codex`).")
-    ] = None,
-    prefix_cache_dir: Annotated[
-        Path | None, typer.Option(help="The server's cache folder (default: a temporary one, removed after).")
-    ] = None,
-) -> None:
-    """The Codex CLI's first turn after a server restart, over a prompt it sent before."""
-    from whiz.bench.codex_restart import CodexRestartPlan, main
-
-    raise typer.Exit(main(CodexRestartPlan(model, codex, prefix_cache_dir)))
-
-
-@bench_app.command("soak")
-def bench_soak(
-    target: Annotated[
-        str, typer.Option(help="Base URL of a server on this machine.")
-    ] = "http://127.0.0.1:8321",
-    seconds: Annotated[float, typer.Option(help="How long to run.")] = 30.0,
-    ws_sessions: Annotated[int, typer.Option(help="Concurrent WebSocket clients.")] = 4,
-    http_clients: Annotated[int, typer.Option(help="Concurrent HTTP clients.")] = 4,
-    max_tokens: Annotated[int, typer.Option(help="Output tokens of a well-behaved turn.")] = 48,
-    model: Annotated[str | None, typer.Option(help="Model id to request.")] = None,
-    api_key: Annotated[str | None, typer.Option(help="Bearer key for the target.")] = None,
-    patience_s: Annotated[
-        float, typer.Option(help="A served turn whose first token comes later is counted as slow.")
-    ] = 60.0,
-    hang_s: Annotated[float, typer.Option(help="A turn with no end after this long is lost (hung).")] = 300.0,
-    gateway: Annotated[
-        bool,
-        typer.Option(
-            help="Instead of --target: start 2 replicas (whiz serve --engine-only) and a gateway on "
-            "loopback, soak through the gateway, and kill one replica partway."
-        ),
-    ] = False,
-    replica_model: Annotated[str, typer.Option(help="The replicas' --model (with --gateway).")] = (
-        "qwen2.5-coder-0.5b"
-    ),
-    replica_slots: Annotated[int, typer.Option(help="The replicas' --slots (with --gateway).")] = 5,
-    kill_after_s: Annotated[
-        float | None, typer.Option(help="When to kill a replica (with --gateway; default 40% of the run).")
-    ] = None,
-    attack: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--attack",
-            help="Run a hostile client beside the honest ones (repeatable): slowloris, ping_flood, "
-            "grammar_bomb, ambiguous_grammar, giant_prediction, cross_key (with --gateway: a second "
-            "key probes the first one's cached prompt).",
-        ),
-    ] = None,
-    cpus: Annotated[
-        str | None,
-        typer.Option(
-            help="Pin the bench, its clients and attackers, to these CPUs (as taskset -c: 1, 0,2, 2-3); "
-            "run the server on others so their work is not counted as its stalls."
-        ),
-    ] = None,
-    server_cpus: Annotated[
-        str | None,
-        typer.Option(help="With --gateway: pin the replicas and the gateway to these CPUs."),
-    ] = None,
-    attackers_idle: Annotated[
-        bool,
-        typer.Option(
-            help="Run the attackers at idle priority, on the CPU the honest clients leave (as attackers "
-            "elsewhere take none of theirs); --no-attackers-idle where no CPU is idle, or they barely run."
-        ),
-    ] = True,
-) -> None:
-    """Load and faults on a loopback server: clients vanishing mid-prefill/decode, hostile input
-    mixed in; with --gateway, one replica killed behind a gateway; with --attack, hostile clients."""
-    from whiz.bench.soak import SoakPlan, main, parse_cpus
-
-    pins: dict[str, tuple[int, ...]] = {}
-    for name, text in (("cpus", cpus), ("server_cpus", server_cpus)):
-        try:
-            pins[name] = parse_cpus(text) if text is not None else ()
-        except ValueError:
-            flag = "--" + name.replace("_", "-")
-            raise typer.BadParameter(
-                f"{text!r} is not a CPU list like 1, 0,2 or 2-3", param_hint=flag
-            ) from None
-    plan = SoakPlan(
-        target, seconds, ws_sessions, http_clients, max_tokens, api_key=api_key, model=model,
-        patience_s=patience_s, hang_s=hang_s, gateway=gateway, replica_model=replica_model,
-        replica_slots=replica_slots, kill_after_s=kill_after_s, attacks=tuple(attack or ()),
-        attackers_idle=attackers_idle, **pins,
-    )  # fmt: skip
-    raise typer.Exit(main(plan))
-
-
-@bench_app.command("edits")
-def bench_edits(
-    target: Annotated[str, typer.Option(help="Base URL of the server to measure.")] = "http://127.0.0.1:8321",
-    suite: Annotated[
-        str, typer.Option(help="rename (stdlib windows), editeval, freeform (new text: drafts miss), or all.")
-    ] = "all",
-    limit: Annotated[int | None, typer.Option(help="Run only the first N tasks of each suite.")] = None,
-    model: Annotated[str | None, typer.Option(help="Model id to request.")] = None,
-    api_key: Annotated[str | None, typer.Option(help="Bearer key for the target.")] = None,
-    data: Annotated[
-        Path | None, typer.Option(help="EditEval JSONL (default: shared/bench/editeval.jsonl).")
-    ] = None,
-) -> None:
-    """Speculative edits: plain vs prompt lookup vs Predicted Outputs, speed and identical output."""
-    from whiz.bench.edits import main
-
-    raise typer.Exit(main(target=target, suite=suite, limit=limit, model=model, api_key=api_key, data=data))
-
-
-# -- the agent: whiz exec / resume / undo, whiz bench tasks ------------------------------------------
+# -- the agent: whiz exec / resume / undo ------------------------------------------------------
 
 ApprovalOpt = Annotated[
     str,
@@ -391,13 +172,6 @@ InProcessOpt = Annotated[
         help="With no server at the default URL, load the model in this process for this command "
         "instead of using (or starting) the background server.",
     ),
-]
-ApiKeyOpt = Annotated[
-    str | None, typer.Option("--api-key", envvar="WHIZ_API_KEY", help="Bearer key for the server.")
-]
-ModelOpt = Annotated[
-    str | None,
-    typer.Option("--model", help="Model to request (or to load, when whiz starts its own server)."),
 ]
 TestCmdOpt = Annotated[
     str | None, typer.Option("--test-cmd", help="Run this after edits; the task is done when it passes.")
@@ -465,22 +239,6 @@ ResumedModeOpt = Annotated[
         show_default="fast, or the resumed session's",
     ),
 ]
-DeepUrlOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--deep-base-url",
-        envvar="WHIZ_DEEP_BASE_URL",
-        help="The deep model on any OpenAI-compatible server (vLLM, SGLang, llama.cpp, Ollama, a "
-        "hosted API), spoken to over Chat Completions. Default: the 1.5B in this process.",
-    ),
-]
-DeepModelOpt = Annotated[
-    str | None, typer.Option("--deep-model", help="Model id to ask the deep server for.")
-]
-DeepKeyOpt = Annotated[
-    str | None,
-    typer.Option("--deep-api-key", envvar="WHIZ_DEEP_API_KEY", help="Bearer key for the deep server."),
-]
 HealStepOpt = Annotated[
     int | None,
     typer.Option(
@@ -501,8 +259,9 @@ PolicyOpt = Annotated[
 ]
 SANDBOX_HELP = (
     "Where commands the agent runs (RUN, the test command, heal and swarm checks) may write and "
-    "reach: workspace-write (only this folder and a private /tmp; .git read-only; no network; no "
-    "keys or tokens in the environment), read-only (nothing written but /tmp), or "
+    "reach: workspace-write (only this folder and a private /tmp; .git read-only; no network; the "
+    "home folders hidden but for toolchains and --sandbox-allow paths; no keys or tokens in the "
+    "environment), read-only (nothing written but /tmp), or "
     "danger-full-access (no confinement: your rights, network and environment). The confined "
     "modes use bubblewrap; without it they refuse to run. `whiz sandbox -- CMD` shows what a "
     "command can do."
@@ -532,6 +291,16 @@ SECRET_READS_HELP = (
     "file in your task, or approving its READ, lets that one file through instead."
 )
 SecretReadsOpt = Annotated[bool, typer.Option("--allow-secret-reads", help=SECRET_READS_HELP)]
+SANDBOX_ALLOW_HELP = (
+    "A file or folder of your home that confined commands may read (read-only), e.g. "
+    "~/.config/mytool; repeat it, or list them as allow = [...] in the config file's [sandbox] "
+    "table. The rest of every home folder is hidden from them, but for the toolchains they need "
+    "(interpreters, compilers, package caches). Risk: a command the model writes can pass what it "
+    "reads there to the model."
+)
+SandboxAllowOpt = Annotated[
+    list[str] | None, typer.Option("--sandbox-allow", metavar="PATH", help=SANDBOX_ALLOW_HELP)
+]
 PolicyCheckOpt = Annotated[
     bool,
     typer.Option(
@@ -562,6 +331,7 @@ class ModelFlags:
     secret_file: SecretFileOpt = None
     allow_env_writes: EnvWritesOpt = False
     allow_secret_reads: SecretReadsOpt = False
+    sandbox_allow: SandboxAllowOpt = None
 
     def session_options(self, agent=None, *, resume: str | None = None, heal: int | None = None):
         """The flags as `SessionOptions` for the current directory, with the agent's settings
@@ -594,6 +364,7 @@ class ModelFlags:
                 allow_env_writes=self.allow_env_writes,
                 allow_secret_reads=self.allow_secret_reads,
                 secret_files=options.agent.secrets,
+                allow=self.sandbox_allow,
             )
             check_heal(heal, options.agent)
         except ValueError as exc:
@@ -645,23 +416,33 @@ def _read_task(task: str) -> str:
 
 
 def sandbox_options(
-    mode: str, *, allow_env_writes: bool = False, allow_secret_reads: bool = False, secret_files=None
+    mode: str,
+    *,
+    allow_env_writes: bool = False,
+    allow_secret_reads: bool = False,
+    secret_files=None,
+    allow: list[str] | None = None,
 ):  # -> SandboxOptions
     """`--sandbox MODE` (and `--allow-env-writes`, `--allow-secret-reads`, the `--secret-file`
-    rules) as options; ValueError naming the modes for a bad one."""
+    rules, the `--sandbox-allow` paths after the config file's) as options; ValueError naming the
+    modes for a bad one, or what is wrong in the config file's `[sandbox]` table."""
     from whiz.environments import SandboxMode, SandboxOptions
+    from whiz.environments.home import allowed_in_config
     from whiz.environments.secret_rules import SecretFiles
+    from whiz.mcp.config import config_path
 
     try:
-        return SandboxOptions(
-            SandboxMode(mode),
-            allow_env_writes=allow_env_writes,
-            secret_files=secret_files or SecretFiles(),
-            allow_secret_reads=allow_secret_reads,
-        )
+        sandbox_mode = SandboxMode(mode)
     except ValueError:
         choices = ", ".join(m.value for m in SandboxMode)
         raise ValueError(f"--sandbox must be one of {choices}, not {mode!r}") from None
+    return SandboxOptions(
+        sandbox_mode,
+        allow_env_writes=allow_env_writes,
+        secret_files=secret_files or SecretFiles(),
+        allow_secret_reads=allow_secret_reads,
+        allow=tuple(Path(p) for p in [*allowed_in_config(config_path()), *(allow or ())]),
+    )
 
 
 def _agent_config(
@@ -744,6 +525,7 @@ def resume(
     allow_env_writes: EnvWritesOpt = False,
     secret_file: SecretFileOpt = None,
     allow_secret_reads: SecretReadsOpt = False,
+    sandbox_allow: SandboxAllowOpt = None,
     mcp: McpOpt = None,
 ) -> None:
     """Continue a stored session with a new task; without one, list this directory's sessions.
@@ -774,6 +556,7 @@ def resume(
         allow_env_writes=allow_env_writes,
         secret_file=secret_file,
         allow_secret_reads=allow_secret_reads,
+        sandbox_allow=sandbox_allow,
     )
     options = flags.session_options(_agent_config(approval, actions, test_cmd), resume=session or "last")
     options.mcp = mcp_config(mcp)
@@ -792,20 +575,23 @@ def sandbox(
     allow_env_writes: EnvWritesOpt = False,
     secret_file: SecretFileOpt = None,
     allow_secret_reads: SecretReadsOpt = False,
+    sandbox_allow: SandboxAllowOpt = None,
 ) -> None:
     """Run one command in this directory the way the agent would: `whiz sandbox -- pytest -q`.
 
     In workspace-write only this folder and a private /tmp can be written, `.git` and the
     dependency folders (.venv, node_modules) are read-only, there is no network, keys and tokens
-    are left out of the environment, the project's secret files (.env, keys) and the home folder's
-    secret stores are hidden, host sockets are out of reach, the command holds no root
+    are left out of the environment, the home folders are hidden but for the toolchains in them
+    and what you allow with --sandbox-allow (it says which first, on stderr), and so are the
+    project's secret files (.env, keys); host sockets are out of reach, the command holds no root
     capabilities, and every process it started is gone when it ends. Try your test command here
     to see what it needs. The exit code is the command's (124 when the timeout stopped it).
     docs/sandbox.md has the whole threat model.
     """
     import asyncio
 
-    from whiz.environments import SandboxUnavailable, run_sandboxed
+    from whiz.environments import SandboxMode, SandboxUnavailable, run_sandboxed
+    from whiz.environments.sandbox import sandbox_summary
     from whiz.environments.secret_rules import SecretFiles
 
     try:
@@ -814,9 +600,13 @@ def sandbox(
             allow_env_writes=allow_env_writes,
             allow_secret_reads=allow_secret_reads,
             secret_files=SecretFiles(tuple(secret_file or ())),
+            allow=sandbox_allow,
         )
     except ValueError as exc:
         raise fail(str(exc).replace("--sandbox", "--mode")) from None
+    if options.mode is not SandboxMode.DANGER_FULL_ACCESS:
+        for line in sandbox_summary(Path.cwd(), options):
+            err.print(f"whiz sandbox: {line}", highlight=False, markup=False, soft_wrap=True)
     try:
         code = asyncio.run(run_sandboxed(Path.cwd(), command, options, timeout_s=timeout))
     except SandboxUnavailable as exc:
@@ -843,28 +633,6 @@ def undo() -> None:
         raise typer.Exit(1)
     session_id, paths = done
     err.print(f"restored {', '.join(paths)} (session {session_id})")
-
-
-@bench_app.command("tasks")
-def bench_tasks(
-    target: Annotated[
-        str | None,
-        typer.Option(help="Base URL of the server (default: :8321, or one started in-process if none runs)."),
-    ] = None,
-    limit: Annotated[int | None, typer.Option(help="Run only the first N tasks.")] = 5,
-    actions: Annotated[str, typer.Option("--actions", help="text, tools, or both (compared).")] = "text",
-    api_key: ApiKeyOpt = None,
-    model: ModelOpt = None,
-    data: Annotated[
-        Path | None, typer.Option(help="EditEval JSONL (default: shared/bench/editeval.jsonl).")
-    ] = None,
-) -> None:
-    """The agent headless on EditEval: pass rate, seconds per task, well-formed edits, tokens/s."""
-    from whiz.bench.tasks import main
-
-    raise typer.Exit(
-        main(target=target, limit=limit, actions=actions, api_key=api_key, model=model, data=data)
-    )
 
 
 @app.command()
@@ -999,118 +767,6 @@ def swarm(
     raise typer.Exit(swarm_task(task, run, settings, Output(json_mode=json_), plan_file=plan))
 
 
-@bench_app.command("heal")
-def bench_heal(
-    target: Annotated[
-        str | None,
-        typer.Option(help="Base URL of the fast model's server (default: :8321, or one started in-process)."),
-    ] = None,
-    limit: Annotated[int | None, typer.Option(help="Run only the first N tasks.")] = 3,
-    n: Annotated[int, typer.Option("-n", help="Candidates for heal@N and the decoding comparison.")] = 5,
-    temperature: Annotated[float, typer.Option(help="Sampling temperature of heal@N.")] = 0.7,
-    variants: Annotated[
-        str,
-        typer.Option(
-            help="Comma-separated: fast (one attempt), heal (`whiz heal`: localize, then repair), "
-            "heal-plain (without localizing), heal-all (every candidate finishes), deep, decode "
-            "(parallel vs sequential)."
-        ),
-    ] = "fast,heal,deep,decode",
-    seeds: Annotated[
-        int,
-        typer.Option(help="Runs of every variant on every task, seeded apart: rate per seed, mean, spread."),
-    ] = 1,
-    suite: Annotated[
-        str,
-        typer.Option(help="editeval (EditEval's tasks) or seeded (small repositories with a seeded bug)."),
-    ] = "editeval",
-    first_seed: Annotated[
-        int, typer.Option(help="The first run's seed; run k uses this + 100 k (to split a long run).")
-    ] = 1234,
-    api_key: ApiKeyOpt = None,
-    model: ModelOpt = None,
-    deep_base_url: DeepUrlOpt = None,
-    deep_model: DeepModelOpt = None,
-    deep_api_key: DeepKeyOpt = None,
-    data: Annotated[
-        Path | None, typer.Option(help="EditEval JSONL (default: shared/bench/editeval.jsonl).")
-    ] = None,
-) -> None:
-    """Healing on EditEval or seeded bugs: one fast attempt vs heal@N vs deep, over seeds, and
-    parallel vs sequential decoding."""
-    from whiz.bench.heal import main
-    from whiz.modes.endpoints import DeepSettings
-
-    deep = DeepSettings(base_url=deep_base_url, model=deep_model, api_key=deep_api_key)
-    raise typer.Exit(
-        main(target=target, limit=limit, n=n, temperature=temperature, variants=variants, api_key=api_key,
-             model=model, deep=deep, data=data, seeds=seeds, suite=suite, first_seed=first_seed)
-    )  # fmt: skip
-
-
-@bench_app.command("agent")
-def bench_agent(
-    target: Annotated[
-        str | None,
-        typer.Option(help="Base URL of the fast model's server (default: :8321, or one started in-process)."),
-    ] = None,
-    limit: Annotated[
-        int | None, typer.Option(help="EditEval and CanItEdit tasks: only the first N of each.")
-    ] = 10,
-    variants: Annotated[
-        str, typer.Option(help="Comma-separated: fast, deep, heal (heal@5), auto.")
-    ] = "fast,heal,auto",
-    suites: Annotated[
-        str,
-        typer.Option(help="Comma-separated: editeval, canitedit (made by scripts/canitedit.py), programs."),
-    ] = "editeval,programs",
-    seeds: Annotated[
-        int,
-        typer.Option(
-            min=1,
-            help="Run every variant this many times, seeding its sampled candidates apart; the "
-            "report gives the mean and range of passes and of passes per minute.",
-        ),
-    ] = 3,
-    api_key: ApiKeyOpt = None,
-    model: ModelOpt = None,
-    deep_base_url: DeepUrlOpt = None,
-    deep_model: DeepModelOpt = None,
-    deep_api_key: DeepKeyOpt = None,
-    data: Annotated[
-        Path | None, typer.Option(help="EditEval JSONL (default: shared/bench/editeval.jsonl).")
-    ] = None,
-    canitedit: Annotated[
-        Path | None,
-        typer.Option(
-            help="CanItEdit JSONL (default: shared/bench/canitedit.jsonl, as scripts/canitedit.py writes it)."
-        ),
-    ] = None,
-    keep: Annotated[
-        Path | None,
-        typer.Option(help="Copy each task's final workspace and session home here (DIR/seedN/variant/task)."),
-    ] = None,
-    first_seed: Annotated[
-        int,
-        typer.Option(
-            help="Seed i seeds the sampled candidates with this + 7919 i; give 1234 + 7919 k to go on "
-            "from a run of k seeds."
-        ),
-    ] = 1234,
-) -> None:
-    """Tasks done per minute: the agent headless over EditEval, CanItEdit and 5 small programs, for
-    fast, deep, heal@5 and auto, over seeds: passes and passes per minute (mean and range), pass
-    rate, median and p90 s/task, turns with no edit, runaways, tokens/task."""
-    from whiz.bench.agent import main
-    from whiz.modes.endpoints import DeepSettings
-
-    deep = DeepSettings(base_url=deep_base_url, model=deep_model, api_key=deep_api_key)
-    raise typer.Exit(
-        main(target=target, limit=limit, variants=variants, suites=suites, api_key=api_key, model=model,
-             deep=deep, data=data, keep=keep, seeds=seeds, canitedit=canitedit, first_seed=first_seed)
-    )  # fmt: skip
-
-
 # -- the interactive agent: whiz (no command) and whiz code ------------------------------------------
 
 
@@ -1235,56 +891,6 @@ def setup(
     from whiz.commands.setup import run_setup
 
     raise typer.Exit(run_setup(client, base_url=base_url, api_key=api_key, print_only=print_, warm=warm))
-
-
-@bench_app.command("parallel")
-def bench_parallel(
-    target: Annotated[str, typer.Option(help="Base URL of the server to measure.")] = "http://127.0.0.1:8321",
-    n: Annotated[int, typer.Option("--n", help="Candidates per prompt.")] = 5,
-    max_tokens: Annotated[int, typer.Option(help="Most tokens per candidate.")] = 128,
-    rounds: Annotated[int, typer.Option(help="Times each prompt runs in each mode.")] = 2,
-    temperature: Annotated[
-        float, typer.Option(help="Sampling temperature (seeds make it repeatable).")
-    ] = 0.7,
-    model: Annotated[str | None, typer.Option(help="Model id to request.")] = None,
-    api_key: Annotated[str | None, typer.Option(help="Bearer key for the target.")] = None,
-) -> None:
-    """Best-of-N decoding: N candidates in one request (decoded together) vs N requests in a row."""
-    from whiz.bench.parallel import ParallelPlan, main
-
-    plan = ParallelPlan(
-        target, model, api_key, n=n, max_tokens=max_tokens, rounds=rounds, temperature=temperature
-    )
-    raise typer.Exit(main(plan))
-
-
-@bench_app.command("gateway")
-def bench_gateway(
-    sessions: Annotated[int, typer.Option(min=1, help="Interleaved WebSocket sessions.")] = 8,
-    history_tokens: Annotated[int, typer.Option(min=0, help="History each session starts with.")] = 2000,
-    rounds: Annotated[int, typer.Option(min=1, help="Measured turns per session and policy.")] = 2,
-    reply_tokens: Annotated[int, typer.Option(min=1, help="Tokens each turn generates.")] = 8,
-    model: Annotated[str, typer.Option(help="Model the two replicas load.")] = "qwen2.5-coder-0.5b",
-    replica_threads: Annotated[
-        int | None, typer.Option(help="llama.cpp threads per replica (default: half the cores).")
-    ] = None,
-    kill: Annotated[
-        bool, typer.Option(help="Kill a replica mid-turn at the end and count lost turns.")
-    ] = True,
-) -> None:
-    """Session affinity vs round-robin over 2 local replicas, then a replica killed mid-run."""
-    from whiz.bench.gateway import GatewayPlan, main
-
-    plan = GatewayPlan(
-        sessions=sessions,
-        history_tokens=history_tokens,
-        rounds=rounds,
-        reply_tokens=reply_tokens,
-        model=model,
-        replica_threads=replica_threads,
-        kill=kill,
-    )
-    raise typer.Exit(main(plan))
 
 
 def run() -> None:  # pragma: no cover - console entry point

@@ -19,6 +19,10 @@ replica keeps tenants apart as one server does: cached prefixes, sessions, slot 
 only from a key in `gateway_keys` (or on a server without keys). Here, below both the gateway
 that sends it and the server that reads it."""
 
+TENANT_KEPT_HEADER = "x-whiz-tenant-kept"
+"""What a whiz server answers a request that named a tenant it honoured (value `1`): the gateway
+trusts a replica to keep its keys apart only on this word, never on its own configuration."""
+
 
 @dataclass(frozen=True)
 class Flag:

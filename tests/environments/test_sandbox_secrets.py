@@ -13,13 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.environments.test_sandbox_escapes import NOBODY, ROOT, _python_for_nobody, outside
+from tests.environments.test_sandbox_escapes import NOBODY, ROOT, _python_for_nobody
 from whiz.environments import SandboxMode, SandboxOptions, environment_for
 from whiz.environments.sandbox import Bubblewrap, _checked_bubblewrap
 from whiz.environments.secret_paths import MAX_HIDDEN
 from whiz.environments.secret_rules import SecretFiles
-
-__all__ = ["outside"]  # a fixture
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
 

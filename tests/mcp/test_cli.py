@@ -39,3 +39,42 @@ def test_exec_offers_and_calls_a_server_from_the_flag(serve_fake, project, notes
 def test_a_bad_flag_exits_with_the_form(project: Path, tmp_path: Path) -> None:
     done = whiz(["exec", "--mcp", "justaname", "hello"], project, tmp_path / "home")
     assert done.returncode == 2 and "--mcp takes NAME=COMMAND" in done.stderr
+
+
+def wandering_script(conversation: str) -> str:
+    """Reads the note it was asked to, then calls a tool nobody asked for, until told to answer."""
+    said = last_user_message(conversation)
+    if said.startswith("No more tools will be called"):
+        return "The note says buy milk."
+    if "notes__read_note:" in said:
+        return 'CALL notes__sleep {"seconds": 3}'
+    return 'CALL notes__read_note {"name": "shop"}'
+
+
+def test_exec_says_why_the_tool_calls_stopped_and_answers(serve_fake, project, notes, tmp_path):
+    server = serve_fake(script=wandering_script)
+    flag = f"notes={shlex.join([sys.executable, str(TINY), 'stdio', str(notes)])}"
+    task = "Use notes__read_note to read my shop note and tell me what it says."
+    done = whiz(["exec", "--base-url", server.root, "--mcp", flag, task], project, tmp_path / "home")
+    assert done.returncode == 0, done.stderr
+    assert "The note says buy milk." in done.stdout
+    assert (
+        "whiz: tool calls stopped: notes__sleep was not called: the task asked for notes__read_note, "
+        "which answered, and this call uses nothing the task or a result gave"
+    ) in done.stderr
+    assert "notes__sleep 3" not in done.stderr  # the call was not made
+
+
+def calling_script(conversation: str) -> str:
+    """Calls the tool it was asked to, then the same call again, and again when told to answer."""
+    return 'CALL notes__read_note {"name": "shop"}'
+
+
+def test_exec_prints_the_result_as_the_answer_when_the_model_gives_none(serve_fake, project, notes, tmp_path):
+    server = serve_fake(script=calling_script)
+    flag = f"notes={shlex.join([sys.executable, str(TINY), 'stdio', str(notes)])}"
+    task = "Use notes__read_note to read my shop note and tell me what it says."
+    done = whiz(["exec", "--base-url", server.root, "--mcp", flag, task], project, tmp_path / "home")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.endswith("notes__read_note returned:\nbuy milk\n")
+    assert "it was already called with these arguments in this turn" in done.stderr

@@ -1,6 +1,7 @@
 """One turn with the real default model that calls an MCP tool: `whiz exec --mcp` with the notes
 server (`tiny_server.py`), and a task that asks for the tool by name. Function tools: the server
-decodes the call under the tool's schema, so the 0.5B's call parses and its arguments fit."""
+decodes the call under the tool's schema, so the 0.5B's call parses and its arguments fit; and
+the turn ends with what the tool returned in its answer."""
 
 from __future__ import annotations
 
@@ -42,26 +43,21 @@ def test_the_model_calls_an_mcp_tool_in_a_turn(real_server, tmp_path: Path) -> N
              "--actions", "tools", "--approval", "read-only", "--mcp", flag, task],
             cwd=repo, env=env, stdout=subprocess.PIPE, stderr=err, text=True,
         )  # fmt: skip
-    # The point is shown once the tool's result is in: what the 0.5B does after it (see below) is
-    # not watched, so the turn is stopped there rather than run to its step limit.
-    lines = []
+    # The turn is left to end by itself: once the tool answered, calls that make no progress end
+    # it (`ToolStall`) with the note in its answer. The timer only keeps a hung run from hanging
+    # the suite; the turn's own time limit is well inside it.
     timer = threading.Timer(420, proc.kill)
     timer.start()
     try:
-        for line in proc.stdout:
-            lines.append(line)
-            if any(i["type"] == "tool_call" and i["tool"] == "notes__read_note" for i in items_of(line)):
-                break
+        stdout, _ = proc.communicate()
     finally:
         timer.cancel()
-        proc.terminate()
-        rest, _ = proc.communicate()
-    stdout, stderr = "".join(lines) + rest, err_file.read_text()
+    stderr = err_file.read_text()
     done = [f"{i['type']} {i.get('tool', '')} {i.get('status', '')} {i.get('text', '')[:80]}"
             for i in items_of(stdout)]  # fmt: skip
     calls = [i for i in items_of(stdout) if i["type"] == "tool_call" and i["tool"] == "notes__read_note"]
     assert calls, (done, stderr[-2000:])
     assert calls[0]["status"] == "completed" and "oat milk" in calls[0]["output"]
-    # Not asserted: that the 0.5B then ends the turn with an answer. Under the tool grammar it
-    # often goes on calling other tools to the step limit; that is the model's, not MCP's, and
-    # is followed in the agent's own benchmarks.
+    assert proc.returncode == 0, (done, stderr[-2000:])
+    said = " ".join(i["text"] for i in items_of(stdout) if i["type"] == "agent_message")
+    assert "oat milk" in said, done

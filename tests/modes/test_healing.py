@@ -101,7 +101,7 @@ def test_the_passing_candidate_with_the_smallest_diff_wins_and_every_result_is_s
 
 
 def test_a_candidate_that_is_the_fixed_function_alone_is_tested_as_an_edit(project):
-    # The 0.5B's usual answer to "Fix the bug in average": the function in a fence, no path.
+    # A small model often answers "Fix the bug in average" with the function in a fence, no path.
     bare = "```python\ndef average(xs):\n    return sum(xs) / len(xs)\n```\n"
     code, events, _ = run_heal(project, [[bare]], task="Fix the bug in average so the tests pass.")
     assert code == 0 and statuses(events) == ["passed"]
@@ -129,8 +129,8 @@ def test_a_hanging_candidate_times_out_while_the_others_are_judged(project):
 
 
 def test_once_the_tests_were_seen_to_end_a_hanging_candidate_gets_ten_times_their_time(project):
-    # Seen in whiz bench agent (fast, EditEval 16): a candidate that looped forever held its round
-    # for the whole 120 s timeout, where the tests took 0.05 s. The baseline run sets the bound.
+    # A candidate that loops forever must not hold its round for the whole timeout when the tests
+    # take a fraction of a second: the baseline run sets the bound.
     code, events, _ = run_heal(
         project, [[HANG, WRONG]], test_timeout_s=120, test_timeout_floor_s=1, first_pass=False, rounds=1
     )
@@ -183,7 +183,7 @@ def test_the_best_failures_output_is_fed_back_for_a_second_round(project):
     assert "whiz-heal-" not in second[-1]["content"] and str(project.resolve()) not in second[-1]["content"]
 
 
-# Seen with the real 0.5B: the assertion it could not satisfy rewritten into one it could.
+# The assertion a model cannot satisfy, rewritten into one it can.
 CHEAT = edit("assert average([2, 4]) == 3, average([2, 4])", "assert True", path="check.py")
 
 
@@ -200,7 +200,7 @@ def test_a_candidate_that_rewrites_the_tests_is_rejected_and_told_why(project):
 
 
 def test_a_candidate_that_also_changed_the_tests_is_tested_on_its_code_alone(project):
-    # Seen with the real 0.5B: the fixed file, then the test file quoted back with a line added.
+    # The fixed file, then the test file quoted back with a line added.
     both = FIX + edit("print('ok')", "print('ok')\nprint('ok')", path="check.py")
     code, events, _ = run_heal(project, [[both]])
     assert code == 0 and statuses(events) == ["passed"]
@@ -306,8 +306,8 @@ async def test_a_healer_without_edits_anywhere_reports_no_edit(project):
 
 
 async def test_a_candidate_that_writes_the_code_back_says_so_and_shows_its_reply(project):
-    # The bench's timelines showed only "no_edit": whether the model wrote the file back or wrote
-    # words, and what it said, was lost (both decide what the ladder does next).
+    # "no_edit" alone does not say whether the model wrote the file back or wrote words, nor what
+    # it said; both decide what the ladder does next.
     collector = Collector()
     emit = ItemEmitter(collector)
     same = f"Here is the fixed code:\n\ncalc.py\n```python\n{BUGGY}```\n"
@@ -353,8 +353,8 @@ def test_an_example_path_copied_from_the_prompt_is_taken_for_the_one_file_of_tha
 
 
 def test_the_instructions_example_path_is_taken_for_the_one_file_the_task_names(project):
-    # Seen in whiz bench agent: the 1.5B wrote its edit under `path/to/file.py`, the example
-    # path of the instructions, and the candidate was refused as "does not exist".
+    # An edit under `path/to/file.py`, the example path of the instructions, is meant for the
+    # file the task names, not refused as "does not exist".
     code, events, _ = run_heal(project, [[FIX.replace("calc.py\n", "path/to/file.py\n", 1)]])
     assert code == 0
     assert (project / "calc.py").read_text() == BUGGY.replace("(len(xs) + 1)", "len(xs)")
@@ -372,8 +372,8 @@ def test_a_bare_code_block_for_the_one_new_file_the_task_names_is_tested_as_that
 
 
 def test_a_new_file_written_as_search_replace_of_the_example_path_is_that_file(project):
-    # Seen in whiz bench agent (the 1.5B, "Write wc.py"): `path/to/file.py`, a SEARCH of what it
-    # imagined was there, and the program as REPLACE; refused as "does not exist" before.
+    # `path/to/file.py`, a SEARCH of what the model imagined was there, and the program as
+    # REPLACE: the new file the task names, not an edit of a file that does not exist.
     (project / "check.py").write_text("import wc\nassert wc.count('a b') == 2\n")
     program = edit("import sys", "def count(text):\n    return len(text.split())", "path/to/file.py")
     code, events, _ = run_heal(project, [[program]], task="Write wc.py with count(text), the number of words")

@@ -789,7 +789,7 @@ def test_once_the_turn_has_edited_a_retry_is_one_plain_reply(project):
 
 
 def test_a_task_that_names_a_path_outside_the_workspace_still_climbs_the_ladder(project):
-    # `_writes_new_file` asks whether the files a task names exist; one outside the workspace is
+    # `Healer.writes_new_file` asks whether the files a task names exist; one outside the workspace is
     # not a new file of this workspace, and no reason for the turn to fail.
     (project / "check.py").write_text("from greet import greet\nassert greet('x') == 'Hello, x'\n")
     wrong = RENAME.replace("def greet(name):", "def greet(name, extra):")

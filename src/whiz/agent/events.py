@@ -14,7 +14,9 @@ Item types: `agent_message` {text}, `file_change` {changes: [{path, kind}], stat
 `tool_call` {tool, arguments, output, status} (read, list, search), `user_message` {text}
 (a steering message delivered), `error` {message} (feedback on a malformed action) and
 `context_compacted` {reason, before_tokens, after_tokens, window_tokens, shortened, summarised,
-kept, summary} (the conversation was compacted to fit the context window: `compaction.py`).
+kept, summary} (the conversation was compacted to fit the context window: `compaction.py`) and
+`tool_stall` {reason, tool, arguments, answered_from} (the turn's tool calls stopped making
+progress, and the call named was not made: `stalls.py`; the turn's answer follows).
 `item.updated` of an agent message also carries `delta`, the text just streamed.
 """
 

@@ -39,6 +39,8 @@ from whiz.agent.reply import Reply, cut_off, read_reply
 from whiz.agent.retries import Retries
 from whiz.agent.runs_check import shown
 from whiz.agent.signals import Cancelled, Failed, FormatError, OverBudget, Submitted
+from whiz.agent.stall_end import end_stalled, stall_after, stall_before
+from whiz.agent.stalls import ToolStall
 from whiz.agent.stats import TurnOutcome, TurnStats
 from whiz.agent.tools import Action, ApplyEdits, Malformed, Outcome, Toolbox, WriteFailed
 from whiz.agent.turns import Progress, Turn, turn
@@ -86,6 +88,8 @@ class Agent:
         """The step that runs now, and whether the user stopped the turn (`control.py`)."""
         self.progress = Progress()
         """What the running (or the last) turn has done so far."""
+        self.stall = ToolStall("", ())
+        """Whether the running turn's tool calls still make progress (`stalls.py`)."""
         self.budget, self.stats = Budget(self.config), TurnStats()
         self.on_over_budget: Callable[[str], bool] | None = None
         """Called with the reason when the turn runs over its budget: True when a deeper model
@@ -131,11 +135,14 @@ class Agent:
             return await self._turn(t, task, from_user)
 
     async def _turn(self, t: Turn, task: str, from_user: bool = True) -> TurnOutcome:
-        self.stats, self.progress, retries = TurnStats(), Progress(task), 0
+        read_only = self.approvals.mode is ApprovalMode.READ_ONLY
+        wants = self.config.require_change and not read_only and asks_for_change(task)  # intent.py
+        self.stats, self.progress, retries = TurnStats(), Progress(task, wants_change=wants), 0
         self.steps.cancelled = False
         started = time.perf_counter()
         self.tools.begin_turn(t.id)
         self.retries.begin_turn(self.progress)
+        self.stall = ToolStall(task, await self.tools.external_names(), str(self.ws.root))
         self.budget.fresh(self.stats.output_tokens)
         first = not any(i.get("role") == "user" for i in self.items)
         if from_user:
@@ -174,7 +181,7 @@ class Agent:
             status, message = "cancelled", "cancelled by the user"
         except (Failed, ClientError, WriteFailed, ContextFull) as exc:
             status, message = "failed", exc.message
-        if status == "completed" and not self.progress.changed and self._wants_change(task):
+        if status == "completed" and not self.progress.changed and self.progress.wants_change:
             status, message = "failed", f"the task asked for a change, but none was made: {message[:300]}"
         elif status == "completed" and self.progress.tests_fail:  # it gave up on failing tests, in words
             cmd = shown(self.config.test_cmd or "")
@@ -288,8 +295,11 @@ class Agent:
                 return []  # the user said more while it answered: go on with that
             return await self._answer(text)
         outcomes = []
-        for action, call_id in actions:
+        for index, (action, call_id) in enumerate(actions):
+            if stop := stall_before(self.stall, action):
+                return await end_stalled(self, stop, [i for _, i in actions[index:] if i is not None])
             outcomes.append(outcome := await self.tools.run(action))
+            stall_after(self.stall, action, outcome)
             self.stats.count(action, outcome)
             if call_id is not None:
                 self.items.append(
@@ -304,7 +314,7 @@ class Agent:
             self.stats.calls_started += len(actions) + unparsed_calls(reply.text)
             self.stats.calls_well_formed += sum(not isinstance(a, Malformed) for a, _ in actions)
             return actions
-        if (echoed := self.retries.echoed(self.items, text, self._still_to_change)) is not None:
+        if (echoed := self.retries.echoed(self.items, text, self.progress.still_to_change)) is not None:
             raise self._retry(*echoed)  # it wrote back its instructions or my message
         actions = [(action, None) for action in text_actions(text, self.tools.focus_text())]
         if not actions:
@@ -316,7 +326,7 @@ class Agent:
     async def observe(self, text: str, actions: Actions, outcomes: list[Outcome]) -> list[str]:
         """What the actions came to: feedback for the model, a retry, or the end of the turn."""
         unchanged = all(o.noop for o in outcomes)
-        if unchanged and self._still_to_change():  # the code written back is no answer
+        if unchanged and self.progress.still_to_change():  # the code written back is no answer
             quoted = [path for o in outcomes for path in o.quoted]
             await self.retries.written_back(self.items, quoted, self._turn_start, self._run_tests)
             told, error = self.retries.push_back("wrote the code back unchanged")
@@ -382,17 +392,6 @@ class Agent:
         if told is not None:
             self._tell(told)
         return FormatError(error)
-
-    def _still_to_change(self) -> bool:
-        """Whether code written back unchanged leaves the turn undone, not answered: the tests fail
-        on that code, or the task asked for a change and none is made yet."""
-        done = self.progress
-        return done.tests_fail or (not done.changed and self._wants_change(done.task))
-
-    def _wants_change(self, task: str) -> bool:
-        """Whether the task asks for a change (`intent.py`) in a session that may make one."""
-        read_only = self.approvals.mode is ApprovalMode.READ_ONLY
-        return self.config.require_change and not read_only and asks_for_change(task)
 
     def _tell(self, text: str) -> None:
         """Feedback the model reads next step, as a user message."""

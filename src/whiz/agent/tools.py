@@ -191,6 +191,11 @@ class Toolbox:
             return instructions, tools + specs(extra)
         return f"{instructions}\n\n{listing(extra)}", None
 
+    async def external_names(self) -> list[str]:
+        """The names of the external tools this session may call (waiting, the first time, for
+        servers still starting)."""
+        return [t.name for t in await self._external_tools()]
+
     async def _external_tools(self) -> list[ExternalTool]:
         if self.external is None:
             return []

@@ -81,3 +81,10 @@ class Progress:
     words can end the turn."""
     checked: bool = False
     """The edit checks found problems this turn (they look once a turn)."""
+    wants_change: bool = False
+    """The task asks for a change (`intent.py`) in a session that may make one."""
+
+    def still_to_change(self) -> bool:
+        """Whether code written back unchanged leaves the turn undone, not answered: the tests fail
+        on that code, or the task asked for a change and none is made yet."""
+        return self.tests_fail or (not self.changed and self.wants_change)

@@ -14,7 +14,7 @@ from whiz.backend.types import BackendInfo, TextDelta, TurnRequest, TurnResult
 from whiz.chat.messages import Message, ToolCall
 from whiz.chat.template import ASSISTANT_START, ChatTemplate
 from whiz.chat.toolgrammar import request_grammar
-from whiz.errors import ContextOverflow, InvalidRequest
+from whiz.errors import ContextOverflow, EngineError, InvalidRequest
 from whiz.seams import Engine, Stream, Tokenizer
 
 CLOSE_TURN = "<|im_end|>\n"
@@ -53,10 +53,14 @@ class EngineBackend:
         enc = self.template
         if request.resume is not None:
             done = request.resume.n_messages
-            basis = list(request.resume.state) + enc.encode_turns(request.messages[done:])
+            basis = list(request.resume.state) + enc.encode_turns(
+                request.messages[done:], tenant=request.tenant
+            )
         else:
             head = [Message("system", request.system)] if request.system is not None else []
-            basis = enc.encode(head + request.messages, request.tools, add_generation_prompt=False)
+            basis = enc.encode(
+                head + request.messages, request.tools, add_generation_prompt=False, tenant=request.tenant
+            )
         prompt = basis + enc.tokenizer.encode(ASSISTANT_START) if request.generate else basis
         limit = self.engine.info.n_ctx
         if len(prompt) >= limit:
@@ -160,9 +164,13 @@ class EngineTurn:
             yield piece
         done = self._live.result
         assert done is not None
+        if done.finish_reason == "error":
+            # The engine ended this request (a grammar past its deadline, a full cache): every API
+            # reports it as the error it is, never as a reply that merely stopped early.
+            raise EngineError(done.stats.error or "generation failed")
         if self._generate:
             # Close the assistant turn so the state is exactly what a follow-up continues.
-            self._backend.template.remember(done.body, done.output_tokens)
+            self._backend.template.remember(done.body, done.output_tokens, self.spec.tenant)
             closing = self._backend.engine.tokenizer.encode(CLOSE_TURN)
             state = self.spec.prompt + done.output_tokens + closing
         else:

@@ -43,17 +43,22 @@ def assistant_body(message: Message) -> str:
 
 
 class ChatTemplate:
-    """Turns messages into prompt tokens, reusing the exact tokens of replies it generated."""
+    """Turns messages into prompt tokens, reusing the exact tokens of replies it generated.
+
+    A reply's tokens are reused only for the tenant it was generated for: another key's history
+    with the same text gets it tokenized afresh, so its prompt's length cannot tell that the text
+    was a reply to someone else.
+    """
 
     def __init__(self, tokenizer: Tokenizer, *, remember: int = 512):
         self.tokenizer = tokenizer
-        self._generated: OrderedDict[str, list[int]] = OrderedDict()
+        self._generated: OrderedDict[tuple[str | None, str], list[int]] = OrderedDict()
         self._remember = remember
 
-    def remember(self, body: str, tokens: list[int]) -> None:
+    def remember(self, body: str, tokens: list[int], tenant: str | None = None) -> None:
         """Record the sampled tokens of a reply, so a client resending it hits the cache."""
-        self._generated[body] = list(tokens)
-        self._generated.move_to_end(body)
+        self._generated[(tenant, body)] = list(tokens)
+        self._generated.move_to_end((tenant, body))
         while len(self._generated) > self._remember:
             self._generated.popitem(last=False)
 
@@ -66,7 +71,12 @@ class ChatTemplate:
         return f"<|im_start|>system\n{text}<|im_end|>\n"
 
     def encode(
-        self, messages: Sequence[Message], tools: Sequence[Tool] = (), *, add_generation_prompt: bool = True
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[Tool] = (),
+        *,
+        add_generation_prompt: bool = True,
+        tenant: str | None = None,
     ) -> list[int]:
         """The prompt tokens for a conversation (a leading system message becomes the system turn)."""
         system = None
@@ -74,13 +84,13 @@ class ChatTemplate:
         if rest and rest[0].role == "system":
             system = rest.pop(0).content
         tokens = self.tokenizer.encode(self.system_text(system, tools))
-        tokens += self.encode_turns(rest)
+        tokens += self.encode_turns(rest, tenant=tenant)
         if add_generation_prompt:
             tokens += self.tokenizer.encode(ASSISTANT_START)
         return tokens
 
-    def encode_turns(self, messages: Sequence[Message]) -> list[int]:
-        """Tokens for messages after the system turn."""
+    def encode_turns(self, messages: Sequence[Message], *, tenant: str | None = None) -> list[int]:
+        """Tokens for messages after the system turn (`tenant`'s own replies with their own tokens)."""
         enc = self.tokenizer.encode
         tokens: list[int] = []
         i = 0
@@ -88,7 +98,7 @@ class ChatTemplate:
             m = messages[i]
             if m.role == "assistant":
                 body = assistant_body(m)
-                known = self._generated.get(body)
+                known = self._generated.get((tenant, body))
                 tokens += enc(ASSISTANT_START)
                 tokens += known if known is not None else enc(body)
                 tokens += enc("<|im_end|>\n")

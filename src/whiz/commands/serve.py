@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from starlette.applications import Starlette
@@ -18,6 +19,9 @@ from whiz.server.background import BackgroundServers
 from whiz.server.browser import is_loopback
 from whiz.server.idle import IdleWatch
 from whiz.server.listen import DrainingServer, uvicorn_config
+
+if TYPE_CHECKING:
+    from whiz.gateway import Upstream
 
 
 def build_app(backend: Engine | Backend, settings: ServeSettings) -> Starlette:
@@ -106,6 +110,8 @@ def serve_gateway(settings: ServeSettings, console: Console) -> None:
             ]
             what = f"{u.flavour}, model {u.model}" + (f", forwards {' and '.join(extras)}" if extras else "")
             console.print(f"[green]upstream[/green] {r.name}: {what}", soft_wrap=True)
+            if (settings.api_keys or settings.gateway_keys) and not gateway.single_tenant:
+                _print_tenants(u, console)
         else:
             console.print(f"[yellow]upstream[/yellow] {r.name}: out of rotation ({r.reason})", soft_wrap=True)
     if len(gateway.router.replicas) > 1:
@@ -116,6 +122,19 @@ def serve_gateway(settings: ServeSettings, console: Console) -> None:
     _print_urls(settings, console)
     app = build_app(gateway, settings)
     run_uvicorn(app, settings, console)
+
+
+def _print_tenants(upstream: Upstream, console: Console) -> None:
+    """Whether `upstream` keeps this gateway's keys apart; where it cannot, say what that costs."""
+    if upstream.keeps_tenants:
+        console.print(f"  keys kept apart there, {upstream.tenant_isolation}", soft_wrap=True)
+        return
+    console.print(
+        f"  [yellow]keys share one cache there[/yellow]: {upstream.tenant_isolation}. So "
+        "cached_tokens are reported as 0 to every key, but response times still tell one key what "
+        "another's prompts began with: give each key its own upstream where that matters.",
+        soft_wrap=True,
+    )
 
 
 def _print_urls(settings: ServeSettings, console: Console) -> None:

@@ -54,14 +54,24 @@ class DraftModel:
         self.catch_up_chunk = catch_up_chunk
         self.tokens: list[list[int]] = [[] for _ in range(runtime.n_seq_max)]
         """What each draft sequence's cache cells hold, positions 0..len-1."""
+        self.tenants: list[str | None] = [None] * runtime.n_seq_max
+        """Whose tokens each draft sequence holds: like the engine's slots, a sequence is reused,
+        or copied from, only for its own tenant (what the draft model guesses for a request, and
+        how long it takes to catch up, would tell what another key's prompt began with)."""
         self.max_context = getattr(runtime, "ctx_per_conversation", runtime.n_ctx // runtime.n_seq_max)
         self.step_ms = runtime.batch_costs_ms[min(runtime.batch_costs_ms)]
         """The cost of one drafted token: a one-row decode of the small model."""
         self.drafted_tokens = 0
 
-    def drafter(self, seq: int) -> ModelDrafter | None:
-        """A drafter for the job running in engine slot `seq` (None if this model has no such sequence)."""
-        return ModelDrafter(self, seq) if seq < len(self.tokens) else None
+    def drafter(self, seq: int, tenant: str | None = None) -> ModelDrafter | None:
+        """A drafter for `tenant`'s job running in engine slot `seq` (None if this model has no
+        such sequence). Another tenant's cells in that sequence are dropped first."""
+        if seq >= len(self.tokens):
+            return None
+        if self.tenants[seq] != tenant:
+            self.forget(seq)
+            self.tenants[seq] = tenant
+        return ModelDrafter(self, seq)
 
     def propose(self, seq: int, context: Sequence[int], n: int) -> list[int]:
         """Up to `n` greedy tokens after `context`; [] while still catching up on it."""
@@ -92,7 +102,8 @@ class DraftModel:
         if len(context) - keep > self.catch_up_chunk:
             # Far behind: a sibling may hold more of this context (a shared system prompt, or the
             # candidate this one was forked from); copying its cells beats recomputing them.
-            donor = max(range(len(self.tokens)), key=lambda s: common_prefix(self.tokens[s], context))
+            mine = [s for s in range(len(self.tokens)) if self.tenants[s] == self.tenants[seq]]
+            donor = max(mine, key=lambda s: common_prefix(self.tokens[s], context))
             shared = min(common_prefix(self.tokens[donor], context), len(context) - 1)
             if donor != seq and shared > keep:
                 self.runtime.seq_rm(seq, 0, -1)

@@ -15,6 +15,10 @@ batches, best first, each batch's cost predicted from the last; when the next on
 budget, when matching took longer than it anyway, or when it averages over a quarter of it, the
 grammar is let go for the rest of this request (its output is free, as with no grammar) and
 `dropped` says why (the reply's `whiz.grammar`).
+
+The budget is looked at between matcher calls, and one call cannot be stopped halfway, so in the
+engine each call runs on the grammar thread (`grammar_thread.py`) under a deadline: a call past it
+ends the request with `GrammarTooSlow` instead of holding every other stream.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from whiz.engine.grammar_thread import GrammarThread, GrammarTooSlow
 from whiz.engine.sampling import sample
 from whiz.engine.types import LazyGrammar, SamplingParams
 from whiz.seams import GrammarMatcher, Tokenizer
@@ -144,6 +149,7 @@ class Constraint:
         budget_ms: float = MATCH_BUDGET_MS,
         notes: dict[str, str] | None = None,
         clock: Callable[[], float] | None = None,
+        runner: GrammarThread | None = None,
     ):
         self.grammar = grammar
         self.tokenizer = tokenizer
@@ -154,8 +160,12 @@ class Constraint:
         """Why the grammar was let go before the output ended (None: it was not)."""
         self._notes = notes
         """Where `dropped` is written too: the job's stats, shown in the reply's `whiz` object."""
-        self.clock = clock or MatchingClock()
-        """Seconds of matching (the budget's clock): the scheduler's installed `MatchingClock`."""
+        own = clock or MatchingClock()
+        self._runner = runner
+        """Where matcher calls run (None: on the calling thread)."""
+        self.clock = (lambda: own() + runner.cpu_s) if runner is not None else own
+        """Seconds of matching (the budget's clock): the scheduler's installed `MatchingClock`, plus
+        what the calls cost the grammar thread."""
         self._token_ms = 0.0
         """What matching the token being chosen has cost so far."""
         self._recent_ms: deque[float] = deque(maxlen=AVERAGE_WINDOW)
@@ -190,7 +200,16 @@ class Constraint:
     # -- choosing a token -------------------------------------------------------------------
 
     def pick(self, logits: np.ndarray, params: SamplingParams, rng: np.random.Generator) -> int:
-        """The next token: as `sample` would choose it, among the tokens the grammar allows."""
+        """The next token: as `sample` would choose it, among the tokens the grammar allows.
+        Raises `GrammarTooSlow` where a matcher call passed the grammar thread's deadline."""
+        try:
+            return self._pick(logits, params, rng)
+        except GrammarTooSlow:
+            self._off()  # the call still runs on its thread: this matcher is never touched again
+            self.ended = True
+            raise
+
+    def _pick(self, logits: np.ndarray, params: SamplingParams, rng: np.random.Generator) -> int:
         self._begin()
         if self.matcher is None:
             return sample(logits, params, rng)
@@ -281,7 +300,16 @@ class Constraint:
     # -- following the output ---------------------------------------------------------------
 
     def accept(self, token: int) -> None:
-        """Record a token of the output (one `pick` chose, or one the model wrote before a trigger)."""
+        """Record a token of the output (one `pick` chose, or one the model wrote before a trigger).
+        Raises `GrammarTooSlow` as `pick` does."""
+        try:
+            self._accept(token)
+        except GrammarTooSlow:
+            self._off()
+            self.ended = True
+            raise
+
+    def _accept(self, token: int) -> None:
         self._begin()
         if self.ended:
             return
@@ -327,7 +355,13 @@ class Constraint:
         count against one token's budget."""
         t0 = self.clock()
         try:
-            matcher = self._new_matcher(self.grammar.gbnf, root)
+            if self._runner is None:
+                matcher = self._new_matcher(self.grammar.gbnf, root)
+            else:
+                built = self._runner.call(self._new_matcher, self.grammar.gbnf, root)
+                matcher = _OffThread(built, self._runner)
+        except GrammarTooSlow:
+            raise
         except Exception:
             log.exception("the tool-call grammar could not be built; tool calls are not constrained")
             self.ended = True
@@ -348,3 +382,20 @@ class Constraint:
     def _off(self) -> None:
         self.matcher, self._mode = None, None
         self._out, self._starts, self._tokens = bytearray(), [], []
+
+
+class _OffThread:
+    """A matcher whose every call runs on the grammar thread, under its deadline."""
+
+    def __init__(self, inner: GrammarMatcher, runner: GrammarThread):
+        self.inner = inner
+        self.runner = runner
+
+    def allowed(self, ids: np.ndarray) -> np.ndarray:
+        return self.runner.call(self.inner.allowed, ids)
+
+    def accept(self, token: int) -> None:
+        self.runner.call(self.inner.accept, token)
+
+    def can_end(self) -> bool:
+        return self.runner.call(self.inner.can_end)

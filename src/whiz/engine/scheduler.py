@@ -31,10 +31,12 @@ from whiz.engine.draft_model import DraftModel
 from whiz.engine.drafters import ChainDrafter, PredictionDrafter, PromptLookupDrafter
 from whiz.engine.grammar import Constraint, MatchingClock
 from whiz.engine.grammar_share import GrammarShare, matching
+from whiz.engine.grammar_thread import GrammarThread
 from whiz.engine.prefix_cache import PrefixCache
 from whiz.engine.sampling import sample
 from whiz.engine.slots import Placement, SlotTable
 from whiz.engine.speculative import BatchCost, DraftLength, verify
+from whiz.engine.step_budget import StepBudget
 from whiz.engine.types import EngineInfo, GenerateRequest, GenerationStats, TokenChunk
 from whiz.errors import ContextOverflow, KVCacheFull
 from whiz.seams import Runtime
@@ -130,6 +132,8 @@ class Scheduler:
         self.max_draft = max_draft
         self.draft_model = draft_model
         self.batch_cost = BatchCost(runtime.batch_costs_ms)
+        self.step_budget = StepBudget(self.batch_cost, most_rows=n_batch)
+        """The most rows a step holds while other requests wait on it (step_budget.py)."""
         self.tokenizer = runtime.tokenizer
         self.info = info
         self.slots = SlotTable(runtime.n_seq_max)
@@ -145,6 +149,8 @@ class Scheduler:
         """Grammar matching's share of the engine's time while other streams run."""
         self.matching_clock = MatchingClock().install()
         """Grammar budgets' clock: the engine thread's CPU time less its garbage collections."""
+        self.grammar_thread = GrammarThread(clock=self.matching_clock)
+        """Where grammar matcher calls run, under a deadline (grammar_thread.py)."""
         self.restarts = 0
         """Times the worker loop failed outside a step and was started again."""
         self._thread = threading.Thread(target=self._supervise, name="whiz-engine", daemon=True)
@@ -216,6 +222,7 @@ class Scheduler:
                 self.runtime.grammar,
                 notes=job.stats.notes,
                 clock=self.matching_clock,
+                runner=self.grammar_thread,
             )
         job.stream = TokenStream(asyncio.get_running_loop(), job)
         return job
@@ -224,6 +231,7 @@ class Scheduler:
         """Stop the worker, then free the runtimes (a worker stuck in a decode keeps them)."""
         self._closed = True
         self.matching_clock.remove()
+        self.grammar_thread.close()
         self._inbox.put(None)
         self._thread.join(timeout=10)
         if self._thread.is_alive():
@@ -440,7 +448,10 @@ class Scheduler:
         # A prediction is usually right where the code is unchanged; lookup guesses are riskier.
         chain = [(PredictionDrafter(req.prediction, len(req.prompt)), length(0.95))] if req.prediction else []
         chain.append((PromptLookupDrafter(), length(0.7)))
-        if self.draft_model is not None and (drafter := self.draft_model.drafter(seq)) is not None:
+        if (
+            self.draft_model is not None
+            and (drafter := self.draft_model.drafter(seq, req.tenant)) is not None
+        ):
             chain.append((drafter, length(0.7, self.draft_model.step_ms)))
         return ChainDrafter(chain)
 
@@ -461,6 +472,10 @@ class Scheduler:
         sampled: list[tuple[Job, list[int]]] = []  # each job whose logits are read, with its draft
         prefilled: list[tuple[Job, int]] = []
         budget = self.n_batch
+        if len({id(job.leader or job) for job in self._active}) > 1:
+            # Other requests wait for this step: it must not take long. (One request's candidates
+            # alone wait only for each other, and decode fastest in full batches.)
+            budget = min(budget, self.step_budget.rows())
         # Grammar jobs beyond matching's share of this step wait for a later one (grammar_share.py).
         held = self.grammar_share.held(
             [job for job in self._active if job.decoding or len(job.feed) <= self.n_batch], self._active
@@ -475,6 +490,13 @@ class Scheduler:
             # every other sequence's step: all verify the same length.
             shortest = min(len(d) for d in drafts)
             drafts = [d[:shortest] for d in drafts]
+        if decoding:
+            # Drafts share what the step budget leaves after each job's own row, and leave half of
+            # it to prompts waiting to be prefilled, which would otherwise never get a row.
+            room = max(budget - len(decoding), 0)
+            if any(not job.decoding and job.feed for job in self._active):
+                room //= 2
+            drafts = [d[: room // len(decoding)] for d in drafts]
         for job, draft in zip(decoding, drafts, strict=True):
             draft = draft[: max(budget - 1, 0)]
             seq = job.placement.slot.seq
@@ -483,7 +505,8 @@ class Scheduler:
             sampled.append((job, draft))
             budget -= 1 + len(draft)
         prefill_cap = self.prefill_chunk if sampled else self.n_batch
-        for job in self._active:
+        # Shortest prompt first: a short one gets its first token without waiting for a long one.
+        for job in sorted(self._active, key=lambda j: len(j.feed)):
             if job.decoding or budget <= 0 or not job.feed:
                 continue
             n = min(len(job.feed), budget, prefill_cap)
@@ -509,7 +532,9 @@ class Scheduler:
         logits = self._decode_with_eviction(rows)
         if logits is None:
             return
-        self.grammar_share.earned((time.perf_counter() - t_decode) * 1000)
+        decode_ms = (time.perf_counter() - t_decode) * 1000
+        self.grammar_share.earned(decode_ms)
+        self.step_budget.observed(len(rows), decode_ms)
         self.steps += 1
         for job, n in prefilled:
             job.placement.slot.tokens.extend(job.feed[:n])

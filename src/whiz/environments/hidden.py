@@ -2,7 +2,9 @@
 
 The sandbox mounts an empty read-only tmpfs over each folder named here, and /dev/null over each
 file, so a command finds them empty instead of reading credentials or reaching the sockets that
-live there (the seccomp filter refuses new unix sockets as well; this is the second lock).
+live there (the seccomp filter refuses new unix sockets as well; this is the second lock). The
+homes themselves are hidden whole (`home.py`); the stores listed here matter where a command sees
+into a home anyway: a toolchain folder, a path the user allowed, a home inside the workspace.
 """
 
 from __future__ import annotations

@@ -5,8 +5,10 @@ sandbox (whiz's own git, or the user's). So:
 
 - an existing `.git` (folder, or a worktree's `.git` file) is bound read-only over itself; a mount
   point cannot be removed or renamed from inside, so it cannot be swapped for a writable one. The
-  folder a `.git` file names (`gitdir:`, and its `commondir`) is bound read-only too when it lies
-  inside a writable folder.
+  folder a `.git` file names (`gitdir:`, and its `commondir`) is bound read-only too: inside a
+  writable folder so that it cannot be changed, elsewhere (a home folder the sandbox hides) so that
+  git still works in a worktree, but there only when that folder names this worktree back (its
+  `gitdir` file): a hostile repository's `.git` file could name any folder.
 - a missing `.git` gets an empty read-only folder in its place (`git init` fails). Bubblewrap
   creates the mount point in the real workspace, so whiz removes it when the command ends, unless
   another confined command still runs there: each one holds a shared lock on the workspace for its
@@ -40,10 +42,22 @@ def git_mounts(root: Path, writable: Sequence[Path], *, plant: bool) -> list[str
     real = git.resolve()
     if real != git:
         args += ["--ro-bind", str(real), str(real)]
-    for gitdir in _linked_gitdirs(real):
-        if any(gitdir.is_relative_to(w) for w in writable):
-            args += ["--ro-bind", str(gitdir), str(gitdir)]
+    linked = _linked_gitdirs(real)
+    if linked and not _names_back(linked[0], git):
+        linked = [g for g in linked if any(g.is_relative_to(w) for w in writable)]
+    for gitdir in linked:
+        args += ["--ro-bind", str(gitdir), str(gitdir)]
     return args
+
+
+def _names_back(gitdir: Path, git: Path) -> bool:
+    """Whether a worktree's git folder names `git` (the worktree's `.git` file) as its own, as
+    `git worktree add` writes it."""
+    try:
+        named = (gitdir / "gitdir").read_text(errors="replace").strip()
+    except OSError:
+        return False
+    return bool(named) and os.path.realpath(named) == os.path.realpath(git)
 
 
 def nested_repositories(root: Path, depth: int = 3, budget: int = 2000) -> list[Path]:

@@ -13,10 +13,12 @@ through, and its own PID namespace: when the command ends, everything it started
 even a process that detached with `setsid` or `nohup`. It holds no capabilities, and when whiz
 runs as root it runs as `nobody` in a user namespace of its own (so `mount` cannot undo the
 read-only binds). It has its own IPC namespace, sees neither the host's runtime folders (`/run`,
-`$XDG_RUNTIME_DIR`) nor the home's secret stores (`hidden`) nor the workspace's own secret files
-(`secret_paths`: `.env`, keys, credentials, unless the user let them through) nor a token in the
-git config (`git_credentials`), and a seccomp filter (`seccomp`) refuses new unix sockets, so it
-cannot reach a socket server on the host.
+`$XDG_RUNTIME_DIR`) nor the home folders, yours, other users' and root's, beyond the toolchains
+in them and what the user allowed by name (`home`; the home's secret stores stay hidden inside
+those: `hidden`), nor the workspace's own secret files (`secret_paths`: `.env`, keys,
+credentials, unless the user let them through) nor a token in the git config
+(`git_credentials`), and a seccomp filter (`seccomp`) refuses new unix sockets, so it cannot
+reach a socket server on the host.
 Dependency folders an isolated copy links in (`dependencies`) are mounted read-only. Where
 bubblewrap is missing or cannot build all of this, a confined mode refuses to run
 (`SandboxUnavailable`) instead of running unconfined. docs/sandbox.md has the threat model.
@@ -35,7 +37,7 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -46,6 +48,7 @@ from whiz.environments.envvars import confined_env
 from whiz.environments.errors import SandboxUnavailable
 from whiz.environments.git_credentials import configs_with_credentials
 from whiz.environments.hidden import homes, overlaps, runtime_folders, secret_stores
+from whiz.environments.home import HomeView, home_view
 from whiz.environments.local import Environment, Launch, LocalEnvironment
 from whiz.environments.protected_git import WorkspaceLock, git_mounts, nested_repositories
 from whiz.environments.seccomp import UnsupportedArchitecture, unix_socket_filter
@@ -95,6 +98,12 @@ class SandboxOptions:
     allow_secret_reads: bool = False
     """Let confined commands read the workspace's secret files (tests that load `.env`). The risk:
     a command the model writes can then send their values to the model in any encoding."""
+    allow: tuple[Path, ...] = ()
+    """Files and folders of the home folders (`~/...`: of `$HOME`) that confined commands may
+    read, read-only, beside the toolchains they see anyway (`home.TOOLCHAINS`); the rest of every
+    home is hidden. `--sandbox-allow PATH`, or `allow = [...]` in the config file's `[sandbox]`
+    table. The risk: a command the model writes can send what it reads there to the model; the
+    known secret stores inside them stay hidden (`hidden.SECRET_STORES`), others do not."""
     bwrap: str = "bwrap"
     """The bubblewrap executable: a name looked up on PATH, or a path."""
 
@@ -156,6 +165,22 @@ class Bubblewrap:
     def _writes_workspace(self) -> bool:
         return self.options.mode is SandboxMode.WORKSPACE_WRITE
 
+    def home_view(self, runtime: Sequence[Path] = ()) -> HomeView:
+        """What the command sees of the home folders (`home`); `runtime`: the runtime folders
+        covered too, whose tools are mounted again as the homes' are."""
+        return home_view(
+            os.environ,
+            self.euid,
+            self.options.allow,
+            workspace_envs=[
+                *workspace_dependencies(self.workspace, []),
+                *shared_dependencies(self.workspace),
+            ],
+            hidden_before=["/tmp", *map(str, runtime)],
+            package=Path(__file__).resolve().parents[1],
+            prefixes=[sys.prefix, sys.base_prefix],
+        )
+
     def argv(self, command: str, seccomp_fd: int, git_configs: Sequence[tuple[Path, Path]] = ()) -> list[str]:
         """The bwrap argv; `seccomp_fd`: an open descriptor bwrap reads the filter from;
         `git_configs`: (copy without credentials, the git config it stands in for) pairs."""
@@ -174,11 +199,13 @@ class Bubblewrap:
         # would hide a workspace there), then the workspace, then what stays read-only inside what
         # it may write, and last the secret stores, so that no bind shows one again.
         args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-        runtime = [p for p in runtime_folders(environ) if not _under(str(p), ["/tmp"])]
+        runtime = _runtime(environ)
         for folder in runtime:
             args += ["--tmpfs", str(folder)]
-        for tools in tools_under(["/tmp", *map(str, runtime)]):
-            args += ["--ro-bind", tools, tools]
+        # The home folders, empty but for their toolchains and what the user allowed: before the
+        # workspace, which is often inside one.
+        view = self.home_view(runtime)
+        args += view.mounts()
         resolver = os.path.realpath(RESOLV_CONF)
         if _under(resolver, [str(r) for r in runtime]) and os.path.isfile(resolver):
             args += ["--ro-bind", resolver, resolver]
@@ -213,12 +240,17 @@ class Bubblewrap:
             for s in secret_stores(homes(environ, self.euid), environ.get("WHIZ_HOME", ""))
             if not any(w.is_relative_to(s) for w in [self.workspace, *writable])
         ]
+        shared = []
         for target in shared_dependencies(self.workspace):
-            # A link the command itself planted (`.venv -> ~/.ssh`) must not show what is hidden.
-            if not overlaps(target, [*runtime, *stores]):
+            # A link the command itself planted (`.venv -> ~/.ssh`, `node_modules -> ~/.config`)
+            # must not show what is hidden.
+            if not overlaps(target, [*runtime, *stores]) and view.may_mount(target):
                 args += ["--ro-bind", str(target), str(target)]
+                shared.append(target)
+        # Last, so that no bind shows one again; only those a command could see at all.
         for store in stores:
-            args += _hidden(store)
+            if view.shows(store, also=[self.workspace, *writable, *shared]):
+                args += _hidden(store)
         # No --new-session: the runner already starts bwrap in a session of its own, without a
         # terminal, and the process inside that is init of the new pid namespace must stay in the
         # runner's process group, so that killing the group ends the namespace and everything in
@@ -239,31 +271,22 @@ def _hidden(path: Path) -> list[str]:
     return ["--ro-bind", "/dev/null", str(path)]
 
 
+def _runtime(environ: Mapping[str, str]) -> list[Path]:
+    """The runtime folders the sandbox covers (one in /tmp is gone with the private /tmp)."""
+    return [p for p in runtime_folders(environ) if not _under(str(p), ["/tmp"])]
+
+
+def sandbox_summary(cwd: Path, options: SandboxOptions | None = None) -> list[str]:
+    """What a confined command in `cwd` sees of the home folders, in lines for people
+    (`whiz sandbox` prints them before the command)."""
+    box = Bubblewrap(
+        options and options.bwrap or "bwrap", Path(cwd).resolve(), options or SandboxOptions(), b""
+    )
+    return box.home_view(_runtime(os.environ)).describe()
+
+
 def _under(path: str, folders: Sequence[str]) -> bool:
     return any(path == f or path.startswith(f.rstrip("/") + "/") for f in folders)
-
-
-def tools_under(hidden: Sequence[str]) -> list[str]:
-    """Folders under `hidden` ones (the private /tmp, the covered /run) the command needs to find
-    its programs: whiz's own Python (a venv made in /tmp, as CI clones often are), whiz's own
-    package (an editable install's source: `--check` runs `runs_check.py` from it) and PATH entries
-    (NixOS keeps every program under /run/current-system). They are mounted read-only."""
-    found: list[str] = []
-    package = str(Path(__file__).resolve().parents[1])
-    candidates = [sys.prefix, sys.base_prefix, package, *os.environ.get("PATH", "").split(os.pathsep)]
-    for folder in candidates:
-        if not folder or not os.path.isabs(folder):
-            continue
-        real = os.path.realpath(folder)
-        if _under(real, hidden) and real not in hidden and os.path.isdir(real) and real not in found:
-            found.append(real)
-    # A folder inside another one is already visible through it.
-    return [f for f in found if not any(f != o and f.startswith(o + "/") for o in found)]
-
-
-def tools_under_tmp() -> list[str]:
-    """`tools_under` the private /tmp."""
-    return tools_under(["/tmp"])
 
 
 def environment_for(

@@ -9,6 +9,7 @@ with its whole history, when its replica dies (`backend.py`).
 
 from __future__ import annotations
 
+import hashlib
 import os
 
 from whiz.config import ServeSettings, UpstreamSpec
@@ -47,6 +48,10 @@ __all__ = [
 def upstream_configs(settings: ServeSettings) -> list[UpstreamConfig]:
     """Each `--upstream` (or config-file table) with its key, model and timeouts resolved."""
     out = []
+    # Stable across restarts and across gateways with the same keys (the upstreams' caches stay
+    # warm), and unknown to the upstreams.
+    keys = sorted({*settings.api_keys, *settings.gateway_keys})
+    secret = hashlib.sha256("\x00".join(keys).encode(errors="surrogatepass")).digest()
     for entry in settings.upstreams:
         spec = entry if isinstance(entry, UpstreamSpec) else UpstreamSpec(url=entry)
         key = spec.key
@@ -65,6 +70,7 @@ def upstream_configs(settings: ServeSettings) -> list[UpstreamConfig]:
                 cache_key=spec.cache_key,
                 timeout_s=settings.upstream_timeout_s,
                 connect_timeout_s=settings.upstream_connect_timeout_s,
+                tenant_secret=secret,
             )
         )
     return out
@@ -85,4 +91,5 @@ def build_gateway(settings: ServeSettings) -> Gateway:
         model_name=settings.model_name,
         health_interval_s=settings.health_interval_s,
         max_candidates=settings.max_n,
+        single_tenant=len(set(settings.api_keys)) == 1 and not settings.gateway_keys,
     )

@@ -70,7 +70,12 @@ class Gateway:
         health_timeout_s: float = 2.0,
         max_candidates: int = 8,
         max_attempts: int = 3,
+        single_tenant: bool = False,
     ):
+        self.single_tenant = single_tenant
+        """Every turn is one key's (a gateway with one API key and no gateway keys): no tenant's
+        cache hits can be another's, so they are reported as the upstreams count them. Otherwise
+        they are reported only from upstreams that keep tenants apart (`Upstream.keeps_tenants`)."""
         self.router = Router([Replica(u) for u in upstreams], policy=policy)
         self.max_candidates = max_candidates
         """The most candidates (`n`) of one request: each is a request to the upstream."""
@@ -94,6 +99,12 @@ class Gateway:
         return BackendInfo(
             model=model, n_ctx=min(windows) if windows else None, max_candidates=self.max_candidates
         )
+
+    @property
+    def keeps_tenants(self) -> bool:
+        """Whether every replica keeps tenants apart: only then does this gateway, as another
+        gateway's upstream, say it kept the tenant a request named (`X-Whiz-Tenant-Kept`)."""
+        return all(r.upstream.keeps_tenants for r in self.router.replicas)
 
     async def discover(self) -> None:
         """Ask every replica what it serves; one that does not answer starts out of rotation."""
@@ -163,6 +174,8 @@ class GatewayTurn:
         self._forward_key = f"{request.tenant}/{named}" if named and request.tenant else named
         self._replica: Replica | None = None
         self._response: httpx.Response | None = None
+        self._kept = True
+        """Whether the replica running the turn keeps its tenant apart (`Upstream.kept`)."""
         self._tried: list[str] = []
         self._last_error: UpstreamError | None = None
         self._cancelled = False
@@ -233,6 +246,8 @@ class GatewayTurn:
                 router.abandoned(replica)
                 raise
             self._replica = replica
+            kept = upstream.kept(self._response, self._request.tenant)
+            self._kept = kept or self._gateway.single_tenant
             return
 
     def _note_retry(self, replica: Replica, exc: UpstreamError) -> None:
@@ -330,6 +345,11 @@ class GatewayTurn:
         ttft_ms = ((first_at or now) - start) * 1000
         decode_ms = (now - first_at) * 1000 if first_at else 0.0
         stats = reader.stats(ttft_ms=ttft_ms, decode_ms=decode_ms, pieces=len(pieces))
+        if not self._kept:
+            # A cache shared with other tenants: its hits are theirs to keep (a prefix oracle
+            # otherwise), so this tenant is told, and /metrics counts, what a cold cache gives.
+            stats.cached_tokens, stats.prefill_tokens = 0, stats.prompt_tokens
+            stats.prefill_ms = ttft_ms
         text = "".join(p.text for p in pieces if isinstance(p, TextDelta))
         calls = [p for p in pieces if isinstance(p, ToolCall)]
         if cancelled:

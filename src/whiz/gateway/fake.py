@@ -56,6 +56,8 @@ class FakeUpstream:
         piece_chars: int = 4,
         delay_s: float = 0.0,
         cache_slots: int = 4,
+        version: str | None = None,
+        salts: bool = False,
     ):
         self.script = script
         self.model = model
@@ -64,6 +66,10 @@ class FakeUpstream:
         self.delay_s = delay_s
         """Pause before each streamed piece (to cancel or kill a stream while it runs)."""
         self.cache_slots = cache_slots
+        self.version = version
+        """What `GET /version` answers (vLLM's shape); None: no such route."""
+        self.salts = salts
+        """Share cached prefixes only between requests with the same `cache_salt`, as vLLM does."""
         self.mode: Mode = "ok"
         self.bodies: list[dict[str, Any]] = []
         self.streams_closed_early = 0
@@ -71,6 +77,11 @@ class FakeUpstream:
         self._cache: list[str] = []
 
     # -- the prefix cache ---------------------------------------------------------------------
+
+    def _scoped(self, body: dict[str, Any], prompt: str) -> str:
+        """The prompt as the cache files it: behind its salt when salts are honoured."""
+        salt = body.get("cache_salt") if self.salts else None
+        return f"{salt}\x00{prompt}" if isinstance(salt, str) and salt else prompt
 
     def _cached(self, prompt: str) -> int:
         best = 0
@@ -82,6 +93,10 @@ class FakeUpstream:
                 n += 1
             best = max(best, n)
         return best
+
+    def _cached_of(self, body: dict[str, Any], prompt: str) -> int:
+        scoped = self._scoped(body, prompt)
+        return max(self._cached(scoped) - (len(scoped) - len(prompt)), 0)
 
     def _remember(self, text: str) -> None:
         self._cache = [t for t in self._cache if not text.startswith(t)] + [text]
@@ -95,8 +110,12 @@ class FakeUpstream:
                 Route("/v1/chat/completions", self._chat, methods=["POST"]),
                 Route("/v1/models", self._models, methods=["GET"]),
                 Route("/health", self._health, methods=["GET"]),
+                *([Route("/version", self._version, methods=["GET"])] if self.version else []),
             ]
         )
+
+    async def _version(self, request: Request) -> Response:
+        return JSONResponse({"version": self.version})
 
     async def _health(self, request: Request) -> Response:
         self.health_checks += 1
@@ -144,7 +163,7 @@ class FakeUpstream:
             "prompt_tokens": len(prompt),
             "completion_tokens": len(text) or 1,
             "total_tokens": len(prompt) + (len(text) or 1),
-            "prompt_tokens_details": {"cached_tokens": self._cached(prompt)},
+            "prompt_tokens_details": {"cached_tokens": self._cached_of(body, prompt)},
         }
         stream = self._stream(body, text, reply, finish, usage, prompt, mode)
         return StreamingResponse(stream, media_type="text/event-stream")
@@ -187,7 +206,7 @@ class FakeUpstream:
             if (body.get("stream_options") or {}).get("include_usage"):
                 yield f"data: {json.dumps({**base, 'choices': [], 'usage': usage})}\n\n"
             yield "data: [DONE]\n\n"
-            self._remember(prompt + f"<assistant>{json.dumps(text)}")
+            self._remember(self._scoped(body, prompt + f"<assistant>{json.dumps(text)}"))
             done = True
         finally:
             if not done and mode == "ok":

@@ -10,11 +10,21 @@ Any server that speaks streamed `/v1/chat/completions` works: vLLM, SGLang, llam
   OpenAI to route to a warm cache); vLLM and llama-server cache by prefix on their own.
 
 Both can be forced either way per upstream (`UpstreamConfig.prediction`, `.cache_key`).
+
+Tenants (one per API key of the gateway) are kept apart only where the upstream says it can: a
+whiz replica that answers `X-Whiz-Tenant-Kept` to the tenant the gateway names (it does for a
+`--gateway-key`, or without keys), and vLLM 0.9 or later, whose prefix cache is salted per request
+(`cache_salt`). Elsewhere one tenant's cached prefix would tell another what it holds, so the
+gateway reports no cached tokens to any tenant there (`Upstream.keeps_tenants`).
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
+import logging
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +33,7 @@ import httpx
 
 from whiz.backend.types import TurnRequest
 from whiz.client.urls import api_base
-from whiz.config import TENANT_HEADER
+from whiz.config import TENANT_HEADER, TENANT_KEPT_HEADER
 from whiz.gateway.errors import (
     UpstreamError,
     UpstreamLost,
@@ -34,6 +44,8 @@ from whiz.gateway.errors import (
     from_upstream,
 )
 from whiz.gateway.wire import chat_messages
+
+log = logging.getLogger("whiz.gateway")
 
 # owned_by in GET /v1/models -> the server it is.
 FLAVOURS = {
@@ -47,6 +59,18 @@ FLAVOURS = {
 }
 # What each server honours: (prediction, prompt_cache_key).
 HONOURS = {"whiz": (True, True), "openai": (True, True)}
+VLLM_SALTS_FROM = (0, 9)
+"""The first vLLM release with `cache_salt` (older ones ignore the field and share every prefix)."""
+PROBE_TENANT = "whiz-gateway-probe"
+"""The tenant named when asking a whiz replica, at discovery, whether it keeps tenants apart."""
+
+
+def wire_tenant(tenant: str, secret: bytes = b"") -> str:
+    """What an upstream is told of a tenant: a fixed-size hex digest, so whatever the gateway's
+    own tenant looks like (a key's digest, or a chained gateway's `own/named`) it is a valid
+    `X-Whiz-Tenant` and a plain `cache_salt`. Keyed by `secret` (`UpstreamConfig.tenant_secret`):
+    a plain digest of a key would let the upstream test guesses of a weak key against it."""
+    return hmac.new(secret, tenant.encode(), hashlib.sha256).hexdigest()[:32]
 
 
 @dataclass
@@ -64,6 +88,9 @@ class UpstreamConfig:
     timeout_s: float = 300.0
     """Longest silence while waiting for or reading a stream."""
     connect_timeout_s: float = 5.0
+    tenant_secret: bytes = b""
+    """Keys what the upstream is told of each tenant (`wire_tenant`); the gateway derives it from
+    its own keys, which the upstream never sees."""
 
 
 def _reason(exc: httpx.TransportError) -> str:
@@ -83,6 +110,9 @@ class Upstream:
         self.model = config.model
         self.flavour = "unknown"
         self.n_ctx: int | None = None
+        self.tenants_kept: bool | None = None
+        """Whether this upstream keeps the gateway's tenants apart, as it last said (None: not yet
+        asked); see `keeps_tenants`."""
         self._transport = transport
         self._http: httpx.AsyncClient | None = None
         self._headers = {"Authorization": f"Bearer {config.key}"} if config.key else {}
@@ -142,6 +172,58 @@ class Upstream:
         # whiz says context_window, vLLM max_model_len, llama-server meta.n_ctx (per slot).
         window = entry.get("context_window") or entry.get("max_model_len") or meta.get("n_ctx")
         self.n_ctx = window if isinstance(window, int) and window > 0 else None
+        self.tenants_kept = await self._asks_tenants_apart(timeout_s)
+
+    async def _asks_tenants_apart(self, timeout_s: float) -> bool:
+        """Whether this upstream keeps tenants apart: a whiz replica is asked by naming a tenant
+        (it answers `X-Whiz-Tenant-Kept` where it honours one); vLLM by its version."""
+        try:
+            if self.flavour == "whiz":
+                headers = {TENANT_HEADER: PROBE_TENANT}
+                response = await self._client().get(self.base + "/models", headers=headers, timeout=timeout_s)
+                return response.headers.get(TENANT_KEPT_HEADER) == "1"
+            if self.flavour == "vllm":
+                response = await self._client().get(self.name + "/version", timeout=timeout_s)
+                said = response.json().get("version") if response.status_code == 200 else None
+                return _version(said) >= VLLM_SALTS_FROM
+        except (httpx.HTTPError, ValueError, AttributeError):
+            pass
+        return False
+
+    @property
+    def keeps_tenants(self) -> bool:
+        """Whether one tenant's cached prefixes here stay that tenant's own: True only where the
+        upstream said so (see the module's docstring)."""
+        return self.flavour in ("whiz", "vllm") and self.tenants_kept is True
+
+    @property
+    def tenant_isolation(self) -> str:
+        """How tenants are kept apart here, or why they are not, in words (for the banner)."""
+        if self.keeps_tenants:
+            return "by X-Whiz-Tenant" if self.flavour == "whiz" else "by cache_salt"
+        if self.flavour == "whiz":
+            return "it ignores X-Whiz-Tenant from this gateway's key; start it with --gateway-key KEY"
+        if self.flavour == "vllm":
+            return f"not a vLLM with cache_salt ({'.'.join(map(str, VLLM_SALTS_FROM))} or later)"
+        return f"{self.flavour} has no per-tenant prefix cache"
+
+    def kept(self, response: httpx.Response, tenant: str | None) -> bool:
+        """Whether this turn's cache was the tenant's own: a whiz replica says so on every
+        response (it may have been restarted with other keys since discovery)."""
+        if tenant is None:
+            return True  # a gateway without keys: one owner
+        if self.flavour != "whiz":
+            return self.keeps_tenants
+        kept = response.headers.get(TENANT_KEPT_HEADER) == "1"
+        if kept != self.tenants_kept:
+            if not kept:
+                log.warning(
+                    "upstream %s no longer keeps this gateway's tenants apart: their cached tokens are "
+                    "reported as 0 (start it with --gateway-key KEY)",
+                    self.name,
+                )
+            self.tenants_kept = kept
+        return kept
 
     async def probe(self, timeout_s: float = 2.0) -> str | None:
         """None if the server answers its health check, else why not.
@@ -168,7 +250,7 @@ class Upstream:
         it trusts from its --gateway-key, or from anyone when it has no keys)."""
         if tenant is None or self.flavour != "whiz":
             return {}
-        return {TENANT_HEADER: tenant}
+        return {TENANT_HEADER: wire_tenant(tenant, self.config.tenant_secret)}
 
     def body(self, request: TurnRequest, cache_key: str | None) -> dict[str, Any]:
         """The streamed chat-completions request for one turn, the whole history included."""
@@ -199,7 +281,8 @@ class Upstream:
         if cache_key and self.sends_cache_key:
             body["prompt_cache_key"] = cache_key
         if request.tenant and self.flavour == "vllm":
-            body["cache_salt"] = request.tenant  # vLLM shares cached prefixes only within one salt
+            # vLLM shares cached prefixes only between requests of one salt.
+            body["cache_salt"] = wire_tenant(request.tenant, self.config.tenant_secret)
         if self.flavour == "whiz":
             off = {"speculation": False} if not request.speculation else {}
             off |= {"tool_grammar": False} if not request.tool_grammar else {}
@@ -278,6 +361,12 @@ class Upstream:
         return UpstreamTimeout(
             f"Upstream {self.name} sent nothing for {self.config.timeout_s:g} s (--upstream-timeout-s)."
         )
+
+
+def _version(said: object) -> tuple[int, ...]:
+    """`"0.9.1"` -> (0, 9); anything unreadable -> () (older than every release)."""
+    found = re.match(r"(\d+)\.(\d+)", said) if isinstance(said, str) else None
+    return (int(found[1]), int(found[2])) if found else ()
 
 
 def _json_or_text(response: httpx.Response) -> Any:

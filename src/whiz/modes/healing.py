@@ -10,7 +10,8 @@ replies would mostly buy a chance at a smaller diff): the replies still being wr
 test runs still going, are cancelled (`HealSettings.first_pass`). When
 none passes, the best failure's test output goes back to the model for another round; in auto
 mode, the last round goes to the deep model. Auto mode's agent steps heal as a ladder instead,
-cheapest first (`HealSettings.ladder`).
+cheapest first (`HealSettings.ladder`). Which rounds a heal has, in which order, is its plan
+(`heal_plan.py`).
 
 `Healer` does the rounds and reports every candidate as a `heal_candidate` item. `whiz heal`
 (`whiz.commands.heal.heal_task`) applies the winner to the real workspace itself, atomically and undoably;
@@ -25,7 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Protocol
+from typing import Any, ClassVar, Protocol
 
 from whiz.agent.context.prompt import CODE_TOKENS, system_prompt, task_message
 from whiz.agent.context.test_feedback import count_passed, failure_summary
@@ -51,6 +52,7 @@ from whiz.environments import SandboxOptions, environment_for
 from whiz.environments.local import CommandResult, truncate
 from whiz.environments.worktree import CopyError, isolated_copy
 from whiz.modes.candidates import CandidateSource, Draw, Generation
+from whiz.modes.heal_plan import HealState, plan
 from whiz.modes.heal_results import (
     CandidateResult,
     HealOutcome,
@@ -58,9 +60,7 @@ from whiz.modes.heal_results import (
     best_failure,
     creates_file,
     diff_size,
-    feedback,
     pick_best,
-    told_without_reply,
 )
 from whiz.modes.localize import Localization, Localized, localize
 from whiz.modes.pool import Label
@@ -74,9 +74,6 @@ from whiz.modes.repair import (
     new_function,
 )
 from whiz.modes.round_tests import RoundTests
-
-Rung = Literal["first"] | Label
-"""Which model a rung of the heal asks: the one answering at its start, or the deep one."""
 
 EVIDENCE_TIMEOUT_S = 30.0
 """How long the tests may run on the code as it is, before a repair, only to say what fails."""
@@ -98,9 +95,9 @@ class HealSettings:
     test_timeout_floor_s: float = 10.0
     """Once a run of the tests has been seen to its end (`Healer.saw_tests`: the baseline, the
     agent's own run, another candidate's), a candidate's run may take ten times as long as the
-    slowest of them, and this long at the least, never more than `test_timeout_s`. A candidate
-    that loops forever otherwise held its round for the whole timeout: 120 s of a fast-mode
-    retry whose tests take 0.05 s."""
+    slowest of them, and this long at the least, never more than `test_timeout_s`: a candidate
+    that loops forever would otherwise hold its round for the whole timeout, however fast the
+    tests are."""
     rounds: int = 2
     """Rounds with the mode's own model: the first, then one per best failure fed back."""
     deep_rounds: int = 1
@@ -109,14 +106,12 @@ class HealSettings:
     """Decode the N candidates together (one request with n); False: one after another."""
     ladder: bool = False
     """Cheapest first, each rung ended by the first candidate to pass: the model's most likely
-    reply (temperature 0), then, where the mode escalates, one most likely reply of the deep
-    model, then, for a task that writes a new file, the other n-2 candidates sampled from the
-    first model (`Healer._writes_new_file`). On code that exists, the deep model's rungs are
-    repairs instead (`Healer.repair`): a turn that starts deep localizes and rewrites from its
-    first rung, one that escalated after the greedy replies failed; with no deep rung of its own,
-    it draws that rung's candidate in its last. The later rungs see the task, and what a failing
-    edit's tests said, but not the failing reply. Auto mode's healing step
-    (`session.ladder`); off: `rounds` rounds of n, then `deep_rounds` of the deep model's."""
+    reply (temperature 0), then, where the mode escalates, the deep model's, then the other n-2
+    candidates: on code that exists, rewrites of the function the deep model localizes; for a
+    task that writes a new file, samples of the first model (`heal_plan.ladder`). The later rungs
+    see the task, and what a failing edit's tests said, but not the failing reply. Auto mode's
+    healing step (`session.ladder`); off: `rounds` rounds of n, then `deep_rounds` of the deep
+    model's (`heal_plan.rounds`)."""
     seed: int | None = 1234
     """Candidate i samples with seed + i, so a heal can be repeated; None for fresh randomness."""
     max_parallel_tests: int | None = None
@@ -221,83 +216,23 @@ class Healer:
         restore: Callable[[str], str] | None = None,
         failure: str = "",
     ) -> HealOutcome:
-        """Rounds until a candidate passes: the current model's first, then, where `models`
-        escalates (auto mode), the deep model's. `task`, the turn's task as written, says which
-        files a candidate's code without a path is meant for, as it does for the agent; `restore`
-        puts back into a candidate what `messages` left out of the code (`Hollow.restore`).
-        `failure`, the output of the tests failing now, lets `HealSettings.localize` find the
-        function to repair; the repair stage then stands for the first round."""
+        """The rungs of `heal_plan.plan` in order, until a candidate passes: the current model's
+        first, then, where `models` escalates (auto mode), the deep model's. `task`, the turn's
+        task as written, says which files a candidate's code without a path is meant for, as it
+        does for the agent; `restore` puts back into a candidate what `messages` left out of the
+        code (`Hollow.restore`). `failure`, the output of the tests failing now, lets
+        `HealSettings.localize` find the function to repair; the repair stage then stands for the
+        first round."""
         self._task, self._restore, self._new = task, restore, ""
-        s = self.settings
-        rounds: list[RoundResult] = []
-        escalated = False
-        first = models.current
-        replaced = False
-        if s.localize and failure and not s.ladder:
-            stage = await self.repair(models, task, failure)
-            if stage is not None:
-                rounds.append(stage)
-                if stage.best is not None:
-                    return HealOutcome(rounds, stage.best)
-                replaced = True
-        for which, n, greedy in self.rungs(first):
-            if replaced and which == "first":
-                replaced = False  # the repair stage was this round
+        heal = HealState(self, models, messages, task, models.current)
+        for rung in plan(self.settings, heal.first, failure):
+            result = await rung.run(heal)
+            if result is None:
                 continue
-            label = first
-            if which == Label.DEEP:
-                if not escalated:
-                    failure = best_failure([r for rnd in rounds for r in rnd.results])
-                    why = f"best failure: {failure.status}" if failure else "no candidates"
-                    reason = f"healing found no passing candidate in {len(rounds)} round(s) ({why})"
-                    escalated = models.escalate(reason, "healing")
-                    if not escalated:
-                        continue
-                label = Label.DEEP
-            elif s.ladder and (escalated or first == Label.DEEP) and not self._writes_new_file(rounds):
-                # Localize, repair, validate, with the deep model on code that exists: a turn it
-                # starts (a change of behaviour) begins there, and one that escalated goes there
-                # after both greedy replies failed. Each rewrite of the function is told what the
-                # tests say and that the code is wrong; repeats are not counted. Sampled edits of
-                # the whole task mostly repeated the greedy one (the 1.5B's on half the EditEval
-                # tasks), and the 0.5B's rarely mend what the 1.5B could not. A new program
-                # varies more from sample to sample: it keeps its samples, as does code in which
-                # no function was found.
-                output, earlier = await self._evidence(rounds)
-                stage = await self.repair(models, task, output, n=n, earlier=earlier, number=len(rounds) + 1)
-                if stage is not None:
-                    rounds.append(stage)
-                    if stage.best is not None:
-                        return HealOutcome(rounds, stage.best, escalated)
-                if stage is not None or escalated:
-                    continue
-            history = messages
-            failure = best_failure([r for rnd in rounds for r in rnd.results])
-            seed = None
-            if s.ladder:
-                # A later rung draws from the task as given, unless a failure's tests say
-                # something about code that exists; then it is told what they said, without the
-                # failing reply, which both models copy: after a greedy reply that wrote the code
-                # back, the 1.5B wrote it back too, with the 0.5B's wording. A new file's failure,
-                # or a reply that did not parse, fed back says nothing it could use: the 0.5B
-                # answered "Write fizzbuzz.py" with the instructions echoed after such feedback,
-                # and with the program without it. The sampled rung is seeded as a first round.
-                # (A turn that started with the deep model samples it seeded too.)
-                seed = None if label == Label.DEEP and greedy else s.seed
-                tested = failure is not None and failure.status in ("failed", "timeout")
-                if tested and not creates_file(failure):
-                    history = told_without_reply(messages, failure, self.test_cmd)
-            elif failure is not None:
-                history = messages + [
-                    {"role": "assistant", "content": failure.text},
-                    {"role": "user", "content": feedback(failure, self.test_cmd)},
-                ]
-            source = await models.candidates(label)
-            result = await self.round(source, history, len(rounds) + 1, label, n=n, greedy=greedy, seed=seed)
-            rounds.append(result)
+            heal.rounds.append(result)
             if result.best is not None:
-                return HealOutcome(rounds, result.best, escalated)
-        return HealOutcome(rounds, None, escalated)
+                return HealOutcome(heal.rounds, result.best, heal.escalated)
+        return HealOutcome(heal.rounds, None, heal.escalated)
 
     async def repair(
         self,
@@ -390,7 +325,7 @@ class Healer:
         said = self._explained.get((place.function.path, place.function.qualname), "")
         return dataclasses.replace(place, hypothesis=said) if said and not place.hypothesis else place
 
-    async def _evidence(self, rounds: list[RoundResult]) -> tuple[str, bool]:
+    async def evidence(self, rounds: list[RoundResult]) -> tuple[str, bool]:
         """What the tests say for a repair after the ladder's greedy replies: the closest tested
         edit's output (True: about an earlier edit), or, where no reply had an edit to test (the
         code written back, only the tests changed), the tests' output on the code as it is."""
@@ -398,8 +333,8 @@ class Healer:
         if tested is not None and tested.status in ("failed", "timeout") and tested.test_output:
             return tested.test_output, True
         now = CandidateResult(0, 0, "", 0, "failed")
-        # Only what the tests say is wanted here, and code that hangs them says so soon enough: a
-        # run on a graph with a negative cycle held the first rewrite for the whole 120 s.
+        # Only what the tests say is wanted here, and code that hangs them says so soon enough:
+        # a whole test timeout spent on that run would hold up the first rewrite.
         await self._test(now, timeout_s=EVIDENCE_TIMEOUT_S)
         if now.status == "timeout":  # `_test` says how long it let them run
             self._hung_s = EVIDENCE_TIMEOUT_S
@@ -434,33 +369,6 @@ class Healer:
         self._task, self._restore = task, restore
         source = await models.candidates()
         return await self.round(source, messages, 1, models.current, n=n, seed=seed, parallel=True)
-
-    def rungs(self, first: Label) -> list[tuple[Rung, int, bool]]:
-        """The heal's rounds in order: which model (the one answering at the start, `first`, or
-        the deep one where the mode escalates), how many candidates, and whether the first is
-        greedy. Where `first` is the deep model there is no deep rung: its candidates go to the
-        rung after it, so that the heal tests n in all where one follows."""
-        s = self.settings
-        planned: list[tuple[Rung, int, bool]]
-        if s.ladder:
-            planned = [("first", 1, True)]
-            if s.n > 1:
-                planned.append((Label.DEEP, 1, True))
-            if s.n > 2:
-                planned.append(("first", s.n - 2, False))
-        else:
-            planned = [("first", s.n, False)] * s.rounds + [(Label.DEEP, s.n, False)] * s.deep_rounds
-        if first != Label.DEEP:
-            return planned
-        rungs: list[tuple[Rung, int, bool]] = []
-        spare = 0
-        for which, n, greedy in planned:
-            if which == Label.DEEP:
-                spare += n
-            else:
-                rungs.append((which, n + spare, greedy))
-                spare = 0
-        return rungs
 
     async def round(
         self,
@@ -566,7 +474,7 @@ class Healer:
         result.diff_lines = diff_size(result.changes)
         return result  # "failed" until its tests pass
 
-    def _writes_new_file(self, rounds: list[RoundResult]) -> bool:
+    def writes_new_file(self, rounds: list[RoundResult]) -> bool:
         """Whether the heal's task makes a file that does not exist yet: a candidate wrote one, or
         the task names one the workspace lacks ("Write wc.py")."""
         if any(creates_file(r) for rnd in rounds for r in rnd.results):

@@ -17,6 +17,9 @@ renders them like any other item:
     project_instructions  {files: [{path, tokens, shown_tokens, cut}], budget_tokens, cut, warnings}
                      the AGENTS.md files the model reads, once as a session opens
 
+The agent's own `context_compacted` and `tool_stall` items get their lines here too, so every view
+(`whiz exec`, the terminal UI, editors over ACP) says them the same way.
+
 Their ids start with `item_w` so they never collide with the agent's own `item_N` ids.
 """
 
@@ -116,6 +119,8 @@ def describe(item: dict[str, Any], *, show_candidates: bool = True) -> str | Non
                 f"context compacted ({item['summary']}): about {item['before_tokens']} -> "
                 f"{item['after_tokens']} tokens of a {item['window_tokens']}-token window"
             )
+        case "tool_stall":
+            return f"tool calls stopped: {item['reason']}"
         case "swarm_plan":
             return f"plan: {len(item['tasks'])} micro-tasks"
         case "micro_task":

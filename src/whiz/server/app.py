@@ -9,7 +9,6 @@ command that serves them, so this package imports nothing from the agent, the UI
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 
@@ -33,7 +32,7 @@ from whiz.server.guards import (
     require_keys,
 )
 from whiz.server.messages import messages_routes
-from whiz.server.openai_api import openai_routes, read_request
+from whiz.server.openai_api import openai_routes
 from whiz.server.probes import probe_routes
 from whiz.server.state import ServerState
 
@@ -72,9 +71,8 @@ def create_app(
         log.exception("unhandled error")
         return error_response_at(request.url.path, WhizError("The server failed to handle this request."))
 
-    read_body = functools.partial(read_request, state)
     api: list[BaseRoute] = [*openai_routes(state), *probe_routes(state)]
-    api += messages_routes(state) + codex_routes(state) + completions_routes(state, read_body)
+    api += messages_routes(state) + codex_routes(state) + completions_routes(state)
     for source in routes:
         api += source(state)
     require_keys(api, state)  # every route but guards.PUBLIC_PATHS: none can forget the key

@@ -11,10 +11,18 @@ from collections.abc import Iterable, Mapping
 
 from starlette.requests import HTTPConnection
 
-from whiz.config import TENANT_HEADER
+from whiz.config import TENANT_HEADER, TENANT_KEPT_HEADER
 from whiz.errors import AuthError, InvalidRequest, RateLimited
 
-__all__ = ["KEY_SCOPE", "TENANT_HEADER", "KeyCheck", "bearer", "checked_key", "named_tenant"]
+__all__ = [
+    "KEY_SCOPE",
+    "TENANT_HEADER",
+    "TENANT_KEPT_HEADER",
+    "KeyCheck",
+    "bearer",
+    "checked_key",
+    "named_tenant",
+]
 
 _TENANT_NAME = re.compile(r"[A-Za-z0-9._:-]{1,64}")
 
@@ -75,6 +83,13 @@ class KeyCheck:
         """
         return _among(key, self._digests)
 
+    def names_tenants(self, key: str | None) -> bool:
+        """Whether a request made with `key` (already checked) may name its tenant: on a server
+        without keys, or with a gateway key. A server that says so answers `X-Whiz-Tenant-Kept`."""
+        if not self.keys:
+            return True
+        return key is not None and bool(self._gateways) and _among(key, self._gateways)
+
     def tenant(self, key: str | None, named: str | None = None) -> str | None:
         """Whose request this is, for cache isolation: a digest of a valid key; None without keys
         (one tenant: the server's owner).
@@ -89,7 +104,7 @@ class KeyCheck:
         if key is None:
             return None
         own = hashlib.sha256(key.encode(errors="surrogatepass")).hexdigest()[:16]
-        if named is not None and self._gateways and _among(key, self._gateways):
+        if named is not None and self.names_tenants(key):
             return f"{own}/{named}"
         return own
 

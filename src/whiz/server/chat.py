@@ -13,6 +13,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
 
+from whiz import __version__
 from whiz.backend.types import TextDelta, TurnRequest, TurnResult
 from whiz.errors import InvalidRequest, WhizError
 from whiz.seams import Backend, BackendTurn
@@ -35,6 +36,12 @@ def _usage(results: Sequence[TurnResult]) -> dict:
             "rejected_prediction_tokens": sum(r.stats.draft_rejected for r in results),
         },
     }
+
+
+def system_fingerprint(model: str) -> str:
+    """OpenAI's name for the configuration that answered: here the server's model and whiz's
+    version, so a client sees when either changed."""
+    return f"fp_whiz_{__version__}_{model}"
 
 
 def _finish_reason(result: TurnResult) -> str:
@@ -113,7 +120,14 @@ class ChatService:
         return turns
 
     def _envelope(self, req: ChatRequest, cid: str, created: int, obj: str) -> dict:
-        return {"id": cid, "object": obj, "created": created, "model": req.model or self.defaults.model_name}
+        model = req.model or self.defaults.model_name
+        return {
+            "id": cid,
+            "object": obj,
+            "created": created,
+            "model": model,
+            "system_fingerprint": system_fingerprint(self.defaults.model_name),
+        }
 
     async def complete(self, req: ChatRequest, session: str | None = None, tenant: str | None = None) -> dict:
         turns = await self.start_async(req, session, tenant)
@@ -131,7 +145,11 @@ class ChatService:
                 turn.cancel()
         choices = []
         for i, result in enumerate(results):
-            message: dict = {"role": "assistant", "content": result.message().content or None}
+            message: dict = {
+                "role": "assistant",
+                "content": result.message().content or None,
+                "refusal": None,
+            }
             if result.tool_calls:
                 message["tool_calls"] = [_tool_call_json(c) for c in result.tool_calls]
             choice = {

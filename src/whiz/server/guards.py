@@ -12,11 +12,11 @@ import json
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from whiz.errors import Forbidden, WhizError
-from whiz.server.auth import KEY_SCOPE, bearer
+from whiz.server.auth import KEY_SCOPE, TENANT_HEADER, TENANT_KEPT_HEADER, bearer
 from whiz.server.browser import FORBIDDEN_CLOSE_CODE, SUBPROTOCOL, BrowserGuard, key_from_subprotocols
 from whiz.server.messages import MESSAGES_PATH
 from whiz.server.messages import error_response as anthropic_error
@@ -97,7 +97,30 @@ class KeyRequired:
                 await error_response_at(scope["path"], exc)(scope, receive, send)
             return
         scope[KEY_SCOPE] = key
+        if (
+            scope["type"] == "http"
+            and TENANT_HEADER in Headers(scope=scope)
+            and self.state.keys.names_tenants(key)
+            # A gateway keeps a tenant apart only as far as its own upstreams do.
+            and getattr(self.state.backend, "keeps_tenants", True)
+        ):
+            send = _saying_tenant_kept(send)
         await self.app(scope, receive, send)
+
+
+def _saying_tenant_kept(send: Send) -> Send:
+    """`send`, with `X-Whiz-Tenant-Kept: 1` on the response: this server filed the request under
+    the tenant it named, so a gateway may report its cache hits to that tenant (gateway/upstream.py)."""
+
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message = {
+                **message,
+                "headers": [*message.get("headers", []), (TENANT_KEPT_HEADER.encode(), b"1")],
+            }
+        await send(message)
+
+    return sending
 
 
 def require_keys(routes: list[BaseRoute], state: ServerState) -> list[BaseRoute]:

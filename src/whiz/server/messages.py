@@ -18,7 +18,7 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
@@ -27,17 +27,16 @@ from whiz.backend.types import TextDelta, TurnRequest, TurnResult
 from whiz.chat.messages import Message, Tool, ToolCall
 from whiz.engine.types import SamplingParams
 from whiz.errors import InvalidRequest, WhizError
-from whiz.server.auth import checked_key
 from whiz.server.http import ClientGone, run_to_end
 from whiz.server.keepalive import with_keepalive
 from whiz.server.protocol import (
-    MAX_STOP_CHARS,
     MAX_TOOLS,
     OFF_LOOP_CHARS,
     WhizOptions,
-    read_json,
+    bounded_stops,
     wants_tool_grammar,
 )
+from whiz.server.requests import read_request, session_header
 from whiz.server.responses import timings
 
 if TYPE_CHECKING:
@@ -79,13 +78,7 @@ class MessagesRequest(_Wire):
     tool_choice: dict[str, Any] | None = None
     stop_sequences: list[str] | None = Field(default=None, max_length=MAX_STOP_SEQUENCES)
 
-    @field_validator("stop_sequences")
-    @classmethod
-    def _short_stops(cls, stops: list[str] | None) -> list[str] | None:
-        # Every token is checked against each stop's prefixes on the event loop (see protocol.py).
-        if stops and any(len(s) > MAX_STOP_CHARS for s in stops):
-            raise ValueError(f"each stop sequence may hold at most {MAX_STOP_CHARS} characters")
-        return stops
+    _stops = field_validator("stop_sequences")(bounded_stops(MAX_STOP_SEQUENCES))
 
     temperature: float | None = Field(default=None, ge=0, le=1)
     top_p: float | None = Field(default=None, gt=0, le=1)
@@ -240,15 +233,23 @@ def turn_request(
 # -- the reply ---------------------------------------------------------------------------------------
 
 
-def usage(result: TurnResult) -> dict[str, int]:
-    """Anthropic counts cached input apart: input_tokens is what was not in the cache."""
-    stats = result.stats
+def usage(prompt_tokens: int, cached_tokens: int, output_tokens: int) -> dict[str, Any]:
+    """Every field of Anthropic's `Usage`. Anthropic counts cached input apart: input_tokens is
+    what was not in the cache. whiz writes no cache entries a client pays for, and runs no
+    server tools."""
     return {
-        "input_tokens": stats.prompt_tokens - stats.cached_tokens,
+        "input_tokens": prompt_tokens - cached_tokens,
         "cache_creation_input_tokens": 0,
-        "cache_read_input_tokens": stats.cached_tokens,
-        "output_tokens": result.output_tokens,
+        "cache_read_input_tokens": cached_tokens,
+        "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 0},
+        "output_tokens": output_tokens,
+        "server_tool_use": None,
+        "service_tier": "standard",
     }
+
+
+def result_usage(result: TurnResult) -> dict[str, Any]:
+    return usage(result.stats.prompt_tokens, result.stats.cached_tokens, result.output_tokens)
 
 
 def stop_reason(result: TurnResult) -> str:
@@ -267,23 +268,41 @@ def tool_use_block(call: ToolCall) -> dict[str, Any]:
     }
 
 
-def message_object(req: MessagesRequest, message_id: str, result: TurnResult) -> dict[str, Any]:
-    content: list[dict[str, Any]] = []
-    text = result.message().content
-    if text:
-        content.append({"type": "text", "text": text})
-    content += [tool_use_block(call) for call in result.tool_calls]
+def message_object(
+    req: MessagesRequest,
+    message_id: str,
+    *,
+    content: list[dict[str, Any]],
+    stop_reason: str | None,
+    usage: dict[str, Any],
+) -> dict[str, Any]:
+    """Anthropic's `Message`, every field it requires: the whole reply, or (with no content and
+    no stop reason yet) the one `message_start` carries."""
     return {
         "id": message_id,
         "type": "message",
         "role": "assistant",
         "model": req.model,
         "content": content,
-        "stop_reason": stop_reason(result),
+        "stop_reason": stop_reason,
         "stop_sequence": None,
-        "usage": usage(result),
-        "whiz": timings(result.stats),  # as on the OpenAI APIs (docs/protocol.md, Timings); clients ignore it
+        "usage": usage,
     }
+
+
+def finished_message(req: MessagesRequest, message_id: str, result: TurnResult) -> dict[str, Any]:
+    content: list[dict[str, Any]] = []
+    text = result.message().content
+    if text:
+        content.append({"type": "text", "text": text})
+    content += [tool_use_block(call) for call in result.tool_calls]
+    out = message_object(
+        req, message_id, content=content, stop_reason=stop_reason(result), usage=result_usage(result)
+    )
+    out["whiz"] = timings(
+        result.stats
+    )  # as on the OpenAI APIs (docs/protocol.md, Timings); clients ignore it
+    return out
 
 
 def error_body(exc: WhizError) -> dict[str, Any]:
@@ -308,11 +327,9 @@ async def stream_events(req: MessagesRequest, message_id: str, turn) -> AsyncIte
     """The streamed reply: message_start, a content block per text run and per tool use, then
     message_delta with the stop reason and usage, and message_stop. A failure midway is an
     `error` event, as Anthropic's API sends."""
-    start = {
-        "id": message_id, "type": "message", "role": "assistant", "model": req.model, "content": [],
-        "stop_reason": None, "stop_sequence": None,
-        "usage": {"input_tokens": turn.prompt_tokens, "output_tokens": 0},
-    }  # fmt: skip
+    start = message_object(
+        req, message_id, content=[], stop_reason=None, usage=usage(turn.prompt_tokens, 0, 0)
+    )
     yield _sse("message_start", {"type": "message_start", "message": start})
     yield PING
     index, text_open = 0, False
@@ -357,7 +374,12 @@ async def stream_events(req: MessagesRequest, message_id: str, turn) -> AsyncIte
         yield _sse("error", error_body(WhizError("The reply ended without a result.")))
         return
     delta = {"stop_reason": stop_reason(result), "stop_sequence": None}
-    last = {"type": "message_delta", "delta": delta, "usage": usage(result), "whiz": timings(result.stats)}
+    last = {
+        "type": "message_delta",
+        "delta": delta,
+        "usage": result_usage(result),
+        "whiz": timings(result.stats),
+    }
     yield _sse("message_delta", last)
     yield _sse("message_stop", {"type": "message_stop"})
 
@@ -368,27 +390,13 @@ async def stream_events(req: MessagesRequest, message_id: str, turn) -> AsyncIte
 def messages_routes(state: ServerState) -> list[BaseRoute]:
     """`POST /v1/messages` and `POST /v1/messages/count_tokens`."""
 
-    async def read(request: Request, model: type[BaseModel]) -> tuple[Any, str | None, int]:
-        """The validated body, the caller's key, and the body's size (large ones tokenize off the loop)."""
-        state.check_open()
-        key = checked_key(request)  # checked before the route (server/guards.py)
-        state.check_rate(key, request.client.host if request.client else None)
-        raw = await state.read_body(request)
-        try:
-            return await read_json(raw, model.model_validate), key, len(raw)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            raise InvalidRequest(f"{where}: {first['msg']}", param=where or None) from None
-
     async def create(request: Request) -> Response:
         try:
-            req, key, size = await read(request, MessagesRequest)
-            session = request.headers.get("x-session-id") or request.headers.get("x-claude-code-session-id")
+            req, key, size = await read_request(state, request, MessagesRequest)
             spec = turn_request(
                 req,
                 state.defaults.sampling,
-                session,
+                session_header(request.headers),
                 state.tenant(key, request.headers),
                 state.defaults.tool_grammar,
             )
@@ -416,11 +424,11 @@ def messages_routes(state: ServerState) -> list[BaseRoute]:
             state.metrics.error(exc.code)
             return error_response(exc)
         assert turn.result is not None
-        return JSONResponse(message_object(req, message_id, turn.result))
+        return JSONResponse(finished_message(req, message_id, turn.result))
 
     async def count_tokens(request: Request) -> Response:
         try:
-            req, _, size = await read(request, CountTokensRequest)
+            req, _, size = await read_request(state, request, CountTokensRequest)
             texts = [system_text(req.system) or ""]
             for message in conversation(req.messages):
                 texts.append(message.content)

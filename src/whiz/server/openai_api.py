@@ -8,7 +8,7 @@ app's from above); `create_app` puts them together and puts every one behind the
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from typing import TypeVar
 
 from starlette.requests import Request
@@ -16,13 +16,15 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
-from whiz.errors import InvalidRequest, NotFound, WhizError
+from whiz.errors import NotFound, WhizError
 from whiz.server.auth import checked_key, named_tenant
 from whiz.server.browser import SUBPROTOCOL
 from whiz.server.guards import refuse_socket
 from whiz.server.http import ClientGone, run_to_end, until_disconnected
 from whiz.server.keepalive import with_keepalive
-from whiz.server.protocol import ChatRequest, ResponsesRequest, parse, read_json
+from whiz.server.protocol import ChatRequest, CompactRequest, ResponsesRequest
+from whiz.server.requests import read_request, session_header
+from whiz.server.responses import stored_conversation
 from whiz.server.state import ServerState
 from whiz.server.websocket import Session
 
@@ -50,44 +52,13 @@ def sse(events: AsyncIterator[dict], *, named: bool) -> StreamingResponse:
     return StreamingResponse(body(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
 
-SESSION_HEADERS = ("x-session-id", "session_id", "session-id")
-"""Headers a client may name its session with; turns of one session stay on one replica."""
-
-
-def session_header(headers: Mapping[str, str]) -> str | None:
-    return next((headers[h] for h in SESSION_HEADERS if headers.get(h)), None)
-
-
-async def read_request(state: ServerState, request: Request, model: type[T]) -> tuple[T, str | None]:
-    """A POST body rate-limited, decoded and validated as `model`, and the key the request was let
-    in with (checked before the route: `guards.require_keys`)."""
-    state.check_open()
-    key = checked_key(request)
-    state.check_rate(key, request.client.host if request.client else None)
-    raw = await state.read_body(request)
-    return await read_json(raw, lambda data: parse(model, data)), key
-
-
 def openai_routes(state: ServerState) -> list[BaseRoute]:
     """`/v1/responses` (POST, GET by id, WebSocket), `/v1/chat/completions` and `/v1/models`."""
 
-    async def read_body(request: Request, model: type[T]) -> tuple[T, str | None]:
-        return await read_request(state, request, model)
-
     async def responses_create(request: Request) -> Response:
-        req, key = await read_body(request, ResponsesRequest)
+        req, key, _ = await read_request(state, request, ResponsesRequest)
         tenant = state.tenant(key, request.headers)
-        previous = None
-        if req.previous_response_id is not None:
-            found = state.store.get(req.previous_response_id, tenant)
-            if found is None:
-                raise InvalidRequest(
-                    f"Previous response '{req.previous_response_id}' was not found. "
-                    "Send the full input instead.",
-                    param="previous_response_id",
-                    code="previous_response_not_found",
-                )
-            previous = found[1]
+        previous = stored_conversation(state.store, req.previous_response_id, tenant)
         turn = await state.responses.prepare_async(
             req, previous, session=session_header(request.headers), tenant=tenant
         )
@@ -97,7 +68,8 @@ def openai_routes(state: ServerState) -> list[BaseRoute]:
         async def events():
             async for ev in run.events():
                 yield ev
-            if run.conversation is not None and req.store:
+            if req.store and run.response is not None:
+                # A failed one too, so that reading it or continuing from it says what happened.
                 state.store.put(run.response, run.conversation, tenant)
             state.metrics.finished(run.response)
 
@@ -112,6 +84,17 @@ def openai_routes(state: ServerState) -> list[BaseRoute]:
             raise run.error  # nothing was sent yet, so the client gets the error's own status
         return JSONResponse(run.response)
 
+    async def responses_compact(request: Request) -> Response:
+        req, key, _ = await read_request(state, request, CompactRequest)
+        tenant = state.tenant(key, request.headers)
+        previous = stored_conversation(state.store, req.previous_response_id, tenant)
+        state.metrics.request("responses.compact")
+        work = state.compaction.compact(req, previous, session=session_header(request.headers), tenant=tenant)
+        try:
+            return JSONResponse(await until_disconnected(request, work))
+        except ClientGone:
+            return Response(status_code=499)
+
     async def responses_get(request: Request) -> Response:
         found = state.store.get(
             request.path_params["response_id"], state.tenant(checked_key(request), request.headers)
@@ -123,7 +106,7 @@ def openai_routes(state: ServerState) -> list[BaseRoute]:
         return JSONResponse(found[0])
 
     async def chat_completions(request: Request) -> Response:
-        req, key = await read_body(request, ChatRequest)
+        req, key, _ = await read_request(state, request, ChatRequest)
         state.metrics.request("chat")
         session = session_header(request.headers)
         tenant = state.tenant(key, request.headers)
@@ -167,6 +150,7 @@ def openai_routes(state: ServerState) -> list[BaseRoute]:
 
     return [
         Route("/v1/responses", responses_create, methods=["POST"]),
+        Route("/v1/responses/compact", responses_compact, methods=["POST"]),
         Route("/v1/responses/{response_id}", responses_get, methods=["GET"]),
         WebSocketRoute("/v1/responses", responses_socket),
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),

@@ -18,6 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from whiz.chat.messages import Message, Tool, ToolCall
 from whiz.engine.types import SamplingParams
 from whiz.errors import InvalidRequest
+from whiz.server.files import IMAGE_PARTS, file_text, refuse_image
+from whiz.server.shapes import compaction_summary
 
 
 class Wire(BaseModel):
@@ -29,6 +31,28 @@ MAX_STOP = 4
 MAX_STOP_CHARS = 64
 """Longest stop string: whiz's bound (OpenAI names none). Every token is checked against each stop's
 prefixes on the event loop, so their length is what one request costs everyone."""
+
+
+def stop_list(stop: str | list[str] | None) -> list[str]:
+    """A `stop` field as a list: OpenAI's APIs take one string or several."""
+    return [stop] if isinstance(stop, str) else list(stop or [])
+
+
+def bounded_stops(most: int) -> Callable[[Any], Any]:
+    """The validator of every API's stop field: at most `most` strings, none longer than
+    MAX_STOP_CHARS (`field_validator("stop")(bounded_stops(MAX_STOP))`)."""
+
+    def check(stop: str | list[str] | None) -> str | list[str] | None:
+        stops = stop_list(stop)
+        if len(stops) > most:
+            raise ValueError(f"at most {most} stop sequences are allowed")
+        if any(len(s) > MAX_STOP_CHARS for s in stops):
+            raise ValueError(f"each stop sequence may hold at most {MAX_STOP_CHARS} characters")
+        return stop
+
+    return check
+
+
 MAX_TOOLS = 128
 """Tools per request: OpenAI's limit."""
 MAX_METADATA_PAIRS, MAX_METADATA_KEY_CHARS, MAX_METADATA_VALUE_CHARS = 16, 64, 512
@@ -48,6 +72,8 @@ def parse(model: type[BaseModel], data: Any) -> Any:
     except ValidationError as exc:
         err = exc.errors()[0]
         param = ".".join(str(p) for p in err["loc"] if not _union_tag(p)) or None
+        if err["type"] == "missing":
+            raise InvalidRequest(f"'{param}' is required.", param=param) from None
         raise InvalidRequest(f"Invalid value for '{param}': {err['msg']}.", param=param) from None
 
 
@@ -258,18 +284,10 @@ class ChatRequest(SamplingFields):
     n: int = Field(default=1, ge=1, le=64)
     """Candidates to generate; the server's --slots bounds it further."""
 
-    @field_validator("stop")
-    @classmethod
-    def _bounded_stop(cls, stop: str | list[str] | None) -> str | list[str] | None:
-        stops = [stop] if isinstance(stop, str) else stop or []
-        if len(stops) > MAX_STOP:
-            raise ValueError(f"at most {MAX_STOP} stop sequences are allowed")
-        if any(len(s) > MAX_STOP_CHARS for s in stops):
-            raise ValueError(f"each stop sequence may hold at most {MAX_STOP_CHARS} characters")
-        return stop
+    _stop = field_validator("stop")(bounded_stops(MAX_STOP))
 
     def stop_list(self) -> list[str]:
-        return [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
+        return stop_list(self.stop)
 
     def limit(self) -> int | None:
         return self.max_completion_tokens or self.max_tokens
@@ -298,6 +316,11 @@ def _text(content: str | list | None, param: str) -> str:
                 "Each content part must be an object with a text field.", param=f"{param}.{i}"
             )
         kind = part.get("type", "text")
+        if kind == "input_file":
+            parts.append(file_text(part, f"{param}.{i}"))
+            continue
+        if kind in IMAGE_PARTS:
+            raise refuse_image(kind, f"{param}.{i}.type")
         if kind not in ("text", "input_text", "output_text", "refusal"):
             raise InvalidRequest(
                 f"Content parts of type '{kind}' are not supported.", param=f"{param}.{i}.type"
@@ -345,6 +368,20 @@ class ResponsesRequest(SamplingFields):
     truncation: Literal["auto", "disabled"] | None = None
     """auto: when the conversation does not fit the context window, drop its oldest items until it
     does (OpenAI's meaning); disabled (the default): a 400 context_length_exceeded instead."""
+    parallel_tool_calls: bool = True
+    max_tool_calls: int | None = Field(default=None, ge=0)
+    safety_identifier: str | None = None
+    background: bool = False
+
+    @field_validator("background")
+    @classmethod
+    def _foreground(cls, background: bool) -> bool:
+        if background:
+            raise ValueError(
+                "background responses are not supported: whiz answers while the request is open "
+                "(stream it, or use the WebSocket mode)"
+            )
+        return background
 
     @field_validator("tools")
     @classmethod
@@ -404,12 +441,30 @@ class ResponsesRequest(SamplingFields):
 
     def input_messages(self) -> list[Message]:
         """The input items as messages (function calls and their outputs included)."""
-        if isinstance(self.input, str):
-            return [Message("user", self.input)]
-        out: list[Message] = []
-        for i, item in enumerate(self.input):
-            out.extend(_item_messages(item, f"input.{i}"))
-        return _merge_calls(out)
+        return input_messages(self.input)
+
+
+class CompactRequest(Wire):
+    """`POST /v1/responses/compact`: a conversation to compact into a shorter input window."""
+
+    model: str
+    input: str | list[dict] = Field(default_factory=list)
+    previous_response_id: str | None = None
+    instructions: str | None = None
+    prompt_cache_key: str | None = None
+
+    def input_messages(self) -> list[Message]:
+        return input_messages(self.input)
+
+
+def input_messages(items: str | list[dict]) -> list[Message]:
+    """Input items as messages (function calls and their outputs included)."""
+    if isinstance(items, str):
+        return [Message("user", items)]
+    out: list[Message] = []
+    for i, item in enumerate(items):
+        out.extend(_item_messages(item, f"input.{i}"))
+    return _merge_calls(out)
 
 
 def _tool_kind(tool: Any, param: str) -> str:
@@ -425,6 +480,11 @@ def _function_tool(tool: dict, param: str) -> Tool:
     if not isinstance(params, dict):
         raise InvalidRequest("Tool parameters must be a JSON schema object.", param=f"{param}.parameters")
     return Tool(tool["name"], tool.get("description") or "", params)
+
+
+SUMMARY_HEADER = "Summary of the conversation so far:\n"
+"""How a compaction item reads to the model: its summary, said by the assistant, so that the kept
+user messages and the summary alternate as a conversation does."""
 
 
 CUSTOM_INPUT = "input"
@@ -482,9 +542,38 @@ def _item_messages(item: Any, param: str) -> list[Message]:
         output = item.get("output", "")
         text = output if isinstance(output, str) else _text(output, f"{param}.output")
         return [Message("tool", text, tool_call_id=item["call_id"])]
+    if kind == "compaction":
+        summary = compaction_summary(item.get("encrypted_content"))
+        if summary is None:
+            raise InvalidRequest(
+                "This compaction item was not made by this server: whiz reads only the compaction "
+                "items its own /v1/responses/compact returned. Send the conversation's items instead.",
+                param=f"{param}.encrypted_content",
+            )
+        return [Message("assistant", SUMMARY_HEADER + summary)]
     if kind in ("reasoning", "item_reference", "web_search_call", "image_generation_call"):
         return []  # nothing a local model can use
     raise InvalidRequest(f"Input items of type '{kind}' are not supported.", param=f"{param}.type")
+
+
+def check_tool_outputs(items: str | list[dict], earlier_calls: set[str]) -> None:
+    """Every tool output in `items` answers a call made before it: in `earlier_calls` (the
+    conversation it continues) or an earlier item. An output with no call is a 400 naming it: the
+    model would be shown a result of something it never asked for."""
+    if isinstance(items, str):
+        return
+    calls = set(earlier_calls)
+    for i, item in enumerate(items):
+        kind = item.get("type") if isinstance(item, dict) else None
+        if kind in ("function_call", "custom_tool_call"):
+            calls.add(item.get("call_id"))
+        elif kind in ("function_call_output", "custom_tool_call_output") and item.get("call_id") not in calls:
+            raise InvalidRequest(
+                f"No tool call with call_id '{item.get('call_id')}' comes before this output in the "
+                "conversation.",
+                param=f"input.{i}.call_id",
+                code="tool_call_not_found",
+            )
 
 
 def _merge_calls(messages: list[Message]) -> list[Message]:

@@ -29,10 +29,12 @@ from whiz.server.protocol import (
     OFF_LOOP_CHARS,
     ResponsesRequest,
     TurnDefaults,
+    check_tool_outputs,
     custom_input,
     input_chars,
     required_tool,
 )
+from whiz.server.shapes import ended, response_resource
 
 _SILENT = object()
 """What the model's stream gives while it says nothing for a while (see `keepalive.py`)."""
@@ -54,9 +56,15 @@ class Conversation:
     chain: str | None = None
     """The first response of its previous_response_id chain."""
 
+    def call_ids(self) -> set[str]:
+        """The ids of the tool calls made in the conversation (its outputs may answer them)."""
+        return {c.id for m in self.messages for c in m.tool_calls}
 
-def size_bytes(response: dict, conversation: Conversation) -> int:
+
+def size_bytes(response: dict, conversation: Conversation | None) -> int:
     """About what a stored response holds in memory: its JSON, its messages, its token state."""
+    if conversation is None:
+        return len(json.dumps(response))
     text = sum(len(m.content) + sum(len(c.arguments) for c in m.tool_calls) for m in conversation.messages)
     state = conversation.state
     n_state = len(state) if isinstance(state, list | tuple) else 0
@@ -67,7 +75,8 @@ def size_bytes(response: dict, conversation: Conversation) -> int:
 @dataclass
 class _Stored:
     response: dict
-    conversation: Conversation
+    conversation: Conversation | None
+    """None for a response that cannot be continued (failed or cancelled)."""
     size: int
     at: float
     tenant: str | None
@@ -107,7 +116,7 @@ class ResponseStore:
         self._tenant_bytes: dict[str | None, int] = {}
         self.bytes = 0
 
-    def put(self, response: dict, conversation: Conversation, tenant: str | None = None) -> None:
+    def put(self, response: dict, conversation: Conversation | None, tenant: str | None = None) -> None:
         size = size_bytes(response, conversation)
         if self.max_bytes is not None and size > self.max_bytes:
             return  # larger than the whole store: keeping it would evict everything else
@@ -122,7 +131,7 @@ class ResponseStore:
         while self.max_bytes is not None and self.bytes > self.max_bytes:
             self._evict(by_bytes=True)
 
-    def get(self, response_id: str, tenant: str | None = None) -> tuple[dict, Conversation] | None:
+    def get(self, response_id: str, tenant: str | None = None) -> tuple[dict, Conversation | None] | None:
         """The response and its conversation, if `tenant` stored it (None: a server without keys)."""
         self._expire()
         found = self._items.get(response_id)
@@ -162,6 +171,49 @@ class ResponseStore:
         oldest = self._clock() - self.ttl_s
         while self._items and next(iter(self._items.values())).at < oldest:
             self._drop(next(iter(self._items)))
+
+
+UNCONTINUABLE = ("failed", "cancelled")
+"""A response that ended so holds no conversation to go on from: a failed one never finished its
+turn, and a cancelled one stops where the client stopped caring."""
+
+
+def not_continuable(response_id: str, why: str) -> InvalidRequest:
+    """The error of a `previous_response_id` that cannot be continued, saying why. Its code is
+    `previous_response_not_found`, the one every client already answers by sending the full input."""
+    return InvalidRequest(
+        f"Previous response '{response_id}' {why}, so it cannot be continued. Continue from the "
+        "response before it, or send the full input.",
+        param="previous_response_id",
+        code="previous_response_not_found",
+    )
+
+
+def ended_why(response: dict) -> str:
+    """Why a stored response cannot be continued, in words."""
+    error = response.get("error") or {}
+    reason = f" ({error['message']})" if error.get("message") else ""
+    return f"{response.get('status')}{reason}"
+
+
+def stored_conversation(
+    store: ResponseStore, response_id: str | None, tenant: str | None
+) -> Conversation | None:
+    """The stored conversation `previous_response_id` names (None when it names none), or the error
+    saying why there is none to continue."""
+    if response_id is None:
+        return None
+    found = store.get(response_id, tenant)
+    if found is None:
+        raise InvalidRequest(
+            f"Previous response '{response_id}' was not found. Send the full input instead.",
+            param="previous_response_id",
+            code="previous_response_not_found",
+        )
+    response, conversation = found
+    if conversation is None:
+        raise not_continuable(response_id, ended_why(response))
+    return conversation
 
 
 def usage(stats: GenerationStats, output_tokens: int) -> dict:
@@ -320,7 +372,7 @@ class ResponseEvents:
 
     def finish(self, status: str, **fields: Any) -> list[dict]:
         events = self._close_message()
-        self.response.update(status=status, **fields)
+        ended(self.response, status, **fields)
         kind = {
             "completed": "response.completed",
             "incomplete": "response.incomplete",
@@ -364,6 +416,31 @@ class ResponseEvents:
         return next(i for i, it in enumerate(self.response["output"]) if it is item)
 
 
+def start_truncating(backend: Backend, request: TurnRequest) -> tuple[BackendTurn, TurnRequest]:
+    """Start `request`, dropping the conversation's oldest messages while it does not fit the
+    context window (`truncation: "auto"`); the newest message always stays. Returns the turn
+    and the request as it was started."""
+    while True:
+        try:
+            return backend.start(request), request
+        except ContextOverflow as exc:
+            messages = request.messages
+            if len(messages) <= 1:
+                raise
+            # Drop about the share of text that is over, and a little more, so that a long
+            # conversation takes a few tries, not one per message.
+            over = 1 - 0.9 * exc.limit / exc.needed
+            total = sum(len(m.content) + 64 for m in messages[:-1]) or 1
+            drop, dropped = 0, 0
+            while drop < len(messages) - 1 and (dropped < over * total or drop == 0):
+                dropped += len(messages[drop].content) + 64
+                drop += 1
+            # A tool result without the call it answers means nothing to the model.
+            while drop < len(messages) - 1 and messages[drop].role == "tool":
+                drop += 1
+            request = dataclasses.replace(request, messages=messages[drop:], resume=None)
+
+
 class ResponsesService:
     """Prepares and runs Responses turns on one backend."""
 
@@ -388,6 +465,7 @@ class ResponsesService:
     ) -> PreparedTurn:
         tools = tuple(req.tool_list())
         new = req.input_messages()
+        check_tool_outputs(req.input, previous.call_ids() if previous else set())
         if not new and previous is None:
             raise InvalidRequest("input must hold at least one item.", param="input")
         same_frame = (
@@ -430,60 +508,23 @@ class ResponsesService:
             tenant=tenant,
         )
         if req.truncation == "auto":
-            live, request = self._start_truncating(request)
+            live, request = start_truncating(self.backend, request)
         else:
             live = self.backend.start(request)
         model = req.model or self.defaults.model_name
         return PreparedTurn(rid, req, model, live, request.messages, system, tools, sampling, chain)
 
-    def _start_truncating(self, request: TurnRequest) -> tuple[BackendTurn, TurnRequest]:
-        """Start `request`, dropping the conversation's oldest messages while it does not fit the
-        context window (`truncation: "auto"`); the newest message always stays. Returns the turn
-        and the request as it was started."""
-        while True:
-            try:
-                return self.backend.start(request), request
-            except ContextOverflow as exc:
-                messages = request.messages
-                if len(messages) <= 1:
-                    raise
-                # Drop about the share of text that is over, and a little more, so that a long
-                # conversation takes a few tries, not one per message.
-                over = 1 - 0.9 * exc.limit / exc.needed
-                total = sum(len(m.content) + 64 for m in messages[:-1]) or 1
-                drop, dropped = 0, 0
-                while drop < len(messages) - 1 and (dropped < over * total or drop == 0):
-                    dropped += len(messages[drop].content) + 64
-                    drop += 1
-                # A tool result without the call it answers means nothing to the model.
-                while drop < len(messages) - 1 and messages[drop].role == "tool":
-                    drop += 1
-                request = dataclasses.replace(request, messages=messages[drop:], resume=None)
-
     def skeleton(self, turn: PreparedTurn) -> dict:
         req = turn.request
-        return {
-            "id": turn.id,
-            "object": "response",
-            "created_at": turn.created_at,
-            "status": "in_progress",
-            "model": turn.model,
-            "output": [],
-            "instructions": req.instructions,
-            "previous_response_id": req.previous_response_id,
-            "max_output_tokens": req.max_output_tokens,
-            "temperature": turn.sampling.temperature,
-            "top_p": turn.sampling.top_p,
-            "tools": req.tools or [],
-            "tool_choice": req.tool_choice or "auto",
-            "parallel_tool_calls": True,
-            "store": req.store,
-            "metadata": req.metadata or {},
-            "text": {"format": {"type": "text"}},
-            "error": None,
-            "incomplete_details": None,
-            "usage": None,
-        }
+        return response_resource(
+            id=turn.id,
+            created_at=turn.created_at,
+            model=turn.model,
+            request=req,
+            temperature=turn.sampling.temperature,
+            top_p=turn.sampling.top_p,
+            strict_tools=req.tool_grammar(self.defaults.tool_grammar),
+        )
 
     def start(self, turn: PreparedTurn) -> ResponseRun:
         return ResponseRun(self, turn)
@@ -506,6 +547,7 @@ class ResponseRun:
         self.service = service
         self.turn = turn
         self.conversation: Conversation | None = None
+        """What a later turn continues; None until the run ends, and for a failed or cancelled one."""
         self.response: dict | None = None
         self.error: WhizError | None = None
         """Set when the backend failed the turn; the conversation is then left as it was."""
@@ -554,5 +596,7 @@ class ResponseRun:
             extra["incomplete_details"] = {"reason": "max_output_tokens"}
         else:
             status = "completed"
+        if status in UNCONTINUABLE:
+            self.conversation = None
         for ev in events.finish(status, **extra):
             yield ev

@@ -16,6 +16,7 @@ from whiz.seams import Backend
 from whiz.server.auth import KeyCheck, RateLimiter, named_tenant
 from whiz.server.browser import BrowserGuard, is_loopback
 from whiz.server.chat import ChatService
+from whiz.server.compaction import CompactionService
 from whiz.server.http import Unavailable, read_body
 from whiz.server.metrics import Metrics
 from whiz.server.protocol import TurnDefaults
@@ -52,6 +53,7 @@ class ServerState:
             self.model_name, sampling, settings.max_output_tokens_default, tool_grammar=settings.tool_grammar
         )
         self.responses = ResponsesService(backend, self.defaults)
+        self.compaction = CompactionService(backend, self.defaults)
         self.chat = ChatService(backend, self.defaults, max_n=settings.max_n)
         self.store = ResponseStore(
             settings.stored_responses,
@@ -82,14 +84,22 @@ class ServerState:
         """Whose request this is (call after `keys.check(key)`): see `KeyCheck.tenant`."""
         return self.keys.tenant(key, named_tenant(headers))
 
-    def client_key(self, key: str | None, client_host: str | None) -> str:
+    def client_key(
+        self, key: str | None, client_host: str | None, headers: Mapping[str, str] | None = None
+    ) -> str:
         """Whom limits count against: a valid key when keys are set, else the client's address
-        (any bearer string would otherwise be a fresh bucket)."""
-        return f"key:{self.keys.tenant(key)}" if self.keys.keys else f"addr:{client_host}"
+        (any bearer string would otherwise be a fresh bucket). A gateway key's requests count
+        against the tenant they name (`headers`), so one of its clients cannot spend the others'."""
+        if not self.keys.keys:
+            return f"addr:{client_host}"
+        named = named_tenant(headers) if headers is not None else None
+        return f"key:{self.keys.tenant(key, named)}"
 
-    def check_rate(self, key: str | None, client_host: str | None = None) -> None:
+    def check_rate(
+        self, key: str | None, client_host: str | None = None, headers: Mapping[str, str] | None = None
+    ) -> None:
         """Call after `keys.check(key)`: only validated keys get a bucket of their own."""
-        self.limiter.hit(self.client_key(key, client_host))
+        self.limiter.hit(self.client_key(key, client_host, headers))
 
     async def read_body(self, request: Request) -> bytes:
         """A request's body within this server's size and time limits: the one way routes read one."""

@@ -17,18 +17,24 @@ import asyncio
 import contextlib
 import json
 import logging
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Literal
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from whiz.errors import InvalidRequest, RateLimited, WhizError
 from whiz.server.protocol import ResponsesRequest, parse, read_json
-from whiz.server.responses import Conversation, ResponseRun
+from whiz.server.responses import Conversation, ResponseRun, ended_why, not_continuable
 
 if TYPE_CHECKING:
     from whiz.server.state import ServerState
 
 log = logging.getLogger("whiz.server")
+
+EVICTED = "was evicted from this connection when a continuation of it failed (and it was not stored)"
+GONE_REMEMBERED = 16
+"""Failed, cancelled and evicted responses a connection remembers, to say why one cannot be
+continued; older ones get the plain `previous_response_not_found`."""
 
 
 def read_event(data: object) -> tuple[str, ResponsesRequest | None]:
@@ -59,6 +65,8 @@ class Session:
         self.tenant = state.tenant(key, ws.headers)
         self.client_host = ws.client.host if ws.client else None
         self.latest: tuple[str, Conversation] | None = None
+        self.gone: OrderedDict[str, str] = OrderedDict()
+        """Responses of this connection that cannot be continued, and why (the newest few)."""
         self.current: ResponseRun | None = None
         self.warming: asyncio.Task | None = None
         self._seq = 0
@@ -162,19 +170,51 @@ class Session:
                     self.state = "idle"
 
     async def _run(self, req: ResponsesRequest) -> None:
+        try:
+            run = await self._respond(req)
+        except WhizError:
+            self._evict(req.previous_response_id)
+            raise
+        if run is not None and run.conversation is None:  # the turn failed or was cancelled
+            assert run.response is not None
+            self.gone[run.response["id"]] = ended_why(run.response)
+            if run.response["status"] == "failed":
+                self._evict(req.previous_response_id)
+        while len(self.gone) > GONE_REMEMBERED:
+            self.gone.popitem(last=False)
+
+    def _evict(self, response_id: str | None) -> None:
+        """Forget the connection's latest response, as the specification asks of a failed
+        continuation: the client starts again from the full input, or from the stored copy."""
+        if response_id is not None and self.latest is not None and self.latest[0] == response_id:
+            self.latest = None
+            self.gone[response_id] = EVICTED
+
+    def _previous(self, response_id: str) -> Conversation:
+        if self.latest is not None and self.latest[0] == response_id:
+            return self.latest[1]
+        why = self.gone.get(response_id)
+        if why == EVICTED:
+            # Evicted from the connection, but a stored response (store: true) still holds the
+            # conversation as it was before the failed turn: the client may send that turn again.
+            found = self.app.store.get(response_id, self.tenant)
+            if found is not None and found[1] is not None:
+                return found[1]
+        if why is not None:
+            raise not_continuable(response_id, why)
+        raise InvalidRequest(
+            f"Previous response '{response_id}' is not the latest response of this connection. "
+            "Send the full input instead.",
+            param="previous_response_id",
+            code="previous_response_not_found",
+        )
+
+    async def _respond(self, req: ResponsesRequest) -> ResponseRun | None:
+        """Run one turn and send its events; the run (None for a warm-up)."""
         if self.warming is not None:
             await self.warming  # the previous warm-up's prefill; the cache must hold it first
             self.warming = None
-        previous = None
-        if req.previous_response_id is not None:
-            if self.latest is None or self.latest[0] != req.previous_response_id:
-                raise InvalidRequest(
-                    f"Previous response '{req.previous_response_id}' is not the latest response of this "
-                    "connection. Send the full input instead.",
-                    param="previous_response_id",
-                    code="previous_response_not_found",
-                )
-            previous = self.latest[1]
+        previous = None if req.previous_response_id is None else self._previous(req.previous_response_id)
         service = self.app.responses
         turn = await service.prepare_async(req, previous, session=self.id, tenant=self.tenant)
         self.state = "running"
@@ -188,11 +228,12 @@ class Session:
             self.latest = (turn.id, conversation)
             if req.store:
                 self.app.store.put(events[-1]["response"], conversation, self.tenant)
-            return
+            return None
         async for event in run.events():
             await self.send(event)
         if run.conversation is not None:
             self.latest = (turn.id, run.conversation)
-            if req.store:
-                self.app.store.put(run.response, run.conversation, self.tenant)
-            self.app.metrics.finished(run.response)
+        if req.store:
+            self.app.store.put(run.response, run.conversation, self.tenant)
+        self.app.metrics.finished(run.response)
+        return run

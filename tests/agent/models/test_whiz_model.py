@@ -127,12 +127,13 @@ async def test_cancel_stops_the_server_and_the_conversation_goes_on(serve_fake) 
         decoded_at_end = runtime.decoded_tokens
         await wait_until(lambda: server.engine.status()["active"] == 0)
         assert decoded_at_end <= runtime.decoded_tokens < len(long_reply) / 4
-        # The next call chains from the cancelled response.
+        # A cancelled response cannot be continued: the server says so, and the next call sends
+        # the whole conversation again.
         items = [user("go")] + finished.output_items + [user("again")]
         _, _, again = await asyncio.wait_for(
             collect(model, ModelRequest("x", items, max_output_tokens=5)), 30
         )
         assert again.status in ("completed", "incomplete")
-        assert model.socket.last.response["previous_response_id"] is not None
+        assert model.socket.last.response["previous_response_id"] is None
     finally:
         await model.close()

@@ -1,0 +1,85 @@
+"""Ending a turn whose tool calls stopped making progress (`stalls.ToolStall` says when): the calls
+not made are answered as such, the event stream says why, and the model is asked once for its
+answer in words from the results already in; where its words leave the useful result out, the
+result is added. No result at all: the turn fails, saying why."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from whiz.agent.formats import TOOLS, text_actions
+from whiz.agent.models.seam import ModelRequest
+from whiz.agent.reply import read_reply
+from whiz.agent.signals import Cancelled, Failed
+from whiz.agent.stalls import Stop, ToolStall
+from whiz.agent.tools import Action, CallTool, Outcome
+
+if TYPE_CHECKING:
+    from whiz.agent.loop import Agent
+
+
+LAST_WORDS_TOKENS = 400
+"""The most the reply after `Stop.told` may write: an answer from results already in."""
+
+
+def called(action: CallTool) -> tuple[str, dict[str, Any]]:
+    """The tool and arguments a call names, for `ToolStall` (words after the name as one value)."""
+    return action.name, action.arguments if action.plain is None else {"": action.plain}
+
+
+def stall_before(stall: ToolStall, action: Action) -> Stop | None:
+    """Whether the turn ends before `action` runs: only tool calls are judged."""
+    return stall.before(*called(action)) if isinstance(action, CallTool) else None
+
+
+def stall_after(stall: ToolStall, action: Action, outcome: Outcome) -> None:
+    """Tell the policy what a tool call returned (without the tool's name it is prefixed with)."""
+    if isinstance(action, CallTool):
+        result = outcome.text.removeprefix(f"{action.name}:\n")
+        stall.after(*called(action), ok=outcome.ok, text=result, malformed=outcome.malformed)
+
+
+async def end_stalled(agent: Agent, stop: Stop, not_called: list[str]) -> list[str]:
+    """The turn's tool calls stopped making progress (`ToolStall`): it ends here, with the best
+    answer there is. Calls of the reply not made are answered as such (every call needs an
+    output in the conversation)."""
+    for call_id in not_called:
+        agent.items.append(
+            {"type": "function_call_output", "call_id": call_id, "output": f"Not called: {stop.reason}"}
+        )
+    agent.emit.single("tool_stall", **stop.item())
+    if not stop.results:
+        raise Failed(f"the tool calls made no progress toward the task: {stop.reason}")
+    agent._tell(stop.told())
+    words = await last_words(agent)
+    answer = agent.stall.answer(words)
+    if answer != words.strip():  # the result the words leave out, shown as part of the answer
+        added = answer.removeprefix(words.strip()).strip()
+        item = agent.emit.start("agent_message", text="")  # streamed as a reply is, so views show it
+        agent.emit.emit("item.updated", item={**item, "text": added}, delta=added)
+        agent.emit.complete(item, text=added)
+        agent.items.append({"type": "message", "role": "assistant", "content": added})
+    return await agent._answer(answer)
+
+
+async def last_words(agent: Agent) -> str:
+    """The model's answer in words ("" when it gives none, or calls a tool again). It is offered
+    what it was before, tools and all, so the server reuses the conversation's cached prefix
+    (a request without them is a new prompt, read again from the start); a call is not made."""
+    offered = await agent.tools.offer(agent.instructions, TOOLS if agent.config.actions == "tools" else None)
+    tokens_left = agent.budget.tokens_left(agent.stats.output_tokens)
+    request = ModelRequest(
+        offered[0], list(agent.items), tools=offered[1], task=agent.progress.task,
+        max_output_tokens=max(1, min(agent.config.max_output_tokens, LAST_WORDS_TOKENS, tokens_left)),
+    )  # fmt: skip
+    reply, finished = await read_reply(agent.model, request, agent.emit, agent.steps)
+    agent.items.extend(finished.output_items)
+    agent.stats.add_call(finished)
+    agent.context.observe(request, finished)
+    if agent.steps.cancelled or finished.status == "cancelled":
+        raise Cancelled("cancelled")
+    for call in reply.calls:
+        not_made = "Not called: the turn's tool calls have ended."
+        agent.items.append({"type": "function_call_output", "call_id": call.call_id, "output": not_made})
+    acted = reply.calls or (agent.config.actions == "text" and text_actions(reply.text))
+    return "" if finished.status == "failed" or acted else reply.text
