@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 from acp import RequestError, image_block, text_block
@@ -101,13 +100,14 @@ async def test_cancel_stops_the_turn_promptly(tmp_path, project) -> None:
         running = asyncio.ensure_future(prompt(conn, new.session_id, "Talk for a long time"))
         while not editor.of("agent_message_chunk"):
             await asyncio.sleep(0.05)
-        started = time.monotonic()
+        streamed = len(editor.of("agent_message_chunk"))
         await conn.cancel(session_id=new.session_id)
         done = await asyncio.wait_for(running, 10)
-        stopped_s = time.monotonic() - started
     assert done.stop_reason == "cancelled"
-    assert stopped_s < 3, f"the turn took {stopped_s:.1f} s to stop"
-    assert len(editor.text()) < len("word " * 400)
+    # The model stopped when told, not when the agent's grace (2 s: 40 more chunks) cut it off:
+    # no more than the chunks already on their way.
+    after = len(editor.of("agent_message_chunk")) - streamed
+    assert after <= 5, f"{after} chunks came after the cancel"
 
 
 async def test_cancel_while_the_editor_is_asked_stops_and_runs_nothing(tmp_path, project) -> None:
@@ -117,11 +117,9 @@ async def test_cancel_while_the_editor_is_asked_stops_and_runs_nothing(tmp_path,
         running = asyncio.ensure_future(prompt(conn, new.session_id, "Create ran.txt by running touch"))
         while not editor.asked:
             await asyncio.sleep(0.05)
-        started = time.monotonic()
         await conn.cancel(session_id=new.session_id)
-        done = await asyncio.wait_for(running, 10)
-        stopped_s = time.monotonic() - started
-    assert done.stop_reason == "cancelled" and stopped_s < 3
+        done = await asyncio.wait_for(running, 20)  # the editor answers only after 30 s
+    assert done.stop_reason == "cancelled"
     assert not (project / "ran.txt").exists()
 
 

@@ -1,7 +1,6 @@
 """Tokens back to text: whole characters only, and stop strings that never leak."""
 
-import time
-
+from tests.cost import growth
 from whiz.chat.detok import Detokenizer
 from whiz.engine.fake import ByteTokenizer
 
@@ -60,12 +59,27 @@ def test_stop_that_starts_earliest_wins_when_two_complete_together():
 
 def test_stop_strings_are_matched_incrementally():
     # Every token is checked against the stops on the event loop: only the held-back tail (shorter
-    # than the longest stop) is searched, never the whole text so far, so 200k tokens with four
-    # 64-character stops (the most a request may ask) take well under a second, not minutes.
+    # than the longest stop) is searched, never the whole text so far, so a reply's stops cost
+    # time linear in its length (four times the text: about four times the CPU time; searching the
+    # whole text, 11 to 16 times), with four 64-character stops, the most a request may ask.
     stops = ["a" * 63 + "Z", "b" * 64, "\n\n\n\nEND", "c" * 64]
-    detok = Detokenizer(ByteTokenizer(), stop=stops)
-    text = ("a" * 60 + "b" * 60 + "\n\n\n") * 1650  # near misses all the way: the worst case
-    t0 = time.perf_counter()
-    out = "".join(feed_all(detok, text + "\nEND"))
-    assert time.perf_counter() - t0 < 3.0
-    assert out == text[:-3] and detok.stopped
+    tok = ByteTokenizer()
+
+    def text(n: int) -> str:
+        return ("a" * 60 + "b" * 60 + "\n\n\n") * n  # near misses all the way: the worst case
+
+    detok = Detokenizer(tok, stop=stops)
+    out = "".join(feed_all(detok, text(1650) + "\nEND"))
+    assert out == text(1650)[:-3] and detok.stopped
+
+    def stopping(n: int):
+        ids = tok.encode(text(n) + "\nEND")
+
+        def run() -> None:
+            detok = Detokenizer(tok, stop=stops)
+            for t in ids:
+                detok.feed(t)
+
+        return run
+
+    assert growth(stopping, 100) < 8

@@ -1,8 +1,8 @@
 """Streaming <tool_call> parsing: whole calls out, everything else kept as text, in order."""
 
 import json
-import time
 
+from tests.cost import growth
 from whiz.chat.messages import ToolCall
 from whiz.chat.toolcalls import TextPart, ToolCallParser
 
@@ -136,14 +136,24 @@ def test_a_closing_tag_inside_an_argument_string_does_not_end_the_call():
 def test_a_long_call_streamed_token_by_token_costs_time_linear_in_its_length():
     # The parser runs on the event loop for every token. A model writing a whole file as one call
     # (tens of thousands of tokens) once made each token rescan and recopy the call so far: 200k
-    # characters cost about 18 s of loop time, stalling every other stream. Linear, it is well
-    # under a second, even on a loaded machine.
-    content = "line of a file\\n" * 12_000  # about 200k characters of arguments
-    text = json.dumps({"name": "write", "arguments": {"path": "a.py", "content": content}})
+    # characters cost about 18 s of loop time, stalling every other stream. Linear, four times the
+    # call costs about four times the CPU time (rescanning it, about sixteen).
+    def call(lines: int) -> tuple[str, str]:
+        content = "line of a file\\n" * lines
+        return content, json.dumps({"name": "write", "arguments": {"path": "a.py", "content": content}})
+
     for names in ((), ("write",)):  # tagged, and held as bare JSON to the end
-        parser = ToolCallParser(names=names)
-        deltas = ["<tool_call>\n"] + list(text) + ["\n</tool_call>"] if not names else list(text)
-        t0 = time.perf_counter()
-        pieces = run(parser, deltas)
-        assert time.perf_counter() - t0 < 3.0
+
+        def deltas(lines: int, names=names) -> list[str]:
+            text = call(lines)[1]
+            return ["<tool_call>\n"] + list(text) + ["\n</tool_call>"] if not names else list(text)
+
+        content = call(12_000)[0]  # about 200k characters of arguments
+        pieces = run(ToolCallParser(names=names), deltas(12_000))
         assert squash(pieces) == [("write", {"path": "a.py", "content": content})]
+
+        def parsing(lines: int, names=names):
+            streamed = deltas(lines)
+            return lambda: run(ToolCallParser(names=names), streamed)
+
+        assert growth(parsing, 3000) < 8, names

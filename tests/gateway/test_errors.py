@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import httpx
 import pytest
 
@@ -32,9 +30,9 @@ async def test_a_bad_upstream_answer_is_a_clear_error_and_the_gateway_goes_on(
     gw = gateway([up.url], upstream_timeout_s=0.5)
     up.fake.mode = mode
     async with httpx.AsyncClient(base_url=gw.base_url, timeout=10) as client:
-        started = time.monotonic()
+        # A hung upstream is given up on by the gateway's own timeout (the answer says so), long
+        # before this client's, which would fail the test instead.
         answer = await client.post("/chat/completions", json=CHAT)
-        assert time.monotonic() - started < 5
         assert answer.status_code == status
         error = answer.json()["error"]
         assert error["code"] == code and says in error["message"]

@@ -10,7 +10,6 @@ from __future__ import annotations
 import inspect
 import json
 import textwrap
-import time
 
 import httpx
 import pytest
@@ -133,15 +132,12 @@ def test_cancel_stops_generation_within_one_step(real_server):
                 deltas += 1
                 if deltas == 5:
                     ws.send(json.dumps({"type": "response.cancel"}))
-                    sent_at = time.perf_counter()
             if ev["type"] in ("response.completed", "response.incomplete", "response.failed"):
                 break
-        stopped_ms = (time.perf_counter() - sent_at) * 1000
     assert ev["response"]["status"] == "cancelled"
     produced = ev["response"]["usage"]["output_tokens"]
     # Tokens already on the wire when the cancel arrived, plus at most one more decode step.
     assert produced <= deltas + 2
-    assert stopped_ms < 1000
 
 
 def test_bad_input_leaves_the_server_and_other_sessions_working(client, real_server):

@@ -137,10 +137,10 @@ def test_once_the_tests_were_seen_to_end_a_hanging_candidate_gets_ten_times_thei
     assert code == 1
     hung = next(c for c in items(events, "heal_candidate") if c["index"] == 0)
     assert hung["status"] == "timeout"
-    # The bound is ten times the baseline run, floored at 1 s: far below the 120 s timeout, though
-    # a busy machine's slower baseline moves it above the floor.
+    # The bound is ten times the baseline run, floored at 1 s: the floor or above (a busy
+    # machine's baseline is slower), and never the 120 s timeout.
     bound_s = float(re.search(r"ran past ([0-9.]+) s", hung["error"]).group(1))
-    assert 1 <= bound_s < 20
+    assert 1 <= bound_s < 120
 
 
 def test_the_first_candidate_to_pass_ends_the_round_and_the_slower_ones_are_cancelled(project):

@@ -725,10 +725,10 @@ def test_a_fast_retrys_hanging_candidate_gets_ten_times_the_agents_own_test_run(
     # agent's own run of the same tests had taken 0.05 s.
     hung = fast_retry_with_a_hang(project, monkeypatch, 1)
     assert hung["status"] == "timeout"
-    # The bound is ten times the baseline run, floored at 1 s: far below the 120 s timeout, though
-    # a busy machine's slower baseline moves it above the floor.
+    # The bound is ten times the baseline run, floored at 1 s: the floor or above (a busy
+    # machine's baseline is slower), and never the 120 s timeout.
     bound_s = float(re.search(r"ran past ([0-9.]+) s", hung["error"]).group(1))
-    assert 1 <= bound_s < 20
+    assert 1 <= bound_s < 120
     # Nor is it applied while another candidate wrote the code (here: back as it was), or the
     # agent's own test run would hang in turn.
     assert (project / "greet.py").read_text() == GREET
