@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import os
 import tomllib
 from dataclasses import dataclass
@@ -11,7 +10,7 @@ from typing import Annotated, Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from whiz.errors import InvalidRequest
+from whiz.errors import InvalidRequest, did_you_mean
 
 TENANT_HEADER = "x-whiz-tenant"
 """The header a gateway names its client's tenant in (a digest of the client's key), so that a
@@ -336,8 +335,7 @@ def file_settings(path: Path) -> dict[str, Any]:
         raise InvalidRequest(f"In {path}, [serve] must be a table of settings.", param="config")
     for key in table:
         if key not in ServeSettings.model_fields:
-            like = difflib.get_close_matches(key, ServeSettings.model_fields, n=1)
-            hint = f" (did you mean '{like[0]}'?)" if like else ""
+            hint = did_you_mean(key, ServeSettings.model_fields)
             raise InvalidRequest(f"Unknown setting '{key}' in the [serve] table of {path}{hint}.", param=key)
     return table
 

@@ -7,7 +7,20 @@ WebSocket alike; `whiz.server.guards.error_response` sends it over HTTP).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
+
+
+def did_you_mean(word: str, known: Iterable[str], *, or_list: bool = False) -> str:
+    """The hint after an unknown name in a config file: " (did you mean 'x'?)" for a close one;
+    with `or_list`, else every known name; else nothing."""
+    import difflib  # only when a config file has a mistake: kept out of every command's start
+
+    known = list(known)
+    like = difflib.get_close_matches(word, known, n=1)
+    if like:
+        return f" (did you mean '{like[0]}'?)"
+    return f" (the keys are: {', '.join(known)})" if or_list else ""
 
 
 class WhizError(Exception):

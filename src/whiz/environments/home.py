@@ -18,7 +18,6 @@ user who allowed a whole folder.
 
 from __future__ import annotations
 
-import difflib
 import glob
 import os
 import pwd
@@ -29,6 +28,7 @@ from pathlib import Path
 
 from whiz.environments.dependencies import DEPENDENCY_DIRS, ENVIRONMENT_MARKERS
 from whiz.environments.hidden import homes
+from whiz.errors import did_you_mean
 
 HOME_ROOTS = ("/home", "/root")
 """Where homes live: covered whether or not a user of this machine has one there."""
@@ -233,8 +233,7 @@ def allowed_in_config(path: Path) -> tuple[str, ...]:
         raise SandboxConfigError(f"{path}: [{CONFIG_TABLE}] must be a table")
     for key in table:
         if key not in CONFIG_KEYS:
-            like = difflib.get_close_matches(key, CONFIG_KEYS, n=1)
-            hint = f" (did you mean '{like[0]}'?)" if like else f" (the keys are: {', '.join(CONFIG_KEYS)})"
+            hint = did_you_mean(key, CONFIG_KEYS, or_list=True)
             raise SandboxConfigError(f"{path}: unknown key '{key}' in [{CONFIG_TABLE}]{hint}")
     allow = table.get("allow", [])
     if not isinstance(allow, list) or not all(isinstance(p, str) and p for p in allow):

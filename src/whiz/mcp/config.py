@@ -18,7 +18,6 @@ with neither `command` nor `url`) is an `McpConfigError` naming the file, the se
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 import shlex
@@ -29,7 +28,7 @@ from typing import Any
 import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from whiz.errors import InvalidRequest
+from whiz.errors import InvalidRequest, did_you_mean
 
 NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 """A server's name: it prefixes its tools' names (`NAME__tool`), which function names must allow."""
@@ -120,8 +119,7 @@ def server(name: str, table: Any, where: str) -> McpServerConfig:
         raise McpConfigError(f"{where}: [mcp_servers.{name}] must be a table.")
     for key in table:
         if key not in KEYS:
-            like = difflib.get_close_matches(key, KEYS, n=1)
-            hint = f" (did you mean '{like[0]}'?)" if like else f" (the keys are: {', '.join(KEYS)})"
+            hint = did_you_mean(key, KEYS, or_list=True)
             raise McpConfigError(f"{where}: unknown key '{key}' in [mcp_servers.{name}]{hint}.", param=key)
     try:
         return McpServerConfig(name=name, **table)
