@@ -56,6 +56,8 @@ class _Worker:
         while True:
             item = self.jobs.get()
             if item is None:
+                if self.abandoned:  # let go while idle: its call returned just past the deadline
+                    self.owner._returned()
                 return
             fn, args, reply = item
             t0 = self.owner.clock()
@@ -111,6 +113,9 @@ class GrammarThread:
                 self._worker.abandoned = True
                 self.abandoned += 1
                 self.timeouts += 1
+            # The call may have returned between the timeout and the flag, its thread then back
+            # waiting for work: this ends it there, counted back in, as a call returning late is.
+            self._worker.jobs.put(None)
             self._worker = None
             raise GrammarTooSlow(
                 f"matching the tool-call grammar took more than {self.deadline_ms:g} ms for one call"
