@@ -299,9 +299,8 @@ def finished_message(req: MessagesRequest, message_id: str, result: TurnResult) 
     out = message_object(
         req, message_id, content=content, stop_reason=stop_reason(result), usage=result_usage(result)
     )
-    out["whiz"] = timings(
-        result.stats
-    )  # as on the OpenAI APIs (docs/protocol.md, Timings); clients ignore it
+    # As on the OpenAI APIs (docs/protocol.md, Timings); clients ignore it.
+    out["whiz"] = timings(result.stats)
     return out
 
 
