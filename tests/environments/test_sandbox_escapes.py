@@ -137,6 +137,11 @@ async def test_a_unix_socket_server_in_the_home_folder_is_out_of_reach(
         connect_to(unix_server.path)
     )
     assert free.ok, free.output
+    # The server's thread records the bytes after the client has gone: wait for it (a hang guard).
+    for _ in range(100):
+        if unix_server.received:
+            break
+        await asyncio.sleep(0.05)
     assert unix_server.received == [b"connected:run-this"]
 
 
