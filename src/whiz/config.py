@@ -27,10 +27,15 @@ trusts a replica to keep its keys apart only on this word, never on its own conf
 class Flag:
     """How a setting is spelled on the command line where `--<name>` is not the whole story
     (`Annotated[list[str], Flag("--api-key")]`): a list's flag names one item and is repeated,
-    and `also` keeps an older spelling working."""
+    and `also` keeps an older spelling working. `env` is an environment variable the flag reads
+    when it is not given, `metavar` what help calls its value, and `shown` what help says of a
+    default of None (the default decided later: "fast, or the resumed session's")."""
 
     name: str | None = None
     also: tuple[str, ...] = ()
+    env: str | None = None
+    metavar: str | None = None
+    shown: str | None = None
 
 
 class UpstreamSpec(BaseModel):

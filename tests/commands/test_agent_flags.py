@@ -1,6 +1,7 @@
 """The agent commands' flags are what users' scripts call: each keeps its name, its default and its
 environment variable. `agent_flags.json` pinned them as the hand-written options declared them,
-before they were made from settings objects; a change to a flag shows here, on purpose or not."""
+before they were made from settings objects (`whiz.commands.agent_options`); a change to a flag
+shows here, on purpose (`CHANGED`, `ADDED`, each with its reason) or not."""
 
 from __future__ import annotations
 
@@ -40,9 +41,32 @@ def flags_of() -> dict[str, dict[str, dict]]:
     return out
 
 
+CHANGED = {
+    # None meant AgentConfig's budget, which help now shows; the settings refuse a negative one.
+    "--instructions-tokens": {"default": 1200, "min": None},
+}
+ADDED = {
+    # resume runs exec's session again: it takes every option exec does.
+    "resume": {
+        "--check",
+        "--heal",
+        "--instructions-tokens",
+        "--deep-base-url",
+        "--deep-model",
+        "--deep-api-key",
+        "--policy",
+        "--policy-model-check",
+    },
+}
+
+
 @pytest.mark.parametrize("command", AGENT_COMMANDS)
 def test_every_flag_keeps_its_name_default_and_environment_variable(command):
-    assert flags_of()[command] == json.loads(PINNED.read_text())[command]
+    pinned = json.loads(PINNED.read_text())[command]
+    now = flags_of()[command]
+    expected = {flag: {**row, **CHANGED.get(flag, {})} for flag, row in pinned.items()}
+    assert {flag: now.get(flag) for flag in pinned} == expected
+    assert set(now) - set(pinned) == ADDED.get(command, set())
 
 
 def test_the_environment_variables_reach_the_session(tmp_path, monkeypatch):
