@@ -6,6 +6,7 @@ shows here, on purpose (`CHANGED`, `ADDED`, each with its reason) or not."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ import typer.main
 from typer.testing import CliRunner
 
 from whiz.cli import app
+from whiz.commands.settings_options import flag_of, settings_model
 
 AGENT_COMMANDS = ("exec", "code", "resume", "heal", "swarm", "sandbox", "acp")
 PINNED = Path(__file__).with_name("agent_flags.json")
@@ -92,3 +94,57 @@ def test_the_environment_variables_reach_the_session(tmp_path, monkeypatch):
     assert (options.deep.base_url, options.deep.api_key) == ("http://deep:1", "deep-key")
     assert options.agent.secrets.extra == ("config/prod.yaml",)
     assert str(options.mode) == "auto" and options.agent.approval.value == "auto-edit"
+
+
+DEFAULT_IN_PROSE = re.compile(r"\(default|\bdefault[:;]|\bDefault\b|\bby default\b")
+
+
+@pytest.mark.parametrize("command", AGENT_COMMANDS)
+def test_every_default_help_shows_is_the_settings_own(command):
+    """Help says a flag's default only in its `[default: ...]`, and that is the field's default
+    (or, for a default decided later, the words its `Flag` gives): never in the help's prose,
+    where nothing would keep it true."""
+    click_command = typer.main.get_command(app).commands[command]
+    model = settings_model(click_command)
+    assert model is not None, f"whiz {command}'s options are not made from settings"
+    for param in click_command.params:
+        if param.param_type_name != "option" or param.name == "help":
+            continue
+        field = model.model_fields[param.name]
+        default = field.get_default(call_default_factory=True)
+        assert param.default == (None if default == [] else default), (command, param.name)
+        shown = flag_of(field).shown
+        assert param.show_default == (shown if default is None and shown else True), (command, param.name)
+        assert not DEFAULT_IN_PROSE.search(field.description or ""), (command, param.name, field.description)
+
+
+def test_the_defaults_are_those_the_library_uses():
+    from whiz.agent.config import AgentConfig
+    from whiz.commands.agent_options import ExecOptions, HealOptions
+    from whiz.environments import SandboxOptions
+    from whiz.modes.healing import HealSettings
+    from whiz.modes.session import SessionOptions
+
+    options = ExecOptions()
+    agent = options.agent_config()
+    assert (agent.approval, agent.instructions_tokens) == (
+        AgentConfig().approval,
+        AgentConfig().instructions_tokens,
+    )
+    assert options.confinement(options.sandbox).mode == SandboxOptions().mode
+    assert options.policy == SessionOptions(Path(".")).policy
+    with pytest.raises(ValueError, match=f"between 1 and {HealSettings.MAX_N}"):
+        HealOptions(test_cmd="true", n=HealSettings.MAX_N + 1)
+
+
+def test_the_environment_reaches_plain_whiz_too(tmp_path, monkeypatch):
+    import whiz.tui
+
+    seen = []
+    monkeypatch.setattr(whiz.tui, "run_code", lambda options: seen.append(options) or 0)
+    monkeypatch.setenv("WHIZ_HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, [], env={"WHIZ_API_KEY": "k", "WHIZ_IN_PROCESS": "1"})
+    assert result.exit_code == 0, result.output
+    (options,) = seen
+    assert (options.fast.api_key, options.fast.in_process, options.mode) == ("k", True, None)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import re
 from collections.abc import Callable
 from pathlib import Path
 from types import UnionType
@@ -113,6 +114,7 @@ def complaint(model: type[BaseModel], exc: Any) -> str:
     then what is wrong with its value ("-n must be between 1 and 16, not 0")."""
     error = exc.errors()[0]
     message = error["msg"].removeprefix("Value error, ").replace("Input should be", "must be")
+    message = re.sub(r"^the \w+ (?=must)", "", message.replace("greater than or equal to", "at least"))
     if error["type"] == "literal_error":
         message = f"must be {error['ctx']['expected'].replace(chr(39), '')}"
     if not error["loc"]:
@@ -170,7 +172,8 @@ def settings_command(
             ctx = inspect.Parameter("context", inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context)
             return _typer_command(run, command, own.replace(parameters=[*params, *options, ctx]))
 
-        cls = type(f"{command.__name__}_command", (_MadeOnUse,), {"make": staticmethod(make)})
+        made = {"make": staticmethod(make), "settings": settings}
+        cls = type(f"{command.__name__}_command", (_MadeOnUse,), made)
         shell = _with_signature(lambda **kwargs: None, command, own.replace(parameters=params))
         app.command(name, cls=cls, **command_settings)(shell)
         return command
@@ -183,6 +186,8 @@ class _MadeOnUse(TyperCommand):
     either is needed: when the command is parsed or its help shown, never for another command."""
 
     make: Callable[[], Any]
+    settings: str
+    """The settings model the options come from ("module:Class")."""
 
     @functools.cached_property
     def _made(self) -> Any:
@@ -234,3 +239,11 @@ def _typer_command(run: Callable[..., Any], like: Callable[..., Any], signature:
     one = typer.Typer(add_completion=False)
     one.command()(_with_signature(run, like, signature))
     return typer.main.get_command(one)
+
+
+def settings_model(command: Any) -> type[BaseModel] | None:
+    """The settings model a click command's options come from (None: a command declared by hand)."""
+    if not isinstance(command, _MadeOnUse):
+        return None
+    module, _, cls = command.settings.partition(":")
+    return getattr(importlib.import_module(module), cls)
