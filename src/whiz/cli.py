@@ -166,13 +166,12 @@ def exec_(
     Exit code 0 when the task was done, 1 when it failed or was stopped, 2 when the agent
     could not start (no server at --base-url, a refused key).
     """
-    from whiz.commands.agent import mcp_config, read_task, session_options
+    from whiz.commands.agent import read_task, session_options
     from whiz.commands.common import Output
     from whiz.commands.exec import exec_in_mode
 
     task = read_task(task)
-    run = session_options(options, options.agent_config(), heal=options.heal)
-    run.mcp = mcp_config(options.mcp)
+    run = session_options(options, options.agent_config(), heal=options.heal, mcp=options.mcp)
     raise typer.Exit(exec_in_mode(task, run, Output(json_mode=options.json_)))
 
 
@@ -197,14 +196,12 @@ def resume(
         if task is not None:
             raise fail("say which session: --last or --session ID")
         return
-    from whiz.commands.agent import mcp_config, session_options
+    from whiz.commands.agent import session_options
     from whiz.commands.common import Output
     from whiz.commands.exec import exec_in_mode
 
-    run = session_options(
-        options, options.agent_config(), resume=options.session or "last", heal=options.heal
-    )
-    run.mcp = mcp_config(options.mcp)
+    resumed = options.session or "last"
+    run = session_options(options, options.agent_config(), resume=resumed, heal=options.heal, mcp=options.mcp)
     raise typer.Exit(exec_in_mode(task, run, Output(json_mode=options.json_)))
 
 
@@ -227,11 +224,12 @@ def sandbox(
     """
     import asyncio
 
+    from whiz.commands.agent import config_file
     from whiz.environments import SandboxMode, SandboxUnavailable, run_sandboxed
     from whiz.environments.sandbox import sandbox_summary
 
     try:
-        confined = options.confinement(options.mode)
+        confined = options.confinement(options.mode, config_file())
     except ValueError as exc:  # the config file's [sandbox] table
         raise fail(str(exc)) from None
     if confined.mode is not SandboxMode.DANGER_FULL_ACCESS:
@@ -336,12 +334,11 @@ def code(*, options: CodeOptions) -> None:
 
     /help lists the slash commands: /undo, /diff, /model, /mode, /approval, /clear, /resume.
     """
-    from whiz.commands.agent import mcp_config, session_options
+    from whiz.commands.agent import session_options
     from whiz.tui import run_code
 
     resumed = "last" if options.last else options.resume
-    run = session_options(options, options.agent_config(), resume=resumed, heal=options.heal)
-    run.mcp = mcp_config(options.mcp)
+    run = session_options(options, options.agent_config(), resume=resumed, heal=options.heal, mcp=options.mcp)
     raise typer.Exit(run_code(run))
 
 
@@ -355,10 +352,9 @@ def acp(*, options: AcpOptions) -> None:
     the session's modes. Stored sessions load again (they are `whiz resume`'s too). See docs/acp.md.
     """
     from whiz.commands.acp import run_acp
-    from whiz.commands.agent import mcp_config, session_options
+    from whiz.commands.agent import session_options
 
-    run = session_options(options, options.agent_config(), heal=options.heal)
-    run.mcp = mcp_config(options.mcp)
+    run = session_options(options, options.agent_config(), heal=options.heal, mcp=options.mcp)
     raise typer.Exit(run_acp(run, verbose=options.verbose))
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args, get_origin
@@ -329,13 +328,9 @@ def env_overrides(prefix: str = "WHIZ_") -> dict[str, Any]:
 def file_settings(path: Path) -> dict[str, Any]:
     """The `[serve]` table of a TOML config file. A file that cannot be read, or a key that is no
     setting (which would leave the default in force without a word), is an InvalidRequest naming it."""
-    try:
-        with open(path, "rb") as f:
-            table = tomllib.load(f).get("serve", {})
-    except OSError as exc:
-        raise InvalidRequest(f"Cannot read the config file {path}: {exc.strerror}.", param="config") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise InvalidRequest(f"The config file {path} is not valid TOML: {exc}.", param="config") from None
+    from whiz.config_file import ConfigFile
+
+    table = ConfigFile.read(path, required=True).table("serve")
     if not isinstance(table, dict):
         raise InvalidRequest(f"In {path}, [serve] must be a table of settings.", param="config")
     for key in table:

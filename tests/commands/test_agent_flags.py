@@ -121,6 +121,7 @@ def test_every_default_help_shows_is_the_settings_own(command):
 def test_the_defaults_are_those_the_library_uses():
     from whiz.agent.config import AgentConfig
     from whiz.commands.agent_options import ExecOptions, HealOptions
+    from whiz.config_file import ConfigFile
     from whiz.environments import SandboxOptions
     from whiz.modes.healing import HealSettings
     from whiz.modes.session import SessionOptions
@@ -131,7 +132,7 @@ def test_the_defaults_are_those_the_library_uses():
         AgentConfig().approval,
         AgentConfig().instructions_tokens,
     )
-    assert options.confinement(options.sandbox).mode == SandboxOptions().mode
+    assert options.confinement(options.sandbox, ConfigFile(Path("absent.toml"))).mode == SandboxOptions().mode
     assert options.policy == SessionOptions(Path(".")).policy
     with pytest.raises(ValueError, match=f"between 1 and {HealSettings.MAX_N}"):
         HealOptions(test_cmd="true", n=HealSettings.MAX_N + 1)
@@ -148,3 +149,42 @@ def test_the_environment_reaches_plain_whiz_too(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     (options,) = seen
     assert (options.fast.api_key, options.fast.in_process, options.mode) == ("k", True, None)
+
+
+def test_one_config_file_is_read_once_for_the_sandbox_and_the_mcp_servers(tmp_path, monkeypatch):
+    import whiz.commands.exec
+    from whiz.config_file import ConfigFile
+
+    seen, reads = [], []
+    read = ConfigFile.read.__func__
+    monkeypatch.setattr(
+        ConfigFile, "read", classmethod(lambda cls, *a, **k: reads.append(a) or read(cls, *a, **k))
+    )
+    monkeypatch.setattr(
+        whiz.commands.exec, "exec_in_mode", lambda task, options, out: seen.append(options) or 0
+    )
+    config = tmp_path / "config.toml"
+    config.write_text('[sandbox]\nallow = ["~/.config/tool"]\n[mcp_servers.files]\ncommand = "true"\n')
+    monkeypatch.setenv("WHIZ_CONFIG", str(config))
+    monkeypatch.setenv("WHIZ_HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("importlib.util.find_spec", lambda name, *a: object())  # as if the MCP SDK were there
+    result = CliRunner().invoke(app, ["exec", "do it"])
+    assert result.exit_code == 0, result.output
+    (options,) = seen
+    assert [s.name for s in options.mcp] == ["files"]
+    assert options.agent.sandbox.allow == (Path("~/.config/tool"),)
+    assert len(reads) == 1
+
+
+def test_a_config_file_that_is_not_toml_stops_an_agent_command_with_one_line(tmp_path, monkeypatch):
+    config = tmp_path / "config.toml"
+    config.write_text("[sandbox\n")
+    monkeypatch.setenv("WHIZ_CONFIG", str(config))
+    monkeypatch.setenv("WHIZ_HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    for args in (["exec", "do it"], ["sandbox", "--", "true"], ["heal", "fix", "--test-cmd", "true"]):
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 2, (args, result.output)
+        assert f"The config file {config} is not valid TOML" in " ".join(result.output.split()), args
+        assert "Traceback" not in result.output

@@ -29,6 +29,7 @@ from whiz.modes.session import HEAL_N_DEFAULT
 
 if TYPE_CHECKING:
     from whiz.agent.config import AgentConfig
+    from whiz.config_file import ConfigFile
     from whiz.environments import SandboxOptions
     from whiz.modes.endpoints import DeepSettings, FastSettings
     from whiz.modes.swarm import SwarmSettings
@@ -165,20 +166,19 @@ class ConfinementOptions(BaseModel):
         "the model.",
     )
 
-    def confinement(self, mode: str) -> SandboxOptions:
+    def confinement(self, mode: str, file: ConfigFile) -> SandboxOptions:
         """The sandbox in `mode`, with these allowances and the config file's `[sandbox]` paths
-        (a mistake there is a ValueError saying what is wrong)."""
+        (a mistake there is a SandboxConfigError, a ValueError, saying what is wrong)."""
         from whiz.environments import SandboxOptions
-        from whiz.environments.home import allowed_in_config
+        from whiz.environments.home import allowed_in
         from whiz.environments.secret_rules import SecretFiles
-        from whiz.mcp.config import config_path
 
         return SandboxOptions(
             SandboxMode(mode),
             allow_env_writes=self.allow_env_writes,
             secret_files=SecretFiles(tuple(self.secret_file)),
             allow_secret_reads=self.allow_secret_reads,
-            allow=tuple(Path(p) for p in [*allowed_in_config(config_path()), *self.sandbox_allow]),
+            allow=tuple(Path(p) for p in [*allowed_in(file), *self.sandbox_allow]),
         )
 
 
