@@ -194,7 +194,7 @@ class SafetyOptions(ConfinementOptions):
         False, description="Ask the fast model about requests the rules cannot decide."
     )
     sandbox: SandboxName = Field(
-        "workspace-write",
+        SandboxMode.WORKSPACE_WRITE.value,
         description="Where commands the agent runs (RUN, the test command, heal and swarm checks) may write "
         "and reach: workspace-write (only this folder and a private /tmp; .git read-only; no network; the "
         "home folders hidden but for toolchains and --sandbox-allow paths; no keys or tokens in the "
@@ -418,8 +418,7 @@ class SandboxCommandOptions(ConfinementOptions):
     model_config = OWN
 
     mode: SandboxName = Field(
-        "workspace-write", description="read-only, workspace-write or danger-full-access."
+        SandboxMode.WORKSPACE_WRITE.value,
+        description=", ".join(m.value for m in SandboxMode) + ": as --sandbox of the agent's commands.",
     )
-    timeout: Annotated[float | None, Field(gt=0), Flag(shown="none")] = Field(
-        None, description="Seconds before it is stopped."
-    )
+    timeout: Annotated[float | None, Field(gt=0)] = Field(None, description="Seconds before it is stopped.")
