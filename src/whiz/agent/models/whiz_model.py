@@ -16,7 +16,6 @@ from typing import Any
 from whiz.agent.models.seam import Finished, ModelEvent, ModelRequest, ModelText, ModelToolCall, output_items
 from whiz.client import ClientError, HttpClient, PreviousResponseNotFound, ResponsesSocket
 
-
 UNCONTINUABLE = ("failed", "cancelled")
 """Statuses of a response the server will not continue (`previous_response_id` is refused)."""
 
