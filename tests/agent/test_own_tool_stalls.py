@@ -69,3 +69,14 @@ async def test_reads_that_follow_what_the_listing_showed_go_on(harness):
     result = await h.agent.run("What is this project?")
     assert result.ok and result.message == "A tiny project that greets."
     assert h.events.items("tool_stall") == []
+
+
+async def test_a_stop_inside_a_text_reply_still_shows_what_its_earlier_actions_returned(harness):
+    h = harness(["LIST\nGREP zebra\nGREP okapi", "It holds greet.py and README.md."])
+    result = await h.agent.run("What files are there?")
+    assert result.ok and result.message == "It holds greet.py and README.md."
+    [stall] = h.events.items("tool_stall")
+    assert stall["arguments"] == {"text": "okapi", "path": "."}
+    told = [i["content"] for i in h.model.requests[-1].items if i.get("role") == "user"]
+    assert "greet.py" in told[-2] and "No matches for 'zebra'" in told[-2]  # what ran, then the stop
+    assert told[-1].startswith("No more tools will be called")

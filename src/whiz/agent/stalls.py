@@ -118,7 +118,7 @@ class ToolStall:
 
     def __post_init__(self) -> None:
         self.tools = set(self.tools) | set(OWN_TOOLS)
-        # Not the agent's own: "fix read_file in fs.py", or `fs__read_file`, asks for no read.
+        # Not the agent's own: a task naming `fs__read_file` (or "fix read_file") asks for no read.
         self.asked = {name for name in self.tools - set(OWN_TOOLS) if _names(self.task, name)}
         self._known = _words(self.task) | _words(self.where)
 
