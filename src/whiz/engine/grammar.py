@@ -13,8 +13,9 @@ a whole-vocabulary check that takes 20 ms for a plain call grammar took seconds 
 anyOf. So each token's matching has a budget (`budget_ms`): candidates are checked in growing
 batches, best first, each batch's cost predicted from the last; when the next one would pass the
 budget, when matching took longer than it anyway, or when it averages over a quarter of it, the
-grammar is let go for the rest of this request (its output is free, as with no grammar) and
-`dropped` says why (the reply's `whiz.grammar`).
+request ends with `GrammarTooSlow`, which names the bound it passed: its client asked for a
+constrained call, and output that quietly went on unconstrained would look like one and not be.
+`dropped` says why, in the job's notes too.
 
 The budget is looked at between matcher calls, and one call cannot be stopped halfway, so in the
 engine each call runs on the grammar thread (`grammar_thread.py`) under a deadline: a call past it
@@ -218,8 +219,9 @@ class Constraint:
             masked = self._masked(logits, params, clock)
             self._token_ms = clock.spent_s() * 1000
         except _OverBudget:
-            self._drop(f"matching one token would take more than {self.budget_ms:g} ms")
-            return sample(logits, params, rng)
+            self._drop(
+                f"matching the tool-call grammar for one token would take more than {self.budget_ms:g} ms"
+            )
         if masked is None:  # the grammar allows nothing: let the model go on unconstrained
             log.warning("the tool-call grammar allows no token here; the rest of the output is free")
             self._off()
@@ -233,24 +235,26 @@ class Constraint:
             root, self._start = self._start, None
             self._on(root, 0)
 
-    def _over_average(self, token_ms: float) -> bool:
-        """Count one token's matching; past a quarter of the budget on average, drop the grammar."""
+    def _count_average(self, token_ms: float) -> None:
+        """Count one token's matching; past a quarter of the budget on average, end the request."""
         self._token_ms = 0.0
         self._recent_ms.append(token_ms)
         limit = self.budget_ms / 4
         if len(self._recent_ms) < AVERAGE_WINDOW or sum(self._recent_ms) / AVERAGE_WINDOW <= limit:
-            return False
-        self._drop(f"matching took more than {limit:g} ms per token over {AVERAGE_WINDOW} tokens")
-        return True
+            return
+        self._drop(
+            f"matching the tool-call grammar took more than {limit:g} ms per token over {AVERAGE_WINDOW} tokens"
+        )
 
     def _drop(self, why: str) -> None:
-        """Let the grammar go for the rest of this output: matching it costs everyone too much."""
-        log.warning("the tool-call grammar is dropped for this request: %s", why)
+        """End this request: matching its grammar costs everyone too much (`GrammarTooSlow`)."""
+        log.warning("a request's tool-call grammar passed its budget: %s", why)
         self.dropped = "dropped: " + why
         if self._notes is not None:
             self._notes["grammar"] = self.dropped
         self._off()
         self.ended = True
+        raise GrammarTooSlow(why)
 
     def _masked(self, logits: np.ndarray, params: SamplingParams, clock: _Clock) -> np.ndarray | None:
         """The logits with every token the grammar forbids at -inf (None when it allows none).
@@ -324,10 +328,10 @@ class Constraint:
             self.matcher.accept(token)
             accept_ms = (self.clock() - t0) * 1000
             if accept_ms > self.budget_ms:
-                self._drop(f"matching one token took more than {self.budget_ms:g} ms")
-                return
-            if self._over_average(self._token_ms + accept_ms):
-                return
+                self._drop(
+                    f"matching the tool-call grammar for one token took more than {self.budget_ms:g} ms"
+                )
+            self._count_average(self._token_ms + accept_ms)
             if self._mode == "tagged" and self._complete():
                 self._off()  # the call is closed: free text again, until the next tag
             return
@@ -371,8 +375,7 @@ class Constraint:
                 return False
             matcher.accept(token)
         if (self.clock() - t0) * 1000 > self.budget_ms:
-            self._drop(f"starting the grammar took more than {self.budget_ms:g} ms")
-            return False
+            self._drop(f"starting the tool-call grammar took more than {self.budget_ms:g} ms")
         self.matcher, self._mode = matcher, root
         return True
 
