@@ -1,6 +1,7 @@
 """Grammar and prediction have a price, on every API: a hostile tool schema is answered at once
 (a grammar, or a 400 that names the cap) while /health and other clients go on; a grammar too
-costly to match ends its request with an error naming the bound, on every transport; a giant prediction is cut; tool counts are capped."""
+costly to match ends its request with an error naming the bound, on every
+transport; a giant prediction is cut; tool counts are capped."""
 
 from __future__ import annotations
 

@@ -243,7 +243,8 @@ class Constraint:
         if len(self._recent_ms) < AVERAGE_WINDOW or sum(self._recent_ms) / AVERAGE_WINDOW <= limit:
             return
         self._drop(
-            f"matching the tool-call grammar took more than {limit:g} ms per token over {AVERAGE_WINDOW} tokens"
+            f"matching the tool-call grammar took more than {limit:g} ms per token "
+            f"over {AVERAGE_WINDOW} tokens"
         )
 
     def _drop(self, why: str) -> None:
