@@ -18,8 +18,10 @@ constrained call, and output that quietly went on unconstrained would look like 
 `dropped` says why, in the job's notes too.
 
 The budget is looked at between matcher calls, and one call cannot be stopped halfway, so in the
-engine each call runs on the grammar thread (`grammar_thread.py`) under a deadline: a call past it
-ends the request with `GrammarTooSlow` instead of holding every other stream.
+engine each call runs off the engine thread under a deadline: a call past it ends the request with
+`GrammarTooSlow` instead of holding every other stream. Over llama.cpp the calls run in a child
+process that is killed past the deadline, so the work stops too (`grammar_process.py`); runtimes
+that cannot build matchers in another process use the grammar thread (`grammar_thread.py`).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from whiz.engine.grammar_process import GrammarProcess
 from whiz.engine.grammar_thread import GrammarThread, GrammarTooSlow
 from whiz.engine.sampling import sample
 from whiz.engine.types import LazyGrammar, SamplingParams
@@ -150,7 +153,7 @@ class Constraint:
         budget_ms: float = MATCH_BUDGET_MS,
         notes: dict[str, str] | None = None,
         clock: Callable[[], float] | None = None,
-        runner: GrammarThread | None = None,
+        runner: GrammarThread | GrammarProcess | None = None,
     ):
         self.grammar = grammar
         self.tokenizer = tokenizer
@@ -363,8 +366,7 @@ class Constraint:
             if self._runner is None:
                 matcher = self._new_matcher(self.grammar.gbnf, root)
             else:
-                built = self._runner.call(self._new_matcher, self.grammar.gbnf, root)
-                matcher = _OffThread(built, self._runner)
+                matcher = self._runner.matcher(self._new_matcher, self.grammar.gbnf, root)
         except GrammarTooSlow:
             raise
         except Exception:
@@ -386,20 +388,3 @@ class Constraint:
     def _off(self) -> None:
         self.matcher, self._mode = None, None
         self._out, self._starts, self._tokens = bytearray(), [], []
-
-
-class _OffThread:
-    """A matcher whose every call runs on the grammar thread, under its deadline."""
-
-    def __init__(self, inner: GrammarMatcher, runner: GrammarThread):
-        self.inner = inner
-        self.runner = runner
-
-    def allowed(self, ids: np.ndarray) -> np.ndarray:
-        return self.runner.call(self.inner.allowed, ids)
-
-    def accept(self, token: int) -> None:
-        self.runner.call(self.inner.accept, token)
-
-    def can_end(self) -> bool:
-        return self.runner.call(self.inner.can_end)
