@@ -84,9 +84,10 @@ def _serve(conn, spec: MatcherSpec) -> None:
 def _context(spec: MatcherSpec):
     """Children forked from a fork server: a clean process (this one's threads may hold locks, so
     it is never forked itself) with this module and the spec's imported once, so that a spare
-    starts in milliseconds, not in the interpreter's start-up time."""
+    starts in milliseconds, not in the interpreter's start-up time. The main module too: each
+    child would import it again otherwise (for the `whiz` script, the whole CLI)."""
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload([__name__, getattr(spec, "func", spec).__module__])
+    ctx.set_forkserver_preload(["__main__", __name__, getattr(spec, "func", spec).__module__])
     return ctx
 
 
