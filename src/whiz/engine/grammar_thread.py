@@ -1,4 +1,6 @@
-"""Grammar matching off the engine thread, under a deadline the engine thread enforces.
+"""Grammar matching off the engine thread, under a deadline the engine thread enforces: for matchers
+that cannot be built in another process (the fake runtime's, a test's). Over llama.cpp the engine
+uses `grammar_process.py` instead, where a call past its deadline is stopped, not let go.
 
 A matcher call is one call into llama.cpp's grammar code, and nothing stops a C call halfway: a
 grammar whose readings multiply with what the model writes (a recursive schema whose alternatives
