@@ -427,7 +427,7 @@ def sandbox_options(
     rules, the `--sandbox-allow` paths after the config file's) as options; ValueError naming the
     modes for a bad one, or what is wrong in the config file's `[sandbox]` table."""
     from whiz.environments import SandboxMode, SandboxOptions
-    from whiz.environments.home import allowed_in_config
+    from whiz.environments.home import allow_list
     from whiz.environments.secret_rules import SecretFiles
     from whiz.mcp.config import config_path
 
@@ -441,7 +441,7 @@ def sandbox_options(
         allow_env_writes=allow_env_writes,
         secret_files=secret_files or SecretFiles(),
         allow_secret_reads=allow_secret_reads,
-        allow=tuple(Path(p) for p in [*allowed_in_config(config_path()), *(allow or ())]),
+        allow=allow_list(config_path(), allow or ()),
     )
 
 
