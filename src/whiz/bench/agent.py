@@ -30,7 +30,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ from whiz.agent.approvals import ApprovalMode
 from whiz.agent.config import AgentConfig
 from whiz.agent.runs_check import with_check
 from whiz.bench.canitedit import canitedit_tasks
+from whiz.bench.dir_tasks import DirTask, TaskDirError, judge_for, load_tasks, setup_for, tests_for
 from whiz.bench.edit_tasks import EditTask, editeval_tasks, run_check
 from whiz.bench.program_tasks import PROGRAM_TASKS, ProgramTask
 from whiz.bench.report import listed, run_reported, say
@@ -55,11 +56,14 @@ JUDGE_TIMEOUT_S = 30.0
 SUITES = ("editeval", "canitedit", "programs")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Variant:
     name: str
     mode: Mode
-    heal: int
+    heal: int | None
+    """None: by the mode, as `whiz exec` decides it (healing only where there is a test command)."""
+    with_tests: bool = False
+    """Give a `--tasks` task its test command (`--with-tests`); the suites' tasks always have theirs."""
 
 
 VARIANTS = {
@@ -67,6 +71,7 @@ VARIANTS = {
     "deep": Variant("deep", Mode.DEEP, 0),
     "heal": Variant("heal@5", Mode.FAST, 5),
     "auto": Variant("auto", Mode.AUTO, HEAL_N_DEFAULT),
+    "exec": Variant("exec", Mode.AUTO, None),
 }
 
 SEEDS_DEFAULT = 3
@@ -89,6 +94,8 @@ class Case:
     runs: Callable[[Path], Awaitable[bool]] | None = None
     """Programs: whether the agent's own check passes on the final workspace ("it runs", the
     issue's measure), beside the stricter judge's "it does what was asked"."""
+    tested: Case | None = None
+    """The same task with its test command given (`--tasks` with `--with-tests`)."""
 
 
 def editeval_case(task: EditTask) -> Case:
@@ -114,6 +121,13 @@ def program_case(task: ProgramTask) -> Case:
         task.task_id, "programs", task.prompt, check, lambda root: None, judge,
         lambda root: sandboxed_ok(root, check),
     )  # fmt: skip
+
+
+def dir_case(task: DirTask) -> Case:
+    """A `--tasks` task as plain `whiz exec` gets it (no test command), and as `tested`, with one."""
+    judge = judge_for(task, sandboxed_ok)
+    tested = Case(task.task_id, "tasks", task.task, tests_for(task), setup_for(task, True), judge)
+    return Case(task.task_id, "tasks", task.task, "", setup_for(task, False), judge, tested=tested)
 
 
 async def sandboxed_ok(root: Path, command: str) -> bool:
@@ -172,11 +186,13 @@ async def run_case(
     and the session's home (its transcript) are copied there afterwards, to see why a task failed.
     `seed` (0, 1, ...) seeds the session's sampled candidates apart from other seeds': with
     `first_seed + SEED_STEP * seed`."""
+    if variant.with_tests and case.tested is not None:
+        case = case.tested
     with tempfile.TemporaryDirectory(prefix="whiz-bench-agent-") as tmp:
         root = Path(tmp) / "ws"
         root.mkdir()
         case.setup(root)
-        agent = AgentConfig(approval=ApprovalMode.AUTO_EDIT, test_cmd=case.test_cmd)
+        agent = AgentConfig(approval=ApprovalMode.AUTO_EDIT, test_cmd=case.test_cmd or None)
         options = SessionOptions(
             root,
             agent=agent,
@@ -390,8 +406,8 @@ async def run_bench(
 def main(
     target: str | None = None,
     limit: int | None = 10,
-    variants: str = "fast,heal,auto",
-    suites: str = "editeval,programs",
+    variants: str | None = None,
+    suites: str | None = None,
     api_key: str | None = None,
     model: str | None = None,
     deep: DeepSettings | None = None,
@@ -400,23 +416,36 @@ def main(
     seeds: int = SEEDS_DEFAULT,
     canitedit: Path | None = None,
     first_seed: int = SEED_BASE,
+    tasks: Path | None = None,
+    with_tests: bool = False,
 ) -> int:
-    """0 when it ran; 2 for bad options, missing data or no server."""
+    """0 when it ran; 2 for bad options, missing data or no server. `tasks`: a folder of tasks
+    (`dir_tasks.py`), run as plain `whiz exec` runs them (variant `exec` unless `variants` says),
+    and with `with_tests` also with their test command."""
 
-    chosen = listed(variants)
-    wanted = set(listed(suites))
-    if not chosen or any(v not in VARIANTS for v in chosen) or not wanted or not wanted <= set(SUITES):
+    chosen = listed(variants or ("exec" if tasks is not None else "fast,heal,auto"))
+    wanted = set(listed(suites)) if suites is not None else set() if tasks is not None else {"editeval", "programs"}
+    if not chosen or any(v not in VARIANTS for v in chosen) or not wanted <= set(SUITES) or not (wanted or tasks):
         say(f"whiz bench agent: --variants takes {', '.join(VARIANTS)}; --suites takes {', '.join(SUITES)}")
         return 2
     if seeds < 1:
         say("whiz bench agent: --seeds takes 1 or more")
         return 2
+    if with_tests and tasks is None:
+        say("whiz bench agent: --with-tests gives a --tasks task its test command; it needs --tasks DIR")
+        return 2
     cases: list[Case] = []
-    if "editeval" in wanted:
-        tasks = editeval_tasks(data, limit, say, "agent")
-        if tasks is None:
+    if tasks is not None:
+        try:
+            cases += [dir_case(t) for t in load_tasks(tasks)]
+        except TaskDirError as exc:
+            say(f"whiz bench agent: {exc}")
             return 2
-        cases += [editeval_case(t) for t in tasks]
+    if "editeval" in wanted:
+        found = editeval_tasks(data, limit, say, "agent")
+        if found is None:
+            return 2
+        cases += [editeval_case(t) for t in found]
     if "canitedit" in wanted:
         found = canitedit_tasks(canitedit, limit, say)
         if found is None:
@@ -425,6 +454,7 @@ def main(
     if "programs" in wanted:
         cases += [program_case(t) for t in PROGRAM_TASKS]
     fast = FastSettings(api_key=api_key, model=model)
-    variants = [VARIANTS[v] for v in chosen]
-    work = run_bench(target, cases, variants, fast, deep or DeepSettings(), say, keep, seeds, first_seed)
+    plain = [VARIANTS[v] for v in chosen]
+    run = plain + [replace(v, name=f"{v.name}+tests", with_tests=True) for v in plain if with_tests]
+    work = run_bench(target, cases, run, fast, deep or DeepSettings(), say, keep, seeds, first_seed)
     return run_reported("agent", work, print_report)
