@@ -24,7 +24,8 @@ def completed(item_id: str, kind: str, **fields) -> dict:
 def test_each_phase_takes_its_own_seconds_and_the_overhead_is_the_rest():
     clock = PhaseClock()
     deep = {"model": "deep", "call_ms": 8000.0, "open_ms": 3000.0, "prefill_tokens": 900,
-            "prefill_ms": 2000.0, "decode_tokens": 200, "decode_ms": 5500.0, "cached_tokens": 100}  # fmt: skip
+            "prefill_ms": 2000.0, "decode_tokens": 200, "decode_ms": 5500.0,
+            "cached_tokens": 100}  # fmt: skip
     fast = {"model": "fast", "call_ms": 1000.0, "open_ms": 0.0, "decode_tokens": 40, "decode_ms": 800.0}
     events = [
         (3.0, started("a", "agent_message")),
