@@ -120,9 +120,8 @@ def _unterminated(replace: list[str]) -> list[str] | None:
         if close is None:
             return None
         body = body[1:close]
-    elif body and FENCE.match(body[-1]) and not FENCE.match(body[-1]).group(2):
-        if sum(bool(FENCE.match(line)) for line in body) % 2:
-            body.pop()
+    elif body and is_bare_fence(body[-1]) and sum(bool(FENCE.match(line)) for line in body) % 2:
+        body.pop()
     return body if any(line.strip() for line in body) else None
 
 
@@ -141,6 +140,12 @@ def _whole_file(lines: list[str], start: int, edits: list[Edit]) -> int:
         raise ParseError(f"The code block for {path} on line {start + 1} is not closed with {fence}.")
     edits.append(WholeFile(path, _text(body)))
     return close + 1
+
+
+def is_bare_fence(line: str) -> bool:
+    """A fence line with no language after it: one that can close a fence."""
+    found = FENCE.match(line)
+    return found is not None and not found.group(2)
 
 
 def _closes(line: str, fence: str) -> bool:
