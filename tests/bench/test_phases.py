@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -10,6 +11,7 @@ from whiz.agent.models.scripted_model import ScriptedModel
 from whiz.bench.agent import VARIANTS, dir_case, run_suite
 from whiz.bench.dir_tasks import load_tasks
 from whiz.bench.phases import PhaseClock, line, summed
+from whiz.modes.candidates import ScriptedCandidates
 from whiz.modes.pool import ScriptedPool
 
 
@@ -108,3 +110,31 @@ async def test_a_real_session_over_a_scripted_model_accounts_for_every_second(tm
     assert results["fast"]["summary"]["phases"]["model_fast"]["median_s"] == pytest.approx(
         phases["model_s"]["fast"], abs=0.001
     )
+
+
+async def test_a_healing_step_is_counted_as_its_candidates_and_their_test_runs(tmp_path):
+    folder = tmp_path / "tasks" / "last"
+    (folder / "files").mkdir(parents=True)
+    (folder / "files" / "solution.py").write_text("def last(xs):\n    return xs[len(xs)]\n")
+    (folder / "files" / "check.py").write_text("from solution import last\nassert last([1, 2]) == 2\n")
+    spec = {"task": "Fix the bug in the function last in solution.py", "judge": "{python} check.py",
+            "test_cmd": "{python} check.py"}  # fmt: skip
+    (folder / "task.json").write_text(json.dumps(spec))
+    good = "solution.py\n```python\ndef last(xs):\n    return xs[-1]\n```\n"
+    candidates = ScriptedCandidates([[good] * 5] * 4)
+    pool = ScriptedPool(clients={"fast": lambda: ScriptedModel([good])}, sources={"fast": candidates})
+    heal = replace(VARIANTS["heal"], with_tests=True)
+    results = await run_suite(
+        [dir_case(load_tasks(tmp_path / "tasks")[0])], [heal], pool, say=lambda line: None
+    )
+    run = results["heal@5"]["seeds"][0]["runs"][0]
+    assert run["passed"] is True
+    phases = run["phases"]
+    # The healing step wrote the edit (no call of the agent's own), and the test runs chose it.
+    assert phases["model_s"] == {} and phases["candidates_s"] > 0 and phases["checks_s"] > 0
+    parts = [
+        *phases["model_s"].values(),
+        *(phases[f"{k}_s"] for k in ("open", "localize", "candidates", "checks", "overhead")),
+    ]
+    assert sum(parts) == pytest.approx(run["seconds"], abs=0.01)
+    assert min(parts) >= 0
