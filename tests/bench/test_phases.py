@@ -130,8 +130,9 @@ async def test_a_healing_step_is_counted_as_its_candidates_and_their_test_runs(t
     run = results["heal@5"]["seeds"][0]["runs"][0]
     assert run["passed"] is True
     phases = run["phases"]
-    # The healing step wrote the edit (no call of the agent's own), and the test runs chose it.
-    assert phases["model_s"] == {} and phases["candidates_s"] > 0 and phases["checks_s"] > 0
+    # The healing step wrote the edit (no call of the agent's own; scripted candidates take no
+    # time to write), and the test runs, each a fresh interpreter, chose it.
+    assert phases["model_s"] == {} and phases["checks_s"] > 0
     parts = [
         *phases["model_s"].values(),
         *(phases[f"{k}_s"] for k in ("open", "localize", "candidates", "checks", "overhead")),
