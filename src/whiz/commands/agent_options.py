@@ -170,7 +170,7 @@ class ConfinementOptions(BaseModel):
         """The sandbox in `mode`, with these allowances and the config file's `[sandbox]` paths
         (a mistake there is a SandboxConfigError, a ValueError, saying what is wrong)."""
         from whiz.environments import SandboxOptions
-        from whiz.environments.home import allowed_in
+        from whiz.environments.home import allow_list
         from whiz.environments.secret_rules import SecretFiles
 
         return SandboxOptions(
@@ -178,7 +178,7 @@ class ConfinementOptions(BaseModel):
             allow_env_writes=self.allow_env_writes,
             secret_files=SecretFiles(tuple(self.secret_file)),
             allow_secret_reads=self.allow_secret_reads,
-            allow=tuple(Path(p) for p in [*allowed_in(file), *self.sandbox_allow]),
+            allow=allow_list(file, self.sandbox_allow),
         )
 
 

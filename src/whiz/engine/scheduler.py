@@ -30,6 +30,7 @@ import numpy as np
 from whiz.engine.draft_model import DraftModel
 from whiz.engine.drafters import ChainDrafter, PredictionDrafter, PromptLookupDrafter
 from whiz.engine.grammar import Constraint, MatchingClock
+from whiz.engine.grammar_process import GrammarProcess
 from whiz.engine.grammar_share import GrammarShare, matching
 from whiz.engine.grammar_thread import GrammarThread
 from whiz.engine.prefix_cache import PrefixCache
@@ -149,8 +150,12 @@ class Scheduler:
         """Grammar matching's share of the engine's time while other streams run."""
         self.matching_clock = MatchingClock().install()
         """Grammar budgets' clock: the engine thread's CPU time less its garbage collections."""
-        self.grammar_thread = GrammarThread(clock=self.matching_clock)
-        """Where grammar matcher calls run, under a deadline (grammar_thread.py)."""
+        spec = getattr(runtime, "grammar_spec", None)
+        self.grammar_thread: GrammarThread | GrammarProcess = (
+            GrammarProcess(spec) if spec is not None else GrammarThread(clock=self.matching_clock)
+        )
+        """Where grammar matcher calls run, under a deadline: a child process killed past it, where
+        the runtime can build matchers there (grammar_process.py), else a thread (grammar_thread.py)."""
         self.restarts = 0
         """Times the worker loop failed outside a step and was started again."""
         self._thread = threading.Thread(target=self._supervise, name="whiz-engine", daemon=True)

@@ -238,6 +238,13 @@ def allowed_in(file: ConfigFile) -> tuple[str, ...]:
     return tuple(allow)
 
 
+def allow_list(file: ConfigFile, extra: Iterable[Path | str] = ()) -> tuple[Path, ...]:
+    """What a confined command may see of the home: the config file's `[sandbox] allow`, then
+    `extra` (the `--sandbox-allow` flags). Every front-end that confines a command reads it here, so
+    the agent's commands and the web app's test command see the same home."""
+    return tuple(Path(p) for p in [*allowed_in(file), *extra])
+
+
 def reachable(path: Path, euid: int) -> bool:
     """Whether the user `euid` can read `path` (bubblewrap refuses to start over a path it
     cannot: a PATH entry in someone else's home). For another user than this process's (a test
