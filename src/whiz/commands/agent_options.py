@@ -8,31 +8,31 @@ command that needs another default or another word for a flag (`--mode`, `--appr
 its own class. Bad input is refused here, with the flag's name (`settings_options.complaint`), and
 the command gets a settings object it can trust. The settings the library takes (`FastSettings`,
 `AgentConfig`, `SandboxOptions`, `HealSettings`, `SwarmSettings`) are made from these by their
-methods; `tests/test_cli_defaults.py` holds the defaults written twice to the same value.
+methods, and their defaults are these fields' (`whiz heal` turns `localize` on, and `--mode`
+differs by command); `tests/test_cli_defaults.py` keeps it so.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from whiz.agent.context.instructions import INSTRUCTIONS_TOKENS
+from whiz.agent.approvals import ApprovalMode
+from whiz.agent.config import AgentConfig
+from whiz.agent.formats import ActionFormat
 from whiz.agent.runs_check import CHECK_TIMEOUT_S
 from whiz.config import Flag
-from whiz.environments.sandbox import SandboxMode
-from whiz.modes.endpoints import DEEP_LOCAL_MODEL, DEFAULT_BASE_URL
+from whiz.environments.sandbox import SandboxMode, SandboxOptions
+from whiz.modes.endpoints import DEEP_LOCAL_MODEL, DEFAULT_BASE_URL, DeepSettings, FastSettings
 from whiz.modes.healing import HealSettings
 from whiz.modes.registry import Mode, mode_help
-from whiz.modes.session import HEAL_N_DEFAULT
+from whiz.modes.session import HEAL_N_DEFAULT, SessionOptions
+from whiz.modes.swarm import SwarmSettings
 
 if TYPE_CHECKING:
-    from whiz.agent.config import AgentConfig
     from whiz.config_file import ConfigFile
-    from whiz.environments import SandboxOptions
-    from whiz.modes.endpoints import DeepSettings, FastSettings
-    from whiz.modes.swarm import SwarmSettings
 
 MAX_WORKERS = 16
 
@@ -61,13 +61,21 @@ ModeName = Annotated[str | None, Flag(shown="fast, or the resumed session's")]
 def approval_field(asks: str) -> Any:
     """`--approval`, whose auto-edit does with a command what `asks` says (it differs by front-end)."""
     return Field(
-        "auto-edit",
+        AgentConfig.approval.value,
         description=f"read-only (no edits, no commands), auto-edit (edits applied, {asks}), "
         "or full-auto (commands run too, in the workspace, with a timeout).",
     )
 
 
-Approval = Literal["read-only", "auto-edit", "full-auto"]
+def approval_mode(value: str) -> str:
+    """An approval mode's name; ValueError naming the modes otherwise."""
+    if value not in ApprovalMode._value2member_map_:
+        names = [m.value for m in ApprovalMode]
+        raise ValueError(f"must be {', '.join(names[:-1])} or {names[-1]}, not {value!r}")
+    return value
+
+
+Approval = Annotated[str, AfterValidator(approval_mode)]
 
 
 def sandbox_mode(value: str) -> str:
@@ -98,7 +106,7 @@ class ModelOptions(BaseModel):
         None, description="Model to request (or to load, when whiz starts its own server)."
     )
     in_process: Annotated[bool, Flag(env="WHIZ_IN_PROCESS")] = Field(
-        False,
+        FastSettings.in_process,
         description="With no server at the default URL, load the model in this process for this command "
         "instead of using (or starting) the background server.",
     )
@@ -120,15 +128,11 @@ class ModelOptions(BaseModel):
         return None if value is None else Mode.named(value).value
 
     def fast(self) -> FastSettings:
-        from whiz.modes.endpoints import FastSettings
-
         return FastSettings(
             base_url=self.base_url, api_key=self.api_key, model=self.model, in_process=self.in_process
         )
 
     def deep(self) -> DeepSettings:
-        from whiz.modes.endpoints import DeepSettings
-
         return DeepSettings(base_url=self.deep_base_url, model=self.deep_model, api_key=self.deep_api_key)
 
 
@@ -145,13 +149,13 @@ class ConfinementOptions(BaseModel):
         "then too (or with --allow-secret-reads).",
     )
     allow_env_writes: bool = Field(
-        False,
+        SandboxOptions.allow_env_writes,
         description="In workspace-write, let commands change the project's dependency folders (.venv, venv, "
         "node_modules, .tox), read-only otherwise, so pip or npm install work. Risk: what a command "
         "installs there runs unconfined the next time you start Python or node in the project.",
     )
     allow_secret_reads: bool = Field(
-        False,
+        SandboxOptions.allow_secret_reads,
         description="Let confined commands read the workspace's secret files (.env, keys, credentials, and "
         "--secret-file globs), hidden from them otherwise, e.g. for tests that load .env. Risk: a "
         "command the model writes can then pass their values to the model in any encoding. Naming a "
@@ -169,7 +173,6 @@ class ConfinementOptions(BaseModel):
     def confinement(self, mode: str, file: ConfigFile) -> SandboxOptions:
         """The sandbox in `mode`, with these allowances and the config file's `[sandbox]` paths
         (a mistake there is a SandboxConfigError, a ValueError, saying what is wrong)."""
-        from whiz.environments import SandboxOptions
         from whiz.environments.home import allow_list
         from whiz.environments.secret_rules import SecretFiles
 
@@ -186,12 +189,13 @@ class SafetyOptions(ConfinementOptions):
     """The safety policy, and where the commands the agent runs may write and reach."""
 
     policy: str = Field(
-        "refuse",
+        SessionOptions.policy,
         description="What happens to a request flagged as aimed at harming systems (malware, credential "
         "theft, attacks on systems you don't own): refuse, reroute:deep, or allow. Shown either way.",
     )
     policy_model_check: Annotated[bool, Flag("--policy-model-check/--no-policy-model-check")] = Field(
-        False, description="Ask the fast model about requests the rules cannot decide."
+        SessionOptions.policy_model_check,
+        description="Ask the fast model about requests the rules cannot decide.",
     )
     sandbox: SandboxName = Field(
         SandboxMode.WORKSPACE_WRITE.value,
@@ -217,7 +221,7 @@ class ActingOptions(BaseModel):
     model_config = ConfigDict(title="How the agent acts")
 
     approval: Approval = approval_field("commands declined")
-    actions: Literal["text", "tools"] | None = Field(
+    actions: ActionFormat | None = Field(
         None, description="How the model acts: text (edit blocks in its reply) or tools (function calls)."
     )
     test_cmd: str | None = Field(None, description="Run this after edits; the task is done when it passes.")
@@ -237,7 +241,7 @@ class ActingOptions(BaseModel):
         "model's rewrites of the function the change is in.",
     )
     instructions_tokens: Annotated[int, Field(ge=0)] = Field(
-        INSTRUCTIONS_TOKENS,
+        AgentConfig.instructions_tokens,
         description="Budget for the project's AGENTS.md (or CLAUDE.md) files, read from the repository's top "
         "down to this folder into the model's instructions; longer ones are cut, and you are told "
         "(0 = read none).",
@@ -259,8 +263,6 @@ class ActingOptions(BaseModel):
     def agent_config(self) -> AgentConfig:
         """How the agent acts (`AgentConfig`); `--check` joins the test command: the tests, then
         the check, decide together."""
-        from whiz.agent.approvals import ApprovalMode
-        from whiz.agent.config import AgentConfig
         from whiz.agent.runs_check import with_check
 
         return AgentConfig(
@@ -325,28 +327,30 @@ class HealOptions(ModelOptions, SafetyOptions):
     test_cmd: str | None = Field(None, description="The tests that decide: a candidate wins when it exits 0.")
     check: str | None = ActingOptions.model_fields["check"]
     n: Annotated[int, Flag("-n"), between(1, HealSettings.MAX_N)] = Field(
-        5, description="Candidates per round, decoded in parallel."
+        HealSettings.n, description="Candidates per round, decoded in parallel."
     )
     temperature: Annotated[float, between(0, 2)] = Field(
-        0.7, description="Sampling temperature of the candidates."
+        HealSettings.temperature, description="Sampling temperature of the candidates."
     )
     rounds: Annotated[int, Field(ge=1)] = Field(
-        2, description="Rounds before giving up (each later one sees the best failure)."
+        HealSettings.rounds, description="Rounds before giving up (each later one sees the best failure)."
     )
     test_timeout: Annotated[float, Field(gt=0)] = Field(
-        120.0,
+        HealSettings.test_timeout_s,
         description="Seconds each candidate's tests may run at most; once a run of them has ended by "
         "itself (the baseline's), ten times the slowest such run, and 10 s at least.",
     )
-    sequential: bool = Field(False, description="Decode candidates one after another (to compare).")
-    seed: int | None = Field(1234, description="Candidate i samples with seed + i.")
+    sequential: bool = Field(
+        not HealSettings.parallel, description="Decode candidates one after another (to compare)."
+    )
+    seed: int | None = Field(HealSettings.seed, description="Candidate i samples with seed + i.")
     all_: Annotated[bool, Flag("--all")] = Field(
-        False,
+        not HealSettings.first_pass,
         description="Let every candidate finish and keep the smallest passing diff. Off: the first "
         "candidate to pass ends the round and the ones still being written are cancelled.",
     )
     allow_test_edits: bool = Field(
-        False,
+        HealSettings.allow_test_edits,
         description="Let candidates change the tests (files the test command names, test_*.py, tests/ ...). "
         "Off: such a candidate is rejected, since the tests decide.",
     )
@@ -386,7 +390,7 @@ class SwarmOptions(ModelOptions, SafetyOptions):
     model_config = OWN
 
     workers: Annotated[int, Flag(also=("-k",)), between(1, MAX_WORKERS)] = Field(
-        3, description="Micro-tasks worked on at once."
+        SwarmSettings.workers, description="Micro-tasks worked on at once."
     )
     test_cmd: str | None = Field(None, description="Run at the end; the swarm is done when it passes.")
     plan: Path | None = Field(
@@ -395,17 +399,15 @@ class SwarmOptions(ModelOptions, SafetyOptions):
         '"files", "check"}]}.',
     )
     retries: Annotated[int, Field(ge=0)] = Field(
-        2, description="Fast retries of a failed micro-task before deep."
+        SwarmSettings.retries, description="Fast retries of a failed micro-task before deep."
     )
     check_timeout: Annotated[float, Field(gt=0)] = Field(
-        120.0, description="Seconds a micro-task's check may run."
+        SwarmSettings.check_timeout_s, description="Seconds a micro-task's check may run."
     )
     json_: Json = Field(False, description=JSON_HELP)
     mode: ModeName = mode_field("auto")
 
     def swarm_settings(self, sandbox: SandboxOptions) -> SwarmSettings:
-        from whiz.modes.swarm import SwarmSettings
-
         return SwarmSettings(
             workers=self.workers, retries=self.retries, check_timeout_s=self.check_timeout,
             test_cmd=self.test_cmd, sandbox=sandbox,
