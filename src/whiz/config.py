@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from whiz.errors import InvalidRequest, did_you_mean
+from whiz.flag import Flag
 
 TENANT_HEADER = "x-whiz-tenant"
 """The header a gateway names its client's tenant in (a digest of the client's key), so that a
@@ -20,21 +20,6 @@ that sends it and the server that reads it."""
 TENANT_KEPT_HEADER = "x-whiz-tenant-kept"
 """What a whiz server answers a request that named a tenant it honoured (value `1`): the gateway
 trusts a replica to keep its keys apart only on this word, never on its own configuration."""
-
-
-@dataclass(frozen=True)
-class Flag:
-    """How a setting is spelled on the command line where `--<name>` is not the whole story
-    (`Annotated[list[str], Flag("--api-key")]`): a list's flag names one item and is repeated,
-    and `also` keeps an older spelling working. `env` is an environment variable the flag reads
-    when it is not given, `metavar` what help calls its value, and `shown` what help says of a
-    default of None (the default decided later: "fast, or the resumed session's")."""
-
-    name: str | None = None
-    also: tuple[str, ...] = ()
-    env: str | None = None
-    metavar: str | None = None
-    shown: str | None = None
 
 
 class UpstreamSpec(BaseModel):

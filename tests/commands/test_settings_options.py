@@ -136,3 +136,14 @@ def test_other_commands_do_not_load_the_settings_models(args):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "False False"
+
+
+def test_the_agent_commands_do_not_load_the_server_settings():
+    # ServeSettings takes a tenth of a second to build on a busy machine: `whiz exec` never needs it.
+    code = (
+        "import sys; from typer.main import get_command; from whiz.cli import app; "
+        "get_command(app).main(['exec', '--help'], standalone_mode=False); "
+        "print('whiz.config' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "False"

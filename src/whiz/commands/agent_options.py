@@ -9,7 +9,9 @@ its own class. Bad input is refused here, with the flag's name (`settings_option
 the command gets a settings object it can trust. The settings the library takes (`FastSettings`,
 `AgentConfig`, `SandboxOptions`, `HealSettings`, `SwarmSettings`) are made from these by their
 methods, and their defaults are these fields' (`whiz heal` turns `localize` on, and `--mode`
-differs by command); `tests/test_cli_defaults.py` keeps it so.
+differs by command). `SwarmOptions` writes `SwarmSettings`' defaults again, since the swarm's
+modules are not worth importing for every agent command's start; `tests/test_cli_defaults.py`
+keeps the two equal.
 """
 
 from __future__ import annotations
@@ -23,16 +25,16 @@ from whiz.agent.approvals import ApprovalMode
 from whiz.agent.config import AgentConfig
 from whiz.agent.formats import ActionFormat
 from whiz.agent.runs_check import CHECK_TIMEOUT_S
-from whiz.config import Flag
 from whiz.environments.sandbox import SandboxMode, SandboxOptions
+from whiz.flag import Flag
 from whiz.modes.endpoints import DEEP_LOCAL_MODEL, DEFAULT_BASE_URL, DeepSettings, FastSettings
 from whiz.modes.healing import HealSettings
 from whiz.modes.registry import Mode, mode_help
 from whiz.modes.session import HEAL_N_DEFAULT, SessionOptions
-from whiz.modes.swarm import SwarmSettings
 
 if TYPE_CHECKING:
     from whiz.config_file import ConfigFile
+    from whiz.modes.swarm import SwarmSettings
 
 MAX_WORKERS = 16
 
@@ -91,7 +93,7 @@ SandboxName = Annotated[str, AfterValidator(sandbox_mode)]
 class ModelOptions(BaseModel):
     """Where the fast and the deep model answer, and which mode picks between them."""
 
-    model_config = ConfigDict(title="Models")
+    model_config = ConfigDict(title="Models", defer_build=True)
 
     mode: ModeName = mode_field("fast")
     base_url: Annotated[str | None, Flag(shown=f"{DEFAULT_BASE_URL}, or $WHIZ_BASE_URL")] = Field(
@@ -139,7 +141,7 @@ class ModelOptions(BaseModel):
 class ConfinementOptions(BaseModel):
     """What confined commands may write and read besides the workspace: the sandbox's allowances."""
 
-    model_config = ConfigDict(title="Safety and the sandbox")
+    model_config = ConfigDict(title="Safety and the sandbox", defer_build=True)
 
     secret_file: Annotated[list[str], Flag(env="WHIZ_SECRET_FILES")] = Field(
         default_factory=list,
@@ -218,7 +220,7 @@ class SafetyOptions(ConfinementOptions):
 class ActingOptions(BaseModel):
     """How the agent acts: its approval mode, its actions, what decides that a task is done."""
 
-    model_config = ConfigDict(title="How the agent acts")
+    model_config = ConfigDict(title="How the agent acts", defer_build=True)
 
     approval: Approval = approval_field("commands declined")
     actions: ActionFormat | None = Field(
@@ -275,7 +277,7 @@ class ActingOptions(BaseModel):
 
 JSON_HELP = "Write JSON Lines events on stdout (as `codex exec --json`)."
 Json = Annotated[bool, Flag("--json")]
-OWN = ConfigDict(title="")
+OWN = ConfigDict(title="", defer_build=True)
 """A command's own options: listed first, under no heading."""
 
 
@@ -390,7 +392,7 @@ class SwarmOptions(ModelOptions, SafetyOptions):
     model_config = OWN
 
     workers: Annotated[int, Flag(also=("-k",)), between(1, MAX_WORKERS)] = Field(
-        SwarmSettings.workers, description="Micro-tasks worked on at once."
+        3, description="Micro-tasks worked on at once."
     )
     test_cmd: str | None = Field(None, description="Run at the end; the swarm is done when it passes.")
     plan: Path | None = Field(
@@ -399,15 +401,17 @@ class SwarmOptions(ModelOptions, SafetyOptions):
         '"files", "check"}]}.',
     )
     retries: Annotated[int, Field(ge=0)] = Field(
-        SwarmSettings.retries, description="Fast retries of a failed micro-task before deep."
+        2, description="Fast retries of a failed micro-task before deep."
     )
     check_timeout: Annotated[float, Field(gt=0)] = Field(
-        SwarmSettings.check_timeout_s, description="Seconds a micro-task's check may run."
+        120.0, description="Seconds a micro-task's check may run."
     )
     json_: Json = Field(False, description=JSON_HELP)
     mode: ModeName = mode_field("auto")
 
     def swarm_settings(self, sandbox: SandboxOptions) -> SwarmSettings:
+        from whiz.modes.swarm import SwarmSettings
+
         return SwarmSettings(
             workers=self.workers, retries=self.retries, check_timeout_s=self.check_timeout,
             test_cmd=self.test_cmd, sandbox=sandbox,

@@ -80,7 +80,7 @@ def flag_names(name: str, field: FieldInfo) -> list[str]:
 
 def flag_of(field: FieldInfo) -> Any:
     """The field's `Flag` (a plain one where it has none)."""
-    from whiz.config import Flag
+    from whiz.flag import Flag
 
     return next((m for m in field.metadata if isinstance(m, Flag)), Flag())
 
