@@ -24,13 +24,14 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 from whiz.agent.approvals import ApprovalMode
 from whiz.agent.config import AgentConfig
 from whiz.agent.formats import ActionFormat
-from whiz.agent.runs_check import CHECK_TIMEOUT_S
+from whiz.agent.runs_check import CHECK_TIMEOUT_S, with_check
 from whiz.environments.sandbox import SandboxMode, SandboxOptions
 from whiz.flag import Flag
 from whiz.modes.endpoints import DEEP_LOCAL_MODEL, DEFAULT_BASE_URL, DeepSettings, FastSettings
 from whiz.modes.healing import HealSettings
+from whiz.modes.policy import parse_action
 from whiz.modes.registry import Mode, mode_help
-from whiz.modes.session import HEAL_N_DEFAULT, SessionOptions
+from whiz.modes.session import HEAL_N_DEFAULT, SessionOptions, check_heal
 
 if TYPE_CHECKING:
     from whiz.config_file import ConfigFile
@@ -212,8 +213,6 @@ class SafetyOptions(ConfinementOptions):
     @field_validator("policy")
     @classmethod
     def _known_policy(cls, value: str) -> str:
-        from whiz.modes.policy import parse_action
-
         return parse_action(value)
 
 
@@ -257,16 +256,12 @@ class ActingOptions(BaseModel):
 
     @model_validator(mode="after")
     def _heal_fits(self) -> ActingOptions:
-        from whiz.modes.session import check_heal
-
         check_heal(self.heal, self.agent_config())
         return self
 
     def agent_config(self) -> AgentConfig:
         """How the agent acts (`AgentConfig`); `--check` joins the test command: the tests, then
         the check, decide together."""
-        from whiz.agent.runs_check import with_check
-
         return AgentConfig(
             approval=ApprovalMode(self.approval),
             actions=self.actions,
@@ -374,8 +369,6 @@ class HealOptions(ModelOptions, SafetyOptions):
 
     def decider(self) -> str:
         """The command that decides: the tests, then the check."""
-        from whiz.agent.runs_check import with_check
-
         return with_check(self.test_cmd, self.check) or ""
 
     def heal_settings(self, sandbox: SandboxOptions) -> HealSettings:
