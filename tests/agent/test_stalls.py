@@ -208,3 +208,11 @@ def test_the_workspaces_files_are_known_values_and_made_up_paths_are_not():
     assert ran(stall, "read_file", {"path": "lib/helpers.py"}, "not found", ok=False)  # made up
     stop = stall.before("read_file", {"path": "lib/util.py"})
     assert stop is not None and "come from neither the task nor a result" in stop.reason
+
+
+def test_a_long_result_added_to_the_answer_is_cut_to_the_same_bound():
+    stall = ToolStall("What does big.py hold?", [])
+    assert ran(stall, "read_file", {"path": "big.py"}, "big.py:\n" + "x = 1\n" * 2000)
+    answer = stall.answer("It sets x.")
+    assert answer.startswith("It sets x.\n\nread_file returned:\nbig.py:") and answer.endswith("…")
+    assert len(answer) < 2100

@@ -44,7 +44,8 @@ COMMANDS = frozenset({"run_command"})
 """Tools whose call may change what any call returns, and whose arguments the model writes."""
 
 TOLD_CHARS = 2000
-"""How much of the last useful result the model is shown again before its answer."""
+"""How much of the last useful result the model is shown again before its answer, and the answer
+carries where the model's words leave it out."""
 
 
 @dataclass(frozen=True)
@@ -72,8 +73,7 @@ class Stop:
         one returned (the 0.5B told only "answer with what the tools returned" wrote of a file it
         never read; it copies a result put in front of it)."""
         last = self.results[-1]
-        text = last.text.strip()
-        text = text if len(text) <= TOLD_CHARS else text[:TOLD_CHARS] + "…"
+        text = _bounded(last.text)
         return (
             f"No more tools will be called in this turn. {last.tool} returned:\n{text}\n\n"
             "Answer the task now, in words, with what the tools returned."
@@ -175,7 +175,7 @@ class ToolStall:
         last = self.useful[-1]
         if words and _quotes(words, last.text):
             return words
-        summary = f"{last.tool} returned:\n{last.text.strip()}"
+        summary = f"{last.tool} returned:\n{_bounded(last.text)}"  # a file read is 400 lines
         return f"{words}\n\n{summary}" if words else summary
 
     def _asked_done(self) -> bool:
@@ -199,6 +199,11 @@ class ToolStall:
         if draws is None:
             return "it was called with no arguments after the task's results were in"
         return "its arguments come from neither the task nor a result"
+
+
+def _bounded(result: str) -> str:
+    text = result.strip()
+    return text if len(text) <= TOLD_CHARS else text[:TOLD_CHARS] + "…"
 
 
 def _names(task: str, tool: str) -> bool:
