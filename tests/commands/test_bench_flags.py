@@ -124,6 +124,31 @@ def test_the_defaults_reach_the_bench_as_before(path, monkeypatch, tmp_path):
     assert handed_on(path, monkeypatch, ARGS.get(path, [])) == pinned
 
 
+@pytest.mark.parametrize("path", COMMANDS, ids=" ".join)
+def test_every_default_help_shows_is_the_settings_own(path):
+    from tests.commands.test_agent_flags import assert_defaults_are_the_settings_own
+
+    command: Any = typer.main.get_command(app)
+    for name in path:
+        command = command.commands[name]
+    assert_defaults_are_the_settings_own(command, " ".join(path))
+
+
+def test_a_bad_value_is_refused_with_the_flag_it_came_from():
+    runner = CliRunner()
+    for args, said in (
+        (["bench", "serve", "--prefix-tokens", "100"], "--prefix-tokens: 0, or at least 1024"),
+        (["bench", "soak", "--server-cpus", "3-1"], "--server-cpus must be a CPU list like 1, 0,2 or 2-3"),
+        (["bench", "gateway", "--rounds", "0"], "--rounds must be at least 1, not 0"),
+        (["bench", "agent", "--seeds", "0"], "--seeds must be at least 1, not 0"),
+        (["bench", "prefix-cache", "--prefix-tokens", "1000"], "--prefix-tokens must be at least 1024"),
+    ):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, (args, result.output)
+        assert said in " ".join(result.output.split()), (args, result.output)
+        assert "Traceback" not in result.output
+
+
 def pin() -> dict[str, Any]:  # pragma: no cover - run by hand, to pin a change on purpose
     out = {}
     with pytest.MonkeyPatch.context() as patch:
