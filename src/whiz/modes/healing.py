@@ -273,6 +273,7 @@ class Healer:
         if earlier and summary:
             said, note = "", f"An earlier change was tried; the tests failed on it:\n```\n{summary}\n```"
         brief = Brief(task, self.test_cmd, said, note, new)
+        written_ms = 0.0
         while not plan.done():
             attempts = plan.attempts(n - plan.distinct)
             if not attempts:
@@ -289,6 +290,7 @@ class Healer:
                 tests.cancel()
                 raise
             generations.append(generation)
+            written_ms += generation.wall_ms
             results += batch
             plan.record(batch)
             if pick_best(batch) is not None:
@@ -303,7 +305,15 @@ class Healer:
                 brief = dataclasses.replace(brief, note=note)
         generation = joined(generations)
         duplicates = sum(r.status == "duplicate" or r.same_as is not None for r in results)
-        return self._round_done(item, number, label, generation, results, duplicates=duplicates)
+        return self._round_done(
+            item,
+            number,
+            label,
+            generation,
+            results,
+            duplicates=duplicates,
+            candidates_ms=round(written_ms, 1),
+        )
 
     async def _explain(
         self, source: CandidateSource, plan: RepairPlan, slot: int, brief: Brief
@@ -317,7 +327,8 @@ class Healer:
             fn = place.function
             self._explained[(fn.path, fn.qualname)] = said
             reply = generation.texts[0] if generation.texts else ""
-            self.emit.single("localize", **localized_item(Localized([plan.places[slot]], True, reply)))
+            said_item = Localized([plan.places[slot]], True, reply, generation)
+            self.emit.single("localize", **localized_item(said_item))
         return generation
 
     def _with_explanation(self, place: Localization) -> Localization:
@@ -404,7 +415,9 @@ class Healer:
         except BaseException:
             tests.cancel()
             raise
-        return self._round_done(item, number, label, generation, results)
+        return self._round_done(
+            item, number, label, generation, results, candidates_ms=round(generation.wall_ms, 1)
+        )
 
     def _round_tests(self, number: int, n: int, plan=None) -> RoundTests:
         return RoundTests(
@@ -598,7 +611,8 @@ def localized_item(found: Localized) -> dict[str, Any]:
          "lines": [p.function.start, p.function.end], "hypothesis": p.hypothesis, "origin": p.origin}
         for p in found.places
     ]  # fmt: skip
-    return {"places": places, "sure": found.sure, "reply": truncate(found.reply, 1000)}
+    ms = round(found.generation.wall_ms, 1) if found.generation else 0.0  # 0: nothing was asked
+    return {"places": places, "sure": found.sure, "reply": truncate(found.reply, 1000), "ms": ms}
 
 
 MAX_FAILURE_CHARS = 4000
