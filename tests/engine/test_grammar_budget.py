@@ -1,6 +1,6 @@
 """Matching a grammar has a budget per token: past it that request ends with an error that names
-the bound (never with output that only looks constrained),
-so that one request's grammar never stalls the engine thread every client shares."""
+the bound (never with output that only looks constrained), so that one request's grammar never
+stalls the engine thread every client shares."""
 
 from __future__ import annotations
 
