@@ -137,15 +137,6 @@ class HealSettings:
     """The most candidates a round decodes: the one bound for `whiz heal -n`, `--heal` and the web
     app's heal (a server may allow fewer: its slots)."""
 
-    def check(self) -> None:
-        """ValueError, in the words of `whiz heal`'s flags, for the first setting out of range."""
-        if not 1 <= self.n <= self.MAX_N:
-            raise ValueError(f"-n must be between 1 and {self.MAX_N}")
-        if not 0 <= self.temperature <= 2:
-            raise ValueError("--temperature must be between 0 and 2")
-        if self.rounds < 1 or self.test_timeout_s <= 0:
-            raise ValueError("--rounds must be at least 1 and --test-timeout positive")
-
 
 class HealModels(Protocol):
     """What healing needs from the models: where candidates come from, and a say when a stage finds

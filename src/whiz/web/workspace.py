@@ -370,11 +370,11 @@ def check_settings(settings: ServeSettings) -> None:
 
 def build_workspace(state: ServerState, root: Path, undo_dir: Path) -> WorkspaceService:
     """The service for `--workspace root`, proposing edits with this server's own engine."""
-    from whiz.mcp.config import config_path  # the config file the CLI reads `[sandbox]` from
+    from whiz.config_file import ConfigFile  # the config file the CLI reads `[sandbox]` from
 
     check_settings(state.settings)
     try:
-        allowed = allow_list(config_path())
+        allowed = allow_list(ConfigFile.read())
     except SandboxConfigError as exc:
         raise InvalidRequest(str(exc), param="sandbox") from None
     tidy_workspace(root, lambda line: log.warning("%s", line))
