@@ -4,6 +4,7 @@ so that a child imports little to build it."""
 from __future__ import annotations
 
 import os
+import time
 
 import numpy as np
 
@@ -13,6 +14,10 @@ CRASH = ord("?")
 """The token whose `accept` ends the child's process, as llama.cpp's abort does."""
 NEVER = ord("!")
 """The token whose `accept` never returns in `spinning_matchers`."""
+IDLE = ord("~")
+"""The token whose `accept` waits `IDLE_S` without using the CPU, as a call on a loaded machine
+waits to be scheduled, and then accepts it."""
+IDLE_S = 0.6
 
 
 class Spinning:
@@ -23,13 +28,16 @@ class Spinning:
         self.inner = inner
 
     def allowed(self, ids: np.ndarray) -> np.ndarray:
-        return np.array([t in (NEVER, CRASH) for t in ids.tolist()]) | self.inner.allowed(ids)
+        return np.array([t in (NEVER, CRASH, IDLE) for t in ids.tolist()]) | self.inner.allowed(ids)
 
     def accept(self, token: int) -> None:
         while token == NEVER:
             pass
         if token == CRASH:
             os._exit(134)
+        if token == IDLE:
+            time.sleep(IDLE_S)
+            return
         self.inner.accept(token)
 
     def can_end(self) -> bool:

@@ -24,7 +24,7 @@ from whiz.engine.grammar_process import GrammarProcess
 from whiz.engine.grammar_thread import GrammarTooSlow, GrammarUnavailable
 from whiz.engine.types import GenerateRequest, SamplingParams
 
-from .spinning import CRASH, NEVER, Spinning, spinning_matchers
+from .spinning import CRASH, IDLE, IDLE_S, NEVER, Spinning, spinning_matchers
 
 
 def running(pid: int) -> bool:
@@ -69,6 +69,23 @@ def test_calls_past_the_deadline_are_stopped_and_grammar_requests_are_served_aga
     finally:
         host.close()
     assert all(not running(pid) for pid in host.pids)
+
+
+def test_a_call_that_waits_without_spending_its_cpu_budget_is_answered_not_stopped():
+    # A loaded machine: the call waits three deadlines by the clock to be scheduled, but spends
+    # next to no CPU, so it is no hostile grammar and is not killed for it.
+    host = GrammarProcess(spinning_matchers, deadline_ms=IDLE_S * 1000 / 3)
+    try:
+        assert host.wait_spare(30)
+        matcher = host.matcher(None, GRAMMAR.gbnf, "tagged")
+        pid = host._child.process.pid
+        matcher.accept(IDLE)
+        assert host.timeouts == 0 and host._child.process.pid == pid and running(pid)
+        with pytest.raises(GrammarTooSlow, match="of CPU time"):  # one that spins still is stopped
+            matcher.accept(NEVER)
+        assert not running(pid)
+    finally:
+        host.close()
 
 
 def script(conversation: str) -> str:
@@ -196,7 +213,10 @@ def test_over_http_a_stopped_grammar_call_is_an_error_that_says_so_and_the_next_
     for _ in range(3):
         r = ask("stuck")
         assert r.status_code >= 500 and r.json()["error"]["code"] == "engine_error"
-        assert "took more than 200 ms for one call, so that work was stopped" in r.json()["error"]["message"]
+        assert (
+            "took more than 200 ms of CPU time (or 2 s in all) for one call, so that work was stopped"
+            in r.json()["error"]["message"]
+        )
     r = ask("read a.py")
     assert r.status_code == 200 and r.json()["choices"][0]["message"]["tool_calls"], r.text
     assert left_running(host) == [] and host.timeouts == 3

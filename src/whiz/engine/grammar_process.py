@@ -5,7 +5,8 @@ thread (`grammar_thread.py`) a call past its deadline could only be let go: it w
 core until it returned, which for a grammar whose readings double with every token may be never,
 and once a few were let go every later grammar request had to be refused. A hostile client could
 so take tool calls from everyone. Here every matcher lives in one child process; the engine thread
-sends it each call and waits at most `deadline_ms`. Past it the child is killed, which stops the
+sends it each call and waits until the child has spent `deadline_ms` of CPU time on it (or ten
+times that by the clock: `cpu_wait.py`). Past it the child is killed, which stops the
 work at once and gives its core back, the request ends with `GrammarTooSlow` saying so, and a
 spare child (started beforehand, so no request waits for an interpreter to start) takes the next
 calls.
@@ -33,7 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from whiz.engine.grammar_thread import DEADLINE_MS, GrammarTooSlow, GrammarUnavailable
+from whiz.engine.cpu_wait import ProcessCpu, wait_spending
+from whiz.engine.grammar_thread import DEADLINE_MS, GrammarTooSlow, GrammarUnavailable, too_long
 from whiz.errors import EngineError
 from whiz.seams import GrammarMatcher
 
@@ -99,6 +101,7 @@ class _Child:
         self.process = ctx.Process(target=_serve, args=(theirs, spec), name="whiz-grammar", daemon=True)
         self.process.start()
         theirs.close()
+        self.cpu = ProcessCpu(self.process.pid)
         self.started = time.monotonic()
         self.ready = False
 
@@ -114,6 +117,7 @@ class _Child:
         self.process.kill()
         self.process.join(timeout=5)
         self.conn.close()
+        self.cpu.close()
 
 
 class GrammarProcess:
@@ -155,12 +159,13 @@ class GrammarProcess:
             child = self._current()
             while self._freed:
                 child.conn.send(("free", self._freed.popleft(), None))
+            spent = child.cpu.spent()
             child.conn.send((op, key, arg))
-            if not child.conn.poll(self.deadline_ms / 1000):
+            if not wait_spending(child.conn.poll, spent, self.deadline_ms / 1000):
                 self.timeouts += 1
                 self._replace(child)
                 raise GrammarTooSlow(
-                    f"matching the tool-call grammar took more than {self.deadline_ms:g} ms for one call, "
+                    f"matching the tool-call grammar {too_long(self.deadline_ms)}, "
                     "so that work was stopped (its process killed)"
                 )
             try:

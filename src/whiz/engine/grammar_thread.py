@@ -7,9 +7,10 @@ grammar whose readings multiply with what the model writes (a recursive schema w
 open alike: every `[` doubles the ways to read the call) took 8 s and then 42 s for one token's
 `accept`, and the budget in `grammar.py`, which looks at the clock between calls, could only see it
 afterwards, while every other stream waited. So the engine thread hands each call to this thread
-(ctypes lets go of the GIL in the call, so both run at once) and waits at most `DEADLINE_MS`.
-Past it the request ends with `GrammarTooSlow`, and the engine goes on with the others; the call
-finishes on its own thread, which is then let go. A fresh thread takes the next calls, at most
+(ctypes lets go of the GIL in the call, so both run at once) and waits until the call has spent
+`DEADLINE_MS` of CPU time (or ten times that by the clock: `cpu_wait.py`, so that a loaded machine
+does not turn a cheap call into a refusal). Past it the request ends with `GrammarTooSlow`, and
+the engine goes on with the others; the call finishes on its own thread, which is then let go. A fresh thread takes the next calls, at most
 `MOST_ABANDONED` left running at once; past that, grammar requests end at once with the same error
 until one of them returns, so a flood of such grammars cannot take every core.
 
@@ -26,13 +27,31 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from whiz.engine.cpu_wait import WALL_FACTOR, thread_spent, wait_spending
 from whiz.errors import EngineError
 
 DEADLINE_MS = 1000.0
-"""Longest the engine thread waits for one matcher call: five times one token's CPU budget, for a
-busy machine's slower clock, and well under what a reader calls a stall."""
+"""CPU time one matcher call may spend while the engine thread waits for it: five times one token's
+CPU budget, and well under what a reader calls a stall."""
 MOST_ABANDONED = 2
 """Calls past their deadline left running at once (each holds a core until it returns)."""
+
+
+def too_long(deadline_ms: float) -> str:
+    """What a call past its deadline did, in the words of the error."""
+    return (
+        f"took more than {deadline_ms:g} ms of CPU time (or {deadline_ms * WALL_FACTOR / 1000:g} s in "
+        "all) for one call"
+    )
+
+
+def _arrived(reply: queue.SimpleQueue, timeout_s: float) -> bool:
+    """Wait up to `timeout_s` for a call's reply, leaving it in the queue."""
+    try:
+        reply.put(reply.get(timeout=timeout_s))
+    except queue.Empty:
+        return False
+    return True
 
 
 class GrammarTooSlow(EngineError):
@@ -112,10 +131,11 @@ class GrammarThread:
         if self._worker is None:
             self._worker = _Worker(self)
         reply: queue.SimpleQueue = queue.SimpleQueue()
+        spent = thread_spent(self._worker.thread.ident)
         self._worker.jobs.put((fn, args, reply))
-        try:
-            (ok, value), cpu_s = reply.get(timeout=self.deadline_ms / 1000)
-        except queue.Empty:
+        if wait_spending(lambda s: _arrived(reply, s), spent, self.deadline_ms / 1000):
+            (ok, value), cpu_s = reply.get()
+        else:
             with self._lock:
                 self._worker.abandoned = True
                 self.abandoned += 1
@@ -124,9 +144,7 @@ class GrammarThread:
             # waiting for work: this ends it there, counted back in, as a call returning late is.
             self._worker.jobs.put(None)
             self._worker = None
-            raise GrammarTooSlow(
-                f"matching the tool-call grammar took more than {self.deadline_ms:g} ms for one call"
-            ) from None
+            raise GrammarTooSlow(f"matching the tool-call grammar {too_long(self.deadline_ms)}")
         self.cpu_s += cpu_s
         if ok:
             return value
