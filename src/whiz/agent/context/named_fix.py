@@ -39,11 +39,11 @@ class NamedFix:
 
     def ask(self) -> str:
         """What the turn's first message adds: how the fix is to be written."""
-        # No "```python" in it: a reply's fence line found in the message would read as the
-        # message written back (`retries.echo`).
+        # Said as the repair's rewrites are asked (`modes/repair.py`): told plainly that the
+        # code is wrong, a small model changes it; asked only for it whole, it often copies it.
         return (
-            f"Reply with `{self.name}` fixed: the whole function, its def line included, in one "
-            "``` code block, with no file path before it and no SEARCH/REPLACE block."
+            f"`{self.name}` above is wrong. Write `{self.name}` fixed, whole, in one ```python "
+            "block, with no file path before it and no SEARCH/REPLACE block."
         )
 
     def prediction(self) -> str:
