@@ -3,10 +3,14 @@ so that a child imports little to build it."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from whiz.engine.fake import byte_matchers
 
+CRASH = ord("?")
+"""The token whose `accept` ends the child's process, as llama.cpp's abort does."""
 NEVER = ord("!")
 """The token whose `accept` never returns in `spinning_matchers`."""
 
@@ -19,11 +23,13 @@ class Spinning:
         self.inner = inner
 
     def allowed(self, ids: np.ndarray) -> np.ndarray:
-        return np.array([t == NEVER for t in ids.tolist()]) | self.inner.allowed(ids)
+        return np.array([t in (NEVER, CRASH) for t in ids.tolist()]) | self.inner.allowed(ids)
 
     def accept(self, token: int) -> None:
         while token == NEVER:
             pass
+        if token == CRASH:
+            os._exit(134)
         self.inner.accept(token)
 
     def can_end(self) -> bool:

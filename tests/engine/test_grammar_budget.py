@@ -1,6 +1,6 @@
 """Matching a grammar has a budget per token: past it that request ends with an error that names
-the bound (never with output that only looks constrained),
-so that one request's grammar never stalls the engine thread every client shares."""
+the bound (never with output that only looks constrained), so that one request's grammar never
+stalls the engine thread every client shares."""
 
 from __future__ import annotations
 
@@ -169,6 +169,9 @@ def test_the_matcher_is_built_on_the_engine_thread_not_where_the_request_is_queu
 
 async def test_a_request_over_its_grammar_budget_ends_with_an_error_and_the_other_goes_on():
     engine = fake_engine(lambda conv: "Hello there, nothing to call." * 3, step_s=0.0, token_s=0.0)
+    # Only the budget (CPU time) decides here: the deadline (wall time) could come first on a
+    # loaded machine, where the costly matcher's CPU time is spread over more wall time.
+    engine.grammar_thread.deadline_ms = 60_000.0
     # The fake model's other tokens tie at 0, so the first candidates checked include allowed ones:
     # costly enough that checking those alone passes the budget.
     engine.runtime.grammar = costly(engine.tokenizer, ms_per_id=10.0)
@@ -265,6 +268,7 @@ class CollectingMatcher(CostlyMatcher):
 
 async def test_a_garbage_collection_during_matching_is_not_charged_to_the_grammar():
     engine = fake_engine(lambda conv: CALL, step_s=0.0, token_s=0.0)
+    engine.grammar_thread.deadline_ms = 60_000.0  # the budget decides, not the (wall) deadline
     tok = engine.tokenizer
     slow = SlowCollections(MATCH_BUDGET_MS * 1.5)
 

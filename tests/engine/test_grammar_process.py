@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 
+import httpx
 import numpy as np
 import pytest
 
@@ -20,10 +21,10 @@ from whiz.chat.toolgrammar import tool_call_grammar
 from whiz.engine.fake import ByteTokenizer, byte_matchers, fake_engine, last_user_message
 from whiz.engine.grammar import Constraint
 from whiz.engine.grammar_process import GrammarProcess
-from whiz.engine.grammar_thread import GrammarTooSlow
+from whiz.engine.grammar_thread import GrammarTooSlow, GrammarUnavailable
 from whiz.engine.types import GenerateRequest, SamplingParams
 
-from .spinning import NEVER, Spinning, spinning_matchers
+from .spinning import CRASH, NEVER, Spinning, spinning_matchers
 
 
 def running(pid: int) -> bool:
@@ -175,3 +176,43 @@ def test_a_costly_grammar_is_matched_or_stopped_never_left_running(shape):
     finally:
         host.close()
     assert all(not running(pid) for pid in host.pids)
+
+
+def test_over_http_a_stopped_grammar_call_is_an_error_that_says_so_and_the_next_call_is_served(serve_fake):
+    served = serve_fake(lambda conv: "<tool_call>\n!" if "stuck" in conv else CALL)
+    served.engine.grammar_thread.close()
+    served.engine.grammar_thread = host = GrammarProcess(spinning_matchers, deadline_ms=200.0)
+    tool = {"type": "function", "function": {"name": "read_file", "parameters": READ.parameters}}
+
+    def ask(content: str) -> httpx.Response:
+        body = {
+            "messages": [{"role": "user", "content": content}],
+            "tools": [tool],
+            "tool_choice": "required",
+        }
+        assert host.wait_spare(30)
+        return httpx.post(f"{served.base_url}/chat/completions", json=body, timeout=30)
+
+    for _ in range(3):
+        r = ask("stuck")
+        assert r.status_code >= 500 and r.json()["error"]["code"] == "engine_error"
+        assert "took more than 200 ms for one call, so that work was stopped" in r.json()["error"]["message"]
+    r = ask("read a.py")
+    assert r.status_code == 200 and r.json()["choices"][0]["message"]["tool_calls"], r.text
+    assert left_running(host) == [] and host.timeouts == 3
+
+
+def test_a_child_that_dies_mid_call_ends_that_request_clearly_and_the_next_is_served():
+    host = GrammarProcess(spinning_matchers, deadline_ms=5000.0)
+    try:
+        assert host.wait_spare(30)
+        victim = host.matcher(None, GRAMMAR.gbnf, "tagged")
+        dead = host._child.process.pid
+        with pytest.raises(GrammarUnavailable, match="ended in the middle of a call"):
+            victim.accept(CRASH)
+        assert not running(dead) and host.wait_spare(30)
+        fresh = host.matcher(None, GRAMMAR.gbnf, "tagged")
+        fresh.accept(ord("<"))
+        assert fresh.can_end() is False and host.timeouts == 0
+    finally:
+        host.close()

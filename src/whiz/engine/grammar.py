@@ -37,7 +37,7 @@ from collections.abc import Callable
 import numpy as np
 
 from whiz.engine.grammar_process import GrammarProcess
-from whiz.engine.grammar_thread import GrammarThread, GrammarTooSlow
+from whiz.engine.grammar_thread import GrammarThread, GrammarTooSlow, GrammarUnavailable
 from whiz.engine.sampling import sample
 from whiz.engine.types import LazyGrammar, SamplingParams
 from whiz.seams import GrammarMatcher, Tokenizer
@@ -367,7 +367,7 @@ class Constraint:
                 matcher = self._new_matcher(self.grammar.gbnf, root)
             else:
                 matcher = self._runner.matcher(self._new_matcher, self.grammar.gbnf, root)
-        except GrammarTooSlow:
+        except (GrammarTooSlow, GrammarUnavailable):
             raise
         except Exception:
             log.exception("the tool-call grammar could not be built; tool calls are not constrained")

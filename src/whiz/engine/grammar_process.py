@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from whiz.engine.grammar_thread import DEADLINE_MS, GrammarTooSlow
+from whiz.engine.grammar_thread import DEADLINE_MS, GrammarTooSlow, GrammarUnavailable
 from whiz.errors import EngineError
 from whiz.seams import GrammarMatcher
 
@@ -167,7 +167,7 @@ class GrammarProcess:
                 ok, value, cpu_s = child.conn.recv()
             except (EOFError, OSError):
                 self._replace(child)
-                raise EngineError(
+                raise GrammarUnavailable(
                     "the grammar matcher's process ended in the middle of a call (llama.cpp aborted on "
                     "this grammar?); it was started again, retry the request"
                 ) from None
@@ -218,13 +218,13 @@ class GrammarProcess:
         first = self.timeouts == 0 and len(self.pids) <= 2
         if not spare.wait_ready(START_TIMEOUT_S if first else max(self.deadline_ms / 1000, 0.001)):
             if spare.process.is_alive() and time.monotonic() - spare.started < START_TIMEOUT_S:
-                raise EngineError(
+                raise GrammarUnavailable(
                     "grammar matching is starting again after another request's grammar was stopped; "
                     "retry the request"
                 )
             spare.kill()
             self._spare = None
-            raise EngineError("the grammar matcher's process could not start; retry the request")
+            raise GrammarUnavailable("the grammar matcher's process could not start; retry the request")
         self._child, self._spare = spare, None
         self._start_spare()
         return self._child

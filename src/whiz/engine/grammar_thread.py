@@ -46,6 +46,11 @@ class GrammarTooSlow(EngineError):
         )
 
 
+class GrammarUnavailable(EngineError):
+    """Grammar matching cannot take this request now (its process is starting again or failed);
+    the request ends with this, never with output that only looks constrained."""
+
+
 class _Worker:
     def __init__(self, owner: GrammarThread):
         self.owner = owner

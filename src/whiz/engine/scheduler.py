@@ -32,7 +32,7 @@ from whiz.engine.drafters import ChainDrafter, PredictionDrafter, PromptLookupDr
 from whiz.engine.grammar import Constraint, MatchingClock
 from whiz.engine.grammar_process import GrammarProcess
 from whiz.engine.grammar_share import GrammarShare, matching
-from whiz.engine.grammar_thread import GrammarThread
+from whiz.engine.grammar_thread import GrammarThread, GrammarTooSlow, GrammarUnavailable
 from whiz.engine.prefix_cache import PrefixCache
 from whiz.engine.sampling import sample
 from whiz.engine.slots import Placement, SlotTable
@@ -564,6 +564,10 @@ class Scheduler:
                     self._verified(job, draft, mine)
                 else:
                     self._emit(job, [self._first_token(job, mine[0])])
+            except (GrammarTooSlow, GrammarUnavailable) as exc:  # a bound, or matching not there now
+                log.warning("a request's tool-call grammar was stopped: %s", exc)
+                job.stats.error = str(exc)
+                self._finish(job, "error")
             except Exception as exc:  # this job's sampling or drafting failed: the others go on
                 log.exception("a job failed after its step")
                 job.stats.error = f"the engine failed on this request: {exc}"
