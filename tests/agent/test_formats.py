@@ -69,11 +69,21 @@ def test_calls_left_in_the_text_are_counted_once_each() -> None:
 async def test_a_rewrite_that_drops_most_of_the_file_is_refused(project: Path) -> None:
     long = "".join(f"def f{i}():\n    return {i}\n\n" for i in range(12))
     (project / "long.py").write_text(long)
-    fragment = "long.py\n```\ndef f0():\n    return 100\n```\n"
+    fragment = "long.py\n```\nLIMIT = 100\n\n\ndef f0():\n    return LIMIT\n```\n"
     h = Harness(project, ["READ long.py", fragment, "ok"])
     await h.agent.run("make f0 return 100")
     assert (project / "long.py").read_text() == long
     assert "would delete most of the file" in h.model.requests[2].items[-1]["content"]
+
+
+async def test_a_whole_file_that_is_one_of_its_functions_replaces_that_function(project: Path) -> None:
+    long = "".join(f"def f{i}():\n    return {i}\n\n" for i in range(12))
+    (project / "long.py").write_text(long)
+    fragment = "long.py\n```\ndef f0():\n    return 100\n```\n"
+    h = Harness(project, ["READ long.py", fragment, "ok"])
+    result = await h.agent.run("make f0 return 100")
+    assert result.ok, result.message
+    assert (project / "long.py").read_text() == long.replace("return 0\n", "return 100\n", 1)
 
 
 async def test_a_rewrite_with_elided_code_is_refused(project: Path) -> None:

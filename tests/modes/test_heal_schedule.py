@@ -25,7 +25,7 @@ HELPER = "\n\ndef helper(x):\n    return x\n"
 # the one chosen to pass.
 CHECK = "grep -q \"'ok'\" calc.py\n"
 TEST_CMD = "sh check.sh"
-FIX_TASK = "Fix average in calc.py"
+FIX_TASK = "Fix the bug in calc.py"  # names no function: the model is asked where it is
 NEW_TASK = "Write wc.py that counts words"
 
 

@@ -117,7 +117,7 @@ def test_test_files_are_never_a_place(ws):
 
 async def test_localize_asks_once_greedily_with_the_failure_and_the_code(ws):
     source = ScriptedCandidates([[GOOD]])
-    found = await localize(source, ws, "Fix the bug in mean so the tests pass.", "pytest", FAILURE, seed=7)
+    found = await localize(source, ws, "Fix the bug so the tests pass.", "pytest", FAILURE, seed=7)
     (draw,) = source.draws
     assert draw.n == 1 and draw.temperature == 0.0
     user = source.calls[0][-1]["content"]
@@ -193,3 +193,52 @@ async def test_a_workspace_of_one_class_is_asked_where_the_change_goes(tmp_path)
     found = await localize(source, Workspace(tmp_path), "Add deal to Deck.", "pytest", "E  AttributeError")
     assert len(source.draws) == 1
     assert [(p.function.name, p.function.kind) for p in found.places] == [("Deck", "class")]
+
+
+async def test_a_function_the_task_names_is_the_place_without_asking(ws):
+    source = ScriptedCandidates([[GOOD]])
+    found = await localize(source, ws, "Fix the bug in the function mean in stats.py", "pytest", FAILURE)
+    assert source.calls == [] and found.sure and found.generation is None
+    (place,) = found.places
+    assert (place.function.name, place.origin, place.hypothesis) == ("mean", "task", "")
+    # A method by its class, too.
+    found = await localize(source, ws, "Counter.bump counts one too many: fix it.", "pytest", FAILURE)
+    assert source.calls == [] and [p.function.qualname for p in found.places] == ["Counter.bump"]
+
+
+async def test_a_file_the_task_names_picks_among_functions_of_one_name(ws):
+    (ws.root / "other.py").write_text("def mean(xs):\n    return 0\n")
+    source = ScriptedCandidates([[GOOD]])
+    found = await localize(source, ws, "Fix the bug in mean in stats.py", "pytest", FAILURE)
+    assert source.calls == [] and [(p.function.path, p.function.name) for p in found.places] == [
+        ("stats.py", "mean")
+    ]
+
+
+@pytest.mark.parametrize(
+    "task",
+    [
+        "Fix the bug so the tests pass.",  # no function named
+        "Fix mean and spread.",  # two
+        "Add a function median beside mean.",  # something new: its place is the model's to say
+    ],
+)
+async def test_a_task_that_leaves_the_place_in_doubt_asks_the_model(ws, task):
+    source = ScriptedCandidates([[GOOD]])
+    found = await localize(source, ws, task, "pytest", FAILURE)
+    assert len(source.calls) == 1 and found.reply == GOOD
+
+
+async def test_a_name_two_files_define_asks_the_model(ws):
+    (ws.root / "other.py").write_text("def mean(xs):\n    return 0\n")
+    source = ScriptedCandidates([[GOOD]])
+    await localize(source, ws, "Fix the bug in mean.", "pytest", FAILURE)
+    assert len(source.calls) == 1
+
+
+async def test_a_name_the_tests_miss_is_asked_for(ws):
+    # The task names mean, and the tests fail for want of `median`, which it also names.
+    source = ScriptedCandidates([[GOOD]])
+    failure = "E   ImportError: cannot import name 'median' from 'stats'"
+    await localize(source, ws, "Make median work like mean.", "pytest", failure)
+    assert len(source.calls) == 1

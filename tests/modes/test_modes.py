@@ -458,7 +458,7 @@ def test_a_turn_that_starts_with_the_deep_model_tests_as_many_candidates_as_a_he
     (project / "check.py").write_text("from greet import say_hello\nassert say_hello('x') == 'Hi, x'\n")
     wrong = [f'```python\ndef say_hello(name):\n    return "H{c}, " + name\n```' for c in "abcdefgh"]
     deep = ScriptedCandidates([[w] for w in wrong])
-    code, events, _ = auto_ladder(project, ScriptedCandidates([]), deep, task="Make say_hello greet with Hi")
+    code, events, _ = auto_ladder(project, ScriptedCandidates([]), deep, task="Make the greeting say Hi")
     assert code != 0
     tested = [c for c in items(events, "heal_candidate") if c["status"] == "failed"]
     assert len(tested) == 4
@@ -476,7 +476,7 @@ def test_a_second_localization_is_sent_the_first_ones_answer_as_its_prediction(p
     located = "FILE: greet.py\nFUNCTION: say_hello\nLINES: 1-2\nBUG: It says Hello, not Hi.\n"
     wrong = [f'```python\ndef say_hello(name):\n    return "H{c}, " + name\n```' for c in "abcdefgh"]
     deep = ScriptedCandidates([[located], [wrong[0]], [located]] + [[w] for w in wrong[1:]])
-    code, events, _ = auto_ladder(project, ScriptedCandidates([]), deep, task="Make say_hello greet with Hi")
+    code, events, _ = auto_ladder(project, ScriptedCandidates([]), deep, task="Make the greeting say Hi")
     assert code != 0
     calls = zip(deep.draws, deep.calls, strict=True)
     asked = [draw for draw, call in calls if "Where is the bug?" in call[-1]["content"]]

@@ -20,6 +20,7 @@ from whiz.modes.heal_results import CandidateResult, best_failure, pick_best
 from whiz.modes.healing import HealSettings
 from whiz.modes.localize import Localization, definition_index
 from whiz.modes.pool import ScriptedPool
+from whiz.modes.repair import INSTRUCTIONS as REPAIR_INSTRUCTIONS
 from whiz.modes.repair import (
     MAX_DRAWS_PER_N,
     QUESTION,
@@ -55,7 +56,7 @@ CHECK = (
     "print('ok')\n"
 )
 TEST_CMD = f"{sys.executable} check.py"
-TASK = "Fix the bug in mean so the tests pass."
+TASK = "Fix the bug in stats.py so the tests pass."  # no function named: localized by the model
 LOCATED = "FILE: stats.py\nFUNCTION: mean\nLINES: 1-3\nBUG: It divides by one too many.\n"
 FIXED = (
     '```python\ndef mean(xs):\n    """The average of the numbers in xs."""\n    return sum(xs) / len(xs)\n```'
@@ -429,3 +430,18 @@ def test_the_hypothesis_is_read_from_a_bug_line_or_a_one_line_answer_but_not_fro
     )
     assert said_bug(FIXED) == "" and said_bug("def mean(xs): return 0") == ""
     assert said_bug("") == ""
+
+
+def test_a_heal_whose_task_names_the_function_rewrites_it_without_asking_where(project):
+    code, events, source = heal(project, [[FIXED]], task="Fix the bug in the function mean in stats.py")
+    assert code == 0
+    assert (project / "stats.py").read_text() == STATS.replace("(len(xs) + 1)", "len(xs)")
+    (found,) = items(events, "localize")
+    assert found["places"][0]["origin"] == "task" and found["ms"] == 0.0
+    # No call asks where the bug is; the rewrites are shown the function, told it is wrong, with
+    # no cause guessed.
+    assert all(m[0]["content"] == REPAIR_INSTRUCTIONS for m in source.calls)
+    user = source.calls[0][-1]["content"]
+    assert "Likely cause" not in user and user.rstrip().endswith(
+        "Write `mean` fixed, whole, in one ```python block."
+    )

@@ -14,6 +14,7 @@ import re
 from typing import Any, Literal
 
 from whiz.agent.editing.actions import ParseError, parse_edits
+from whiz.agent.editing.definitions import partial
 from whiz.agent.editing.edits import SearchReplace, WholeFile
 from whiz.agent.models.seam import ModelToolCall
 from whiz.agent.tools import (
@@ -190,6 +191,8 @@ def _unnamed_rewrite(text: str, path: str, current: str) -> list[WholeFile]:
     blocks = _FENCED.findall(text)
     if len(blocks) != 1 or not current.strip() or len(current) > 20_000:
         return []
+    if path.endswith(".py") and partial(current, blocks[0]):
+        return []  # one function of the file, fixed: it replaces that function (`definitions.py`)
     if difflib.SequenceMatcher(None, current, blocks[0]).ratio() < 0.7:
         return []
     return [WholeFile(path, blocks[0])]

@@ -135,6 +135,6 @@ def code_without_edit(reply: str, task: str, ws: Workspace) -> Action | None:
     paths = named_paths(task)
     if len(paths) == 1 and len(blocks) == 1 and not part_of_file(ws, paths[0], blocks[0]):
         return ApplyEdits([WholeFile(paths[0], blocks[0])])
-    if edits := definition_edits(ws, reply):
+    if edits := definition_edits(ws, reply) or definition_edits(ws, reply, as_is=True):
         return ApplyEdits(edits)
     return Malformed(MISSING_EDIT, is_edit=True)

@@ -24,6 +24,7 @@ from whiz.agent.checks import check_files
 from whiz.agent.config import AgentConfig
 from whiz.agent.context.compaction import Compacted, Context, ContextFull
 from whiz.agent.context.instructions import read_instructions
+from whiz.agent.context.named_fix import named_fix
 from whiz.agent.context.prompt import system_prompt, task_message
 from whiz.agent.control import Budget, Steps
 from whiz.agent.editing.undo import UndoStore
@@ -99,6 +100,9 @@ class Agent:
         self.compactions = 0
         """How many times `items` was rewritten by compaction (a store must then rewrite it too)."""
         self._turn_start: int | None = None
+        self._prediction: str | None = None
+        """The next request's prediction, where the turn's first message asked for one function
+        (`named_fix`); else the focus file's text (`Toolbox.prediction`)."""
 
     def default_instructions(self) -> str:
         """The system prompt for the agent's config and approval mode as they are now (write it
@@ -150,6 +154,10 @@ class Agent:
         text, attached = task_message(self.ws, task, code_tokens=tokens, first=first, named_secrets=from_user)
         # A task not from the user gets every withheld value masked; any task, private keys.
         text = self.tools.secrets.redact(text) if not from_user else redact(text, set())
+        fix = named_fix(self.ws, task) if self.config.actions == "text" and wants else None
+        if fix is not None:  # the function written once, not twice in SEARCH/REPLACE
+            text += "\n\n" + fix.ask()
+        self._prediction = fix.prediction() if fix is not None else None
         self.stall = await new_stall(self, task, text)
         self._turn_start = len(self.items)
         self.context.note_turn(task)
@@ -227,12 +235,13 @@ class Agent:
         request = ModelRequest(
             offered[0],
             tools=offered[1],
-            prediction=self.tools.prediction(),
+            prediction=self._prediction or self.tools.prediction(),
             max_output_tokens=max(1, min(self.config.max_output_tokens, tokens_left)),
             task=self.progress.task,
             edited=bool(self.progress.changed),
             **vars(self.retries.request(self.items)),  # items, retry_from, temperature, hollow
         )
+        self._prediction = None  # the first reply's: later ones follow what was said since
         reply, finished = await read_reply(self.model, request, self.emit, self.steps)
         self.retries.replied(len(self.items))
         self.items.extend(finished.output_items)

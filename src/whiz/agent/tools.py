@@ -13,6 +13,7 @@ from pathlib import Path
 
 from whiz.agent.approvals import ApprovalMode, Approvals
 from whiz.agent.context.test_feedback import told
+from whiz.agent.editing.definitions import definitions_into
 from whiz.agent.editing.edits import (
     EXAMPLE_DIR,
     Edit,
@@ -315,6 +316,23 @@ class Toolbox:
             hits += [(path, n, line) for n, line in enumerate(masked.splitlines(), 1) if regex.search(line)]
         return hits
 
+    def _whole_to_definitions(self, edits: list[Edit]) -> list[Edit]:
+        """The edits, a "whole file" of Python that is only some of that file's functions (the
+        path, then one function fixed) put in place of those functions: written over the file,
+        it would delete the rest."""
+        out: list[Edit] = []
+        for edit in edits:
+            if isinstance(edit, WholeFile) and edit.path.endswith(".py") and self.ws.exists(edit.path):
+                try:
+                    replaced = definitions_into(edit.path, self.ws.read_text(edit.path), edit.content)
+                except (OSError, UnicodeDecodeError, WhizAgentError):
+                    replaced = []
+                if replaced:
+                    out += replaced
+                    continue
+            out.append(edit)
+        return out
+
     def _known_path(self, edit: Edit) -> Edit:
         """An edit of a file that does not exist, aimed where it was meant (`edits.aimed`: the one
         file of that name, or a file the task names). A whole new file under another path than
@@ -337,12 +355,13 @@ class Toolbox:
         if (refused := await self._secret_edits(action.edits)) is not None:
             return refused
         try:
-            for edit in action.edits:
+            edits = self._whole_to_definitions(action.edits)
+            for edit in edits:
                 if action.create_only and self.ws.exists(edit.path):
                     raise EditError(f"{edit.path} already exists; change it with an edit instead.")
                 if isinstance(edit, WholeFile) and self.ws.exists(edit.path):
                     _check_rewrite(edit.path, self.ws.read_text(edit.path), edit.content)
-            edits = [self._known_path(e) for e in action.edits]
+            edits = [self._known_path(e) for e in edits]
             if any(e.path.startswith(EXAMPLE_DIR) for e in edits) and not self.ws.exists(EXAMPLE_DIR):
                 raise EditError(
                     f"{EXAMPLE_DIR} is the instructions' example folder, not a folder here: put the "

@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from whiz.agent.context.prompt import task_message
+from whiz.agent.context.prompt import mentioned_files, task_message
 from whiz.agent.project.test_files import TestFiles
 from whiz.agent.project.workspace import Workspace
 from whiz.agent.runs_check import shown
@@ -78,7 +78,8 @@ class Localization:
     hypothesis: str = ""
     origin: str = "model"
     """"model" (the localization step named it), "task" (the task names it), "traceback", or
-    "only" (the workspace's one function)."""
+    "only" (the workspace's one function). A place found without the model (`named_place`,
+    "only") has no hypothesis: the repair asks for one once a rewrite writes it back."""
 
 
 @dataclass
@@ -309,6 +310,43 @@ def fallback_places(index: list[Function], task: str, failure: str, root: str) -
     return places
 
 
+_ADDING = re.compile(r"\b(?:add|adds|adding|create|creates|implement|implements|new|write|writes)\b", re.I)
+"""A task that asks for something new: the place may be a function still to write (or a class
+to put a method in), which only the model's localization names."""
+_WORD = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+
+
+def named_place(index: list[Function], task: str, failure: str, files: list[str]) -> Function | None:
+    """The one function the task names, where that leaves no doubt of the place: a name (or
+    `Class.method`) the task writes that exactly one function outside the tests has, among the
+    files the task names (`files`) where it names any that define it. None (the model is asked)
+    where the task names no function, or two, or a name several functions have, or asks for
+    something new (`_ADDING`), or where the tests fail for want of a name it writes (a function
+    to add beside the one it names)."""
+    if _ADDING.search(task):
+        return None
+    from whiz.modes.repair import new_function  # repair builds on this module
+
+    if new_function(task, failure, {f.name for f in index}):
+        return None
+    functions = [f for f in index if f.kind == "function"]
+    named: dict[tuple[str, int], Function] = {}
+    for word in dict.fromkeys(_WORD.findall(task)):
+        matches = [f for f in functions if word in (f.name, f.qualname)]
+        if not matches and "." in word:  # `stats.mean`: a module's function
+            matches = [f for f in functions if f.name == word.rpartition(".")[2]]
+        in_files = [f for f in matches if f.path in files]
+        matches = in_files or matches
+        if len(matches) > 1:
+            return None  # a name several functions have: which one is the model's to say
+        for f in matches:
+            named[(f.path, f.start)] = f
+    if len(named) != 1:
+        return None
+    (place,) = named.values()
+    return place
+
+
 def places_from(hints: list[Hint], index: list[Function], task: str, failure: str, root: str) -> Localized:
     """The places to repair, from the model's hints and, where it is unsure, the fallbacks."""
     if not hints:  # a reply that names no place: no guess stands in for it
@@ -360,6 +398,8 @@ async def localize(
     defined = {f.name for f in index}
     if len(index) == 1 and index[0].kind == "function":  # one function, no class: nothing to ask
         return Localized([Localization(index[0], origin="only")], True, defined=defined)
+    if (named := named_place(index, task, failure, mentioned_files(ws, task))) is not None:
+        return Localized([Localization(named, origin="task")], True, defined=defined)
     messages = localize_messages(ws, task, test_cmd, failure)
     draw = Draw(1, 0.0, LOCALIZE_MAX_TOKENS, seed, prediction=expected)
     generation = await generate(source, messages, draw)

@@ -23,3 +23,10 @@ def test_a_reply_made_only_of_the_message_it_answers_repeats_it():
     assert repeats("To write a file, put its path alone on a line.", told)
     assert not repeats("Done.", told)  # short words that happen to be in it are an answer
     assert not repeats("To write a file, put its path alone on a line.\ngreet.py", told)
+
+
+def test_a_fence_the_message_only_names_in_its_words_is_not_written_back():
+    code = 'def f(x):\n    """x and one more, as a whole number."""\n    return x + 1'
+    message = f"a.py:\n```\n{code}\n```\n\nWrite `f` fixed, whole, in one ```python block."
+    assert not repeats(f"```python\n{code}\n```", message)
+    assert repeats(f"```\n{code}\n```", message)  # its own fence, and its code: written back

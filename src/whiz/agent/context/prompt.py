@@ -61,7 +61,12 @@ def repeats(reply: str, message: str) -> bool:
     the least): told "To write a file, put its path alone on a line, ...", the 0.5B wrote that
     back, and the turn ended on it as if it were an answer."""
     lines = [line.strip() for line in reply.splitlines() if line.strip()]
-    return sum(map(len, lines)) >= 40 and all(line in message for line in lines)
+    # A fence is written back only where the message has it as a line: "in one ```python block"
+    # in the message's words is no fence the reply copied.
+    own = {line.strip() for line in message.splitlines()}
+    return sum(map(len, lines)) >= 40 and all(
+        (line in own) if line.startswith("```") else (line in message) for line in lines
+    )
 
 
 TOOL_ACTIONS = """\

@@ -42,9 +42,11 @@ def code_blocks(reply: str) -> list[str]:
     return [textwrap.dedent(b) for b in _FENCED.findall(reply) if b.strip()]
 
 
-def definition_edits(ws: Workspace, reply: str) -> list[SearchReplace]:
+def definition_edits(ws: Workspace, reply: str, *, as_is: bool = False) -> list[SearchReplace]:
     """The edits the reply's definitions-only code blocks stand for (none when it has none, or
-    when a name it defines is not defined in exactly one Python file of `ws`)."""
+    when a name it defines is not defined in exactly one Python file of `ws`). `as_is`: a
+    definition written back as it is is an edit too, one that changes nothing, so that a reply
+    of only those reads as the code written back, not as a reply with no edit in it."""
     blocks = code_blocks(reply)
     # By name, the last one written winning: a reply that shows a function twice means its last.
     news = {d.name: d for block in blocks for d in definitions_only(block)}.values()
@@ -57,7 +59,7 @@ def definition_edits(ws: Workspace, reply: str) -> list[SearchReplace]:
         if len(places) != 1:
             return []  # a name that is nowhere, or in several files: no safe guess where it goes
         path, old = places[0]
-        if old.text != new.text:  # one quoted as it is changes nothing (a test file, say)
+        if as_is or old.text != new.text:  # one quoted as it is changes nothing (a test file, say)
             edits.append(SearchReplace(path, old.text, new.text))
     return edits
 
@@ -65,12 +67,27 @@ def definition_edits(ws: Workspace, reply: str) -> list[SearchReplace]:
 def part_of_file(ws: Workspace, path: str, code: str) -> bool:
     """Whether `code` is only some of the top-level definitions of `path`: written over that file
     it would delete the others."""
-    names = {d.name for d in definitions_only(code)}
     try:
-        in_file = {d.name for d in file_definitions(ws.read_text(path))} if names else set()
+        return partial(ws.read_text(path), code)
     except (OSError, UnicodeDecodeError, WhizAgentError):
         return False
-    return bool(names) and names < in_file
+
+
+def partial(text: str, code: str) -> bool:
+    """Whether `code` is only some of the top-level definitions of the file `text`."""
+    names = {d.name for d in definitions_only(code)}
+    return bool(names) and names < {d.name for d in file_definitions(text)}
+
+
+def definitions_into(path: str, text: str, code: str) -> list[SearchReplace]:
+    """The edits that put the definitions of `code` (only some of the file's: `partial`) in
+    place of those of the same name in `path`, whose text is `text`; none where `code` is not
+    that."""
+    if not partial(text, code):
+        return []
+    have = {d.name: d for d in file_definitions(text)}
+    news = {d.name: d for d in definitions_only(code)}.values()
+    return [SearchReplace(path, have[d.name].text, d.text) for d in news if have[d.name].text != d.text]
 
 
 def definitions_only(code: str) -> list[Definition]:
