@@ -10,7 +10,8 @@ afterwards, while every other stream waited. So the engine thread hands each cal
 (ctypes lets go of the GIL in the call, so both run at once) and waits until the call has spent
 `DEADLINE_MS` of CPU time (or ten times that by the clock: `cpu_wait.py`, so that a loaded machine
 does not turn a cheap call into a refusal). Past it the request ends with `GrammarTooSlow`, and
-the engine goes on with the others; the call finishes on its own thread, which is then let go. A fresh thread takes the next calls, at most
+the engine goes on with the others; the call finishes on its own thread, which is then let go. A
+fresh thread takes the next calls, at most
 `MOST_ABANDONED` left running at once; past that, grammar requests end at once with the same error
 until one of them returns, so a flood of such grammars cannot take every core.
 
