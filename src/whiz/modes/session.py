@@ -387,11 +387,13 @@ class AgentSession:
         """Where no test command is given, the checks the user's code already has for the function
         `task` is about (`found_turn.py`), announced as a `found_checks` item; where they run, they
         are this turn's test command, and choose among candidates where some fail now. None where
-        there is a test command, or `AgentConfig.found_checks` is off."""
+        there is a test command, `AgentConfig.found_checks` is off, or none was found."""
         config = self.options.agent
         if config.test_cmd or not config.found_checks:
             return None
         found = await FoundTurn.prepare(self.agent.ws, task, self.agent.approvals, self.agent.env)
+        if not found.found:
+            return None  # nothing to say
         self._found_item = self.router.emit.start("found_checks", **found.item(), status="in_progress")
         if found.runs:
             self._use_found(found)
@@ -426,8 +428,7 @@ class AgentSession:
         await found.finish(self.agent.env)
         item = {**self._found_item, **found.item(), "status": "completed"}
         self.router.emit.emit("item.completed", item=item)
-        if found.found:
-            result.message = f"{result.message}\n{found.summary()}"
+        result.message = f"{result.message}\n{found.summary()}"
 
     def _save(self, record: TurnRecord | None = None) -> None:
         """Store the conversation (anew, when compaction rewrote it since) and the turn that ended."""

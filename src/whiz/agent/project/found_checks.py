@@ -34,7 +34,11 @@ MAX_TESTS = 20
 """Repository tests of the targets that run (the first, by file and line): a check, not a suite."""
 MAX_EXAMPLES = 20
 
+FEW_FILES = 20
+"""A workspace with this few source files is parsed whole: its only function may be the target."""
+
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_DEF = re.compile(r"^\s*(?:async\s+)?def\s+([A-Za-z_][A-Za-z0-9_]*)", re.MULTILINE)
 _ARROW = re.compile(r"^(?P<expr>.+?\))\s*(?:==|->|=>|→|returns|should return|gives)\s*(?P<want>.+?)[.;,]?$")
 """A line of prose such as `f(2) == 4`, `f(2) -> 4`, `f([1, 2]) returns 3.`"""
 _BULLET = re.compile(r"^(?:[-*•]\s+|e\.g\.\s*|example:\s*)", re.IGNORECASE)
@@ -109,14 +113,24 @@ class FoundChecks:
 
 def find_checks(ws: Workspace, task: str) -> FoundChecks:
     """The checks the workspace's code already has for the function `task` is about; empty when
-    it names none the workspace defines, or none has a check."""
+    it names none the workspace defines, or none has a check. Only files that may matter are
+    parsed: those defining a function the task names (or the files it names), and the test
+    files that mention a target by name."""
     try:
         files = [p for p in ws.list_files(".", limit=MAX_FILES) if p.endswith(".py")]
     except (OSError, WhizAgentError):
         return FoundChecks()
     tests = TestFiles("")
-    trees = {path: tree for path in files if (tree := _parse(ws, path)) is not None}
-    sources = {p: t for p, t in trees.items() if p not in tests}
+    texts = {path: text for path in files if (text := _read(ws, path)) is not None}
+    words = set(_WORD.findall(task))
+    named = {p for p in texts if p not in tests and (_names(task, p) or _names(task, PurePosixPath(p).name))}
+    few = sum(p not in tests for p in texts) <= FEW_FILES
+    sources = {
+        path: parsed
+        for path, text in texts.items()
+        if path not in tests and (path in named or few or words & set(_DEF.findall(text)))
+        if (parsed := _parse(text)) is not None
+    }
     targets = find_targets(sources, task)
     if not targets:
         return FoundChecks()
@@ -125,22 +139,27 @@ def find_checks(ws: Workspace, task: str) -> FoundChecks:
         node = _definition(sources[target.path][0], target.name)
         if node is not None:
             checks += docstring_checks(target, node)
+    names = {t.name.split(".")[-1] for t in targets}
     for path in dict.fromkeys(t.path for t in targets):
         checks += main_checks(path, sources[path], {t.name.split(".")[-1] for t in targets if t.path == path})
-    names = {t.name.split(".")[-1] for t in targets}
-    tested = [c for path, tree in trees.items() if path in tests for c in test_checks(path, tree[0], names)]
+    tested: list[Check] = []
+    for path, text in texts.items():
+        if path in tests and any(name in text for name in names) and (parsed := _parse(text)):
+            tested += test_checks(path, parsed[0], names)
     return FoundChecks(targets, checks + tested[:MAX_TESTS])
 
 
-def _parse(ws: Workspace, path: str) -> tuple[ast.Module, str] | None:
+def _read(ws: Workspace, path: str) -> str | None:
     if ws.is_secret(path):
         return None
     try:
         text = ws.read_text(path)
     except (OSError, WhizAgentError):
         return None
-    if len(text) > MAX_FILE_CHARS:
-        return None
+    return text if len(text) <= MAX_FILE_CHARS else None
+
+
+def _parse(text: str) -> tuple[ast.Module, str] | None:
     try:
         return ast.parse(text), text
     except (SyntaxError, ValueError):
