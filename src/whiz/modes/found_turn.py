@@ -56,6 +56,8 @@ class FoundTurn:
     """The usable checks as a test command (None: none runs)."""
     seconds: float = 0.0
     """How long the run on the code as it was took."""
+    output: str = ""
+    """What that run printed."""
 
     @property
     def runs(self) -> bool:
@@ -78,7 +80,7 @@ class FoundTurn:
         done = await env.run(command(found.spec(python), python), timeout_s=BASELINE_TIMEOUT_S)
         before = verdicts(done.output) or {}
         usable = {where for where, verdict in before.items() if verdict in ("pass", "fail")}
-        turn = cls(found, "unusable", "", before=before, seconds=done.duration_ms / 1000)
+        turn = cls(found, "unusable", "", before=before, seconds=done.duration_ms / 1000, output=done.output)
         if not usable:
             last = next((ln for ln in reversed(done.output.splitlines()) if ln.strip()), "")
             why = "ran out of time" if done.timed_out else f"could not run ({last[:160]})"

@@ -188,6 +188,10 @@ class Healer:
         later repair stage of this heal that finds the place with none is given it."""
         self._localized: dict[Label, str] = {}
         """Each model's last localization answer in this heal: a later stage's request predicts it."""
+        self.failing_now: str | None = None
+        """What the tests said on the code as it is, where the caller ran them this turn already
+        (the found checks' first run, `found_turn.py`): a repair starts from it instead of running
+        them once more. None: run them."""
         self._new = ""
         """The new function this heal's task asks for (`repair.new_function`), once a failure said
         it is missing: a later stage hears what an earlier rewrite's tests said, which need not."""
@@ -332,6 +336,8 @@ class Healer:
         tested = best_failure([r for rnd in rounds for r in rnd.results])
         if tested is not None and tested.status in ("failed", "timeout") and tested.test_output:
             return tested.test_output, True
+        if self.failing_now is not None:
+            return self.failing_now, False
         now = CandidateResult(0, 0, "", 0, "failed")
         # Only what the tests say is wanted here, and code that hangs them says so soon enough:
         # a whole test timeout spent on that run would hold up the first rewrite.

@@ -415,11 +415,14 @@ class AgentSession:
         ladder(settings, self.router.mode)
         self.healing.redraw_n = REDRAW_N
         self.healing.healer.saw_tests(found.seconds)
+        self.healing.healer.failing_now = found.output if found.chooses else None
 
     def _drop_found(self) -> None:
         """After the turn: no test command again, and healing as the session had it. (The agent's
         config is the session's: taking up the found checks wrote their command into it.)"""
         self._take_up(dataclasses.replace(self.options.agent, test_cmd=None))
+        if self.healing is not None:
+            self.healing.healer.failing_now = None
         self._follow_mode()
 
     async def _report_found(self, found: FoundTurn, result: TurnOutcome) -> None:
