@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from whiz.agent import found_checks_run
+from whiz.agent.context.test_feedback import count_passed
 from whiz.agent.found_checks_run import command, shown, verdicts
 from whiz.agent.project.found_checks import find_checks
 from whiz.agent.project.workspace import Workspace
@@ -31,6 +32,8 @@ def test_doctests_fail_on_the_bug_and_pass_on_the_fix_as_they_were_found(tmp_pat
     failed = subprocess.run(cmd, shell=True, cwd=root, capture_output=True, text=True)
     assert failed.returncode == 1
     assert "FAIL solution.py:4" in failed.stdout and "clamp(-1, 0, 3)" in failed.stdout
+    # A heal ranks failures by the examples passed: one of the docstring's two.
+    assert count_passed(failed.stdout) == 1
     # The fix, with its docstring's examples rewritten to the bug's answers: held to the user's.
     (root / "solution.py").write_text(CLAMP_FIXED.replace('    0\n    """', '    3\n    """'))
     passed = subprocess.run(cmd, shell=True, cwd=root, capture_output=True, text=True)

@@ -124,24 +124,33 @@ def _brief(value: Any) -> str:
     return text if len(text) <= 200 else text[:200] + "..."
 
 
-def _example(check: dict[str, Any], names: dict[str, Any]) -> tuple[str, str]:
+Verdict = tuple[str, str, int, int]
+"""A check's verdict (pass or fail), what came back where it failed, and the examples in it that
+passed, of how many (a docstring's doctests are one check of several examples)."""
+
+
+def _one(verdict: str, said: str) -> Verdict:
+    return verdict, said, int(verdict == "pass"), 1
+
+
+def _example(check: dict[str, Any], names: dict[str, Any]) -> Verdict:
     expr, want = check["expr"], check["want"]
     try:
         with _limit(CHECK_TIMEOUT_S), contextlib.redirect_stdout(io.StringIO()):
             expected = eval(want, dict(names))  # noqa: S307 - the user's own example
             got = eval(expr, dict(names))  # noqa: S307
     except _TooLong as exc:
-        return "fail", f"{expr}: {exc}"
+        return _one("fail", f"{expr}: {exc}")
     except Exception as exc:  # the function raised: it does not answer the example
-        return "fail", f"{expr} raised {type(exc).__name__}: {exc}"
+        return _one("fail", f"{expr} raised {type(exc).__name__}: {exc}")
     try:
         same = bool(got == expected)
     except Exception:
         same = False
-    return ("pass", "") if same else ("fail", f"{expr} returned {_brief(got)}, expected {want}")
+    return _one("pass", "") if same else _one("fail", f"{expr} returned {_brief(got)}, expected {want}")
 
 
-def _doctest(check: dict[str, Any], names: dict[str, Any]) -> tuple[str, str]:
+def _doctest(check: dict[str, Any], names: dict[str, Any]) -> Verdict:
     import doctest
 
     parser, out = doctest.DocTestParser(), io.StringIO()
@@ -151,13 +160,14 @@ def _doctest(check: dict[str, Any], names: dict[str, Any]) -> tuple[str, str]:
         with _limit(CHECK_TIMEOUT_S):
             result = runner.run(test, out=out.write, clear_globs=True)
     except _TooLong as exc:
-        return "fail", f"the docstring's examples: {exc}"
+        return "fail", f"the docstring's examples: {exc}", 0, max(1, len(test.examples))
+    passed = result.attempted - result.failed
     if result.failed:
-        return "fail", out.getvalue().strip()
-    return "pass", ""
+        return "fail", out.getvalue().strip(), passed, result.attempted
+    return "pass", "", passed, result.attempted
 
 
-def _main_block(check: dict[str, Any], names: dict[str, Any]) -> tuple[str, str]:
+def _main_block(check: dict[str, Any], names: dict[str, Any]) -> Verdict:
     scope = dict(names)
     scope["__name__"] = "__main__"
     try:
@@ -170,10 +180,10 @@ def _main_block(check: dict[str, Any], names: dict[str, Any]) -> tuple[str, str]
 
         line = traceback.extract_tb(exc.__traceback__)[-1].lineno
         said = f": {exc}" if str(exc) else ""
-        return "fail", f"the assert at {check['file']}:{line} failed{said}"
+        return _one("fail", f"the assert at {check['file']}:{line} failed{said}")
     except (_TooLong, Exception) as exc:
-        return "fail", f"the block raised {type(exc).__name__}: {exc}"
-    return "pass", ""
+        return _one("fail", f"the block raised {type(exc).__name__}: {exc}")
+    return _one("pass", "")
 
 
 def _tests(ids: list[str], python: str) -> tuple[dict[str, str], str]:
@@ -210,6 +220,7 @@ def run(spec: dict[str, Any], write=print) -> dict[str, str]:
     """Run every check of `spec` here, saying each verdict; returns them by check."""
     sys.dont_write_bytecode = True  # leave no __pycache__ in the user's folder
     results: dict[str, str] = {}
+    passed = total = 0
     modules: dict[str, dict[str, Any] | str] = {}
     for check in spec.get("checks", []):
         kind, where = check["kind"], check["where"]
@@ -223,9 +234,10 @@ def run(spec: dict[str, Any], write=print) -> dict[str, str]:
                 modules[path] = f"{path} did not import: {type(exc).__name__}: {exc}"
         names = modules[path]
         if isinstance(names, str):
-            results[where], said = "error", names
+            results[where], said, ok, units = "error", names, 0, 1
         else:
-            results[where], said = RUNNERS[kind](check, names)
+            results[where], said, ok, units = RUNNERS[kind](check, names)
+        passed, total = passed + ok, total + units
         write(f"{results[where].upper()} {where} {check['text']}" + (f"\n    {said}" if said else ""))
     ids = [c["where"] for c in spec.get("checks", []) if c["kind"] == "test"]
     if ids:
@@ -235,6 +247,9 @@ def run(spec: dict[str, Any], write=print) -> dict[str, str]:
             write(f"{found[node].upper()} {node}")
         if output:
             write(output)
+        passed, total = passed + sum(v == "pass" for v in found.values()), total + len(ids)
+    # In pytest's words, so that a heal ranks the closest failure by how many examples it passed.
+    write(f"{passed} passed, {total - passed} failed in 0.00s")
     write(RESULTS + json.dumps(results, sort_keys=True))
     return results
 
