@@ -65,13 +65,16 @@ def test_the_repositorys_tests_of_the_function_run_by_node_id(tmp_path):
     }
 
 
-def test_a_module_that_does_not_import_is_an_error_not_a_failure(tmp_path):
+def test_a_module_whose_import_fails_is_an_error_and_code_that_does_not_parse_a_failure(tmp_path):
     root = write(tmp_path, DOCTESTS)
     spec = find_checks(Workspace(root), "Fix clamp").spec()
-    (root / "solution.py").write_text("def clamp(:\n")
+    (root / "solution.py").write_text("import not_installed_here\n" + DOCTESTS["solution.py"])
     done = subprocess.run(command(spec), shell=True, cwd=root, capture_output=True, text=True)
     assert done.returncode == 1 and verdicts(done.stdout) == {"solution.py:4": "error"}
-    assert "did not import: SyntaxError" in done.stdout
+    assert "did not import: ModuleNotFoundError" in done.stdout
+    (root / "solution.py").write_text("def clamp(:\n")  # a bug too: a fix makes it parse
+    done = subprocess.run(command(spec), shell=True, cwd=root, capture_output=True, text=True)
+    assert verdicts(done.stdout) == {"solution.py:4": "fail"} and "does not parse: SyntaxError" in done.stdout
 
 
 def test_a_rewrite_that_loops_forever_fails_its_check_at_the_limit(tmp_path, monkeypatch, capsys):

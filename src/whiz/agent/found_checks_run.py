@@ -8,9 +8,10 @@ So the command carries them (`command`), and this file, run as a program by its 
 in the current folder (a candidate's copy of the workspace, or the workspace itself): it needs
 only the standard library, so it runs in the sandbox whatever the workspace's Python path is.
 
-It prints one line per check (`PASS`, `FAIL` with what came back, `ERROR` where the check could
-not run at all, the module failing to import, say), then one JSON line with every check's
-verdict (`RESULTS`), and exits 0 when every check passed.
+It prints one line per check (`PASS`, `FAIL` with what came back, or with the syntax error of
+code that does not parse, `ERROR` where the check could not run at all: the module's own import
+failing, say), a count line in pytest's words, then one JSON line with every check's verdict
+(`RESULTS`), and exits 0 when every check passed.
 """
 
 from __future__ import annotations
@@ -230,11 +231,14 @@ def run(spec: dict[str, Any], write=print) -> dict[str, str]:
         if path not in modules:
             try:
                 modules[path] = _load(path)
-            except BaseException as exc:  # a syntax error, an import that fails: nothing to check
-                modules[path] = f"{path} did not import: {type(exc).__name__}: {exc}"
+            except SyntaxError as exc:  # the code itself is broken: its checks fail
+                modules[path] = f"fail:{path} does not parse: {type(exc).__name__}: {exc}"
+            except BaseException as exc:  # an import that fails here, say: nothing to check
+                modules[path] = f"error:{path} did not import: {type(exc).__name__}: {exc}"
         names = modules[path]
         if isinstance(names, str):
-            results[where], said, ok, units = "error", names, 0, 1
+            verdict, _, said = names.partition(":")
+            results[where], ok, units = verdict, 0, 1
         else:
             results[where], said, ok, units = RUNNERS[kind](check, names)
         passed, total = passed + ok, total + units

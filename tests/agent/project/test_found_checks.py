@@ -59,5 +59,7 @@ def test_a_task_that_names_only_a_file_is_about_its_functions(tmp_path):
 def test_example_lines_must_be_calls_of_the_function_with_python_on_both_sides():
     assert example_line("f(2) == 4", "f") == ("f(2)", "4")
     assert example_line("f([1, 2]) returns 3.", "f") == ("f([1, 2])", "3")
+    for arrow in ("==>", "➞", "=", "=>", "should return"):
+        assert example_line(f"f(g(1), 'a') {arrow} 'NO'", "f") == ("f(g(1), 'a')", "'NO'")
     assert example_line("f(x) returns the sum of x", "f") is None  # prose, not a value
     assert example_line("g(2) == 4", "f") is None

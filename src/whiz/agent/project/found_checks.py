@@ -39,8 +39,12 @@ FEW_FILES = 20
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DEF = re.compile(r"^\s*(?:async\s+)?def\s+([A-Za-z_][A-Za-z0-9_]*)", re.MULTILINE)
-_ARROW = re.compile(r"^(?P<expr>.+?\))\s*(?:==|->|=>|→|returns|should return|gives)\s*(?P<want>.+?)[.;,]?$")
-"""A line of prose such as `f(2) == 4`, `f(2) -> 4`, `f([1, 2]) returns 3.`"""
+_ARROW = re.compile(
+    r"^(?P<expr>.+?\))\s*(?:==>|==|=>|->|-->|→|➞|⟶|=|returns|should return|should be|gives)\s*"
+    r"(?P<want>.+?)[.;,]?$"
+)
+"""A line of prose such as `f(2) == 4`, `f(2) -> 4`, `f(2) ==> 4`, `f(2) ➞ 4`, `f(2) = 4`,
+`f([1, 2]) returns 3.`"""
 _BULLET = re.compile(r"^(?:[-*•]\s+|e\.g\.\s*|example:\s*)", re.IGNORECASE)
 
 
