@@ -15,6 +15,7 @@ from whiz.agent.events import Collector
 from whiz.agent.models.scripted_model import ScriptedModel
 from whiz.modes.candidates import ScriptedCandidates
 from whiz.modes.found_turn import FOUND_HEAL_N
+from whiz.modes.notices import describe
 from whiz.modes.pool import ScriptedPool
 from whiz.modes.session import AgentSession, SessionOptions
 
@@ -108,6 +109,30 @@ async def test_a_test_command_given_leaves_the_found_checks_alone(tmp_path):
     s, events = await session(root, ["done"], [], test_cmd="true", found_checks=True)
     try:
         await s.run("Explain clamp in solution.py")
+    finally:
+        await s.close()
+    assert items(events, "found_checks") == []
+
+
+async def test_passing_checks_leave_a_new_behaviour_alone_and_a_rename_gets_none(tmp_path):
+    # All pass now, and the task asks for new behaviour: the old examples may rightly change.
+    root = write(tmp_path / "ws", DOCTESTS)
+    (root / "solution.py").write_text(CLAMP_FIXED)
+    change = sr("solution.py", "    if x > hi:\n        return hi", "    if x > hi:\n        return None")
+    s, events = await session(root, [change], [])
+    try:
+        result = await s.run("Make clamp in solution.py return None above hi")
+        assert result.ok, result.message
+        (found,) = items(events, "found_checks")
+        assert found["use"] == "passing" and found["checks"][0]["before"] == "pass"
+        assert "which they need not hold: not used" in result.message
+        assert describe(found) == f"checks found in the code ({found['label']}): {found['reason']}"
+    finally:
+        await s.close()
+    rename = sr("solution.py", "def clamp(x, lo, hi):", "def bound(x, lo, hi):")
+    s, events = await session(root, ["", rename], [])
+    try:
+        await s.run("Rename clamp to bound in solution.py")
     finally:
         await s.close()
     assert items(events, "found_checks") == []

@@ -9,9 +9,14 @@ could not run there (the module does not import, pytest collects nothing) is lef
   in a mode that heals, its healing step climbs a short ladder (`FOUND_HEAL_N` candidates: on
   code that exists, the deep model's rewrites of the function, greedy first), the first that
   passes winning, else the closest;
-- every check passes (`guard`): they still run after the edit, and an edit that breaks them is
-  sent back like one that fails the tests; nothing is healed, since they cannot tell a fix;
+- every check passes (`guard`), and the task asks for a fix: they still run after the edit, and
+  an edit that breaks them is sent back like one that fails the tests; nothing is healed, since
+  they cannot tell a fix. Where the task asks for new behaviour instead (`passing`), they are
+  not used: the user's examples of the old behaviour may rightly change with it;
 - nothing found, nothing runnable, or not allowed to run: the turn is as it would be, and says so.
+
+A task that changes no behaviour (a rename, formatting: `intent.change_kind`) gets no found
+checks at all: a check that calls the function by its old name would fail a correct rename.
 
 After the turn, `finish` runs the checks on what the turn left, and the `found_checks` item and
 the turn's message say which checks ran and how they came out.
@@ -27,6 +32,7 @@ from typing import Any, Literal
 
 from whiz.agent.approvals import Approvals
 from whiz.agent.found_checks_run import command, verdicts
+from whiz.agent.intent import change_kind, prose_words
 from whiz.agent.project.found_checks import FoundChecks, find_checks
 from whiz.agent.project.workspace import Workspace
 from whiz.environments import Environment
@@ -38,7 +44,11 @@ accident, and a plain turn's time target is half a tested one's."""
 BASELINE_TIMEOUT_S = 60.0
 """How long the run of the checks on the code as it is may take before they are not used."""
 
-Status = Literal["none", "not_run", "unusable", "choose", "guard"]
+Status = Literal["none", "not_run", "unusable", "choose", "guard", "passing"]
+FIX_WORDS = frozenset(
+    {"fix", "fixes", "bug", "bugs", "buggy", "broken", "wrong", "incorrect", "error", "crash"}
+)
+"""Words that say a task asks for a fix: where the found checks all pass, they guard it."""
 
 
 @dataclass
@@ -70,6 +80,8 @@ class FoundTurn:
     @classmethod
     async def prepare(cls, ws: Workspace, task: str, approvals: Approvals, env: Environment) -> FoundTurn:
         """Find the checks of the function `task` is about and run them once on the code as it is."""
+        if change_kind(task) != "behaviour":
+            return cls(FoundChecks(), "none", "the task changes no behaviour")
         found = await asyncio.to_thread(find_checks, ws, task)
         if not found:
             return cls(found, "none", "no checks of the function the task names were found in the code")
@@ -92,9 +104,15 @@ class FoundTurn:
         if failing:
             turn.status = "choose"
             turn.reason = f"{len(failing)} of {len(usable)} fail on the code as it is: they choose the edit"
-        else:
+        elif FIX_WORDS & set(prose_words(task)):
             turn.status = "guard"
             turn.reason = f"all {len(usable)} pass on the code as it is: an edit must keep them passing"
+        else:
+            turn.status, turn.command = "passing", None
+            turn.reason = (
+                f"all {len(usable)} pass on the code as it is, and the task asks for new behaviour, "
+                "which they need not hold: not used"
+            )
         return turn
 
     async def finish(self, env: Environment) -> None:
@@ -108,8 +126,8 @@ class FoundTurn:
         return [w for w, v in self.before.items() if v in ("pass", "fail")]
 
     def item(self) -> dict[str, Any]:
-        """The `found_checks` item's fields: what the checks are used for (`use`: none, not_run,
-        unusable, choose or guard) and why, and every check found with its verdicts before and
+        """The `found_checks` item's fields: what the checks are used for (`use`: not_run, unusable,
+        choose, guard or passing) and why, and every check found with its verdicts before and
         after the turn."""
         checks = []
         for check in self.found.item():
@@ -117,14 +135,21 @@ class FoundTurn:
             before = self.before.get(where)
             after = None if self.after is None else self.after.get(where)
             checks.append({**check, "before": before, "after": after})
-        fields = {"use": self.status, "reason": self.reason, "ran": self.runs, "label": self.found.label()}
+        fields = {
+            "use": self.status,
+            "reason": self.reason,
+            "ran": bool(self.before),
+            "label": self.found.label(),
+        }
         return {**fields, "checks": checks}
 
     def summary(self) -> str:
         """The line the turn's message ends with: which checks ran and how they came out."""
         label = self.found.label()
-        if not self.runs:
+        if not self.before:
             return f"checks found in the code ({label}) not run: {self.reason}"
+        if not self.runs:
+            return f"checks found in the code ({label}): {self.reason}"
         if self.after is None:
             return f"checks found in the code ({label}): {self.reason}"
         passed = sum(v == "pass" for v in self.after.values())

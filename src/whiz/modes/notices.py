@@ -147,6 +147,8 @@ def _found_checks(item: dict[str, Any]) -> str | None:
     if not item.get("ran"):
         return f"checks found in the code ({item.get('label')}) not run: {item.get('reason')}"
     after = [c for c in checks if c.get("after")]
+    if not after:
+        return f"checks found in the code ({item.get('label')}): {item.get('reason')}"
     passed = sum(c["after"] == "pass" for c in after)
     before = sum(c.get("before") == "pass" for c in after)
     return (
