@@ -1,7 +1,8 @@
 """Write the reference pages that come from the code: `python scripts/gen_docs.py [--check]`.
 
 docs/configuration.md is made from the settings model (`whiz.config.ServeSettings`, one section per
-component) and `whiz serve`'s flags, which are made from it; docs/cli.md from every command's
+component) and `whiz serve`'s flags, which are made from it, then from the agent commands' settings
+(`whiz.commands.agent_options`) and their flags; docs/cli.md from every command's
 `--help`, at a fixed width and without colour, so the pages are the same on every machine.
 `make docs` runs this; tests/test_docs.py fails when a page differs from what this would write.
 `--check` only compares.
@@ -41,8 +42,18 @@ upstreams = [{ url = "http://gpu1:8000", key_env = "GPU1_KEY" }, "http://gpu2:80
 How the settings play together: memory and slots in
 [server.md](server.md#memory-slots-the-kv-budget-and-the-disk-prefix-cache), what the limits
 protect in [server.md](server.md#a-server-no-client-can-knock-over), upstreams in
-[gateway.md](gateway.md). The agent's commands (`whiz exec`, `code`, `heal`, `swarm`) take
-their options as flags: [cli.md](cli.md).
+[gateway.md](gateway.md). The agent's commands take their options as flags and environment
+variables, listed [below](#the-agent-commands-options); every command's `--help`:
+[cli.md](cli.md).
+"""
+
+AGENT_HEAD = """
+## The agent commands' options
+
+`whiz exec`, `resume`, `code`, `acp`, `heal`, `swarm` and `sandbox` take these flags, made from
+the settings in `whiz.commands.agent_options` (one class per command, composed of the parts
+below); an environment variable named here is read when its flag is not given. A list's flag is
+repeated (`--mcp a=CMD --mcp b=CMD`); its environment variable is split at spaces.
 """
 
 CLI_HEAD = """\
@@ -110,6 +121,63 @@ def render_configuration() -> str:
     return "".join(parts)
 
 
+def _agent_rows() -> dict[str, list[tuple[str, str]]]:
+    """Each agent option's rows by part (its component's title, or the command's own), in the
+    order the commands are listed: (the row's key, its table row)."""
+    from whiz.commands.settings_options import components, flag_of, settings_model
+
+    seen: dict[tuple[str, str], dict[str, Any]] = {}
+    parts: dict[str, list[tuple[str, str]]] = {}
+    for path, command in _commands():
+        model = settings_model(command)
+        if model is None or not model.__module__.endswith("agent_options"):
+            continue
+        params = {p.name: p for p in command.params}
+        for component, names in components(model):
+            title = component.model_config.get("title") or f"`whiz {path[0]}`"
+            for name in names:
+                param, field = params[name], model.model_fields[name]
+                shown = param.show_default if isinstance(param.show_default, str) else _default(field)
+                row = seen.setdefault((title, name), {"defaults": {}, "field": field, "param": param})
+                row["defaults"].setdefault(shown, []).append(path[0])
+                parts.setdefault(title, [])
+                if all(key != name for key, _ in parts[title]):
+                    parts[title].append((name, ""))
+    out: dict[str, list[tuple[str, str]]] = {}
+    for title, names in parts.items():
+        for name, _ in names:
+            row = seen[(title, name)]
+            param, field = row["param"], row["field"]
+            flag = ", ".join(param.opts) + "".join(f"/{o}" for o in param.secondary_opts)
+            env = flag_of(field).env
+            defaults = row["defaults"]
+            everywhere = [c for cs in defaults.values() for c in cs]
+            default = (
+                next(iter(defaults))
+                if len(defaults) == 1
+                else "; ".join(f"{d} ({', '.join(cs)})" for d, cs in defaults.items())
+            )
+            cells = [
+                f"`{flag}`" + (" (repeatable)" if param.multiple else ""),
+                f"`{env}`" if env else "",
+                default,
+                ", ".join(everywhere),
+                _cell(field.description or ""),
+            ]
+            out.setdefault(title, []).append((name, "| " + " | ".join(cells) + " |\n"))
+    return out
+
+
+def render_agent_options() -> str:
+    parts = [AGENT_HEAD]
+    # The parts several commands share first, then each command's own.
+    for title, rows in sorted(_agent_rows().items(), key=lambda item: item[0].startswith("`")):
+        parts.append(f"\n### {title.strip('`')}\n\n| flag | environment | default | commands | meaning |\n")
+        parts.append("|---|---|---|---|---|\n")
+        parts.extend(row for _, row in rows)
+    return "".join(parts)
+
+
 def _commands() -> list[tuple[list[str], Any]]:
     """Every command, in the order `whiz --help` lists them, groups before their members."""
     import typer
@@ -161,7 +229,10 @@ def render_cli() -> str:
 
 def render() -> dict[str, str]:
     """Each generated page, by its path from the repository's root."""
-    return {"docs/configuration.md": render_configuration(), "docs/cli.md": render_cli()}
+    return {
+        "docs/configuration.md": render_configuration() + render_agent_options(),
+        "docs/cli.md": render_cli(),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,6 +1,7 @@
-"""`whiz heal` and `whiz swarm` take their settings as flags whose defaults are written in cli.py:
-each must show the default the settings object (`HealSettings`, `SwarmSettings`) has, or `--help`
-would tell a user one number while the command runs with another."""
+"""`whiz heal` and `whiz swarm` take their settings as flags whose defaults are written in
+`whiz.commands.agent_options` (`HealOptions`, `SwarmOptions`), beside the library's settings
+objects: each must show the default the library's object (`HealSettings`, `SwarmSettings`) has, or
+`--help` would tell a user one number while a library caller runs with another."""
 
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ runner = CliRunner()
         (["heal", "fix it", "--test-cmd", "true", "--mode", "turbo"], "fast, deep or auto"),
         (["swarm", "do it", "--workers", "0"], "--workers must be between 1 and 16"),
         (["swarm", "do it", "--policy", "maybe"], "allow, reroute:deep or refuse"),
-        (["exec", "do it", "--mode", "slow"], "fast, deep or auto"),
+        (["exec", "do it", "--mode", "slow"], "--mode must be fast, deep or auto, not 'slow'"),
         (
             ["exec", "do it", "--heal", "3", "--test-cmd", "true", "--actions", "tools"],
             "--heal needs --actions text",
@@ -33,6 +33,24 @@ runner = CliRunner()
         (["resume", "go on", "--last", "--mode", "slow"], "fast, deep or auto"),
         (["code", "--policy", "maybe"], "allow, reroute:deep or refuse"),
         (["code", "--heal", "40", "--test-cmd", "true"], "--heal takes a number of candidates from 0"),
+        (
+            ["exec", "do it", "--approval", "yes"],
+            "--approval must be read-only, auto-edit or full-auto, not 'yes'",
+        ),
+        (["exec", "do it", "--actions", "json"], "--actions must be text or tools, not 'json'"),
+        (["exec", "do it", "--sandbox", "none"], "--sandbox must be one of read-only, workspace-write"),
+        (["exec", "do it", "--instructions-tokens", "-1"], "--instructions-tokens must be at least 0"),
+        (["resume", "go on", "--last", "--sandbox", "none"], "--sandbox must be one of"),
+        (["acp", "--approval", "ask"], "--approval must be read-only"),
+        (["swarm", "do it", "--retries", "-1"], "--retries must be at least 0, not -1"),
+        (["swarm", "do it", "--check-timeout", "0"], "--check-timeout must be greater than 0"),
+        (["heal", "fix it", "--test-cmd", "true", "--rounds", "0"], "--rounds must be at least 1"),
+        (
+            ["heal", "fix it", "--test-cmd", "true", "--test-timeout", "0"],
+            "--test-timeout must be greater than 0",
+        ),
+        (["sandbox", "--mode", "bad", "--", "true"], "--mode must be one of read-only, workspace-write"),
+        (["sandbox", "--timeout", "0", "--", "true"], "--timeout must be greater than 0"),
     ],
 )
 def test_bad_options_get_one_clear_line(tmp_path, monkeypatch, args, message):

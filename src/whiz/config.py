@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import os
-import tomllib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from whiz.errors import InvalidRequest, did_you_mean
+from whiz.flag import Flag
 
 TENANT_HEADER = "x-whiz-tenant"
 """The header a gateway names its client's tenant in (a digest of the client's key), so that a
@@ -21,16 +20,6 @@ that sends it and the server that reads it."""
 TENANT_KEPT_HEADER = "x-whiz-tenant-kept"
 """What a whiz server answers a request that named a tenant it honoured (value `1`): the gateway
 trusts a replica to keep its keys apart only on this word, never on its own configuration."""
-
-
-@dataclass(frozen=True)
-class Flag:
-    """How a setting is spelled on the command line where `--<name>` is not the whole story
-    (`Annotated[list[str], Flag("--api-key")]`): a list's flag names one item and is repeated,
-    and `also` keeps an older spelling working."""
-
-    name: str | None = None
-    also: tuple[str, ...] = ()
 
 
 class UpstreamSpec(BaseModel):
@@ -324,13 +313,9 @@ def env_overrides(prefix: str = "WHIZ_") -> dict[str, Any]:
 def file_settings(path: Path) -> dict[str, Any]:
     """The `[serve]` table of a TOML config file. A file that cannot be read, or a key that is no
     setting (which would leave the default in force without a word), is an InvalidRequest naming it."""
-    try:
-        with open(path, "rb") as f:
-            table = tomllib.load(f).get("serve", {})
-    except OSError as exc:
-        raise InvalidRequest(f"Cannot read the config file {path}: {exc.strerror}.", param="config") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise InvalidRequest(f"The config file {path} is not valid TOML: {exc}.", param="config") from None
+    from whiz.config_file import ConfigFile
+
+    table = ConfigFile.read(path, required=True).table("serve")
     if not isinstance(table, dict):
         raise InvalidRequest(f"In {path}, [serve] must be a table of settings.", param="config")
     for key in table:

@@ -134,7 +134,8 @@ async def test_a_plain_answer_ends_the_turn(harness) -> None:
 
 
 async def test_the_step_limit_fails_the_turn(harness) -> None:
-    h = harness(["LIST ."] * 5, max_steps=3)
+    # Each step looks at something new (the same look again would end the turn sooner: ToolStall).
+    h = harness(["LIST .", "READ greet.py", "READ README.md", "GREP say_hello", "GREP Hello"], max_steps=3)
     result = await h.agent.run("Look around forever")
     assert result.status == "failed" and "3 steps" in result.message
 

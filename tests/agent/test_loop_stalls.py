@@ -144,3 +144,34 @@ async def test_the_next_turn_judges_its_calls_afresh(harness):
     result = await h.agent.run("Now use everything__get-annotated-message")
     assert result.ok and result.message == "ok"
     assert h.server.calls == [ECHO, ANNOTATED] and len(h.events.items("tool_stall")) == 1
+
+
+class FileServer(FakeServer):
+    """One read-only tool, `files__read`, that reads the workspace's files as they are now."""
+
+    def __init__(self, root) -> None:
+        super().__init__()
+        self.root = root
+        schema = {"type": "object", "properties": {"path": {"type": "string"}}}
+        self.offered = [ExternalTool("files__read", "read", schema, True, "MCP server files")]
+
+    async def call(self, tool: ExternalTool, arguments: dict[str, Any]) -> ToolResult:
+        self.calls.append((tool.name, arguments))
+        return ToolResult((self.root / arguments["path"]).read_text())
+
+
+async def test_a_read_only_tool_called_again_after_an_edit_reads_the_file_as_it_is_now(harness):
+    read = ("files__read", {"path": "greet.py"})
+    edit = (
+        "edit_file",
+        {"path": "greet.py", "old_text": "def say_hello(name):", "new_text": "def greet(name):"},
+    )
+    replies = [Reply(calls=[read]), Reply(calls=[edit, read]), "Renamed; it now starts with def greet."]
+    h = harness(replies, actions="tools")
+    h.server = FileServer(h.agent.ws.root)
+    h.agent.tools.external = h.server
+    result = await h.agent.run("Use files__read on greet.py, rename say_hello to greet, then read it again")
+    assert result.ok, result.message
+    assert h.server.calls == [read, read]  # called again: the edit changed the file
+    last = [i for i in h.agent.items if i.get("type") == "function_call_output"][-1]
+    assert "def greet(name):" in last["output"] and h.events.items("tool_stall") == []

@@ -145,3 +145,74 @@ def test_the_model_is_shown_the_last_useful_result_again_cut_to_a_bound():
     told = stop.told()
     assert "fs__read_file returned:\nbuy milk" in told and told.count("x") < 2100
     assert told.endswith("Answer the task now, in words, with what the tools returned.")
+
+
+# -- the agent's own tools: read_file, list_files, search_text, run_command ---------------------------
+
+GREET_V1 = "greet.py:\ndef say_hello(name): ..."
+GREET_V2 = "greet.py:\ndef greet(name): ..."
+
+
+def test_the_agents_own_tools_are_judged_too():
+    stall = ToolStall("What does greet.py do?", [])
+    assert ran(stall, "read_file", {"path": "greet.py"}, GREET_V1)
+    assert ran(stall, "read_file", {"path": "greet.py"}, GREET_V1)  # one look again is let through
+    stop = stall.before("read_file", {"path": "greet.py"})
+    assert stop is not None and "already called with these arguments" in stop.reason
+    assert [u.tool for u in stop.results] == ["read_file"]
+
+
+def test_a_read_after_an_edit_is_no_repeat_when_the_file_changed():
+    stall = ToolStall("Rename say_hello in greet.py", [])
+    assert ran(stall, "read_file", {"path": "greet.py"}, GREET_V1)
+    assert ran(stall, "read_file", {"path": "greet.py"}, GREET_V1)
+    assert stall.idle == 1
+    stall.changed(["greet.py"])  # an edit applied: what was read may read otherwise now
+    assert stall.idle == 0
+    assert ran(stall, "read_file", {"path": "greet.py"}, GREET_V2)
+    assert stall.idle == 0 and stall.useful[-1].text == GREET_V2
+
+
+def test_a_read_after_an_edit_elsewhere_that_returns_the_same_is_a_repeat():
+    stall = ToolStall("Rename say_hello in greet.py", [])
+    assert ran(stall, "read_file", {"path": "greet.py"}, GREET_V1)
+    stall.changed(["other.py"])
+    assert ran(stall, "read_file", {"path": "greet.py"}, GREET_V1)  # let through: it may have changed
+    assert stall.idle == 1  # but it had not: the same call, the same result
+    assert stall.before("read_file", {"path": "greet.py"}) is not None
+
+
+def test_the_same_command_with_the_same_output_is_a_repeat_and_one_that_changed_things_is_not():
+    stall = ToolStall("Make the tests pass", [])
+    assert ran(stall, "run_command", {"command": "pytest -q"}, "1 failed")
+    assert ran(stall, "run_command", {"command": "pytest -q"}, "1 failed")
+    assert stall.before("run_command", {"command": "pytest -q"}) is not None
+    stall = ToolStall("Make the tests pass", [])
+    assert ran(stall, "run_command", {"command": "pytest -q"}, "1 failed")
+    assert ran(stall, "run_command", {"command": "sed -i s/a/b/ app.py"}, "")  # a command may change files
+    assert stall.before("run_command", {"command": "pytest -q"}) is None
+    stall.after("run_command", {"command": "pytest -q"}, ok=True, text="1 passed")
+    assert stall.idle == 0
+
+
+def test_commands_are_judged_by_repeats_only_not_by_where_their_words_come_from():
+    stall = ToolStall("Tidy up", [])
+    for command in ("ls -la", "git status", "python -V"):
+        assert ran(stall, "run_command", {"command": command}, f"out of {command}")
+    assert stall.idle == 0
+
+
+def test_the_workspaces_files_are_known_values_and_made_up_paths_are_not():
+    stall = ToolStall("Why does it crash?", [], where="/home/ann/project\nsrc/app.py\nREADME.md")
+    assert ran(stall, "read_file", {"path": "src/app.py"}, "import os")
+    assert ran(stall, "read_file", {"path": "lib/helpers.py"}, "not found", ok=False)  # made up
+    stop = stall.before("read_file", {"path": "lib/util.py"})
+    assert stop is not None and "come from neither the task nor a result" in stop.reason
+
+
+def test_a_long_result_added_to_the_answer_is_cut_to_the_same_bound():
+    stall = ToolStall("What does big.py hold?", [])
+    assert ran(stall, "read_file", {"path": "big.py"}, "big.py:\n" + "x = 1\n" * 2000)
+    answer = stall.answer("It sets x.")
+    assert answer.startswith("It sets x.\n\nread_file returned:\nbig.py:") and answer.endswith("…")
+    assert len(answer) < 2100

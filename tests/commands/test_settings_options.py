@@ -125,8 +125,21 @@ def test_the_older_spellings_still_work(served):
     )
 
 
-def test_other_commands_do_not_load_the_settings_model():
-    # Building serve's options imports pydantic and the settings: a cost only `whiz serve` pays.
+@pytest.mark.parametrize("args", [["--help"], ["undo", "--help"], ["models", "list", "--help"]])
+def test_other_commands_do_not_load_the_settings_models(args):
+    # Building a command's options from settings imports pydantic and the settings (serve's, the
+    # agent's): a cost only the command that has them pays, not the list of commands nor another.
+    code = (
+        "import sys; from typer.main import get_command; from whiz.cli import app; "
+        f"get_command(app).main({args!r}, standalone_mode=False); "
+        "print('whiz.config' in sys.modules, 'whiz.commands.agent_options' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "False False"
+
+
+def test_the_agent_commands_do_not_load_the_server_settings():
+    # ServeSettings takes a tenth of a second to build on a busy machine: `whiz exec` never needs it.
     code = (
         "import sys; from typer.main import get_command; from whiz.cli import app; "
         "get_command(app).main(['exec', '--help'], standalone_mode=False); "

@@ -1,5 +1,6 @@
-"""Matching a grammar has a budget per token: past it the grammar is let go for that request, and
-the reply says so, so that one request's grammar never stalls the engine thread every client shares."""
+"""Matching a grammar has a budget per token: past it that request ends with an error that names
+the bound (never with output that only looks constrained), so that one request's grammar never
+stalls the engine thread every client shares."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import threading
 import time
 
 import numpy as np
+import pytest
 
 from whiz.chat.messages import Message, Tool
 from whiz.chat.template import ChatTemplate
@@ -16,6 +18,7 @@ from whiz.chat.toolgrammar import tool_call_grammar
 from whiz.engine.fake import ByteTokenizer, fake_engine
 from whiz.engine.gbnf import Gbnf, GbnfMatcher
 from whiz.engine.grammar import AVERAGE_WINDOW, MATCH_BUDGET_MS, Constraint
+from whiz.engine.grammar_thread import GrammarTooSlow
 from whiz.engine.speculative import verify
 from whiz.engine.types import GenerateRequest, SamplingParams
 
@@ -74,36 +77,38 @@ def prose_logits(tokenizer: ByteTokenizer) -> np.ndarray:
     return logits
 
 
-def test_a_grammar_too_costly_to_match_is_dropped_within_the_budget():
+def test_a_grammar_too_costly_to_match_ends_its_request_within_the_budget():
     tok = ByteTokenizer()
     made: list[CostlyMatcher] = []
     notes: dict[str, str] = {}
     c = Constraint(GRAMMAR, tok, costly(tok, ms_per_id=2.0, made=made), notes=notes)
-    token = c.pick(prose_logits(tok), SamplingParams(), np.random.default_rng(0))
-    # The model's own choice, unconstrained: checking the whole vocabulary would have cost ~0.5 s.
-    assert token == ord("H")
+    # Checking the whole vocabulary would have cost ~0.5 s: the request ends before it, with an
+    # error that names the bound, not with output that only looks constrained.
+    with pytest.raises(GrammarTooSlow, match="for one token would take more than 200 ms"):
+        c.pick(prose_logits(tok), SamplingParams(), np.random.default_rng(0))
     assert c.dropped and c.dropped.startswith("dropped: ") and notes == {"grammar": c.dropped}
     assert sum(made[0].spent_ms) <= MATCH_BUDGET_MS
-    c.accept(token)
-    assert c.pick(prose_logits(tok), SamplingParams(), np.random.default_rng(0)) == ord("H")
+    assert c.ended and not c.matching
 
 
 def test_sampling_over_the_whole_vocabulary_is_bounded_too():
     tok = ByteTokenizer()
     made: list[CostlyMatcher] = []
     c = Constraint(GRAMMAR, tok, costly(tok, ms_per_id=2.0, made=made))
-    c.pick(prose_logits(tok), SamplingParams(temperature=1.0), np.random.default_rng(0))
+    with pytest.raises(GrammarTooSlow):
+        c.pick(prose_logits(tok), SamplingParams(temperature=1.0), np.random.default_rng(0))
     assert c.dropped and sum(made[0].spent_ms) <= MATCH_BUDGET_MS
 
 
-def test_a_token_that_took_too_long_to_accept_drops_the_grammar():
+def test_a_token_that_took_too_long_to_accept_ends_the_request():
     tok = ByteTokenizer()
     c = Constraint(GRAMMAR, tok, costly(tok, ms_per_id=0.0, accept_ms=MATCH_BUDGET_MS * 1.5))
     logits = prose_logits(tok)
     logits[ord("<")] = 1.0
     token = c.pick(logits, SamplingParams(), np.random.default_rng(0))
     assert token == ord("<") and c.dropped is None  # the grammar's choice: the call's tag
-    c.accept(token)
+    with pytest.raises(GrammarTooSlow, match="took more than"):
+        c.accept(token)
     assert c.dropped is not None and "took more than" in c.dropped
 
 
@@ -162,8 +167,11 @@ def test_the_matcher_is_built_on_the_engine_thread_not_where_the_request_is_queu
     assert len(made) == 1
 
 
-async def test_the_reply_says_the_grammar_was_dropped_and_the_other_request_goes_on():
+async def test_a_request_over_its_grammar_budget_ends_with_an_error_and_the_other_goes_on():
     engine = fake_engine(lambda conv: "Hello there, nothing to call." * 3, step_s=0.0, token_s=0.0)
+    # Only the budget (CPU time) decides here: the deadline (wall time) could come first on a
+    # loaded machine, where the costly matcher's CPU time is spread over more wall time.
+    engine.grammar_thread.deadline_ms = 60_000.0
     # The fake model's other tokens tie at 0, so the first candidates checked include allowed ones:
     # costly enough that checking those alone passes the budget.
     engine.runtime.grammar = costly(engine.tokenizer, ms_per_id=10.0)
@@ -176,9 +184,11 @@ async def test_the_reply_says_the_grammar_was_dropped_and_the_other_request_goes
             return bytes(t for chunk in [c async for c in stream] for t in chunk.tokens).decode()
 
         constrained, free = await asyncio.gather(run(costly_one), run(plain))
-        assert constrained == free == ("Hello there, nothing to call." * 3)[:40]
+        assert free == ("Hello there, nothing to call." * 3)[:40]
+        assert costly_one.stats.finish_reason == "error" and len(constrained) < 40
+        assert "would take more than 200 ms" in costly_one.stats.error
         assert costly_one.stats.notes["grammar"].startswith("dropped: ")
-        assert "grammar" not in plain.stats.notes
+        assert "grammar" not in plain.stats.notes and plain.stats.error is None
     finally:
         engine.close()
 
@@ -208,13 +218,13 @@ def test_a_grammar_that_costs_just_under_the_budget_on_every_token_is_dropped_to
     c = Constraint(GRAMMAR, tok, costly(tok, ms_per_id=2.0), notes=notes)
     rng = np.random.default_rng(0)
     written = 0
-    for ch in CALL:
-        logits = prose_logits(tok)
-        logits[ord(ch)] = 20.0
-        c.accept(c.pick(logits, SamplingParams(), rng))
-        written += 1
-        if c.dropped:
-            break
+    with pytest.raises(GrammarTooSlow, match="per token over 16 tokens"):
+        for ch in CALL:
+            logits = prose_logits(tok)
+            logits[ord(ch)] = 20.0
+            token = c.pick(logits, SamplingParams(), rng)
+            written += 1
+            c.accept(token)
     assert written == AVERAGE_WINDOW and "per token over 16 tokens" in notes["grammar"]
 
 
@@ -258,6 +268,7 @@ class CollectingMatcher(CostlyMatcher):
 
 async def test_a_garbage_collection_during_matching_is_not_charged_to_the_grammar():
     engine = fake_engine(lambda conv: CALL, step_s=0.0, token_s=0.0)
+    engine.grammar_thread.deadline_ms = 60_000.0  # the budget decides, not the (wall) deadline
     tok = engine.tokenizer
     slow = SlowCollections(MATCH_BUDGET_MS * 1.5)
 
@@ -276,7 +287,8 @@ async def test_a_garbage_collection_during_matching_is_not_charged_to_the_gramma
         plain = Constraint(GRAMMAR, tok, collecting, clock=time.thread_time)
         logits = prose_logits(tok)
         logits[ord("<")] = 20.0
-        plain.accept(plain.pick(logits, SamplingParams(), np.random.default_rng(0)))
+        with pytest.raises(GrammarTooSlow):
+            plain.accept(plain.pick(logits, SamplingParams(), np.random.default_rng(0)))
         assert plain.dropped is not None and "took more than" in plain.dropped
     finally:
         gc.callbacks.remove(slow)

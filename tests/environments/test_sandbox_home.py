@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from whiz.config_file import ConfigFile
 from whiz.environments import SandboxMode, SandboxOptions, environment_for
-from whiz.environments.home import SandboxConfigError, allowed_in_config, covered_homes, home_view
+from whiz.environments.home import SandboxConfigError, allowed_in, covered_homes, home_view
 from whiz.environments.sandbox import sandbox_summary
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
@@ -163,15 +164,15 @@ def test_whiz_sandbox_says_what_the_home_shows(workspace: Path, home: Path, tool
 
 def test_the_config_file_allows_paths_and_names_its_mistakes(tmp_path: Path):
     config = tmp_path / "config.toml"
-    assert allowed_in_config(config) == ()  # no file: nothing allowed
+    assert allowed_in(ConfigFile.read(config)) == ()  # no file: nothing allowed
     config.write_text('[sandbox]\nallow = ["~/.config/tool", "/opt/x"]\n[mcp_servers.a]\ncommand = "x"\n')
-    assert allowed_in_config(config) == ("~/.config/tool", "/opt/x")
+    assert allowed_in(ConfigFile.read(config)) == ("~/.config/tool", "/opt/x")
     config.write_text('[sandbox]\nallows = ["~/.config/tool"]\n')
     with pytest.raises(SandboxConfigError, match="unknown key 'allows'.*did you mean 'allow'"):
-        allowed_in_config(config)
+        allowed_in(ConfigFile.read(config))
     config.write_text('[sandbox]\nallow = "~/.config/tool"\n')
     with pytest.raises(SandboxConfigError, match="allow must be a list of paths"):
-        allowed_in_config(config)
+        allowed_in(ConfigFile.read(config))
 
 
 def test_every_login_user_home_is_covered_but_never_a_system_folder(tmp_path: Path):

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from whiz.mcp.config import McpConfigError, config_path, mcp_servers, server_flag
+from whiz.config_file import config_path
+from whiz.mcp.config import McpConfigError, mcp_servers, server_flag
 
 
 def write(tmp_path: Path, text: str) -> Path:

@@ -1,14 +1,17 @@
 """Grammar and prediction have a price, on every API: a hostile tool schema is answered at once
 (a grammar, or a 400 that names the cap) while /health and other clients go on; a grammar too
-costly to match is let go and the reply says so; a giant prediction is cut; tool counts are capped."""
+costly to match ends its request with an error naming the bound, on every
+transport; a giant prediction is cut; tool counts are capped."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
 import httpx
 import pytest
+from websockets.sync.client import connect
 
 import whiz.backend.engine
 from tests.engine.test_grammar_budget import costly
@@ -110,14 +113,68 @@ def test_nested_alternatives_get_a_400_naming_the_cap_on_every_api(serve_fake, a
     assert r.status_code == 200, r.text
 
 
-@pytest.mark.parametrize("api", API)
-def test_a_grammar_too_costly_to_match_is_dropped_and_the_reply_says_so(serve_fake, api):
-    served = serve_fake(lambda conv: "no call today")
+def _over_budget(served) -> tuple[str, dict]:
     served.engine.runtime.grammar = costly(served.engine.tokenizer, ms_per_id=10.0)
-    path, payload = body(api, {"type": "object", "properties": {"a": {"type": "string"}}})
+    # The budget's message, or on a machine so loaded that one call's wall time passes the
+    # deadline first, the deadline's: either names the grammar's cost and the way out.
+    return "Simplify the schema", {"type": "object", "properties": {"a": {"type": "string"}}}
+
+
+@pytest.mark.parametrize("api", API)
+def test_a_grammar_over_its_budget_ends_with_an_error_naming_it(serve_fake, api):
+    served = serve_fake(lambda conv: "no call today")
+    cause, schema = _over_budget(served)
+    path, payload = body(api, schema)
     r = httpx.post(f"{served.base_url}/{path}", json=payload, timeout=30)
+    assert r.status_code >= 500 and cause in r.json()["error"]["message"], r.text
+    # The same request without the grammar is served.
+    r = httpx.post(f"{served.base_url}/{path}", json={**payload, "whiz": {"tool_grammar": False}}, timeout=30)
     assert r.status_code == 200, r.text
-    assert r.json()["whiz"]["grammar"].startswith("dropped: ")
+
+
+def _sse_events(served, path: str, payload: dict) -> list[tuple[str | None, dict | str]]:
+    out: list[tuple[str | None, dict | str]] = []
+    event = None
+    with httpx.stream("POST", f"{served.base_url}/{path}", json={**payload, "stream": True}, timeout=30) as r:
+        assert r.status_code == 200
+        for line in r.iter_lines():
+            if line.startswith("event: "):
+                event = line[7:]
+            elif line.startswith("data: "):
+                data = line[6:]
+                out.append((event, data if data == "[DONE]" else json.loads(data)))
+    return out
+
+
+@pytest.mark.parametrize("api", API)
+def test_a_streamed_grammar_over_its_budget_ends_with_an_error_event(serve_fake, api):
+    served = serve_fake(lambda conv: "no call today")
+    cause, schema = _over_budget(served)
+    path, payload = body(api, schema)
+    events = _sse_events(served, path, payload)
+    errors = [
+        data
+        for _, data in events
+        if isinstance(data, dict) and (data.get("error") or data.get("response", {}).get("error"))
+    ]
+    assert errors, events
+    assert cause in json.dumps(errors[-1])
+    if api == "responses":
+        assert events[-1][0] == "response.failed"
+
+
+def test_over_a_websocket_a_grammar_over_its_budget_ends_with_a_failed_response(serve_fake):
+    served = serve_fake(lambda conv: "no call today")
+    cause, schema = _over_budget(served)
+    _, payload = body("responses", schema)
+    with connect(served.base_url.replace("http", "ws", 1) + "/responses") as ws:
+        ws.send(json.dumps({"type": "response.create", **payload}))
+        while True:
+            event = json.loads(ws.recv(timeout=30))
+            if event["type"] in ("error", "response.failed", "response.completed"):
+                break
+    assert event["type"] == "response.failed", event
+    assert cause in event["response"]["error"]["message"]
 
 
 @pytest.mark.parametrize(

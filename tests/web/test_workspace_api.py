@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+
+from whiz.errors import InvalidRequest
 
 from .conftest import CALC, whole_file_reply
 from .test_workspace_heal import sleeping
@@ -205,3 +211,47 @@ def test_symlinked_workspace_files_pointing_out_are_not_listed_or_read(make_clie
     client = make_client(workspace=workspace)
     assert "leak.txt" not in client.get("/whiz/workspace/files").json()["files"]
     assert client.get("/whiz/workspace/file", params={"path": "leak.txt"}).status_code == 400
+
+
+@pytest.fixture
+def home_with_tools(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A HOME outside /tmp (whose private copy would hide it anyway) with two tools' folders."""
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap is not installed")
+    home = Path(tempfile.mkdtemp(prefix="whiz-web-home-", dir="/var/tmp"))
+    home.chmod(0o755)
+    for tool in ("allowed-tool", "other-tool"):
+        (home / ".config" / tool).mkdir(parents=True)
+        (home / ".config" / tool / "hosts.yml").write_text(f"{tool}-token\n")
+    monkeypatch.setenv("HOME", str(home))
+    yield home
+    shutil.rmtree(home, ignore_errors=True)
+
+
+def test_the_test_button_sees_what_the_config_file_allows_and_nothing_else(
+    make_client, workspace, home_with_tools, tmp_path, monkeypatch
+):
+    config = tmp_path / "config.toml"
+    config.write_text(f'[sandbox]\nallow = ["{home_with_tools}/.config/allowed-tool"]\n')
+    monkeypatch.setenv("WHIZ_CONFIG", str(config))
+    cmd = "cat ~/.config/allowed-tool/hosts.yml ~/.config/other-tool/hosts.yml 2>&1; true"
+    out = (
+        make_client(workspace=workspace, test_cmd=cmd).post("/whiz/workspace/test", json={}).json()["output"]
+    )
+    # What the CLI's `--sandbox-allow`/`[sandbox] allow` shows an agent's command, and only that.
+    assert "allowed-tool-token" in out and "other-tool-token" not in out
+    config.write_text("")
+    out = (
+        make_client(workspace=workspace, test_cmd=cmd).post("/whiz/workspace/test", json={}).json()["output"]
+    )
+    assert "allowed-tool-token" not in out and "other-tool-token" not in out
+
+
+def test_a_mistake_in_the_sandbox_table_stops_the_web_app_with_its_message(
+    make_client, workspace, tmp_path, monkeypatch
+):
+    config = tmp_path / "config.toml"
+    config.write_text('[sandbox]\nalow = ["~/.config/tool"]\n')
+    monkeypatch.setenv("WHIZ_CONFIG", str(config))
+    with pytest.raises(InvalidRequest, match="unknown key 'alow'"):
+        make_client(workspace=workspace, test_cmd="true")

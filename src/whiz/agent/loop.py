@@ -39,7 +39,7 @@ from whiz.agent.reply import Reply, cut_off, read_reply
 from whiz.agent.retries import Retries
 from whiz.agent.runs_check import shown
 from whiz.agent.signals import Cancelled, Failed, FormatError, OverBudget, Submitted
-from whiz.agent.stall_end import end_stalled, stall_after, stall_before
+from whiz.agent.stall_end import end_stalled, new_stall, stall_after, stall_before
 from whiz.agent.stalls import ToolStall
 from whiz.agent.stats import TurnOutcome, TurnStats
 from whiz.agent.tools import Action, ApplyEdits, Malformed, Outcome, Toolbox, WriteFailed
@@ -142,7 +142,6 @@ class Agent:
         started = time.perf_counter()
         self.tools.begin_turn(t.id)
         self.retries.begin_turn(self.progress)
-        self.stall = ToolStall(task, await self.tools.external_names(), str(self.ws.root))
         self.budget.fresh(self.stats.output_tokens)
         first = not any(i.get("role") == "user" for i in self.items)
         if from_user:
@@ -151,6 +150,7 @@ class Agent:
         text, attached = task_message(self.ws, task, code_tokens=tokens, first=first, named_secrets=from_user)
         # A task not from the user gets every withheld value masked; any task, private keys.
         text = self.tools.secrets.redact(text) if not from_user else redact(text, set())
+        self.stall = await new_stall(self, task, text)
         self._turn_start = len(self.items)
         self.context.note_turn(task)
         self.items.append({"type": "message", "role": "user", "content": text})
@@ -297,7 +297,7 @@ class Agent:
         outcomes = []
         for index, (action, call_id) in enumerate(actions):
             if stop := stall_before(self.stall, action):
-                return await end_stalled(self, stop, [i for _, i in actions[index:] if i is not None])
+                return await end_stalled(self, stop, [i for _, i in actions[index:] if i], outcomes)
             outcomes.append(outcome := await self.tools.run(action))
             stall_after(self.stall, action, outcome)
             self.stats.count(action, outcome)

@@ -1,7 +1,11 @@
 """Ending a turn whose tool calls stopped making progress (`stalls.ToolStall` says when): the calls
 not made are answered as such, the event stream says why, and the model is asked once for its
 answer in words from the results already in; where its words leave the useful result out, the
-result is added. No result at all: the turn fails, saying why."""
+result is added. No result at all: the turn fails, saying why.
+
+Every tool call is judged, the agent's own and the external ones: `called` names an action as the
+policy sees it (the tool's name and its arguments, as the model was offered them), and an edit
+that changed files tells the policy so (`stall_after`)."""
 
 from __future__ import annotations
 
@@ -12,7 +16,16 @@ from whiz.agent.models.seam import ModelRequest
 from whiz.agent.reply import read_reply
 from whiz.agent.signals import Cancelled, Failed
 from whiz.agent.stalls import Stop, ToolStall
-from whiz.agent.tools import Action, CallTool, Outcome
+from whiz.agent.tools import (
+    Action,
+    ApplyEdits,
+    CallTool,
+    ListFiles,
+    Outcome,
+    ReadFile,
+    RunCommand,
+    SearchText,
+)
 
 if TYPE_CHECKING:
     from whiz.agent.loop import Agent
@@ -21,28 +34,59 @@ if TYPE_CHECKING:
 LAST_WORDS_TOKENS = 400
 """The most the reply after `Stop.told` may write: an answer from results already in."""
 
+KNOWN_FILES = 2000
+"""The most workspace paths the policy takes as values the model was given (a listing shows 300)."""
 
-def called(action: CallTool) -> tuple[str, dict[str, Any]]:
-    """The tool and arguments a call names, for `ToolStall` (words after the name as one value)."""
-    return action.name, action.arguments if action.plain is None else {"": action.plain}
+
+async def new_stall(agent: Agent, task: str, message: str) -> ToolStall:
+    """The turn's policy: the task, and as what the model was told of where it works, the
+    workspace's path, its files and the task's message (the files it attached, quoted)."""
+    files = "\n".join(agent.ws.list_files(".", limit=KNOWN_FILES))
+    where = f"{agent.ws.root}\n{files}\n{message}"
+    return ToolStall(task, await agent.tools.external_names(), where)
+
+
+def called(action: Action) -> tuple[str, dict[str, Any]] | None:
+    """The tool and arguments a call names, for `ToolStall` (None: an edit, or malformed). An
+    external tool's words after its name are one value."""
+    match action:
+        case CallTool():
+            return action.name, action.arguments if action.plain is None else {"": action.plain}
+        case ReadFile():
+            lines = {"start_line": action.start, "end_line": action.end}
+            return "read_file", {"path": action.path, **{k: v for k, v in lines.items() if v is not None}}
+        case ListFiles():
+            return "list_files", {"path": action.path}
+        case SearchText():
+            return "search_text", {"text": action.pattern, "path": action.path}
+        case RunCommand():
+            return "run_command", {"command": action.command}
+    return None
 
 
 def stall_before(stall: ToolStall, action: Action) -> Stop | None:
     """Whether the turn ends before `action` runs: only tool calls are judged."""
-    return stall.before(*called(action)) if isinstance(action, CallTool) else None
+    return stall.before(*call) if (call := called(action)) is not None else None
 
 
 def stall_after(stall: ToolStall, action: Action, outcome: Outcome) -> None:
-    """Tell the policy what a tool call returned (without the tool's name it is prefixed with)."""
-    if isinstance(action, CallTool):
-        result = outcome.text.removeprefix(f"{action.name}:\n")
-        stall.after(*called(action), ok=outcome.ok, text=result, malformed=outcome.malformed)
+    """Tell the policy what a tool call returned (an external one without the tool's name it is
+    prefixed with), or which files an edit changed."""
+    if isinstance(action, ApplyEdits) and outcome.changed:
+        stall.changed(outcome.changed)
+    elif (call := called(action)) is not None:
+        result = outcome.text
+        if isinstance(action, CallTool):
+            result = result.removeprefix(f"{action.name}:\n")
+        stall.after(*call, ok=outcome.ok, text=result, malformed=outcome.malformed)
 
 
-async def end_stalled(agent: Agent, stop: Stop, not_called: list[str]) -> list[str]:
+async def end_stalled(agent: Agent, stop: Stop, not_called: list[str], done: list[Outcome]) -> list[str]:
     """The turn's tool calls stopped making progress (`ToolStall`): it ends here, with the best
     answer there is. Calls of the reply not made are answered as such (every call needs an
-    output in the conversation)."""
+    output in the conversation); in text actions, what those made before it came to is told."""
+    if agent.config.actions == "text" and done:
+        agent._tell("\n\n".join(o.text for o in done))
     for call_id in not_called:
         agent.items.append(
             {"type": "function_call_output", "call_id": call_id, "output": f"Not called: {stop.reason}"}

@@ -149,7 +149,8 @@ class Toolbox:
         self.external: ExternalTools | None = None
         """Tools of the MCP servers the user configured, offered beside these (`external.py`)."""
         self._read_calls: dict[str, str] = {}
-        """This turn's calls of read-only external tools (name and arguments) and what they gave."""
+        """This turn's calls of read-only external tools (name and arguments) and what they gave,
+        since the last edit or command (either may change what such a tool reads)."""
         self._withdrawn: set[str] = set()
         """Tools taken off the offered list until the turn ends, so the next reply answers or
         does something else: external tools the model called again with the same arguments or
@@ -375,6 +376,7 @@ class Toolbox:
                 raise WriteFailed(exc.message) from exc
             return Outcome(exc.message, ok=False)
         self.emit.single("file_change", changes=summary, diff=diff, status="completed")
+        self._read_calls.clear()  # a read-only tool may read otherwise now: it is called again
         self.focus = paths[-1] if paths else self.focus
         return Outcome(f"Applied the edit to {', '.join(paths)}.", changed=paths)
 
@@ -497,6 +499,7 @@ class Toolbox:
         except BaseException:
             self.emit.complete(item, status="failed", aggregated_output="(interrupted)")
             raise
+        self._read_calls.clear()  # a command may change files, as an edit does
         output = truncate(result.output, MAX_OUTPUT_CHARS)
         status = "completed" if result.ok else "failed"
         self.emit.complete(item, aggregated_output=output, exit_code=result.exit_code, status=status)

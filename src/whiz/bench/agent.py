@@ -30,7 +30,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,9 @@ from whiz.agent.approvals import ApprovalMode
 from whiz.agent.config import AgentConfig
 from whiz.agent.runs_check import with_check
 from whiz.bench.canitedit import canitedit_tasks
+from whiz.bench.dir_tasks import DirTask, TaskDirError, judge_for, load_tasks, setup_for, tests_for
 from whiz.bench.edit_tasks import EditTask, editeval_tasks, run_check
+from whiz.bench.phases import PhaseClock, line, order, summed
 from whiz.bench.program_tasks import PROGRAM_TASKS, ProgramTask
 from whiz.bench.report import listed, run_reported, say
 from whiz.bench.tasks import command_for_tests, workspace_for
@@ -55,11 +57,14 @@ JUDGE_TIMEOUT_S = 30.0
 SUITES = ("editeval", "canitedit", "programs")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Variant:
     name: str
     mode: Mode
-    heal: int
+    heal: int | None
+    """None: by the mode, as `whiz exec` decides it (healing only where there is a test command)."""
+    with_tests: bool = False
+    """Give a `--tasks` task its test command (`--with-tests`); the suites' tasks always have theirs."""
 
 
 VARIANTS = {
@@ -67,6 +72,7 @@ VARIANTS = {
     "deep": Variant("deep", Mode.DEEP, 0),
     "heal": Variant("heal@5", Mode.FAST, 5),
     "auto": Variant("auto", Mode.AUTO, HEAL_N_DEFAULT),
+    "exec": Variant("exec", Mode.AUTO, None),
 }
 
 SEEDS_DEFAULT = 3
@@ -89,6 +95,8 @@ class Case:
     runs: Callable[[Path], Awaitable[bool]] | None = None
     """Programs: whether the agent's own check passes on the final workspace ("it runs", the
     issue's measure), beside the stricter judge's "it does what was asked"."""
+    tested: Case | None = None
+    """The same task with its test command given (`--tasks` with `--with-tests`)."""
 
 
 def editeval_case(task: EditTask) -> Case:
@@ -116,6 +124,13 @@ def program_case(task: ProgramTask) -> Case:
     )  # fmt: skip
 
 
+def dir_case(task: DirTask) -> Case:
+    """A `--tasks` task as plain `whiz exec` gets it (no test command), and as `tested`, with one."""
+    judge = judge_for(task, sandboxed_ok)
+    tested = Case(task.task_id, "tasks", task.task, tests_for(task), setup_for(task, True), judge)
+    return Case(task.task_id, "tasks", task.task, "", setup_for(task, False), judge, tested=tested)
+
+
 async def sandboxed_ok(root: Path, command: str) -> bool:
     """Whether `command` exits 0 in `root`. Model-written code: run in the sandbox, as the agent's
     own commands run."""
@@ -139,6 +154,8 @@ class CaseRun:
     seed: int = 0
     started_with: str = ""
     """The model the turn started with: fast or deep."""
+    phases: dict[str, Any] = field(default_factory=dict)
+    """Where its seconds went (`phases.Phases.as_dict()`)."""
 
 
 class SharedPool:
@@ -172,11 +189,13 @@ async def run_case(
     and the session's home (its transcript) are copied there afterwards, to see why a task failed.
     `seed` (0, 1, ...) seeds the session's sampled candidates apart from other seeds': with
     `first_seed + SEED_STEP * seed`."""
+    if variant.with_tests and case.tested is not None:
+        case = case.tested
     with tempfile.TemporaryDirectory(prefix="whiz-bench-agent-") as tmp:
         root = Path(tmp) / "ws"
         root.mkdir()
         case.setup(root)
-        agent = AgentConfig(approval=ApprovalMode.AUTO_EDIT, test_cmd=case.test_cmd)
+        agent = AgentConfig(approval=ApprovalMode.AUTO_EDIT, test_cmd=case.test_cmd or None)
         options = SessionOptions(
             root,
             agent=agent,
@@ -187,11 +206,14 @@ async def run_case(
         )
         started = time.perf_counter()
         timeline: list[dict[str, Any]] = []
+        clock = PhaseClock()
 
         def record(event: dict[str, Any]) -> None:
+            at = time.perf_counter() - started
+            clock.see(at, event)
             # When each step began and ended, for --keep: where a slow task's seconds went.
             if keep is not None and event.get("type") != "item.updated":
-                timeline.append({"s": round(time.perf_counter() - started, 2)} | brief(event))
+                timeline.append({"s": round(at, 2)} | brief(event))
 
         session = await AgentSession.open(options, pool=SharedPool(pool), sink=record)
         try:
@@ -199,6 +221,7 @@ async def run_case(
         finally:
             await session.close()
         seconds = time.perf_counter() - started
+        phases = clock.phases(seconds).as_dict()
         passed = await case.judge(root)
         ran = await case.runs(root) if case.runs is not None else None
         if keep is not None:
@@ -209,7 +232,7 @@ async def run_case(
     return CaseRun(
         case.task_id, case.suite, variant.name, passed, result.status, seconds, not result.changed,
         result.message.startswith("stopped: the turn"), result.stats.output_tokens, result.message,
-        ran, seed, first_model(session),
+        ran, seed, first_model(session), phases,
     )  # fmt: skip
 
 
@@ -225,6 +248,9 @@ def brief(event: dict[str, Any]) -> dict[str, Any]:
     """An event without its long text: its type, and its item's type, status and small fields."""
     out: dict[str, Any] = {"event": event.get("type")}
     for key, value in (event.get("item") or {}).items():
+        if key == "whiz" and isinstance(value, dict):
+            out[key] = value  # a model call's timings: small numbers, where its seconds went
+            continue
         if key in ("id", "text", "aggregated_output", "changes") or isinstance(value, (dict, list)):
             continue
         # A candidate's reply (no edit, or malformed) is what shows why a rung found nothing, and
@@ -256,6 +282,7 @@ def summarize(runs: list[CaseRun]) -> dict[str, Any]:
         "runaways": sum(r.runaway for r in runs),
         "output_tokens_per_task": sum(r.output_tokens for r in runs) / len(runs),
         "tasks_per_min": 60 * sum(r.passed for r in runs) / max(1e-9, sum(seconds)),
+        "phases": summed([r.phases for r in runs if r.phases]),
     }
 
 
@@ -286,6 +313,8 @@ async def run_suite(
                     f"[{where}{variant.name} {i + 1}/{len(cases)}] {case.task_id}: {verdict}, "
                     f"{run.seconds:.1f} s ({run.started_with} first)"
                 )
+                if run.phases:
+                    say(f"    {line(run.phases)}")
             by_variant[variant.name].append(runs)
     return {name: over_seeds(per_seed) for name, per_seed in by_variant.items()}
 
@@ -346,7 +375,28 @@ def print_report(report: dict[str, Any]) -> None:
             f"{s['no_edit_share']:.0%}", str(s["runaways"]), f"{s['output_tokens_per_task']:.0f}",
         )  # fmt: skip
     console.print(table)
+    phase_table = phases_table(report["results"])
+    if phase_table is not None:
+        console.print(phase_table)
     print(json.dumps(report), flush=True)
+
+
+def phases_table(results: dict[str, Any]) -> Table | None:
+    """Where the time went, per variant: each phase's median seconds per task (its mean share of a
+    task's time), and the mean prefill and decode tokens and seconds per task."""
+    rows = {name: r["summary"].get("phases") or {} for name, r in results.items()}
+    names = sorted({k for p in rows.values() for k, v in p.items() if isinstance(v, dict)}, key=order)
+    if not names:
+        return None
+    table = Table(title="where the time went: median s per task (mean share)")
+    for column in ("variant", *names, "prefill tok/s", "decode tok/s"):
+        table.add_column(column, justify="left" if column == "variant" else "right")
+    for variant, p in rows.items():
+        cells = [f"{p[n]['median_s']:.1f} ({p[n]['share']:.0%})" if n in p else "-" for n in names]
+        prefill = f"{p.get('prefill_tokens', 0):.0f} / {p.get('prefill_s', 0):.1f}"
+        decode = f"{p.get('decode_tokens', 0):.0f} / {p.get('decode_s', 0):.1f}"
+        table.add_row(variant, *cells, prefill, decode)
+    return table
 
 
 def bench_pool(fast: FastSettings, deep: DeepSettings, reached: Reached, say) -> ModelPool:
@@ -390,8 +440,8 @@ async def run_bench(
 def main(
     target: str | None = None,
     limit: int | None = 10,
-    variants: str = "fast,heal,auto",
-    suites: str = "editeval,programs",
+    variants: str | None = None,
+    suites: str | None = None,
     api_key: str | None = None,
     model: str | None = None,
     deep: DeepSettings | None = None,
@@ -400,23 +450,47 @@ def main(
     seeds: int = SEEDS_DEFAULT,
     canitedit: Path | None = None,
     first_seed: int = SEED_BASE,
+    tasks: Path | None = None,
+    with_tests: bool = False,
 ) -> int:
-    """0 when it ran; 2 for bad options, missing data or no server."""
+    """0 when it ran; 2 for bad options, missing data or no server. `tasks`: a folder of tasks
+    (`dir_tasks.py`), run as plain `whiz exec` runs them (variant `exec` unless `variants` says),
+    and with `with_tests` also with their test command."""
 
-    chosen = listed(variants)
-    wanted = set(listed(suites))
-    if not chosen or any(v not in VARIANTS for v in chosen) or not wanted or not wanted <= set(SUITES):
+    chosen = listed(variants or ("exec" if tasks is not None else "fast,heal,auto"))
+    wanted = (
+        set(listed(suites))
+        if suites is not None
+        else set()
+        if tasks is not None
+        else {"editeval", "programs"}
+    )
+    if (
+        not chosen
+        or any(v not in VARIANTS for v in chosen)
+        or not wanted <= set(SUITES)
+        or not (wanted or tasks)
+    ):
         say(f"whiz bench agent: --variants takes {', '.join(VARIANTS)}; --suites takes {', '.join(SUITES)}")
         return 2
     if seeds < 1:
         say("whiz bench agent: --seeds takes 1 or more")
         return 2
+    if with_tests and tasks is None:
+        say("whiz bench agent: --with-tests gives a --tasks task its test command; it needs --tasks DIR")
+        return 2
     cases: list[Case] = []
-    if "editeval" in wanted:
-        tasks = editeval_tasks(data, limit, say, "agent")
-        if tasks is None:
+    if tasks is not None:
+        try:
+            cases += [dir_case(t) for t in load_tasks(tasks)]
+        except TaskDirError as exc:
+            say(f"whiz bench agent: {exc}")
             return 2
-        cases += [editeval_case(t) for t in tasks]
+    if "editeval" in wanted:
+        found = editeval_tasks(data, limit, say, "agent")
+        if found is None:
+            return 2
+        cases += [editeval_case(t) for t in found]
     if "canitedit" in wanted:
         found = canitedit_tasks(canitedit, limit, say)
         if found is None:
@@ -425,6 +499,7 @@ def main(
     if "programs" in wanted:
         cases += [program_case(t) for t in PROGRAM_TASKS]
     fast = FastSettings(api_key=api_key, model=model)
-    variants = [VARIANTS[v] for v in chosen]
-    work = run_bench(target, cases, variants, fast, deep or DeepSettings(), say, keep, seeds, first_seed)
+    plain = [VARIANTS[v] for v in chosen]
+    run = plain + [replace(v, name=f"{v.name}+tests", with_tests=True) for v in plain if with_tests]
+    work = run_bench(target, cases, run, fast, deep or DeepSettings(), say, keep, seeds, first_seed)
     return run_reported("agent", work, print_report)

@@ -318,12 +318,19 @@ def bench_agent(
         int | None, typer.Option(help="EditEval and CanItEdit tasks: only the first N of each.")
     ] = 10,
     variants: Annotated[
-        str, typer.Option(help="Comma-separated: fast, deep, heal (heal@5), auto.")
-    ] = "fast,heal,auto",
+        str | None,
+        typer.Option(
+            help="Comma-separated: fast, deep, heal (heal@5), auto, exec (auto as plain `whiz exec` "
+            "runs it). Default: fast,heal,auto; with --tasks, exec."
+        ),
+    ] = None,
     suites: Annotated[
-        str,
-        typer.Option(help="Comma-separated: editeval, canitedit (made by scripts/canitedit.py), programs."),
-    ] = "editeval,programs",
+        str | None,
+        typer.Option(
+            help="Comma-separated: editeval, canitedit (made by scripts/canitedit.py), programs. "
+            "Default: editeval,programs; with --tasks, none."
+        ),
+    ] = None,
     seeds: Annotated[
         int,
         typer.Option(
@@ -357,6 +364,20 @@ def bench_agent(
             "from a run of k seeds."
         ),
     ] = 1234,
+    tasks: Annotated[
+        Path | None,
+        typer.Option(
+            help="A folder of tasks, DIR/ID/task.json (or .toml) with files/ and judge/ "
+            "(docs/bench-agent.md), run as `whiz exec` runs them."
+        ),
+    ] = None,
+    with_tests: Annotated[
+        bool,
+        typer.Option(
+            "--with-tests",
+            help="With --tasks: also run every variant with the task's test command (--test-cmd).",
+        ),
+    ] = False,
 ) -> None:
     """Tasks done per minute: the agent headless over EditEval, CanItEdit and 5 small programs, for
     fast, deep, heal@5 and auto, over seeds: passes and passes per minute (mean and range), pass
@@ -367,7 +388,8 @@ def bench_agent(
     deep = DeepSettings(base_url=deep_base_url, model=deep_model, api_key=deep_api_key)
     raise typer.Exit(
         main(target=target, limit=limit, variants=variants, suites=suites, api_key=api_key, model=model,
-             deep=deep, data=data, keep=keep, seeds=seeds, canitedit=canitedit, first_seed=first_seed)
+             deep=deep, data=data, keep=keep, seeds=seeds, canitedit=canitedit, first_seed=first_seed,
+             tasks=tasks, with_tests=with_tests)
     )  # fmt: skip
 
 

@@ -1,5 +1,6 @@
-"""What the `whiz` commands share: the one way a command refuses bad input, and the flags that
-several command groups (the agent's and the bench's) declare alike."""
+"""What the `whiz` commands share: the one way a command refuses bad input, and the flags the
+bench commands and `whiz setup` declare alike (the agent commands' flags are settings:
+`agent_options`)."""
 
 from __future__ import annotations
 

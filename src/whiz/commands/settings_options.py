@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import re
 from collections.abc import Callable
 from pathlib import Path
 from types import UnionType
@@ -31,15 +32,18 @@ SCALARS = (bool, int, float, str, Path)
 
 def components(model: type[BaseModel]) -> list[tuple[type[BaseModel], list[str]]]:
     """The parts `model` is composed of, in the order it names its bases, each with the fields it
-    declares (just `model` and all its fields when it is not composed)."""
-    found: list[tuple[type[BaseModel], list[str]]] = []
-    seen: set[str] = set()
-    for cls in model.__mro__:
-        own = [n for n in inspect.get_annotations(cls) if n in model.model_fields and n not in seen]
-        if own:
-            found.append((cls, own))
-            seen.update(own)
-    return found
+    declares (just `model` and all its fields when it is not composed). A field a part declares
+    again, for another default, stays with the part that first declared it."""
+    owner: dict[str, type[BaseModel]] = {}
+    for cls in reversed(model.__mro__):
+        for n in inspect.get_annotations(cls):
+            if n in model.model_fields:
+                owner.setdefault(n, cls)
+    return [
+        (cls, own)
+        for cls in model.__mro__
+        if (own := [n for n in inspect.get_annotations(cls) if owner.get(n) is cls])
+    ]
 
 
 def option_type(name: str, field: FieldInfo) -> Any:
@@ -65,13 +69,20 @@ def option_type(name: str, field: FieldInfo) -> Any:
 def flag_names(name: str, field: FieldInfo) -> list[str]:
     """A setting's flag, as typer declares it: `--<name>` (`--<name>/--no-<name>` for a switch that
     is on unless turned off), or what the field's `Flag` says, then its older spellings."""
-    from whiz.config import Flag
-
-    flag = next((m for m in field.metadata if isinstance(m, Flag)), Flag())
+    flag = flag_of(field)
     main = flag.name or "--" + name.replace("_", "-")
-    if option_type(name, field) is bool and field.default:  # a switch that is on: how to turn it off
+    if (
+        option_type(name, field) is bool and field.default and "/" not in main
+    ):  # a switch that is on: how to turn it off
         main = f"{main}/--no-{main.removeprefix('--')}"
     return [main, *flag.also]
+
+
+def flag_of(field: FieldInfo) -> Any:
+    """The field's `Flag` (a plain one where it has none)."""
+    from whiz.flag import Flag
+
+    return next((m for m in field.metadata if isinstance(m, Flag)), Flag())
 
 
 def option(name: str, field: FieldInfo, panel: str | None = None) -> inspect.Parameter:
@@ -79,9 +90,17 @@ def option(name: str, field: FieldInfo, panel: str | None = None) -> inspect.Par
     listed under `panel` in rich help."""
     kind = option_type(name, field)
     listed = get_origin(kind) is list
+    flag = flag_of(field)
     help_text = (field.description or "") + (" Repeat the flag for more." if listed else "")
-    declared = typer.Option(*flag_names(name, field), help=help_text, rich_help_panel=panel)
     default = field.get_default(call_default_factory=True)
+    declared = typer.Option(
+        *flag_names(name, field),
+        help=help_text,
+        rich_help_panel=panel or None,
+        envvar=flag.env,
+        metavar=flag.metavar,
+        show_default=flag.shown if default is None and flag.shown else True,
+    )
     return inspect.Parameter(
         name,
         inspect.Parameter.KEYWORD_ONLY,
@@ -90,12 +109,33 @@ def option(name: str, field: FieldInfo, panel: str | None = None) -> inspect.Par
     )
 
 
+def complaint(model: type[BaseModel], exc: Any) -> str:
+    """A settings model's ValidationError as one line in the words of the command line: the flag,
+    then what is wrong with its value ("-n must be between 1 and 16, not 0")."""
+    error = exc.errors()[0]
+    message = error["msg"].removeprefix("Value error, ").replace("Input should be", "must be")
+    message = re.sub(r"^the \w+ (?=must)", "", message.replace("greater than or equal to", "at least"))
+    if error["type"] == "literal_error":
+        message = f"must be {error['ctx']['expected'].replace(chr(39), '')}"
+    if not error["loc"]:
+        return message
+    name = str(error["loc"][0])
+    flag = flag_names(name, model.model_fields[name])[0].split("/")[0]
+    if not message.startswith("must"):
+        return f"{flag}: {message}"
+    shown = error.get("input")
+    return f"{flag} {message}" + ("" if "not " in message or shown is None else f", not {shown!r}")
+
+
 def settings_command(
-    app: typer.Typer, settings: str, *, name: str | None = None
+    app: typer.Typer, settings: str, *, name: str | None = None, **command_settings: Any
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register the decorated function as a command of `app` with, besides its own parameters, an
-    option per field of the settings model `settings` ("module:Class"). The function takes the
-    settings given on the command line as `flags`, a dict by field name (left out: not given).
+    option per field of the settings model `settings` ("module:Class"). A function with an
+    `options` parameter takes the settings made from every option (given, from its environment
+    variable, or the default), checked: bad input ends the command with one line naming the flag.
+    One with `flags` takes only those given on the command line, a dict by field name (left out:
+    not given), for the settings' other layers (a config file, the environment) to fill.
 
     typer makes a command's options from its function's signature, so the command is made twice:
     now from the function's own parameters (cheap, for the list of commands), and again with the
@@ -103,8 +143,12 @@ def settings_command(
     """
 
     def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
-        own = inspect.signature(command, eval_str=True)
-        params = [p for p in own.parameters.values() if p.name != "flags"]
+        own = inspect.signature(command)
+        checked = "options" in own.parameters
+        # The settings' own parameter is typed for readers only (its class is imported on use).
+        params = [
+            _evaluated(p, command) for p in own.parameters.values() if p.name not in ("flags", "options")
+        ]
 
         def make() -> Any:
             module, _, cls = settings.partition(":")
@@ -120,15 +164,18 @@ def settings_command(
 
             def run(context: typer.Context, **kwargs: Any) -> Any:
                 values = {o.name: kwargs.pop(o.name) for o in options}
+                if checked:
+                    return command(**kwargs, options=_checked(model, values))
                 given = {k: v for k, v in values.items() if _from_command_line(context, k)}
                 return command(**kwargs, flags=given)
 
             ctx = inspect.Parameter("context", inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context)
             return _typer_command(run, command, own.replace(parameters=[*params, *options, ctx]))
 
-        cls = type(f"{command.__name__}_command", (_MadeOnUse,), {"make": staticmethod(make)})
+        made = {"make": staticmethod(make), "settings": settings}
+        cls = type(f"{command.__name__}_command", (_MadeOnUse,), made)
         shell = _with_signature(lambda **kwargs: None, command, own.replace(parameters=params))
-        app.command(name, cls=cls)(shell)
+        app.command(name, cls=cls, **command_settings)(shell)
         return command
 
     return decorate
@@ -139,6 +186,8 @@ class _MadeOnUse(TyperCommand):
     either is needed: when the command is parsed or its help shown, never for another command."""
 
     make: Callable[[], Any]
+    settings: str
+    """The settings model the options come from ("module:Class")."""
 
     @functools.cached_property
     def _made(self) -> Any:
@@ -147,6 +196,27 @@ class _MadeOnUse(TyperCommand):
     # typer and click set both in __init__ from the function's own parameters; `make` has those too.
     params = property(lambda self: self._made.params, lambda self, value: None)
     callback = property(lambda self: self._made.callback, lambda self, value: None)
+
+
+def _evaluated(param: inspect.Parameter, command: Callable[..., Any]) -> inspect.Parameter:
+    """`param` with its annotation evaluated, as typer needs it (`from __future__ import annotations`)."""
+    if not isinstance(param.annotation, str):
+        return param
+    return param.replace(annotation=eval(param.annotation, command.__globals__))  # noqa: S307
+
+
+def _checked(model: type[BaseModel], values: dict[str, Any]) -> BaseModel:
+    """The settings the options' values make; bad ones end the command with one line."""
+    from pydantic import ValidationError
+
+    from whiz.commands.flags import fail
+
+    try:
+        return model.model_validate({k: v for k, v in values.items() if v is not None})
+    except ValidationError as exc:
+        raise fail(complaint(model, exc)) from None
+    except ValueError as exc:  # a setting's own reading, such as the config file's [sandbox] table
+        raise fail(str(exc)) from None
 
 
 def _from_command_line(context: typer.Context, name: str) -> bool:
@@ -169,3 +239,11 @@ def _typer_command(run: Callable[..., Any], like: Callable[..., Any], signature:
     one = typer.Typer(add_completion=False)
     one.command()(_with_signature(run, like, signature))
     return typer.main.get_command(one)
+
+
+def settings_model(command: Any) -> type[BaseModel] | None:
+    """The settings model a click command's options come from (None: a command declared by hand)."""
+    if not isinstance(command, _MadeOnUse):
+        return None
+    module, _, cls = command.settings.partition(":")
+    return getattr(importlib.import_module(module), cls)

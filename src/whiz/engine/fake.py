@@ -29,6 +29,13 @@ _ASSISTANT = b"<|im_start|>assistant\n"
 _FAKE_STATE = b"FAKEKV"
 
 
+def byte_matchers():
+    """The fake runtime's matchers where `grammar_process.py` builds them, in its child: GBNF over
+    `ByteTokenizer`'s bytes."""
+    tokenizer = ByteTokenizer()
+    return lambda gbnf, root: GbnfMatcher(Gbnf(gbnf, root), tokenizer)
+
+
 class ByteTokenizer:
     """One token per byte (ids 0-255), plus ChatML's special tokens (256 and up)."""
 

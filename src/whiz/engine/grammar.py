@@ -13,12 +13,15 @@ a whole-vocabulary check that takes 20 ms for a plain call grammar took seconds 
 anyOf. So each token's matching has a budget (`budget_ms`): candidates are checked in growing
 batches, best first, each batch's cost predicted from the last; when the next one would pass the
 budget, when matching took longer than it anyway, or when it averages over a quarter of it, the
-grammar is let go for the rest of this request (its output is free, as with no grammar) and
-`dropped` says why (the reply's `whiz.grammar`).
+request ends with `GrammarTooSlow`, which names the bound it passed: its client asked for a
+constrained call, and output that quietly went on unconstrained would look like one and not be.
+`dropped` says why, in the job's notes too.
 
 The budget is looked at between matcher calls, and one call cannot be stopped halfway, so in the
-engine each call runs on the grammar thread (`grammar_thread.py`) under a deadline: a call past it
-ends the request with `GrammarTooSlow` instead of holding every other stream.
+engine each call runs off the engine thread under a deadline: a call past it ends the request with
+`GrammarTooSlow` instead of holding every other stream. Over llama.cpp the calls run in a child
+process that is killed past the deadline, so the work stops too (`grammar_process.py`); runtimes
+that cannot build matchers in another process use the grammar thread (`grammar_thread.py`).
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from whiz.engine.grammar_thread import GrammarThread, GrammarTooSlow
+from whiz.engine.grammar_process import GrammarProcess
+from whiz.engine.grammar_thread import GrammarThread, GrammarTooSlow, GrammarUnavailable
 from whiz.engine.sampling import sample
 from whiz.engine.types import LazyGrammar, SamplingParams
 from whiz.seams import GrammarMatcher, Tokenizer
@@ -149,7 +153,7 @@ class Constraint:
         budget_ms: float = MATCH_BUDGET_MS,
         notes: dict[str, str] | None = None,
         clock: Callable[[], float] | None = None,
-        runner: GrammarThread | None = None,
+        runner: GrammarThread | GrammarProcess | None = None,
     ):
         self.grammar = grammar
         self.tokenizer = tokenizer
@@ -218,8 +222,9 @@ class Constraint:
             masked = self._masked(logits, params, clock)
             self._token_ms = clock.spent_s() * 1000
         except _OverBudget:
-            self._drop(f"matching one token would take more than {self.budget_ms:g} ms")
-            return sample(logits, params, rng)
+            self._drop(
+                f"matching the tool-call grammar for one token would take more than {self.budget_ms:g} ms"
+            )
         if masked is None:  # the grammar allows nothing: let the model go on unconstrained
             log.warning("the tool-call grammar allows no token here; the rest of the output is free")
             self._off()
@@ -233,24 +238,27 @@ class Constraint:
             root, self._start = self._start, None
             self._on(root, 0)
 
-    def _over_average(self, token_ms: float) -> bool:
-        """Count one token's matching; past a quarter of the budget on average, drop the grammar."""
+    def _count_average(self, token_ms: float) -> None:
+        """Count one token's matching; past a quarter of the budget on average, end the request."""
         self._token_ms = 0.0
         self._recent_ms.append(token_ms)
         limit = self.budget_ms / 4
         if len(self._recent_ms) < AVERAGE_WINDOW or sum(self._recent_ms) / AVERAGE_WINDOW <= limit:
-            return False
-        self._drop(f"matching took more than {limit:g} ms per token over {AVERAGE_WINDOW} tokens")
-        return True
+            return
+        self._drop(
+            f"matching the tool-call grammar took more than {limit:g} ms per token "
+            f"over {AVERAGE_WINDOW} tokens"
+        )
 
     def _drop(self, why: str) -> None:
-        """Let the grammar go for the rest of this output: matching it costs everyone too much."""
-        log.warning("the tool-call grammar is dropped for this request: %s", why)
+        """End this request: matching its grammar costs everyone too much (`GrammarTooSlow`)."""
+        log.warning("a request's tool-call grammar passed its budget: %s", why)
         self.dropped = "dropped: " + why
         if self._notes is not None:
             self._notes["grammar"] = self.dropped
         self._off()
         self.ended = True
+        raise GrammarTooSlow(why)
 
     def _masked(self, logits: np.ndarray, params: SamplingParams, clock: _Clock) -> np.ndarray | None:
         """The logits with every token the grammar forbids at -inf (None when it allows none).
@@ -324,10 +332,10 @@ class Constraint:
             self.matcher.accept(token)
             accept_ms = (self.clock() - t0) * 1000
             if accept_ms > self.budget_ms:
-                self._drop(f"matching one token took more than {self.budget_ms:g} ms")
-                return
-            if self._over_average(self._token_ms + accept_ms):
-                return
+                self._drop(
+                    f"matching the tool-call grammar for one token took more than {self.budget_ms:g} ms"
+                )
+            self._count_average(self._token_ms + accept_ms)
             if self._mode == "tagged" and self._complete():
                 self._off()  # the call is closed: free text again, until the next tag
             return
@@ -358,9 +366,8 @@ class Constraint:
             if self._runner is None:
                 matcher = self._new_matcher(self.grammar.gbnf, root)
             else:
-                built = self._runner.call(self._new_matcher, self.grammar.gbnf, root)
-                matcher = _OffThread(built, self._runner)
-        except GrammarTooSlow:
+                matcher = self._runner.matcher(self._new_matcher, self.grammar.gbnf, root)
+        except (GrammarTooSlow, GrammarUnavailable):
             raise
         except Exception:
             log.exception("the tool-call grammar could not be built; tool calls are not constrained")
@@ -371,8 +378,7 @@ class Constraint:
                 return False
             matcher.accept(token)
         if (self.clock() - t0) * 1000 > self.budget_ms:
-            self._drop(f"starting the grammar took more than {self.budget_ms:g} ms")
-            return False
+            self._drop(f"starting the tool-call grammar took more than {self.budget_ms:g} ms")
         self.matcher, self._mode = matcher, root
         return True
 
@@ -382,20 +388,3 @@ class Constraint:
     def _off(self) -> None:
         self.matcher, self._mode = None, None
         self._out, self._starts, self._tokens = bytearray(), [], []
-
-
-class _OffThread:
-    """A matcher whose every call runs on the grammar thread, under its deadline."""
-
-    def __init__(self, inner: GrammarMatcher, runner: GrammarThread):
-        self.inner = inner
-        self.runner = runner
-
-    def allowed(self, ids: np.ndarray) -> np.ndarray:
-        return self.runner.call(self.inner.allowed, ids)
-
-    def accept(self, token: int) -> None:
-        self.runner.call(self.inner.accept, token)
-
-    def can_end(self) -> bool:
-        return self.runner.call(self.inner.can_end)

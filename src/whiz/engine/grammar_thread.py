@@ -1,4 +1,6 @@
-"""Grammar matching off the engine thread, under a deadline the engine thread enforces.
+"""Grammar matching off the engine thread, under a deadline the engine thread enforces: for matchers
+that cannot be built in another process (the fake runtime's, a test's). Over llama.cpp the engine
+uses `grammar_process.py` instead, where a call past its deadline is stopped, not let go.
 
 A matcher call is one call into llama.cpp's grammar code, and nothing stops a C call halfway: a
 grammar whose readings multiply with what the model writes (a recursive schema whose alternatives
@@ -42,6 +44,11 @@ class GrammarTooSlow(EngineError):
             "(a recursive schema whose branches start alike?). Simplify the schema, or send "
             '"whiz": {"tool_grammar": false} to leave tool calls unconstrained.'
         )
+
+
+class GrammarUnavailable(EngineError):
+    """Grammar matching cannot take this request now (its process is starting again or failed);
+    the request ends with this, never with output that only looks constrained."""
 
 
 class _Worker:
@@ -125,6 +132,10 @@ class GrammarThread:
             return value
         raise value
 
+    def matcher(self, factory: Callable[[str, str], Any], gbnf: str, root: str) -> _OffThread:
+        """`factory(gbnf, root)`, built on the grammar thread, every call on it made there too."""
+        return _OffThread(self.call(factory, gbnf, root), self)
+
     def _returned(self) -> None:
         with self._lock:
             self.abandoned -= 1
@@ -133,3 +144,20 @@ class GrammarThread:
         if self._worker is not None:
             self._worker.jobs.put(None)
             self._worker = None
+
+
+class _OffThread:
+    """A matcher whose every call runs on the grammar thread, under its deadline."""
+
+    def __init__(self, inner: Any, runner: GrammarThread):
+        self.inner = inner
+        self.runner = runner
+
+    def allowed(self, ids: Any) -> Any:
+        return self.runner.call(self.inner.allowed, ids)
+
+    def accept(self, token: int) -> None:
+        self.runner.call(self.inner.accept, token)
+
+    def can_end(self) -> bool:
+        return self.runner.call(self.inner.can_end)

@@ -8,6 +8,7 @@ share prefixes or verify drafts; this module talks to `llama_decode` and the mem
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import re
 import sys
@@ -150,6 +151,26 @@ class LlamaGrammarMatcher:
             self._smpl = None
 
 
+def vocabulary_matchers(model_path: str):
+    """Run in the grammar process (`grammar_process.py`): the model file's vocabulary alone, read
+    once, no weights, and a builder of llama.cpp grammar matchers over it."""
+    import llama_cpp
+
+    _LlamaLog.of(llama_cpp)
+    llama_cpp.llama_backend_init()
+    params = llama_cpp.llama_model_default_params()
+    params.vocab_only = True
+    model = llama_cpp.llama_model_load_from_file(model_path.encode(), params)
+    if not model:
+        raise EngineError(f"llama.cpp could not read the vocabulary of {model_path}")
+    vocab = llama_cpp.llama_model_get_vocab(model)
+
+    def build(gbnf: str, root: str) -> LlamaGrammarMatcher:
+        return LlamaGrammarMatcher(llama_cpp, vocab, gbnf, root)
+
+    return build
+
+
 class LlamaRuntime:
     """A `Runtime` over a GGUF model file."""
 
@@ -198,6 +219,8 @@ class LlamaRuntime:
         if not self._model:
             raise EngineError(f"llama.cpp could not load the model file {model_path}")
         self._vocab = llama_cpp.llama_model_get_vocab(self._model)
+        self.grammar_spec = functools.partial(vocabulary_matchers, str(model_path))
+        """How the grammar process builds matchers over this vocabulary (grammar_process.py)."""
         self.tokenizer = LlamaTokenizer(llama_cpp, self._vocab)
         self.n_vocab = self.tokenizer.n_vocab
         self.n_ctx_train = llama_cpp.llama_model_n_ctx_train(self._model)

@@ -30,8 +30,9 @@ import numpy as np
 from whiz.engine.draft_model import DraftModel
 from whiz.engine.drafters import ChainDrafter, PredictionDrafter, PromptLookupDrafter
 from whiz.engine.grammar import Constraint, MatchingClock
+from whiz.engine.grammar_process import GrammarProcess
 from whiz.engine.grammar_share import GrammarShare, matching
-from whiz.engine.grammar_thread import GrammarThread
+from whiz.engine.grammar_thread import GrammarThread, GrammarTooSlow, GrammarUnavailable
 from whiz.engine.prefix_cache import PrefixCache
 from whiz.engine.sampling import sample
 from whiz.engine.slots import Placement, SlotTable
@@ -149,8 +150,12 @@ class Scheduler:
         """Grammar matching's share of the engine's time while other streams run."""
         self.matching_clock = MatchingClock().install()
         """Grammar budgets' clock: the engine thread's CPU time less its garbage collections."""
-        self.grammar_thread = GrammarThread(clock=self.matching_clock)
-        """Where grammar matcher calls run, under a deadline (grammar_thread.py)."""
+        spec = getattr(runtime, "grammar_spec", None)
+        self.grammar_thread: GrammarThread | GrammarProcess = (
+            GrammarProcess(spec) if spec is not None else GrammarThread(clock=self.matching_clock)
+        )
+        """Where grammar matcher calls run, under a deadline: a child process killed past it, where
+        the runtime can build matchers there (grammar_process.py), else a thread (grammar_thread.py)."""
         self.restarts = 0
         """Times the worker loop failed outside a step and was started again."""
         self._thread = threading.Thread(target=self._supervise, name="whiz-engine", daemon=True)
@@ -559,6 +564,10 @@ class Scheduler:
                     self._verified(job, draft, mine)
                 else:
                     self._emit(job, [self._first_token(job, mine[0])])
+            except (GrammarTooSlow, GrammarUnavailable) as exc:  # a bound, or matching not there now
+                log.warning("a request's tool-call grammar was stopped: %s", exc)
+                job.stats.error = str(exc)
+                self._finish(job, "error")
             except Exception as exc:  # this job's sampling or drafting failed: the others go on
                 log.exception("a job failed after its step")
                 job.stats.error = f"the engine failed on this request: {exc}"

@@ -21,14 +21,17 @@ from __future__ import annotations
 import glob
 import os
 import pwd
-import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from whiz.environments.dependencies import DEPENDENCY_DIRS, ENVIRONMENT_MARKERS
 from whiz.environments.hidden import homes
 from whiz.errors import did_you_mean
+
+if TYPE_CHECKING:
+    from whiz.config_file import ConfigFile
 
 HOME_ROOTS = ("/home", "/root")
 """Where homes live: covered whether or not a user of this machine has one there."""
@@ -217,18 +220,10 @@ def is_environment(path: Path) -> bool:
     return path.name in DEPENDENCY_DIRS or any((path / m).exists() for m in ENVIRONMENT_MARKERS)
 
 
-def allowed_in_config(path: Path) -> tuple[str, ...]:
-    """The `allow` list of the `[sandbox]` table of a TOML config file (none if the file or the
-    table is not there); SandboxConfigError naming the file and the key for a mistake."""
-    try:
-        with open(path, "rb") as f:
-            table = tomllib.load(f).get(CONFIG_TABLE, {})
-    except FileNotFoundError:
-        return ()
-    except OSError as exc:
-        raise SandboxConfigError(f"cannot read the config file {path}: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise SandboxConfigError(f"the config file {path} is not valid TOML: {exc}") from None
+def allowed_in(file: ConfigFile) -> tuple[str, ...]:
+    """The `allow` list of the config file's `[sandbox]` table (none if the file or the table is not
+    there); SandboxConfigError naming the file and the key for a mistake."""
+    path, table = file.path, file.table(CONFIG_TABLE)
     if not isinstance(table, dict):
         raise SandboxConfigError(f"{path}: [{CONFIG_TABLE}] must be a table")
     for key in table:
@@ -241,6 +236,13 @@ def allowed_in_config(path: Path) -> tuple[str, ...]:
             f'{path}: [{CONFIG_TABLE}] allow must be a list of paths, e.g. ["~/.config/tool"]'
         )
     return tuple(allow)
+
+
+def allow_list(file: ConfigFile, extra: Iterable[Path | str] = ()) -> tuple[Path, ...]:
+    """What a confined command may see of the home: the config file's `[sandbox] allow`, then
+    `extra` (the `--sandbox-allow` flags). Every front-end that confines a command reads it here, so
+    the agent's commands and the web app's test command see the same home."""
+    return tuple(Path(p) for p in [*allowed_in(file), *extra])
 
 
 def reachable(path: Path, euid: int) -> bool:

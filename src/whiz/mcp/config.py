@@ -21,13 +21,12 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import tomllib
 from pathlib import Path
 from typing import Any
 
-import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from whiz.config_file import ConfigFile, ConfigFileError
 from whiz.errors import InvalidRequest, did_you_mean
 
 NAME = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -105,12 +104,6 @@ class McpServerConfig(BaseModel):
 KEYS = sorted(({f.alias or n for n, f in McpServerConfig.model_fields.items()} | {"http_headers"}) - {"name"})
 
 
-def config_path() -> Path:
-    """The config file: `$WHIZ_CONFIG`, else config.toml in the user config folder."""
-    env = os.environ.get("WHIZ_CONFIG")
-    return Path(env).expanduser() if env else Path(platformdirs.user_config_dir("whiz")) / "config.toml"
-
-
 def server(name: str, table: Any, where: str) -> McpServerConfig:
     """One `[mcp_servers.NAME]` table as a server; McpConfigError saying what is wrong with it."""
     if not NAME.match(name):
@@ -131,20 +124,11 @@ def server(name: str, table: Any, where: str) -> McpServerConfig:
         raise McpConfigError(f"{where}: [mcp_servers.{name}]{at} {message}.", param=key or name) from None
 
 
-def tables_in_file(path: Path) -> dict[str, Any]:
-    """The `[mcp_servers]` tables of a TOML file (none if the file is not there)."""
-    try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-    except FileNotFoundError:
-        return {}
-    except OSError as exc:
-        raise McpConfigError(f"Cannot read the config file {path}: {exc.strerror}.") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise McpConfigError(f"The config file {path} is not valid TOML: {exc}.") from None
-    tables = data.get("mcp_servers", {})
+def tables_in(file: ConfigFile) -> dict[str, Any]:
+    """The `[mcp_servers]` tables of a config file."""
+    tables = file.table("mcp_servers")
     if not isinstance(tables, dict):
-        raise McpConfigError(f"{path}: mcp_servers must be a table of servers ([mcp_servers.NAME]).")
+        raise McpConfigError(f"{file.path}: mcp_servers must be a table of servers ([mcp_servers.NAME]).")
     return tables
 
 
@@ -165,21 +149,22 @@ def server_flag(flag: str) -> McpServerConfig:
 
 
 def mcp_servers(
-    flags: list[str] | None = None, path: Path | None = None
+    flags: list[str] | None = None, path: Path | None = None, *, file: ConfigFile | None = None
 ) -> tuple[list[McpServerConfig], list[str]]:
-    """The servers to start for a run: the config file's, then `--mcp` ones (which replace a file's
-    server of the same name), disabled ones left out; and what is wrong in the file, a line each
-    (that server is left out; the run goes on). A bad `--mcp` raises McpConfigError."""
-    path = path or config_path()
+    """The servers to start for a run: the config file's (`file`, else the one at `path`, else
+    `config_path()`'s), then `--mcp` ones (which replace a file's server of the same name),
+    disabled ones left out; and what is wrong in the file, a line each (that server is left out;
+    the run goes on). A bad `--mcp` raises McpConfigError."""
     found: dict[str, McpServerConfig] = {}
     problems = []
     try:
-        tables = tables_in_file(path)
-    except McpConfigError as exc:
+        file = file or ConfigFile.read(path)
+        tables = tables_in(file)
+    except (McpConfigError, ConfigFileError) as exc:
         tables, problems = {}, [exc.message]
     for name, table in tables.items():
         try:
-            found[name] = server(name, table, str(path))
+            found[name] = server(name, table, str(file.path if file else path))
         except McpConfigError as exc:
             problems.append(exc.message.rstrip("."))
     for flag in flags or ():

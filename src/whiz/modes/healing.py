@@ -137,15 +137,6 @@ class HealSettings:
     """The most candidates a round decodes: the one bound for `whiz heal -n`, `--heal` and the web
     app's heal (a server may allow fewer: its slots)."""
 
-    def check(self) -> None:
-        """ValueError, in the words of `whiz heal`'s flags, for the first setting out of range."""
-        if not 1 <= self.n <= self.MAX_N:
-            raise ValueError(f"-n must be between 1 and {self.MAX_N}")
-        if not 0 <= self.temperature <= 2:
-            raise ValueError("--temperature must be between 0 and 2")
-        if self.rounds < 1 or self.test_timeout_s <= 0:
-            raise ValueError("--rounds must be at least 1 and --test-timeout positive")
-
 
 class HealModels(Protocol):
     """What healing needs from the models: where candidates come from, and a say when a stage finds
@@ -277,6 +268,7 @@ class Healer:
         if earlier and summary:
             said, note = "", f"An earlier change was tried; the tests failed on it:\n```\n{summary}\n```"
         brief = Brief(task, self.test_cmd, said, note, new)
+        written_ms = 0.0
         while not plan.done():
             attempts = plan.attempts(n - plan.distinct)
             if not attempts:
@@ -293,6 +285,7 @@ class Healer:
                 tests.cancel()
                 raise
             generations.append(generation)
+            written_ms += generation.wall_ms
             results += batch
             plan.record(batch)
             if pick_best(batch) is not None:
@@ -307,7 +300,15 @@ class Healer:
                 brief = dataclasses.replace(brief, note=note)
         generation = joined(generations)
         duplicates = sum(r.status == "duplicate" or r.same_as is not None for r in results)
-        return self._round_done(item, number, label, generation, results, duplicates=duplicates)
+        return self._round_done(
+            item,
+            number,
+            label,
+            generation,
+            results,
+            duplicates=duplicates,
+            candidates_ms=round(written_ms, 1),
+        )
 
     async def _explain(
         self, source: CandidateSource, plan: RepairPlan, slot: int, brief: Brief
@@ -321,7 +322,8 @@ class Healer:
             fn = place.function
             self._explained[(fn.path, fn.qualname)] = said
             reply = generation.texts[0] if generation.texts else ""
-            self.emit.single("localize", **localized_item(Localized([plan.places[slot]], True, reply)))
+            said_item = Localized([plan.places[slot]], True, reply, generation)
+            self.emit.single("localize", **localized_item(said_item))
         return generation
 
     def _with_explanation(self, place: Localization) -> Localization:
@@ -410,7 +412,9 @@ class Healer:
         except BaseException:
             tests.cancel()
             raise
-        return self._round_done(item, number, label, generation, results)
+        return self._round_done(
+            item, number, label, generation, results, candidates_ms=round(generation.wall_ms, 1)
+        )
 
     def _round_tests(self, number: int, n: int, plan=None) -> RoundTests:
         return RoundTests(
@@ -604,7 +608,8 @@ def localized_item(found: Localized) -> dict[str, Any]:
          "lines": [p.function.start, p.function.end], "hypothesis": p.hypothesis, "origin": p.origin}
         for p in found.places
     ]  # fmt: skip
-    return {"places": places, "sure": found.sure, "reply": truncate(found.reply, 1000)}
+    ms = round(found.generation.wall_ms, 1) if found.generation else 0.0  # 0: nothing was asked
+    return {"places": places, "sure": found.sure, "reply": truncate(found.reply, 1000), "ms": ms}
 
 
 MAX_FAILURE_CHARS = 4000

@@ -6,11 +6,14 @@ renders them like any other item:
     mode_change      {from, to, reason, trigger}   trigger: edit_failures, healing, policy,
                                                    swarm_retry, new_turn or user
     policy_decision  {action, category, reason, rules, checked_by}   only when routing changes
-    heal             {round, mode, n, method, decode_ms, passed, cancelled, best, status}
+    heal             {round, mode, n, method, decode_ms, candidates_ms, passed, cancelled, best,
+                      status}   decode_ms: every model call of the round, localizing included;
+                      candidates_ms: the candidates' own decoding
     heal_candidate   {round, index, status, diff_lines, output_tokens, exit_code, test_output,
                       error, diff, same_as, failure, tests_passed, reply}   reply: its text, when
                       it has no edit; failure: what its failing tests said, trimmed
-    localize         {places: [{path, function, lines, hypothesis, origin}], sure, reply}
+    localize         {places: [{path, function, lines, hypothesis, origin}], sure, reply, ms}
+                     ms: how long the model took to answer (0: nothing was asked)
     swarm_plan       {tasks: [{id, title, files, check}]}
     micro_task       {task_id, title, files, status, attempt, mode, message, check_output}
     merge            {task_id, status, paths, conflicts: [{path, reason}], diff}

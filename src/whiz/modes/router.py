@@ -11,6 +11,7 @@ and watches the agent's events for the triggers (failed edits, a failed run of t
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
@@ -146,6 +147,21 @@ class ModeRouter:
         self.current = to
 
 
+def call_timings(label: Label, began: float, opened: float, usage: dict) -> dict[str, str | float | int]:
+    """What the client adds to a call's server timings (the `whiz` of its `agent_message`): which
+    model answered, the call's wall time from the client's side (prefill and decode are parts of
+    it; the rest is queueing and transport) and how long its model took to open (0 when it was
+    open already), so that a reader can say where a turn's seconds went."""
+    now = time.perf_counter()
+    return {
+        "model": str(label),
+        "call_ms": round((now - opened) * 1000, 1),
+        "open_ms": round((opened - began) * 1000, 1),
+        "input_tokens": usage.get("input_tokens") or 0,
+        "cached_tokens": (usage.get("input_tokens_details") or {}).get("cached_tokens") or 0,
+    }
+
+
 def offers(pool: Models, label: Label) -> bool:
     """Whether `pool` has the `label` model at hand without being told where (a pool that does not
     say, say a test's, has every model it was given)."""
@@ -213,14 +229,19 @@ class RoutedModel:
         return dict(self._clients)
 
     async def respond(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        began = time.perf_counter()
         try:
             client = await self._client(self.router.current)
         except WhizError as exc:  # the deep model would not start, say: the turn fails with why
             yield Finished("failed", error=exc.message)
             return
+        opened = time.perf_counter()
         self._active = client
         try:
             async for event in client.respond(request):
+                if isinstance(event, Finished):
+                    label = next((k for k, c in self._clients.items() if c is client), self.router.current)
+                    event.timings = event.timings | call_timings(label, began, opened, event.usage)
                 yield event
         finally:
             self._active = None

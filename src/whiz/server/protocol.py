@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
 
 from whiz.chat.messages import Message, Tool, ToolCall
 from whiz.engine.types import SamplingParams
@@ -369,7 +369,9 @@ class ResponsesRequest(SamplingFields):
     """auto: when the conversation does not fit the context window, drop its oldest items until it
     does (OpenAI's meaning); disabled (the default): a 400 context_length_exceeded instead."""
     parallel_tool_calls: bool = True
-    max_tool_calls: int | None = Field(default=None, ge=0)
+    max_tool_calls: StrictInt | None = Field(default=None, ge=1)
+    """At most this many tool calls in the response (the specification's minimum is 1); the model's
+    calls past it are dropped (`responses.ToolCallLimit`)."""
     safety_identifier: str | None = None
     background: bool = False
 

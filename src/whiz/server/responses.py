@@ -24,6 +24,7 @@ from whiz.chat.messages import Message, Tool, ToolCall
 from whiz.engine.types import GenerationStats, SamplingParams
 from whiz.errors import ContextOverflow, InvalidRequest, WhizError
 from whiz.seams import Backend, BackendTurn
+from whiz.server.call_limit import CallLimit
 from whiz.server.keepalive import with_keepalive
 from whiz.server.protocol import (
     OFF_LOOP_CHARS,
@@ -478,7 +479,8 @@ class ResponsesService:
             # The fast path: the previous response as the backend holds it, then only the new items.
             system = previous.system
             messages = previous.messages + new
-            resume = Resume(previous.state, len(previous.messages))
+            # (None: the backend keeps no record of it, or one that no longer matches the messages.)
+            resume = None if previous.state is None else Resume(previous.state, len(previous.messages))
         else:
             messages = (previous.messages if previous else []) + new
             system = req.instructions
@@ -560,6 +562,7 @@ class ResponseRun:
         service, turn = self.service, self.turn
         events = ResponseEvents(service.skeleton(turn), turn.request.custom_tool_names())
         self.response = events.response
+        limit = CallLimit(turn.request.max_tool_calls)
         for ev in events.start():
             yield ev
         try:
@@ -567,7 +570,10 @@ class ResponseRun:
                 if piece is _SILENT:
                     yield events.still_in_progress(turn.live.progress())
                     continue
-                batch = events.text(piece.text) if isinstance(piece, TextDelta) else events.tool_call(piece)
+                if isinstance(piece, TextDelta):
+                    batch = events.text(piece.text)
+                else:
+                    batch = events.tool_call(piece) if limit.admits(piece) else []
                 for ev in batch:
                     yield ev
         except WhizError as exc:
@@ -578,9 +584,11 @@ class ResponseRun:
         result = turn.live.result
         assert result is not None
         stats = result.stats
-        messages = turn.messages + [result.message()] if turn.request.generate else turn.messages
-        self.conversation = Conversation(result.state, messages, turn.system, turn.tools, turn.chain)
+        messages = turn.messages + [limit.message(result)] if turn.request.generate else turn.messages
+        self.conversation = Conversation(limit.state(result), messages, turn.system, turn.tools, turn.chain)
         extra: dict[str, Any] = {"usage": usage(stats, result.output_tokens), "whiz": timings(stats)}
+        if limit.dropped:
+            extra["whiz"]["dropped_tool_calls"] = limit.dropped  # past max_tool_calls (call_limit.py)
         if ignored := turn.request.ignored_tools():
             extra["whiz"]["ignored_tools"] = ignored  # tools only a hosted service runs
         if turn.request.wants_timeline():

@@ -45,6 +45,7 @@ from whiz.agent.editing.undo import UndoStore
 from whiz.agent.project.workspace import Workspace
 from whiz.config import ServeSettings
 from whiz.environments import SandboxOptions, environment_for
+from whiz.environments.home import SandboxConfigError, allow_list
 from whiz.environments.local import CommandResult
 from whiz.errors import Conflict, InvalidRequest, NotFound, PayloadTooLarge, WhizError
 from whiz.modes.session import tidy_workspace
@@ -134,13 +135,17 @@ class WorkspaceService:
         *,
         test_cmd: str | None = None,
         test_timeout_s: float = 300,
+        sandbox: SandboxOptions | None = None,
     ):
         self.workspace = workspace
         self.undo_store = undo
         self.proposer = proposer
         self.test_cmd = test_cmd
-        # The page's test command runs confined like the agent's: the workspace only, no network.
-        self.environment = environment_for(workspace.root, SandboxOptions(), timeout_s=test_timeout_s)
+        # The page's test command runs confined like the agent's: the workspace, no network, and of
+        # the home only what the user allowed (`sandbox`: the config file's `[sandbox] allow`).
+        self.environment = environment_for(
+            workspace.root, sandbox or SandboxOptions(), timeout_s=test_timeout_s
+        )
         self.pending: dict[str, PendingEdit] = {}
         self.offered: dict[str, PendingEdit] = {}
         """Healing candidates, acceptable like pending edits; they stay listed once decided."""
@@ -365,7 +370,13 @@ def check_settings(settings: ServeSettings) -> None:
 
 def build_workspace(state: ServerState, root: Path, undo_dir: Path) -> WorkspaceService:
     """The service for `--workspace root`, proposing edits with this server's own engine."""
+    from whiz.config_file import ConfigFile  # the config file the CLI reads `[sandbox]` from
+
     check_settings(state.settings)
+    try:
+        allowed = allow_list(ConfigFile.read())
+    except SandboxConfigError as exc:
+        raise InvalidRequest(str(exc), param="sandbox") from None
     tidy_workspace(root, lambda line: log.warning("%s", line))
     return WorkspaceService(
         Workspace(root),
@@ -373,4 +384,5 @@ def build_workspace(state: ServerState, root: Path, undo_dir: Path) -> Workspace
         ModelEditProposer(state.backend),
         test_cmd=state.settings.test_cmd,
         test_timeout_s=state.settings.test_timeout_s,
+        sandbox=SandboxOptions(allow=allowed),
     )

@@ -74,6 +74,16 @@ def test_a_last_block_the_reply_ends_without_its_replace_marker() -> None:
     assert parse_edits(bare) == [SearchReplace("a.py", "x = 1\n", "x = 2\n")]
 
 
+def test_a_block_ended_by_the_close_of_a_fence_it_never_opened_leaves_the_fence_out() -> None:
+    # The block closed with the fence the model imagined around it, not '>>>>>>> REPLACE': the
+    # fence went into the file as its last line, a syntax error the next turn spent a call on.
+    reply = "solution.py\n<<<<<<< SEARCH\nx = 1\n=======\nx = 2\n```\n"
+    assert parse_edits(reply) == [SearchReplace("solution.py", "x = 1\n", "x = 2\n")]
+    # A new text that holds a whole fenced block keeps both its fences.
+    doc = "README.md\n<<<<<<< SEARCH\nold\n=======\nRun:\n```\nmake\n```\n"
+    assert parse_edits(doc) == [SearchReplace("README.md", "old\n", "Run:\n```\nmake\n```\n")]
+
+
 def test_text_without_edits_gives_none() -> None:
     assert parse_edits("Just an answer.\n```python\nprint('hi')\n```\n") == []
 

@@ -137,3 +137,44 @@ async def test_cancel_stops_the_server_and_the_conversation_goes_on(serve_fake) 
         assert model.socket.last.response["previous_response_id"] is None
     finally:
         await model.close()
+
+
+async def test_after_a_cancelled_response_the_next_call_chains_from_the_last_completed_one(
+    serve_fake,
+) -> None:
+    # A reply long enough to cancel, after a first turn that completes.
+    long_reply = "".join(f"line {i} of a long answer\n" for i in range(400))
+    script = lambda conv: memory_script(conv) if "cancel me" not in last_user_message(conv) else long_reply  # noqa: E731
+    server = serve_fake(script=script, engine_kw={"step_s": 0.02})
+    model = await WhizModel.open(server.root)
+    sent: list[dict] = []
+    create = model.socket.create
+
+    def spy(**body):
+        sent.append(body)
+        return create(**body)
+
+    model.socket.create = spy
+    try:
+        items = [user("first question")]
+        _, _, first = await collect(model, ModelRequest("be brief", items))
+        first_id = model.socket.last.response["id"]
+        items += first.output_items + [user("cancel me")]
+        cancelled = None
+        async for event in model.respond(ModelRequest("be brief", items)):
+            if isinstance(event, ModelText):
+                await model.cancel()
+            elif isinstance(event, Finished):
+                cancelled = event
+        assert cancelled is not None and cancelled.status == "cancelled"
+        items += cancelled.output_items + [user("again")]
+        text, _, again = await asyncio.wait_for(collect(model, ModelRequest("be brief", items)), 30)
+        assert again.status == "completed" and text == "seen: again +A"  # the first turn is still held
+        # The third call names the first (completed) response and sends only what came after it:
+        # the message whose reply was cancelled, the reply's words as far as they got, and the new
+        # message.
+        assert sent[2]["previous_response_id"] == first_id
+        assert sent[2]["input"] == [user("cancel me"), *cancelled.output_items, user("again")]
+        assert model.socket.last.response["previous_response_id"] == first_id
+    finally:
+        await model.close()

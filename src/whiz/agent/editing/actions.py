@@ -108,7 +108,9 @@ def _unterminated(replace: list[str]) -> list[str] | None:
     Small models often end a file they write this way, or wrap the new text in a code fence and
     stop: the reply was complete (a reply cut off by its limit never gets here), so the new text
     is what they meant. A fenced REPLACE ends at its fence's close (words after it are not code),
-    an unfenced one at the end of the reply. None when there is no text, or a fence never closes.
+    an unfenced one at the end of the reply, less a last line that closes a fence opened before
+    the block (the fence the model meant around it: fence lines in the part then come in an odd
+    number). None when there is no text, or a fence never closes.
     """
     body = list(replace)
     while body and not body[-1].strip():
@@ -118,6 +120,8 @@ def _unterminated(replace: list[str]) -> list[str] | None:
         if close is None:
             return None
         body = body[1:close]
+    elif body and is_bare_fence(body[-1]) and sum(bool(FENCE.match(line)) for line in body) % 2:
+        body.pop()
     return body if any(line.strip() for line in body) else None
 
 
@@ -136,6 +140,12 @@ def _whole_file(lines: list[str], start: int, edits: list[Edit]) -> int:
         raise ParseError(f"The code block for {path} on line {start + 1} is not closed with {fence}.")
     edits.append(WholeFile(path, _text(body)))
     return close + 1
+
+
+def is_bare_fence(line: str) -> bool:
+    """A fence line with no language after it: one that can close a fence."""
+    found = FENCE.match(line)
+    return found is not None and not found.group(2)
 
 
 def _closes(line: str, fence: str) -> bool:

@@ -4,7 +4,8 @@ One connection per agent session. The server keeps the conversation of the conne
 response, so each call sends only the items added since (tool outputs, the next user message)
 with `previous_response_id`, and the shared prefix is not prefilled again. When the server no
 longer holds it (`previous_response_not_found`), or the conversation was rewritten, the whole
-input is sent instead.
+input is sent instead. A cancelled or failed response is never chained from: the next call names
+the last one that completed, and sends the rest (the cancelled reply's words included) as new.
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ from typing import Any
 
 from whiz.agent.models.seam import Finished, ModelEvent, ModelRequest, ModelText, ModelToolCall, output_items
 from whiz.client import ClientError, HttpClient, PreviousResponseNotFound, ResponsesSocket
+
+UNCONTINUABLE = ("failed", "cancelled")
+"""Statuses of a response the server will not continue (`previous_response_id` is refused)."""
 
 
 class WhizModel:
@@ -102,7 +106,9 @@ class WhizModel:
         response = response or {}
         status = response.get("status") or "failed"
         items_out = output_items(text, calls)
-        if response.get("id") and status != "failed":
+        if response.get("id") and status not in UNCONTINUABLE:
+            # A failed or cancelled response cannot be continued; the server still holds the one
+            # before it, so the next call chains from that and sends what came after as new items.
             self._previous_id = response["id"]
             self._previous_items = request.items + items_out
             self._frame = (request.instructions, request.tools)
