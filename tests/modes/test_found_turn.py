@@ -136,3 +136,13 @@ async def test_passing_checks_leave_a_new_behaviour_alone_and_a_rename_gets_none
     finally:
         await s.close()
     assert items(events, "found_checks") == []
+
+
+async def test_found_checks_off_leaves_the_turn_as_it_was(tmp_path):
+    root = write(tmp_path / "ws", DOCTESTS)
+    s, events = await session(root, ["clamp returns hi below lo."], [], found_checks=False)
+    try:
+        await s.run(TASK)
+    finally:
+        await s.close()
+    assert items(events, "found_checks") == [] and items(events, "heal_candidate") == []
