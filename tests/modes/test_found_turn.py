@@ -65,6 +65,7 @@ async def test_failing_doctests_choose_the_rewrite_that_passes_them(tmp_path):
     assert statuses[:2] == ["failed", "passed"] and len(statuses) <= FOUND_HEAL_N
     assert "checks found in the code: 1 of 1 pass (1 docstring with doctests of clamp)" in result.message
     assert s.heal_n == 0 and s.agent.config.test_cmd is None  # the next turn starts as before
+    assert s.healing is not None and s.healing.healer.settings.hypotheses == 1
 
 
 async def test_an_edit_that_breaks_passing_examples_is_sent_back(tmp_path):

@@ -41,6 +41,9 @@ FOUND_HEAL_N = 4
 """Candidates of a turn the found checks choose for: the greedy rewrite and three sampled ones.
 Fewer than a test command's eight: these checks are a few examples, cheaper to satisfy by
 accident, and a plain turn's time target is half a tested one's."""
+FOUND_HYPOTHESES = 3
+"""Hypotheses of what is wrong drawn together after a rewrite wrote the function back
+(`HealSettings.hypotheses`), each driving a later rewrite, the checks choosing among them."""
 BASELINE_TIMEOUT_S = 60.0
 """How long the run of the checks on the code as it is may take before they are not used."""
 

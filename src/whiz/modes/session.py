@@ -37,7 +37,7 @@ from whiz.environments import SandboxOptions, SandboxUnavailable, environment_fo
 from whiz.environments.worktree import sweep_stale_copies
 from whiz.mcp import McpServerConfig, start_mcp
 from whiz.modes.endpoints import DeepSettings, FastSettings, SetupError
-from whiz.modes.found_turn import FOUND_HEAL_N, FoundTurn
+from whiz.modes.found_turn import FOUND_HEAL_N, FOUND_HYPOTHESES, FoundTurn
 from whiz.modes.heal_step import REDRAW_N, HealingModel
 from whiz.modes.healing import Healer, HealSettings
 from whiz.modes.notices import ItemEmitter, Tee
@@ -412,6 +412,7 @@ class AgentSession:
         n = self.options.heal if self.options.heal is not None else FOUND_HEAL_N
         settings = self.healing.healer.settings
         settings.n = n if found.chooses and heals else 0
+        settings.hypotheses = FOUND_HYPOTHESES
         ladder(settings, self.router.mode)
         self.healing.redraw_n = REDRAW_N
         self.healing.healer.saw_tests(found.seconds)
@@ -423,6 +424,7 @@ class AgentSession:
         self._take_up(dataclasses.replace(self.options.agent, test_cmd=None))
         if self.healing is not None:
             self.healing.healer.failing_now = None
+            self.healing.healer.settings.hypotheses = HealSettings.hypotheses
         self._follow_mode()
 
     async def _report_found(self, found: FoundTurn, result: TurnOutcome) -> None:
