@@ -92,6 +92,7 @@ SECOND_MODEL_GROUP = (
     "tests/integration/test_candidates_real.py",
     "tests/integration/test_decode_step_real.py",
     "tests/integration/test_real_model.py",
+    "tests/integration/test_prefix_cache_real.py",
     "tests/mcp/",
     "tests/clients/",
     "tests/web/",

@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 
 from whiz.bench.cli import bench_app
-from whiz.commands.flags import ApiKeyOpt, err, fail
+from whiz.commands.flags import err, fail
 from whiz.commands.settings_options import settings_command
 
 if TYPE_CHECKING:
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         SandboxCommandOptions,
         SwarmOptions,
     )
+    from whiz.commands.setup import SetupOptions
 
 
 def _leave_out_httpx_cli() -> None:
@@ -358,27 +359,11 @@ def acp(*, options: AcpOptions) -> None:
     raise typer.Exit(run_acp(run, verbose=options.verbose))
 
 
-@app.command()
+@settings_command(app, "whiz.commands.setup:SetupOptions")
 def setup(
     client: Annotated[str, typer.Argument(help="claude, codex, opencode, qwen, aider or zed.")],
-    print_: Annotated[
-        bool, typer.Option("--print", help="Show the files it would write, and write nothing.")
-    ] = False,
-    base_url: Annotated[
-        str | None,
-        typer.Option(
-            "--base-url", help="The whiz server the client talks to (default $WHIZ_BASE_URL or port 8321)."
-        ),
-    ] = None,
-    api_key: ApiKeyOpt = None,
-    warm: Annotated[
-        bool,
-        typer.Option(
-            "--warm/--no-warm",
-            help="Warm the client's fixed opening (its prompt and tools) into the server's prefix "
-            "cache in the background, so its first turn starts warm.",
-        ),
-    ] = True,
+    *,
+    options: SetupOptions,
 ) -> None:
     """Point a client at whiz: write its configuration (base URL, the model with its real context
     window, the trimming docs/clients.md lists), merged into yours, the old file backed up.
@@ -388,7 +373,10 @@ def setup(
     """
     from whiz.commands.setup import run_setup
 
-    raise typer.Exit(run_setup(client, base_url=base_url, api_key=api_key, print_only=print_, warm=warm))
+    o = options
+    raise typer.Exit(
+        run_setup(client, base_url=o.base_url, api_key=o.api_key, print_only=o.print_, warm=o.warm)
+    )
 
 
 def run() -> None:  # pragma: no cover - console entry point

@@ -186,3 +186,12 @@ class Backend(Protocol):
     def status(self) -> dict[str, float]:
         """Gauges for /metrics: metric names after `whiz_`, with Prometheus labels where needed."""
         ...
+
+
+class Busy(Protocol):
+    """Something a server holds open that may have work running: a drain waits until none has
+    (a WebSocket session, to the server state that counts them)."""
+
+    def busy(self) -> bool:
+        """Whether a turn is running or waiting to run."""
+        ...

@@ -53,3 +53,11 @@ def folders(tmp_path: Path) -> tuple[Path, Path]:
     work.mkdir()
     home.mkdir()
     return work, home
+
+
+def client_engine(n_ctx: int = 262144) -> dict:
+    """`serve_fake`'s engine for a real client's turn: a window for the client's whole prompt (the
+    fake counts a byte as a token) and no pretend prefill time (`token_s`): the clients' prompts
+    run to tens of thousands of bytes, which slept seconds a request, and what the turn proves is
+    the protocol, not a speed."""
+    return {"n_ctx": n_ctx, "token_s": 0.0}

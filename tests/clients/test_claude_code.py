@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import npm_client
+from .conftest import client_engine, npm_client
 
 CLAUDE_CODE_VERSION = "2.1.330"
 
@@ -36,7 +36,7 @@ def test_claude_code_writes_a_file_through_whiz(claude_bin, serve_fake, tmp_path
     work = tmp_path / "work"
     work.mkdir()
     served = serve_fake(
-        script=write_then_answer(work / "hello.py"), engine_kw={"n_ctx": 65536}, api_keys=["k1"]
+        script=write_then_answer(work / "hello.py"), engine_kw=client_engine(65536), api_keys=["k1"]
     )
     env = {
         **os.environ,

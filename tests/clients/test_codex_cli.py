@@ -12,7 +12,7 @@ import pytest
 
 from whiz.bench.codex_restart import configure_codex
 
-from .conftest import npm_client
+from .conftest import client_engine, npm_client
 
 CODEX_VERSION = "0.169.0"
 PATCH = "*** Begin Patch\n*** Update File: hello.py\n@@\n-print('hi')\n+print('hello')\n*** End Patch\n"
@@ -32,7 +32,7 @@ def patch_then_answer(conversation: str) -> str:
 
 @pytest.mark.parametrize("websocket", [False, True], ids=["http", "websocket"])
 def test_codex_applies_a_patch_the_model_writes(codex_bin, serve_fake, tmp_path, websocket):
-    served = serve_fake(script=patch_then_answer, engine_kw={"n_ctx": 65536})
+    served = serve_fake(script=patch_then_answer, engine_kw=client_engine(65536))
     home, work = tmp_path / "codex-home", tmp_path / "work"
     # Codex's own workspace-write sandbox cannot write on this CI machine (a container, as root):
     # the config lets it write its temporary folder directly.

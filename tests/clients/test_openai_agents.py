@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import cache_lock, folders, npm_client
+from .conftest import cache_lock, client_engine, folders, npm_client
 
 QWEN_CODE_VERSION = "0.24.4"
 OPENCODE_VERSION = "1.18.33"
@@ -32,9 +32,7 @@ def write_then_answer(tool: str, path_arg: str, path: Path):
 
 
 def serve(serve_fake, script):
-    # The clients' own prompts and tools run to tens of thousands of bytes; the fake engine counts
-    # a byte as a token, so it gets a window to match.
-    return serve_fake(script=script, engine_kw={"n_ctx": 262144})
+    return serve_fake(script=script, engine_kw=client_engine())
 
 
 def qwen_code_env(home: Path, base_url: str) -> dict[str, str]:

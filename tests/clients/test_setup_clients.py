@@ -12,7 +12,7 @@ from pathlib import Path
 from whiz.commands.setup import run_setup
 from whiz.setup.base import Where
 
-from .conftest import folders, npm_client
+from .conftest import client_engine, folders, npm_client
 from .test_claude_code import CLAUDE_CODE_VERSION
 from .test_codex_cli import CODEX_VERSION, patch_then_answer
 from .test_openai_agents import OPENCODE_VERSION, QWEN_CODE_VERSION, aider_client, write_then_answer
@@ -37,7 +37,7 @@ def run(command: list[str], work: Path, home: Path, **env: str) -> subprocess.Co
 
 
 def served(serve_fake, script):
-    return serve_fake(script=script, engine_kw={"n_ctx": 262144})
+    return serve_fake(script=script, engine_kw=client_engine())
 
 
 def test_claude_code_runs_on_the_settings_whiz_setup_wrote(serve_fake, tmp_path):
@@ -78,7 +78,7 @@ def test_codex_runs_on_the_config_whiz_setup_wrote(serve_fake, tmp_path):
     codex = npm_client("@openai/codex", CODEX_VERSION, "codex")
     work, home = folders(tmp_path)
     (work / "hello.py").write_text("print('hi')\n")
-    server = serve_fake(script=patch_then_answer, engine_kw={"n_ctx": 65536})
+    server = serve_fake(script=patch_then_answer, engine_kw=client_engine(65536))
     set_up("codex", home, server.root)
     # Codex's own workspace-write sandbox cannot write on this CI machine (a container, as root).
     command = [

@@ -104,12 +104,10 @@ def test_the_environment_variables_reach_the_session(tmp_path, monkeypatch):
 DEFAULT_IN_PROSE = re.compile(r"\(default|\bdefault[:;]|\bDefault\b|\bby default\b")
 
 
-@pytest.mark.parametrize("command", AGENT_COMMANDS)
-def test_every_default_help_shows_is_the_settings_own(command):
+def assert_defaults_are_the_settings_own(click_command, command: str) -> None:
     """Help says a flag's default only in its `[default: ...]`, and that is the field's default
     (or, for a default decided later, the words its `Flag` gives): never in the help's prose,
     where nothing would keep it true."""
-    click_command = typer.main.get_command(app).commands[command]
     model = settings_model(click_command)
     assert model is not None, f"whiz {command}'s options are not made from settings"
     for param in click_command.params:
@@ -121,6 +119,11 @@ def test_every_default_help_shows_is_the_settings_own(command):
         shown = flag_of(field).shown
         assert param.show_default == (shown if default is None and shown else True), (command, param.name)
         assert not DEFAULT_IN_PROSE.search(field.description or ""), (command, param.name, field.description)
+
+
+@pytest.mark.parametrize("command", AGENT_COMMANDS)
+def test_every_default_help_shows_is_the_settings_own(command):
+    assert_defaults_are_the_settings_own(typer.main.get_command(app).commands[command], command)
 
 
 def test_the_defaults_are_those_the_library_uses():

@@ -244,7 +244,7 @@ class Agent:
             raise Failed(f"the model failed: {finished.error or 'no reason given'}")
         if finished.status == "incomplete":
             told, error = cut_off(finished, request.max_output_tokens)
-            self._tell(told)
+            self.tell(told)
             raise FormatError(error)
         return reply
 
@@ -293,7 +293,7 @@ class Agent:
         if not actions:
             if self._steering:
                 return []  # the user said more while it answered: go on with that
-            return await self._answer(text)
+            return await self.answer(text)
         outcomes = []
         for index, (action, call_id) in enumerate(actions):
             if stop := stall_before(self.stall, action):
@@ -332,11 +332,11 @@ class Agent:
             told, error = self.retries.push_back("wrote the code back unchanged")
             raise self._retry(told if self.config.actions == "text" else None, error)
         if self.config.actions == "text":
-            self._tell("\n\n".join(o.text for o in outcomes))
+            self.tell("\n\n".join(o.text for o in outcomes))
         self.stats.acting_replies += not any(o.malformed or o.noop for o in outcomes)
         self.retries.acted()
         if unchanged:
-            return await self._answer(text)  # it only quoted a file: an answer, not an edit
+            return await self.answer(text)  # it only quoted a file: an answer, not an edit
         changed = [path for o in outcomes for path in o.changed]
         self.progress.changed += changed
         self.progress.untested = self.progress.untested or bool(changed)
@@ -348,7 +348,7 @@ class Agent:
         if checking and (problems := check_files(self.ws, changed)):
             # Once a turn: a second look would only loop on what the model cannot fix.
             self.progress.checked = True
-            self._tell("Your edit left errors:\n" + "\n".join(problems) + "\nFix them.")
+            self.tell("Your edit left errors:\n" + "\n".join(problems) + "\nFix them.")
             return changed
         edits_only = all(isinstance(a, ApplyEdits) for a, _ in actions)
         if edits_only and all(o.ok for o in outcomes) and not self._steering:
@@ -370,9 +370,9 @@ class Agent:
         if outcome.ok:
             raise Submitted(summary + "; the tests pass")
         self.budget.tests_failed()
-        self._tell(f"The tests failed:\n{outcome.text}\nFix the code so they pass.")
+        self.tell(f"The tests failed:\n{outcome.text}\nFix the code so they pass.")
 
-    async def _answer(self, text: str) -> list[str]:
+    async def answer(self, text: str) -> list[str]:
         """The model answered in words instead of acting: the turn ends with its answer, unless it
         edited since the tests last ran (the edit checks sent it back, say, and it explained
         instead of fixing). Then the tests decide, not its words: they run now, and if they fail
@@ -390,9 +390,9 @@ class Agent:
     def _retry(self, told: str | None, error: str) -> FormatError:
         """A format retry: the model is `told` what was wrong (None: a tool call's output said it)."""
         if told is not None:
-            self._tell(told)
+            self.tell(told)
         return FormatError(error)
 
-    def _tell(self, text: str) -> None:
+    def tell(self, text: str) -> None:
         """Feedback the model reads next step, as a user message."""
         self.items.append({"type": "message", "role": "user", "content": text})

@@ -9,7 +9,7 @@ that changed files tells the policy so (`stall_after`)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from whiz.agent.formats import TOOLS, text_actions
 from whiz.agent.models.seam import ModelRequest
@@ -28,7 +28,42 @@ from whiz.agent.tools import (
 )
 
 if TYPE_CHECKING:
-    from whiz.agent.loop import Agent
+    from whiz.agent.config import AgentConfig
+    from whiz.agent.context.compaction import Context
+    from whiz.agent.control import Budget, Steps
+    from whiz.agent.events import Emitter
+    from whiz.agent.models.seam import ModelClient
+    from whiz.agent.project.workspace import Workspace
+    from whiz.agent.stats import TurnStats
+    from whiz.agent.tools import Toolbox
+    from whiz.agent.turns import Progress
+
+
+class TurnAgent(Protocol):
+    """The agent as a stalled turn's end sees it (`loop.Agent`): the parts it reads, and the two
+    ways a turn goes on in words: the model is told something, or the turn ends with an answer."""
+
+    ws: Workspace
+    tools: Toolbox
+    config: AgentConfig
+    model: ModelClient
+    instructions: str
+    items: list[dict[str, Any]]
+    emit: Emitter
+    stall: ToolStall
+    budget: Budget
+    stats: TurnStats
+    context: Context
+    progress: Progress
+    steps: Steps
+
+    def tell(self, text: str) -> None:
+        """Feedback the model reads next step."""
+        ...
+
+    async def answer(self, text: str) -> list[str]:
+        """The model answered in words: the turn ends with `text`, unless the tests decide."""
+        ...
 
 
 LAST_WORDS_TOKENS = 400
@@ -38,7 +73,7 @@ KNOWN_FILES = 2000
 """The most workspace paths the policy takes as values the model was given (a listing shows 300)."""
 
 
-async def new_stall(agent: Agent, task: str, message: str) -> ToolStall:
+async def new_stall(agent: TurnAgent, task: str, message: str) -> ToolStall:
     """The turn's policy: the task, and as what the model was told of where it works, the
     workspace's path, its files and the task's message (the files it attached, quoted)."""
     files = "\n".join(agent.ws.list_files(".", limit=KNOWN_FILES))
@@ -81,12 +116,12 @@ def stall_after(stall: ToolStall, action: Action, outcome: Outcome) -> None:
         stall.after(*call, ok=outcome.ok, text=result, malformed=outcome.malformed)
 
 
-async def end_stalled(agent: Agent, stop: Stop, not_called: list[str], done: list[Outcome]) -> list[str]:
+async def end_stalled(agent: TurnAgent, stop: Stop, not_called: list[str], done: list[Outcome]) -> list[str]:
     """The turn's tool calls stopped making progress (`ToolStall`): it ends here, with the best
     answer there is. Calls of the reply not made are answered as such (every call needs an
     output in the conversation); in text actions, what those made before it came to is told."""
     if agent.config.actions == "text" and done:
-        agent._tell("\n\n".join(o.text for o in done))
+        agent.tell("\n\n".join(o.text for o in done))
     for call_id in not_called:
         agent.items.append(
             {"type": "function_call_output", "call_id": call_id, "output": f"Not called: {stop.reason}"}
@@ -94,7 +129,7 @@ async def end_stalled(agent: Agent, stop: Stop, not_called: list[str], done: lis
     agent.emit.single("tool_stall", **stop.item())
     if not stop.results:
         raise Failed(f"the tool calls made no progress toward the task: {stop.reason}")
-    agent._tell(stop.told())
+    agent.tell(stop.told())
     words = await last_words(agent)
     answer = agent.stall.answer(words)
     if answer != words.strip():  # the result the words leave out, shown as part of the answer
@@ -103,10 +138,10 @@ async def end_stalled(agent: Agent, stop: Stop, not_called: list[str], done: lis
         agent.emit.emit("item.updated", item={**item, "text": added}, delta=added)
         agent.emit.complete(item, text=added)
         agent.items.append({"type": "message", "role": "assistant", "content": added})
-    return await agent._answer(answer)
+    return await agent.answer(answer)
 
 
-async def last_words(agent: Agent) -> str:
+async def last_words(agent: TurnAgent) -> str:
     """The model's answer in words ("" when it gives none, or calls a tool again). It is offered
     what it was before, tools and all, so the server reuses the conversation's cached prefix
     (a request without them is a new prompt, read again from the start); a call is not made."""

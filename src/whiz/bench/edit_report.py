@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 if TYPE_CHECKING:
-    from whiz.bench.edits import Run
+    from whiz.bench.edit_run import Run
 
 
 def median(values: list[float | None]) -> float | None:

@@ -91,7 +91,28 @@ def sandbox_mode(value: str) -> str:
 SandboxName = Annotated[str, AfterValidator(sandbox_mode)]
 
 
-class ModelOptions(BaseModel):
+class DeepOptions(BaseModel):
+    """Where the deep model answers (the bench's agent commands take these too)."""
+
+    model_config = ConfigDict(title="Models", defer_build=True)
+
+    deep_base_url: Annotated[
+        str | None, Flag(env="WHIZ_DEEP_BASE_URL", shown=f"the {DEEP_LOCAL_MODEL} in this process")
+    ] = Field(
+        None,
+        description="The deep model on any OpenAI-compatible server (vLLM, SGLang, llama.cpp, Ollama, a "
+        "hosted API), spoken to over Chat Completions.",
+    )
+    deep_model: str | None = Field(None, description="Model id to ask the deep server for.")
+    deep_api_key: Annotated[str | None, Flag(env="WHIZ_DEEP_API_KEY")] = Field(
+        None, description="Bearer key for the deep server."
+    )
+
+    def deep(self) -> DeepSettings:
+        return DeepSettings(base_url=self.deep_base_url, model=self.deep_model, api_key=self.deep_api_key)
+
+
+class ModelOptions(DeepOptions):
     """Where the fast and the deep model answer, and which mode picks between them."""
 
     model_config = ConfigDict(title="Models", defer_build=True)
@@ -113,17 +134,6 @@ class ModelOptions(BaseModel):
         description="With no server at the default URL, load the model in this process for this command "
         "instead of using (or starting) the background server.",
     )
-    deep_base_url: Annotated[
-        str | None, Flag(env="WHIZ_DEEP_BASE_URL", shown=f"the {DEEP_LOCAL_MODEL} in this process")
-    ] = Field(
-        None,
-        description="The deep model on any OpenAI-compatible server (vLLM, SGLang, llama.cpp, Ollama, a "
-        "hosted API), spoken to over Chat Completions.",
-    )
-    deep_model: str | None = Field(None, description="Model id to ask the deep server for.")
-    deep_api_key: Annotated[str | None, Flag(env="WHIZ_DEEP_API_KEY")] = Field(
-        None, description="Bearer key for the deep server."
-    )
 
     @field_validator("mode")
     @classmethod
@@ -134,9 +144,6 @@ class ModelOptions(BaseModel):
         return FastSettings(
             base_url=self.base_url, api_key=self.api_key, model=self.model, in_process=self.in_process
         )
-
-    def deep(self) -> DeepSettings:
-        return DeepSettings(base_url=self.deep_base_url, model=self.deep_model, api_key=self.deep_api_key)
 
 
 class ConfinementOptions(BaseModel):

@@ -4,14 +4,38 @@ then warm the client's fixed opening into the server's prefix cache in the backg
 from __future__ import annotations
 
 import sys
-from typing import TextIO
+from typing import Annotated, TextIO
 
+from pydantic import BaseModel, ConfigDict, Field
+
+from whiz.flag import Flag
 from whiz.setup import writer_for
 from whiz.setup.apply import describe, write_plan
 from whiz.setup.base import ConfigError, Where
-from whiz.setup.server import find_server
+from whiz.setup.server import DEFAULT_ROOT, find_server
 
 EXIT_OK, EXIT_ERROR = 0, 2
+
+
+class SetupOptions(BaseModel):
+    """`whiz setup`'s options (its flags, made by `settings_options.settings_command`)."""
+
+    model_config = ConfigDict(title="", defer_build=True)
+
+    print_: Annotated[bool, Flag("--print")] = Field(
+        False, description="Show the files it would write, and write nothing."
+    )
+    base_url: Annotated[str | None, Flag(shown=f"$WHIZ_BASE_URL, else {DEFAULT_ROOT}")] = Field(
+        None, description="The whiz server the client talks to."
+    )
+    api_key: Annotated[str | None, Flag(env="WHIZ_API_KEY")] = Field(
+        None, description="Bearer key for the server."
+    )
+    warm: bool = Field(
+        True,
+        description="Warm the client's fixed opening (its prompt and tools) into the server's prefix "
+        "cache in the background, so its first turn starts warm.",
+    )
 
 
 def run_setup(

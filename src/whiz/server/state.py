@@ -23,7 +23,7 @@ from whiz.server.protocol import TurnDefaults
 from whiz.server.responses import ResponsesService, ResponseStore
 
 if TYPE_CHECKING:
-    from whiz.server.websocket import Session
+    from whiz.seams import Busy
 
 WILDCARD_HOSTS = ("0.0.0.0", "::", "")
 
@@ -73,7 +73,7 @@ class ServerState:
         """Set on SIGTERM: new requests get a 503 while running ones finish or are cancelled."""
         self.in_flight = 0
         """HTTP requests being answered (a stream counts until its end)."""
-        self.sessions: set[Session] = set()
+        self.sessions: set[Busy] = set()
         """Open WebSocket sessions."""
         self.ws_open: Counter[str | None] = Counter()
         """Open WebSocket sessions per tenant key (see `ws_key`)."""
@@ -107,7 +107,7 @@ class ServerState:
 
     def busy(self) -> bool:
         """Whether a request or a WebSocket turn is running: a drain waits for none."""
-        return self.in_flight > 0 or any(s.state == "running" or s.queue.qsize() for s in self.sessions)
+        return self.in_flight > 0 or any(s.busy() for s in self.sessions)
 
     def check_open(self) -> None:
         if self.draining:

@@ -95,6 +95,10 @@ class Session:
         finally:
             await self.close()
 
+    def busy(self) -> bool:
+        """Whether a turn runs or waits on this connection (a drain waits for it)."""
+        return self.state == "running" or bool(self.queue.qsize())
+
     async def close(self) -> None:
         self.state = "closed"
         if self.current is not None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from rich.table import Table
 from rich.text import Text
@@ -29,7 +29,36 @@ from whiz.tui import sessions
 from whiz.tui.diffs import render_diff
 
 if TYPE_CHECKING:
-    from whiz.tui.app import CodeApp
+    from whiz.agent.store.sessions import SessionInfo
+    from whiz.modes.pool import Label
+    from whiz.modes.session import AgentSession
+    from whiz.tui.scrollback import Scrollback
+
+
+class Screen(Protocol):
+    """The running UI as the slash commands see it (`app.CodeApp`): its session, where it prints,
+    and what a command may ask of it."""
+
+    session: AgentSession
+    scrollback: Scrollback
+    model_names: dict[Label, str]
+    """The model each side's server reports, by side (a /model choice replaces one)."""
+
+    @property
+    def running(self) -> bool: ...
+
+    @property
+    def model_name(self) -> str: ...
+
+    def invalidate(self) -> None: ...
+
+    async def name_models(self) -> None: ...
+
+    def clear_screen(self) -> None: ...
+
+    def show_conversation(self, info: SessionInfo) -> None: ...
+
+    def quit(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -75,7 +104,7 @@ KEYS = [
 class SlashCommands:
     """Runs one slash command line against the app's session."""
 
-    def __init__(self, app: CodeApp):
+    def __init__(self, app: Screen):
         self.app = app
         self._handlers: dict[str, Callable[[str], Awaitable[None]]] = {
             "help": self.help,

@@ -10,9 +10,9 @@ from pathlib import Path, PurePosixPath
 from typing import Protocol
 
 from whiz.agent.errors import WhizAgentError
-from whiz.agent.project.secret_files import SecretFiles
 from whiz.environments.git import Repository
 from whiz.environments.secret_paths import SecretFinder
+from whiz.environments.secret_rules import SecretFiles
 
 # Folders nobody wants the agent to list or search, git or not.
 SKIP_DIRS = frozenset(
