@@ -58,7 +58,12 @@ ADDED = {
         "--deep-api-key",
         "--policy",
         "--policy-model-check",
+        "--found-checks",
     },
+    # The checks found in the user's code (agent/project/found_checks.py), on by default.
+    "exec": {"--found-checks"},
+    "code": {"--found-checks"},
+    "acp": {"--found-checks"},
 }
 
 
@@ -193,3 +198,17 @@ def test_a_config_file_that_is_not_toml_stops_an_agent_command_with_one_line(tmp
         said = "".join(result.output.split())
         assert "".join(f"The config file {config} is not valid TOML".split()) in said, args
         assert "Traceback" not in result.output
+
+
+def test_no_found_checks_reaches_the_agent(tmp_path, monkeypatch):
+    import whiz.commands.exec
+
+    seen = []
+    monkeypatch.setattr(
+        whiz.commands.exec, "exec_in_mode", lambda task, options, out: seen.append(options) or 0
+    )
+    monkeypatch.setenv("WHIZ_HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    for args, wanted in ((["exec", "fix f"], True), (["exec", "--no-found-checks", "fix f"], False)):
+        assert CliRunner().invoke(app, args).exit_code == 0
+        assert seen.pop().agent.found_checks is wanted

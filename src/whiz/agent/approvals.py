@@ -4,6 +4,9 @@
     auto-edit   edits inside the workspace are applied; each command is put to the approver (default)
     full-auto   commands run without asking too (still in the workspace, with a timeout)
 
+The checks found in the user's code run where no test command is given, except in read-only
+(`Approvals.found_checks`).
+
 An MCP tool's call is a command's equal, except that one its server marks read-only runs in every
 mode.
 
@@ -89,6 +92,15 @@ class Approvals:
     async def edit(self, summary: str, diff: str) -> Decision:
         if self.mode is ApprovalMode.READ_ONLY:
             return Decision(False, "the session is read-only: files cannot be changed. Answer in words.")
+        return Decision(True)
+
+    def found_checks(self) -> Decision:
+        """Whether the checks found in the user's code (`project/found_checks.py`) may run where no
+        test command is given: in auto-edit and full-auto, not in read-only. They are the user's
+        own checks, run by whiz rather than a command the model wrote, confined as the test
+        command is (the sandbox, a timeout), on the code the edit being judged has changed."""
+        if self.mode is ApprovalMode.READ_ONLY:
+            return Decision(False, "the session is read-only, so the checks found in the code were not run")
         return Decision(True)
 
     async def command(self, command: str) -> Decision:

@@ -49,6 +49,11 @@ def shown(command: str) -> str:
     """`command` as the model reads it: a check (`check_command`) as the program it runs. The
     wrapper names this machine's Python and whiz's own path, which tell the model nothing and
     would make its prompt, and so its seeded output, differ from one machine to the next."""
+    # Here, not at the top: this file also runs as a program by its path, without whiz importable.
+    from whiz.agent import found_checks_run
+
+    if (found_checks := found_checks_run.shown(command)) is not None:
+        return found_checks
     head, found, rest = command.partition(_prefix())
     if not found:
         return command

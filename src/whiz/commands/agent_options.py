@@ -248,6 +248,13 @@ class ActingOptions(BaseModel):
         "ending at the first pass: the fast model's greedy reply, the deep model's, then the deep "
         "model's rewrites of the function the change is in.",
     )
+    found_checks: Annotated[bool, Flag("--found-checks/--no-found-checks")] = Field(
+        AgentConfig.found_checks,
+        description="Without --test-cmd, in a task that changes behaviour: run the checks the code already "
+        "has for the function the task names (its docstring's examples and doctests, a __main__ block's "
+        "asserts, the repository's tests of it) in the sandbox, to choose among candidate edits and catch "
+        "one that breaks them (never in read-only).",
+    )
     instructions_tokens: Annotated[int, Field(ge=0)] = Field(
         AgentConfig.instructions_tokens,
         description="Budget for the project's AGENTS.md (or CLAUDE.md) files, read from the repository's top "
@@ -274,6 +281,7 @@ class ActingOptions(BaseModel):
             actions=self.actions,
             test_cmd=with_check(self.test_cmd, self.check),
             instructions_tokens=self.instructions_tokens,
+            found_checks=self.found_checks,
         )
 
 

@@ -18,6 +18,7 @@ from typing import Any, TextIO
 
 from whiz.agent.events import Event, EventSink, JsonLinesPrinter
 from whiz.agent.project.workspace import Workspace
+from whiz.agent.runs_check import shown
 from whiz.agent.store.sessions import SessionStore, TurnRecord, data_home
 from whiz.agent.turns import new_turn_id
 from whiz.errors import WhizError
@@ -73,7 +74,8 @@ class HumanPrinter:
                 if item.get("status") == "completed":
                     self.err.write(item.get("diff", ""))
             case "command_execution":
-                self._say(f"$ {item['command']}  ({item.get('status')}, exit {item.get('exit_code')})")
+                # As the model reads it: a found check or `--check` is what it runs, not its wrapper.
+                self._say(f"$ {shown(item['command'])}  ({item.get('status')}, exit {item.get('exit_code')})")
             case "tool_call":
                 args = " ".join(str(v) for v in item.get("arguments", {}).values() if v is not None)
                 self._say(f"{item['tool']} {args}")

@@ -126,6 +126,11 @@ class HealSettings:
     on; the agent's heal step leaves it off and repairs on its ladder's deep rungs (`ladder`),
     running the tests first where no edit was tested yet."""
 
+    hypotheses: int = 1
+    """Where a rewrite wrote its place back unchanged, how many hypotheses of what is wrong there
+    are drawn together (`repair.explain`): 1, the most likely; more, sampled, for the place's
+    later draws to try in turn (diagnosis before repair: the failures left were wrong causes)."""
+
     sandbox: SandboxOptions = field(default_factory=SandboxOptions)
     """Where a candidate's tests may write and reach: its own copy only, by default."""
     allow_test_edits: bool = False
@@ -179,6 +184,10 @@ class Healer:
         later repair stage of this heal that finds the place with none is given it."""
         self._localized: dict[Label, str] = {}
         """Each model's last localization answer in this heal: a later stage's request predicts it."""
+        self.failing_now: str | None = None
+        """What the tests said on the code as it is, where the caller ran them this turn already
+        (the found checks' first run, `found_turn.py`): a repair starts from it instead of running
+        them once more. None: run them."""
         self._new = ""
         """The new function this heal's task asks for (`repair.new_function`), once a failure said
         it is missing: a later stage hears what an earlier rewrite's tests said, which need not."""
@@ -312,14 +321,14 @@ class Healer:
         """Ask what is wrong in a place a rewrite wrote back unchanged, and tell its later draws
         (`RepairPlan.explain`); the answer is a `localize` item of that place."""
         place = plan.places[slot]
-        said, generation = await explain(source, place, brief, self.settings.seed)
+        said, generation = await explain(source, place, brief, self.settings.seed, self.settings.hypotheses)
         plan.explain(slot, said)
         if said:
             fn = place.function
-            self._explained[(fn.path, fn.qualname)] = said
+            self._explained[(fn.path, fn.qualname)] = said[0]
             reply = generation.texts[0] if generation.texts else ""
-            said_item = Localized([plan.places[slot]], True, reply, generation)
-            self.emit.single("localize", **localized_item(said_item))
+            places = [dataclasses.replace(place, hypothesis=h) for h in said]
+            self.emit.single("localize", **localized_item(Localized(places, True, reply, generation)))
         return generation
 
     def _with_explanation(self, place: Localization) -> Localization:
@@ -334,6 +343,8 @@ class Healer:
         tested = best_failure([r for rnd in rounds for r in rnd.results])
         if tested is not None and tested.status in ("failed", "timeout") and tested.test_output:
             return tested.test_output, True
+        if self.failing_now is not None:
+            return self.failing_now, False
         now = CandidateResult(0, 0, "", 0, "failed")
         # Only what the tests say is wanted here, and code that hangs them says so soon enough:
         # a whole test timeout spent on that run would hold up the first rewrite.

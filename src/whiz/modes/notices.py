@@ -17,6 +17,10 @@ renders them like any other item:
     swarm_plan       {tasks: [{id, title, files, check}]}
     micro_task       {task_id, title, files, status, attempt, mode, message, check_output}
     merge            {task_id, status, paths, conflicts: [{path, reason}], diff}
+    found_checks     {use, reason, ran, label, checks: [{kind, where, text, before, after}]}   where
+                     no test command is given: the checks found in the user's code, what they are
+                     used for (none, not_run, unusable, choose, guard), each one's verdict
+                     before and after the turn (started before the turn, completed after it)
     project_instructions  {files: [{path, tokens, shown_tokens, cut}], budget_tokens, cut, warnings}
                      the AGENTS.md files the model reads, once as a session opens
 
@@ -115,6 +119,8 @@ def describe(item: dict[str, Any], *, show_candidates: bool = True) -> str | Non
                 for p in item["places"]
             )
             return f"localize: {where}"
+        case "found_checks":
+            return _found_checks(item)
         case "project_instructions":
             return instructions.describe(item)
         case "context_compacted":
@@ -134,3 +140,21 @@ def describe(item: dict[str, Any], *, show_candidates: bool = True) -> str | Non
                 return f"[{item['task_id']}] NOT merged, conflict: {where}"
             return f"[{item['task_id']}] {item['status']}: {', '.join(item.get('paths', [])) or 'no changes'}"
     return None
+
+
+def _found_checks(item: dict[str, Any]) -> str | None:
+    """Which checks found in the code ran and how they came out; nothing where none was found."""
+    checks = item.get("checks") or []
+    if not checks:
+        return None
+    if not item.get("ran"):
+        return f"checks found in the code ({item.get('label')}) not run: {item.get('reason')}"
+    after = [c for c in checks if c.get("after")]
+    if not after:
+        return f"checks found in the code ({item.get('label')}): {item.get('reason')}"
+    passed = sum(c["after"] == "pass" for c in after)
+    before = sum(c.get("before") == "pass" for c in after)
+    return (
+        f"checks found in the code ({item.get('label')}): {passed} of {len(after)} pass after the turn, "
+        f"{before} before ({item.get('reason')})"
+    )

@@ -56,6 +56,9 @@ QUESTION = (
 nothing of what is wrong, a small model writes the function back as it is again and again;
 told it in a sentence, it changes it."""
 EXPLAIN_MAX_TOKENS = 100
+HYPOTHESIS_TEMPERATURE = 0.8
+"""Where several hypotheses are drawn together (`explain` with n > 1): warm enough that they
+differ, since the most likely one has often only restated what the function should do."""
 MAX_HYPOTHESIS_CHARS = 400
 
 INSTRUCTIONS = (
@@ -98,6 +101,8 @@ class RepairPlan:
         self._written_back: set[int] = set()  # places (by index) a draw wrote back unchanged
         self._explained: set[int] = set()  # places given a hypothesis after a write-back
         self._fresh: set[int] = set()  # explained places not drawn since: their next draw is greedy
+        self._hypotheses: dict[int, list[str]] = {}  # several, by place: its told draws take turns
+        self._told: dict[int, int] = {}  # told draws of each place with several hypotheses
 
     @property
     def distinct(self) -> int:
@@ -124,13 +129,15 @@ class RepairPlan:
             if not self.places[slot].hypothesis and slot not in self._explained
         ]  # fmt: skip
 
-    def explain(self, slot: int, hypothesis: str) -> None:
-        """The place's hypothesis, found after a write-back (`explain`): its later draws
-        give it, as a place localized with one does (every other draw), the first of them its most
-        likely reply, which differs now that it is told more. Asked once per place."""
+    def explain(self, slot: int, hypotheses: list[str]) -> None:
+        """The place's hypotheses, found after a write-back (`explain`): its later draws give them,
+        as a place localized with one does (every other draw), in turn where there are several,
+        so that each cause is tried; the first of them its most likely reply, which differs now
+        that it is told more. Asked once per place."""
         self._explained.add(slot)
-        if hypothesis:
-            self.places[slot] = dataclasses.replace(self.places[slot], hypothesis=hypothesis)
+        if hypotheses:
+            self.places[slot] = dataclasses.replace(self.places[slot], hypothesis=hypotheses[0])
+            self._hypotheses[slot] = hypotheses
             self._fresh.add(slot)
 
     def attempts(self, k: int) -> list[Attempt]:
@@ -150,7 +157,12 @@ class RepairPlan:
                 temperature, told = 0.0, True
             seed = None if self.seed is None else self.seed + self.drawn
             back = slot in self._written_back
-            out.append(Attempt(self.places[slot], temperature, seed, told, written_back=back))
+            place = self.places[slot]
+            if told and len(hypotheses := self._hypotheses.get(slot, [])) > 1:
+                nth = self._told.get(slot, 0)
+                self._told[slot] = nth + 1
+                place = dataclasses.replace(place, hypothesis=hypotheses[nth % len(hypotheses)])
+            out.append(Attempt(place, temperature, seed, told, written_back=back))
             self._issued.append(slot)
             self.drawn += 1
         return out
@@ -233,15 +245,16 @@ def _shown(place: Localization, brief: Brief, note: str) -> list[str]:
 
 
 async def explain(
-    source: CandidateSource, place: Localization, brief: Brief, seed: int | None
-) -> tuple[str, Generation]:
-    """What is wrong in `place`, in the model's words (its most likely answer), asked where a
-    rewrite of it came back unchanged (`RepairPlan.unexplained`); "" where the reply says nothing
-    that reads as one. With what it cost."""
-    generation = await generate(
-        source, explain_messages(place, brief), Draw(1, 0.0, EXPLAIN_MAX_TOKENS, seed)
-    )
-    return said_bug(generation.texts[0] if generation.texts else ""), generation
+    source: CandidateSource, place: Localization, brief: Brief, seed: int | None, n: int = 1
+) -> tuple[list[str], Generation]:
+    """What is wrong in `place`, in the model's words, asked where a rewrite of it came back
+    unchanged (`RepairPlan.unexplained`): its most likely answer, or (`n` > 1) `n` sampled
+    answers drawn together, sharing the prompt, as distinct hypotheses for the place's later
+    draws to try in turn. None where no reply says anything that reads as one. With what it cost."""
+    draw = Draw(n, 0.0 if n == 1 else HYPOTHESIS_TEMPERATURE, EXPLAIN_MAX_TOKENS, seed)
+    generation = await generate(source, explain_messages(place, brief), draw)
+    said = [h for h in (said_bug(text) for text in generation.texts) if h]
+    return list(dict.fromkeys(said)), generation
 
 
 def said_bug(reply: str) -> str:

@@ -37,6 +37,7 @@ from whiz.environments import SandboxOptions, SandboxUnavailable, environment_fo
 from whiz.environments.worktree import sweep_stale_copies
 from whiz.mcp import McpServerConfig, start_mcp
 from whiz.modes.endpoints import DeepSettings, FastSettings, SetupError
+from whiz.modes.found_turn import FOUND_HEAL_N, FOUND_HYPOTHESES, FoundTurn
 from whiz.modes.heal_step import REDRAW_N, HealingModel
 from whiz.modes.healing import Healer, HealSettings
 from whiz.modes.notices import ItemEmitter, Tee
@@ -217,6 +218,8 @@ class AgentSession:
         self.lock = lock
         """This process's hold on the session, from open to close (another whiz is refused)."""
         self._saved_compactions = agent.compactions
+        self._found_item: dict[str, Any] = {}
+        """The running turn's `found_checks` item, completed when the turn ends."""
         remember_turns(agent, store, info.id)
 
     @property
@@ -360,7 +363,14 @@ class AgentSession:
             record = TurnRecord(new_turn_id(), task, "refused", message, [], time.time())
             self._save(record)
             return TurnOutcome(record.id, "failed", message, TurnStats())
-        result = await self.agent.run(task)  # a conversation too long for the window is compacted first
+        found = await self._found_checks(task)
+        try:
+            result = await self.agent.run(task)  # a conversation too long for the window is compacted first
+        finally:
+            if found is not None and found.runs:
+                self._drop_found()
+        if found is not None:
+            await self._report_found(found, result)
         record = TurnRecord(
             result.turn_id,
             task,
@@ -372,6 +382,58 @@ class AgentSession:
         )
         self._save(record)
         return result
+
+    async def _found_checks(self, task: str) -> FoundTurn | None:
+        """Where no test command is given, the checks the user's code already has for the function
+        `task` is about (`found_turn.py`), announced as a `found_checks` item; where they run, they
+        are this turn's test command, and choose among candidates where some fail now. None where
+        there is a test command, `AgentConfig.found_checks` is off, or none was found."""
+        config = self.options.agent
+        if config.test_cmd or not config.found_checks:
+            return None
+        found = await FoundTurn.prepare(self.agent.ws, task, self.agent.approvals, self.agent.env)
+        if not found.found:
+            return None  # nothing to say
+        self._found_item = self.router.emit.start("found_checks", **found.item(), status="in_progress")
+        if found.runs:
+            self._use_found(found)
+        return found
+
+    def _use_found(self, found: FoundTurn) -> None:
+        """This turn, the found checks are the test command: they run after an edit, and, where
+        some fail on the code as it is and the mode heals, a short ladder of candidates is
+        tested on them."""
+        assert found.command is not None
+        agent = dataclasses.replace(self.options.agent, test_cmd=found.command)
+        self._take_up(agent)
+        if self.healing is None:
+            return
+        heals = self.router.mode.heals and agent.actions != "tools"
+        n = self.options.heal if self.options.heal is not None else FOUND_HEAL_N
+        settings = self.healing.healer.settings
+        settings.n = n if found.chooses and heals else 0
+        settings.hypotheses = FOUND_HYPOTHESES
+        ladder(settings, self.router.mode)
+        self.healing.redraw_n = REDRAW_N
+        self.healing.healer.saw_tests(found.seconds)
+        self.healing.healer.failing_now = found.output if found.chooses else None
+
+    def _drop_found(self) -> None:
+        """After the turn: no test command again, and healing as the session had it. (The agent's
+        config is the session's: taking up the found checks wrote their command into it.)"""
+        self._take_up(dataclasses.replace(self.options.agent, test_cmd=None))
+        if self.healing is not None:
+            self.healing.healer.failing_now = None
+            self.healing.healer.settings.hypotheses = HealSettings.hypotheses
+        self._follow_mode()
+
+    async def _report_found(self, found: FoundTurn, result: TurnOutcome) -> None:
+        """Run the found checks on what the turn left, complete their item, and end the turn's
+        message with which ran and how they came out."""
+        await found.finish(self.agent.env)
+        item = {**self._found_item, **found.item(), "status": "completed"}
+        self.router.emit.emit("item.completed", item=item)
+        result.message = f"{result.message}\n{found.summary()}"
 
     def _save(self, record: TurnRecord | None = None) -> None:
         """Store the conversation (anew, when compaction rewrote it since) and the turn that ended."""
