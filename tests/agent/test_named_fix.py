@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.agent.conftest import GREET
-from whiz.agent.context.named_fix import named_fix
+from whiz.agent.named_fix import named_fix
 from whiz.agent.project.workspace import Workspace
 
 FIXED = 'def say_hello(name):\n    return "Hello, " + name + "!"'

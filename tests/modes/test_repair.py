@@ -18,7 +18,7 @@ from whiz.commands.heal import heal_task
 from whiz.modes.candidates import ChatCandidates, ScriptedCandidates
 from whiz.modes.heal_results import CandidateResult, best_failure, pick_best
 from whiz.modes.healing import HealSettings
-from whiz.modes.localize import Localization, definition_index
+from whiz.modes.localize import Localization, definition_index, new_function
 from whiz.modes.pool import ScriptedPool
 from whiz.modes.repair import INSTRUCTIONS as REPAIR_INSTRUCTIONS
 from whiz.modes.repair import (
@@ -31,7 +31,6 @@ from whiz.modes.repair import (
     attempts_stream,
     change_key,
     function_change,
-    new_function,
     said_bug,
 )
 from whiz.modes.session import HEAL_N_DEFAULT, SessionOptions

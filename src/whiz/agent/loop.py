@@ -24,7 +24,6 @@ from whiz.agent.checks import check_files
 from whiz.agent.config import AgentConfig
 from whiz.agent.context.compaction import Compacted, Context, ContextFull
 from whiz.agent.context.instructions import read_instructions
-from whiz.agent.context.named_fix import named_fix
 from whiz.agent.context.prompt import system_prompt, task_message
 from whiz.agent.control import Budget, Steps
 from whiz.agent.editing.undo import UndoStore
@@ -33,6 +32,7 @@ from whiz.agent.formats import TOOLS, ActionFormat, text_actions, tool_action, u
 from whiz.agent.intent import asks_for_change, code_without_edit
 from whiz.agent.intent import named_paths as intent_paths
 from whiz.agent.models.seam import ModelClient, ModelRequest, unwrapped
+from whiz.agent.named_fix import framed
 from whiz.agent.project.secret_files import SecretGate, redact
 from whiz.agent.project.test_files import named_paths
 from whiz.agent.project.workspace import Workspace
@@ -100,9 +100,7 @@ class Agent:
         self.compactions = 0
         """How many times `items` was rewritten by compaction (a store must then rewrite it too)."""
         self._turn_start: int | None = None
-        self._prediction: str | None = None
-        """The next request's prediction, where the turn's first message asked for one function
-        (`named_fix`); else the focus file's text (`Toolbox.prediction`)."""
+        self._prediction: str | None = None  # the first request's, for a named fix (`named_fix`)
 
     def default_instructions(self) -> str:
         """The system prompt for the agent's config and approval mode as they are now (write it
@@ -154,10 +152,8 @@ class Agent:
         text, attached = task_message(self.ws, task, code_tokens=tokens, first=first, named_secrets=from_user)
         # A task not from the user gets every withheld value masked; any task, private keys.
         text = self.tools.secrets.redact(text) if not from_user else redact(text, set())
-        fix = named_fix(self.ws, task) if self.config.actions == "text" and wants else None
-        if fix is not None:  # the function written once, not twice in SEARCH/REPLACE
-            text += "\n\n" + fix.ask()
-        self._prediction = fix.prediction() if fix is not None else None
+        # A fix of one named function: written once, not twice in SEARCH/REPLACE.
+        text, self._prediction = framed(self.ws, task, text, wanted=wants and self.config.actions == "text")
         self.stall = await new_stall(self, task, text)
         self._turn_start = len(self.items)
         self.context.note_turn(task)
@@ -189,11 +185,7 @@ class Agent:
             status, message = "cancelled", "cancelled by the user"
         except (Failed, ClientError, WriteFailed, ContextFull) as exc:
             status, message = "failed", exc.message
-        if status == "completed" and not self.progress.changed and self.progress.wants_change:
-            status, message = "failed", f"the task asked for a change, but none was made: {message[:300]}"
-        elif status == "completed" and self.progress.tests_fail:  # it gave up on failing tests, in words
-            cmd = shown(self.config.test_cmd or "")
-            status, message = "failed", f"the tests (`{cmd}`) still fail: {message[:300]}"
+        status, message = self.progress.verdict(status, message, shown(self.config.test_cmd or ""))
         self._turn_start = None
         self.context.note_turn(changed=self.progress.changed)
         self.stats.duration_ms = (time.perf_counter() - started) * 1000

@@ -88,3 +88,12 @@ class Progress:
         """Whether code written back unchanged leaves the turn undone, not answered: the tests fail
         on that code, or the task asked for a change and none is made yet."""
         return self.tests_fail or (not self.changed and self.wants_change)
+
+    def verdict(self, status: str, message: str, shown_test_cmd: str) -> tuple[str, str]:
+        """How the turn ended, judged by what it did: one that ended done in words without the
+        change its task asked for, or with its tests (`shown_test_cmd`) still failing, failed."""
+        if status == "completed" and not self.changed and self.wants_change:
+            return "failed", f"the task asked for a change, but none was made: {message[:300]}"
+        if status == "completed" and self.tests_fail:  # it gave up on failing tests, in words
+            return "failed", f"the tests (`{shown_test_cmd}`) still fail: {message[:300]}"
+        return status, message

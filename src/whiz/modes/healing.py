@@ -62,7 +62,7 @@ from whiz.modes.heal_results import (
     diff_size,
     pick_best,
 )
-from whiz.modes.localize import Localization, Localized, localize
+from whiz.modes.localize import Localization, Localized, localize, new_function
 from whiz.modes.pool import Label
 from whiz.modes.repair import (
     Attempt,
@@ -71,7 +71,6 @@ from whiz.modes.repair import (
     attempts_stream,
     explain,
     function_change,
-    new_function,
 )
 from whiz.modes.round_tests import RoundTests
 
@@ -189,7 +188,7 @@ class Healer:
         (the found checks' first run, `found_turn.py`): a repair starts from it instead of running
         them once more. None: run them."""
         self._new = ""
-        """The new function this heal's task asks for (`repair.new_function`), once a failure said
+        """The new function this heal's task asks for (`localize.new_function`), once a failure said
         it is missing: a later stage hears what an earlier rewrite's tests said, which need not."""
 
     def saw_tests(self, seconds: float) -> None:

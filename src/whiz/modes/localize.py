@@ -93,7 +93,7 @@ class Localized:
     hints: list[Hint] = field(default_factory=list)
     defined: set[str] = field(default_factory=set)
     """The names of every function, method and class of the workspace (`definition_index`), read
-    once here for the repair that follows (`repair.new_function`)."""
+    once here for the repair that follows (`new_function`)."""
 
 
 _KEY = re.compile(r"^[\s>*_#`-]*(FILE|FUNCTION|LINES?|BUG|HYPOTHESIS)[*_`]*\s*:\s*(.*)$", re.I | re.M)
@@ -316,6 +316,34 @@ to put a method in), which only the model's localization names."""
 _WORD = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 
 
+RENAMING = re.compile(
+    r"\brenam|\b(?:its|the|function|method|class) name\b|\b(?:name|call) it\b"
+    r"|\bchange (?:the )?(?:`?\w+`? )?(?:function|method) to (?:[`'\"]\w+|\w+_\w*)",
+    re.I,
+)
+"""A task that asks for a new name, said so ("Rename mean to average", "Change the function name
+to f", "Change the `f` method to `g`"): not "a function shout(name)", whose parameter is a name
+too, nor "the same name"."""
+
+MISSING = re.compile(
+    r"NameError: name '(\w+)' is not defined|has no attribute '(\w+)'|cannot import name '(\w+)'"
+)
+
+
+def new_function(task: str, failure: str, defined: set[str]) -> str:
+    """The function the task asks to be written anew, where the tests fail for want of it: a name
+    their failure says is missing, that the task names and the code does not define ("" where
+    there is none). A rename ("Change the function name to f") is not one: it is a rewrite of the
+    function under its new name (`_rewrite_of`)."""
+    if RENAMING.search(task):
+        return ""
+    for match in MISSING.finditer(failure):
+        name = next(g for g in match.groups() if g)
+        if name not in defined and re.search(rf"\b{re.escape(name)}\b", task):
+            return name
+    return ""
+
+
 def named_place(index: list[Function], task: str, failure: str, files: list[str]) -> Function | None:
     """The one function the task names, where that leaves no doubt of the place: a name (or
     `Class.method`) the task writes that exactly one function outside the tests has, among the
@@ -325,8 +353,6 @@ def named_place(index: list[Function], task: str, failure: str, files: list[str]
     to add beside the one it names)."""
     if _ADDING.search(task):
         return None
-    from whiz.modes.repair import new_function  # repair builds on this module
-
     if new_function(task, failure, {f.name for f in index}):
         return None
     functions = [f for f in index if f.kind == "function"]

@@ -35,7 +35,14 @@ from whiz.agent.errors import WhizAgentError
 from whiz.agent.project.workspace import Workspace
 from whiz.agent.runs_check import shown
 from whiz.modes.candidates import CandidateSource, CandidateStream, Draw, Generation, generate
-from whiz.modes.localize import Function, Localization, bug_stated, definitions_in, functions_in
+from whiz.modes.localize import (
+    RENAMING,
+    Function,
+    Localization,
+    bug_stated,
+    definitions_in,
+    functions_in,
+)
 
 TEMPERATURES = (0.0, 0.5, 0.8, 1.0, 1.2)
 """A place's candidates, in turn: its most likely reply, then samples ever further from it. The
@@ -269,34 +276,6 @@ def said_bug(reply: str) -> str:
     return ""
 
 
-_RENAMING = re.compile(
-    r"\brenam|\b(?:its|the|function|method|class) name\b|\b(?:name|call) it\b"
-    r"|\bchange (?:the )?(?:`?\w+`? )?(?:function|method) to (?:[`'\"]\w+|\w+_\w*)",
-    re.I,
-)
-"""A task that asks for a new name, said so ("Rename mean to average", "Change the function name
-to f", "Change the `f` method to `g`"): not "a function shout(name)", whose parameter is a name
-too, nor "the same name"."""
-
-_MISSING = re.compile(
-    r"NameError: name '(\w+)' is not defined|has no attribute '(\w+)'|cannot import name '(\w+)'"
-)
-
-
-def new_function(task: str, failure: str, defined: set[str]) -> str:
-    """The function the task asks to be written anew, where the tests fail for want of it: a name
-    their failure says is missing, that the task names and the code does not define ("" where
-    there is none). A rename ("Change the function name to f") is not one: it is a rewrite of the
-    function under its new name (`_rewrite_of`)."""
-    if _RENAMING.search(task):
-        return ""
-    for match in _MISSING.finditer(failure):
-        name = next(g for g in match.groups() if g)
-        if name not in defined and re.search(rf"\b{re.escape(name)}\b", task):
-            return name
-    return ""
-
-
 def function_change(ws: Workspace, place: Localization, reply: str, task: str = "") -> FileChange | None:
     """The reply's rewrite of the place's function, put where the function is; None when the
     reply holds no such function, or the file changed since it was localized.
@@ -435,7 +414,7 @@ def _rewrite_of(fn: Function, outer: list[Function], task: str) -> Function | No
     same = [f for f in outer if f.name == fn.name]
     if same:
         return same[0]
-    if not _RENAMING.search(task):  # "Add a function called f": f goes in beside, not instead
+    if not RENAMING.search(task):  # "Add a function called f": f goes in beside, not instead
         return None
     renamed = [f for f in outer if re.search(rf"\b{re.escape(f.name)}\b", task)]
     return renamed[0] if len(renamed) == 1 else None

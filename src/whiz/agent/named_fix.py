@@ -67,3 +67,12 @@ def named_fix(ws: Workspace, task: str) -> NamedFix | None:
     if not definition.text.lstrip().startswith(("def ", "async def ", "@")):
         return None  # a class: its fix may be any of its methods
     return NamedFix(path, name, definition.text)
+
+
+def framed(ws: Workspace, task: str, text: str, *, wanted: bool) -> tuple[str, str | None]:
+    """The turn's first message, with the named fix's ask where there is one (`wanted`: the turn
+    owes a change in text actions), and the first request's prediction (None: the usual one)."""
+    fix = named_fix(ws, task) if wanted else None
+    if fix is None:
+        return text, None
+    return f"{text}\n\n{fix.ask()}", fix.prediction()
