@@ -33,9 +33,8 @@ def memory_script(conversation: str) -> str:
     return "seen: " + last_user_message(conversation) + (" +A" if "first question" in conversation else "")
 
 
-async def test_later_calls_send_only_new_items_and_reuse_the_cache(serve_fake) -> None:
-    server = serve_fake(script=memory_script)
-    model = await WhizModel.open(server.root)
+def spied_on(model: WhizModel) -> list[dict]:
+    """The bodies the model's socket sends from now on, in order."""
     sent: list[dict] = []
     create = model.socket.create
 
@@ -44,6 +43,13 @@ async def test_later_calls_send_only_new_items_and_reuse_the_cache(serve_fake) -
         return create(**body)
 
     model.socket.create = spy
+    return sent
+
+
+async def test_later_calls_send_only_new_items_and_reuse_the_cache(serve_fake) -> None:
+    server = serve_fake(script=memory_script)
+    model = await WhizModel.open(server.root)
+    sent = spied_on(model)
     try:
         items = [user("first question")]
         text, _, first = await collect(model, ModelRequest("be brief", items))
@@ -147,14 +153,7 @@ async def test_after_a_cancelled_response_the_next_call_chains_from_the_last_com
     script = lambda conv: memory_script(conv) if "cancel me" not in last_user_message(conv) else long_reply  # noqa: E731
     server = serve_fake(script=script, engine_kw={"step_s": 0.02})
     model = await WhizModel.open(server.root)
-    sent: list[dict] = []
-    create = model.socket.create
-
-    def spy(**body):
-        sent.append(body)
-        return create(**body)
-
-    model.socket.create = spy
+    sent = spied_on(model)
     try:
         items = [user("first question")]
         _, _, first = await collect(model, ModelRequest("be brief", items))
