@@ -11,7 +11,7 @@ from whiz.engine.cpu_wait import WALL_FACTOR, ProcessCpu, thread_spent, wait_spe
 
 
 def test_work_that_spends_its_budget_is_given_up_on_at_once_whatever_the_clock_says():
-    readings = iter([0.0, 0.4, 0.8, 1.2])
+    readings = iter([0.4, 0.8, 1.2])  # read after each wait, none before the first
     asked: list[float] = []
 
     def ready(timeout_s: float) -> bool:
@@ -19,7 +19,7 @@ def test_work_that_spends_its_budget_is_given_up_on_at_once_whatever_the_clock_s
         return False
 
     assert not wait_spending(ready, lambda: next(readings), budget_s=1.0)
-    # Each wait is for what is left of the budget, and the fourth reading is past it.
+    # Each wait is for what is left of the budget, and the third reading is past it.
     assert [round(t, 1) for t in asked] == [1.0, 0.6, 0.2]
 
 

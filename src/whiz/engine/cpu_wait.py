@@ -27,13 +27,13 @@ def wait_spending(ready: Callable[[float], bool], spent: Spent, budget_s: float)
     than one reading."""
     start = time.monotonic()
     wall_s = budget_s * WALL_FACTOR
+    left = budget_s  # nothing spent yet: the first wait reads no clock (one call a token)
     while True:
-        waited = time.monotonic() - start
-        left = min(budget_s - spent(), wall_s - waited)
-        if left <= 0:
-            return False
         if ready(max(left, 0.001)):
             return True
+        left = min(budget_s - spent(), wall_s - (time.monotonic() - start))
+        if left <= 0:
+            return False
 
 
 def wall_clock() -> Spent:
