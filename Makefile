@@ -78,10 +78,13 @@ browser: sandbox
 # and one core, one test at a time (tests/conftest.py groups them); the rest of the suite, which
 # mostly waits on sockets, timers and subprocesses, on the other two. --durations: CI's log names
 # the slowest tests.
+# Bytecode is written (whatever PYTHONDONTWRITEBYTECODE says): the suite starts hundreds of Python
+# processes (whiz commands, the ACP agent, MCP servers) and four workers that rewrite the tests'
+# asserts; without it each compiled every module it imports again, a tenth of the suite's CPU.
 TEST_WORKERS ?= 4
 test:
 	@$(MAKE) --no-print-directory -j4 setup model-file browser
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=30 $(PYTEST_ARGS)
+	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=30 $(PYTEST_ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check src tests

@@ -23,7 +23,6 @@ def _source(obj) -> str:
 # Small real files the project did not write, each with a mechanical edit: short, since each is
 # decoded plainly too, a token at a time.
 import colorsys  # noqa: E402
-import fnmatch  # noqa: E402
 import shlex  # noqa: E402
 
 CASES = [
@@ -31,7 +30,6 @@ CASES = [
         _source(colorsys.rgb_to_yiq) + "\n" + _source(colorsys.hls_to_rgb),
         "Rename the function rgb_to_yiq to rgb_to_yiq_color.",
     ),
-    (_source(fnmatch.filter), "Rename the parameter pat to pattern."),
     (_source(shlex.join), "Add the decorator @log_calls above the function join."),
 ]
 
@@ -55,12 +53,12 @@ def edit(client, code: str, instruction: str, **extra):
 
 
 # The first case's second function is there for the two-turn test below; one turn renames in one.
-IDENTITY_CASES = [(_source(colorsys.rgb_to_yiq), CASES[0][1]), *CASES[1:]]
+# A rename and an insertion: each is decoded three ways, one of them a token at a time, so another
+# rename would add its cost and no new kind of edit.
+IDENTITY_CASES = [(_source(colorsys.rgb_to_yiq), CASES[0][1]), CASES[1]]
 
 
-@pytest.mark.parametrize(
-    "code,instruction", IDENTITY_CASES, ids=["rename-function", "rename-parameter", "add-decorator"]
-)
+@pytest.mark.parametrize("code,instruction", IDENTITY_CASES, ids=["rename-function", "add-decorator"])
 def test_prediction_and_lookup_output_is_identical_to_plain(client, code, instruction):
     plain = edit(client, code, instruction, extra_body={"whiz": {"speculation": False}})
     lookup = edit(client, code, instruction)
