@@ -366,6 +366,7 @@ class Healer:
             candidates=[{"round": r.round, "index": r.index} for r in [best, *others]],
             agreeing_with_first=len(same),
             chosen={"round": chosen.round, "index": chosen.index},
+            kept_first=chosen is best,
         )
         return chosen
 
