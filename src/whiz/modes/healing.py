@@ -65,7 +65,7 @@ from whiz.modes.heal_results import (
 )
 from whiz.modes.localize import Localization, Localized, localize, new_function
 from whiz.modes.pool import Label
-from whiz.modes.probes import Probes, agreed, answers, find_probes
+from whiz.modes.probes import Probes, agreed, answers, find_probes, fitted
 from whiz.modes.repair import (
     Attempt,
     Brief,
@@ -346,6 +346,8 @@ class Healer:
         n = self.settings.opinions
         if n < 1 or best.answers is None or not heal.deep_answers or self.writes_new_file(heal.rounds):
             return best
+        if not any(fitted(self._probes, c.before, c.after) for c in best.changes):
+            return best  # nothing in it says it was fitted to the cases the tests show
         output, earlier = await self.evidence(heal.rounds)
         stage = await self.repair(
             heal.models, heal.task, output, n=n, earlier=earlier, number=heal.number, opinions=True

@@ -45,6 +45,8 @@ class Probes:
 
     imports: list[str] = field(default_factory=list)
     calls: list[str] = field(default_factory=list)
+    shown: frozenset = frozenset()
+    """The constants the test files hold (`fitted`)."""
 
     def __bool__(self) -> bool:
         return bool(self.calls)
@@ -72,6 +74,7 @@ def find_probes(ws: Workspace, test_cmd: str) -> Probes:
     chosen = [p for p in files if p in named or (p in tests and any(p.startswith(u) for u in under))]
     imports: list[str] = []
     calls: list[list[str]] = []
+    shown: set = set()
     for path in chosen:
         try:
             text = ws.read_text(path)
@@ -83,7 +86,40 @@ def find_probes(ws: Workspace, test_cmd: str) -> Probes:
         lines, names, functions = _imports(tree, ws)
         imports += [line for line in lines if line not in imports]
         calls += [list(_variants(call, names)) for call in _calls(tree, functions, names)]
-    return Probes(imports, _interleaved(calls))
+        shown |= constants(tree)
+    return Probes(imports, _interleaved(calls), frozenset(shown))
+
+
+TRIVIAL = frozenset({-1, 0, 1, 2, ""})
+"""Constants any code holds: one of them in a change says nothing of where it came from."""
+
+
+def constants(tree: ast.AST) -> set:
+    """The number and string constants in `tree`, but the trivial ones."""
+    found = set()
+    for node in ast.walk(tree):
+        is_value = isinstance(node, ast.Constant) and type(node.value) in (int, float, str)
+        if is_value and node.value not in TRIVIAL:
+            found.add(node.value)
+    return found
+
+
+def fitted(probes: Probes, before: str | None, after: str | None) -> bool:
+    """Whether a change brings in constants the test files hold that the code did not: a number
+    they use, or a string that is one of theirs or part of one (`if n == 11: return "11th"`,
+    `.replace("!", "")`), which is how a fix fitted to the cases shown looks."""
+    try:
+        old = constants(ast.parse(before or ""))
+        new = constants(ast.parse(after or "")) - old
+    except (SyntaxError, ValueError):
+        return False
+    texts = [c for c in probes.shown if isinstance(c, str)]
+    for value in new:
+        if value in probes.shown:
+            return True
+        if isinstance(value, str) and any(value in text for text in texts):
+            return True
+    return False
 
 
 def _imports(tree: ast.Module, ws: Workspace) -> tuple[list[str], set[str], set[str]]:
