@@ -62,6 +62,11 @@ FIX_WORDS = frozenset(
 """Words that say a task asks for a fix: where the found checks all pass, they guard it."""
 
 
+def asks_fix(task: str) -> bool:
+    """Whether `task` asks for a fix (`FIX_WORDS`), not for new behaviour."""
+    return bool(FIX_WORDS & set(prose_words(task)))
+
+
 @dataclass
 class FoundTurn:
     """The checks found for one turn, and what became of them."""
@@ -96,7 +101,7 @@ class FoundTurn:
         with `test_cmd`, only for a fix, as checks beside it (`beside`)."""
         if change_kind(task) != "behaviour":
             return cls(FoundChecks(), "none", "the task changes no behaviour")
-        if test_cmd and not FIX_WORDS & set(prose_words(task)):
+        if test_cmd and not asks_fix(task):
             return cls(FoundChecks(), "none", "the task asks for new behaviour, and the tests say what it is")
         found = await asyncio.to_thread(find_checks, ws, task)
         if test_cmd:
@@ -128,7 +133,7 @@ class FoundTurn:
         elif failing:
             turn.status = "choose"
             turn.reason = f"{len(failing)} of {len(usable)} fail on the code as it is: they choose the edit"
-        elif FIX_WORDS & set(prose_words(task)):
+        elif asks_fix(task):
             turn.status = "guard"
             turn.reason = f"all {len(usable)} pass on the code as it is: an edit must keep them passing"
         else:

@@ -52,7 +52,7 @@ from whiz.environments import SandboxOptions, environment_for
 from whiz.environments.local import CommandResult, truncate
 from whiz.environments.worktree import CopyError, isolated_copy
 from whiz.modes.candidates import CandidateSource, Draw, Generation
-from whiz.modes.found_turn import workspace_python
+from whiz.modes.found_turn import asks_fix, workspace_python
 from whiz.modes.heal_plan import HealState, plan
 from whiz.modes.heal_results import (
     CandidateResult,
@@ -129,10 +129,11 @@ class HealSettings:
     running the tests first where no edit was tested yet."""
 
     opinions: int = 0
-    """Where a rewrite passes, and the calls the test files make can be varied into inputs they do
-    not try (`probes.py`): this many more rewrites, sampled together, are tested too, and of the
-    passing ones the one that agrees with the most others on those inputs is kept (a fix fitted to
-    the cases the tests show mostly disagrees with the rest). 0: the first pass is kept."""
+    """Where a rewrite passes that brings in constants the test files hold (`probes.fitted`), and
+    the calls those files make can be varied into inputs they do not try (`probes.py`): this many
+    more rewrites, sampled together, are tested too, and of the passing ones the one that agrees
+    with the most others on those inputs is kept (a fix fitted to the cases the tests show mostly
+    disagrees with the rest). 0: the first pass is kept."""
 
     hypotheses: int = 1
     """Where a rewrite wrote its place back unchanged, how many hypotheses of what is wrong there
@@ -346,8 +347,10 @@ class Healer:
         n = self.settings.opinions
         if n < 1 or best.answers is None or not heal.deep_answers or self.writes_new_file(heal.rounds):
             return best
-        if not any(fitted(self._probes, c.before, c.after) for c in best.changes):
-            return best  # nothing in it says it was fitted to the cases the tests show
+        if not asks_fix(heal.task) or not any(fitted(self._probes, c.before, c.after) for c in best.changes):
+            # Nothing in it says it was fitted to the cases the tests show (new behaviour holds
+            # the tests' constants by right).
+            return best
         output, earlier = await self.evidence(heal.rounds)
         stage = await self.repair(
             heal.models, heal.task, output, n=n, earlier=earlier, number=heal.number, opinions=True

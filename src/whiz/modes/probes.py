@@ -10,7 +10,8 @@ agrees with the most others on them is kept (`agreed`), the first to pass where 
 
 Only calls whose arguments are constants, or built from constants by what the test file
 imports (`date(2024, 1, 1)`), are probes: a call of a variable the test built is not repeatable
-outside the test.
+outside the test. Only a pass that looks fitted is put to the vote (`fitted`): one that brings in
+constants of the test files the code did not hold.
 """
 
 from __future__ import annotations
