@@ -49,8 +49,6 @@ class CandidateResult:
     checks_failed: bool = False
     """Its tests passed, but the checks the code holds, run beside them (`Healer.guard`), did not:
     it fails, and is applied only where no candidate passes both."""
-    answers: list[str] | None = None
-    """What it answered to the heal's probes, where it passed and they ran (`probes.py`)."""
     finish_reason: str = "stop"
     """Why its reply ended, as the candidate source said: "stop", "length" where it ran to the
     token limit (cut off), "loop" where it was caught in one (`repetition.looping`)."""

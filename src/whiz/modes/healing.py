@@ -52,7 +52,6 @@ from whiz.environments import SandboxOptions, environment_for
 from whiz.environments.local import CommandResult, truncate
 from whiz.environments.worktree import CopyError, isolated_copy
 from whiz.modes.candidates import CandidateSource, Draw, Generation
-from whiz.modes.found_turn import asks_fix, workspace_python
 from whiz.modes.heal_plan import HealState, plan
 from whiz.modes.heal_results import (
     CandidateResult,
@@ -65,13 +64,11 @@ from whiz.modes.heal_results import (
 )
 from whiz.modes.localize import Localization, Localized, localize, new_function
 from whiz.modes.pool import Label
-from whiz.modes.probes import Probes, agreed, answers, find_probes, fitted
 from whiz.modes.repair import (
     Attempt,
     Brief,
     RepairPlan,
     attempts_stream,
-    change_key,
     explain,
     function_change,
 )
@@ -127,13 +124,6 @@ class HealSettings:
     is a plain one. Nothing found: plain rounds only. `whiz heal` and `whiz bench heal` turn it
     on; the agent's heal step leaves it off and repairs on its ladder's deep rungs (`ladder`),
     running the tests first where no edit was tested yet."""
-
-    opinions: int = 0
-    """Where a rewrite passes that brings in constants the test files hold (`probes.fitted`), and
-    the calls those files make can be varied into inputs they do not try (`probes.py`): this many
-    more rewrites, sampled together, are tested too, and of the passing ones the one that agrees
-    with the most others on those inputs is kept (a fix fitted to the cases the tests show mostly
-    disagrees with the rest). 0: the first pass is kept."""
 
     hypotheses: int = 1
     """Where a rewrite wrote its place back unchanged, how many hypotheses of what is wrong there
@@ -200,8 +190,6 @@ class Healer:
         self._new = ""
         """The new function this heal's task asks for (`localize.new_function`), once a failure said
         it is missing: a later stage hears what an earlier rewrite's tests said, which need not."""
-        self._probes = Probes()
-        """The inputs passing candidates answer (`HealSettings.opinions`), found when a heal starts."""
         self.guard: str | None = None
         """The checks the code already holds (`found_turn.py`, as a command), run beside the test
         command: a candidate that passes the tests and fails them is no pass (`checks_failed`), and
@@ -239,8 +227,6 @@ class Healer:
         `HealSettings.localize` find the function to repair; the repair stage then stands for the
         first round."""
         self._task, self._restore, self._new = task, restore, ""
-        if self.settings.opinions:
-            self._probes = await asyncio.to_thread(find_probes, self.ws, self.test_cmd)
         heal = HealState(self, models, messages, task, models.current)
         for rung in plan(self.settings, heal.first, failure):
             result = await rung.run(heal)
@@ -248,8 +234,7 @@ class Healer:
                 continue
             heal.rounds.append(result)
             if result.best is not None:
-                best = await self._second_opinions(heal, result.best)
-                return HealOutcome(heal.rounds, best, heal.escalated)
+                return HealOutcome(heal.rounds, result.best, heal.escalated)
         # Where no candidate kept the checks the code holds, the tests alone decide, as without them.
         kept = pick_best([r for rnd in heal.rounds for r in rnd.results if r.checks_failed], passing=False)
         return HealOutcome(heal.rounds, kept, heal.escalated)
@@ -263,15 +248,13 @@ class Healer:
         n: int | None = None,
         earlier: bool = False,
         number: int = 1,
-        opinions: bool = False,
     ) -> RoundResult | None:
         """Localize, then repair: draws of rewrites of the function found, until n distinct
         changes were tested (a repeat is not tested, and not counted), one passes, or the draws
         allowed are spent (`repair.RepairPlan`). One round, its candidates numbered across the
         draws. None when localization found no function: the heal goes on with plain rounds.
         `earlier`: `failure` is what the tests said about an earlier edit, not about the code
-        as it is (a ladder's greedy replies), and the rewrites are told so. `opinions`: one draw of
-        n sampled rewrites, all tested, a pass ending nothing (`HealSettings.opinions`)."""
+        as it is (a ladder's greedy replies), and the rewrites are told so."""
         s = self.settings
         n = n or s.n
         label = models.current
@@ -285,8 +268,7 @@ class Healer:
         self.emit.single("localize", **localized_item(found))
         if not found.places:
             return None
-        plan = RepairPlan([self._with_explanation(p) for p in found.places], n, s.seed, sampled=opinions)
-        first_pass = s.first_pass and not opinions
+        plan = RepairPlan([self._with_explanation(p) for p in found.places], n, s.seed)
         item = self.emit.start("heal", round=number, mode=label, n=n, test_cmd=self.test_cmd,
                                status="in_progress", localized=True)  # fmt: skip
         results: list[CandidateResult] = []
@@ -306,9 +288,9 @@ class Healer:
             stream = attempts_stream(source, attempts, brief)
             try:
                 async with stream as written:
-                    await tests.read(written, stop_at_pass=first_pass)
+                    await tests.read(written, stop_at_pass=s.first_pass)
                 generation = written.generation()
-                batch = await tests.settle(generation, stop=first_pass)
+                batch = await tests.settle(generation, stop=s.first_pass)
             except BaseException:
                 tests.cancel()
                 raise
@@ -316,7 +298,7 @@ class Healer:
             written_ms += generation.wall_ms
             results += batch
             plan.record(batch)
-            if pick_best(batch) is not None or opinions:
+            if pick_best(batch) is not None:
                 break
             for slot in plan.unexplained():
                 generations.append(await self._explain(source, plan, slot, brief))
@@ -339,41 +321,6 @@ class Healer:
             duplicates=duplicates,
             candidates_ms=round(written_ms, 1),
         )
-
-    async def _second_opinions(self, heal: HealState, best: CandidateResult) -> CandidateResult:
-        """`best`, or where more rewrites agree with another passing one more than with it on the
-        probes, that one (`HealSettings.opinions`). Only where the deep model rewrites code that
-        exists, and the probes ran on `best`; the rewrites are a round of their own."""
-        n = self.settings.opinions
-        if n < 1 or best.answers is None or not heal.deep_answers or self.writes_new_file(heal.rounds):
-            return best
-        if not asks_fix(heal.task) or not any(fitted(self._probes, c.before, c.after) for c in best.changes):
-            # Nothing in it says it was fitted to the cases the tests show (new behaviour holds
-            # the tests' constants by right).
-            return best
-        output, earlier = await self.evidence(heal.rounds)
-        stage = await self.repair(
-            heal.models, heal.task, output, n=n, earlier=earlier, number=heal.number, opinions=True
-        )
-        if stage is None:
-            return best
-        heal.rounds.append(stage)
-        # A rewrite that makes the same change as `best` is a vote for it.
-        key = change_key(best.changes)
-        same = [r for r in stage.results if r.status == "duplicate" and change_key(r.changes) == key]
-        others = [r for r in stage.results if r.passed and r.answers is not None]
-        voters = [best, *same, *others]
-        chosen = voters[agreed([r.answers if r in others else best.answers for r in voters])]
-        chosen = best if chosen in same else chosen
-        self.emit.single(
-            "heal_vote",
-            probes=len(self._probes.calls),
-            candidates=[{"round": r.round, "index": r.index} for r in [best, *others]],
-            agreeing_with_first=len(same),
-            chosen={"round": chosen.round, "index": chosen.index},
-            kept_first=chosen is best,
-        )
-        return chosen
 
     async def _explain(
         self, source: CandidateSource, plan: RepairPlan, slot: int, brief: Brief
@@ -603,9 +550,6 @@ class Healer:
             env = environment_for(copy.path, self.settings.sandbox, timeout_s=timeout_s)
             done = await env.run(self.test_cmd)
             checked = await env.run(self.guard) if done.ok and self.guard else None
-            if done.ok and self._probes and (checked is None or checked.ok):
-                probed = await env.run(self._probes.command(workspace_python(self.ws.root)))
-                result.answers = answers(probed.output)
         except (EditError, WhizAgentError, OSError) as exc:
             result.error = f"could not apply the edit in a copy: {getattr(exc, 'message', exc)}"
             return

@@ -13,9 +13,6 @@ renders them like any other item:
                       error, diff, same_as, failure, tests_passed, checks_failed, reply}   reply:
                       its text, when it has no edit; failure: what its failing tests said, trimmed;
                       checks_failed: its tests passed, the checks found in the code beside them not
-    heal_vote        {probes, candidates: [{round, index}], agreeing_with_first, chosen: {round,
-                      index}, kept_first}   after a pass, which of the passing rewrites agreed with the most
-                      others on the tests' calls varied (`probes.py`); the first is the first pass
     localize         {places: [{path, function, lines, hypothesis, origin}], sure, reply, ms}
                      ms: how long the model took to answer (0: nothing was asked)
     swarm_plan       {tasks: [{id, title, files, check}]}

@@ -97,14 +97,13 @@ class RepairPlan:
     distinct change tested; `distinct` counts them toward N. The plan ends when N distinct
     candidates were tested, or `MAX_DRAWS_PER_N` * N draws were made."""
 
-    def __init__(self, places: list[Localization], n: int, seed: int | None, *, sampled: bool = False):
+    def __init__(self, places: list[Localization], n: int, seed: int | None):
         self.places = places
         self.n = n
         self.seed = seed
         self.drawn = 0
         self.seen: set[tuple] = set()
-        # `sampled`: a place's most likely reply was drawn already (more opinions of a pass).
-        self._turn = [int(sampled)] * len(places)
+        self._turn = [0] * len(places)
         self._issued: list[int] = []  # the place (by index) of each attempt given, in order
         self._written_back: set[int] = set()  # places (by index) a draw wrote back unchanged
         self._explained: set[int] = set()  # places given a hypothesis after a write-back

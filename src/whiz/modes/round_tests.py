@@ -113,7 +113,7 @@ class RoundTests:
             twin.status, twin.exit_code, twin.test_output, twin.error
         )  # fmt: skip
         result.failure, result.tests_passed = twin.failure, twin.tests_passed
-        result.checks_failed, result.answers = twin.checks_failed, twin.answers
+        result.checks_failed = twin.checks_failed
 
     def _report(self, result: CandidateResult) -> None:
         self._reported.add(result.index)

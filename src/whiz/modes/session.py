@@ -103,12 +103,6 @@ finds in about one rewrite in ten is found about half the time in the seven rewr
 deep-started turn, a third of the time in four."""
 
 
-SECOND_OPINIONS = 2
-"""Rewrites drawn after a pass in auto mode's ladder, where the calls the tests make can be varied
-(`HealSettings.opinions`): with the first pass, three, so that two that agree outvote one fitted
-to the tests alone."""
-
-
 def heal_candidates(heal: int | None, mode: Mode, agent: AgentConfig) -> int:
     """How many candidates the agent's healing steps decode (0: no healing): `heal`, or by
     default `HEAL_N_DEFAULT` in auto mode with a test command and text actions. Never in a
@@ -132,7 +126,6 @@ def ladder(settings: HealSettings, mode: Mode) -> None:
     than a batch of five). The other modes' `--heal N` decodes N together, in two rounds."""
     settings.ladder = mode.heals
     settings.parallel = not mode.heals
-    settings.opinions = SECOND_OPINIONS if mode.heals else 0
 
 
 def check_heal(heal: int | None, agent: AgentConfig) -> None:
