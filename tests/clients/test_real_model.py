@@ -19,8 +19,8 @@ import httpx
 import pytest
 
 from .conftest import cache_lock, folders, npm_client
-from .test_claude_code import CLAUDE_CODE_VERSION
-from .test_openai_agents import (
+from .programs import (
+    CLAUDE_CODE_VERSION,
     OPENCODE_VERSION,
     QWEN_CODE_VERSION,
     aider_client,

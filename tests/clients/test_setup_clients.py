@@ -1,7 +1,9 @@
-"""`whiz setup CLIENT` as the client sees it: each real client, with no flags and no environment
-of ours, reads the configuration `whiz setup` wrote into its fresh profile and finishes a turn
-against a whiz server over the fake engine (the model's own tool-call format: the protocol, not
-the model's skill, is what is proven)."""
+"""Each real client against whiz, set up as a user sets it up: with no flags and no environment of
+ours, it reads the configuration `whiz setup` wrote into its fresh profile, and finishes a turn
+against a whiz server over the fake engine: the model asks to write a file with the client's own
+tool, the client writes it, and the turn ends with the model's answer (the model's own tool-call
+format: the protocol, not the model's skill, is what is proven). The configuration written by
+hand, as docs/clients.md gives it, is what `test_real_model.py` runs on."""
 
 from __future__ import annotations
 
@@ -12,19 +14,28 @@ from pathlib import Path
 from whiz.commands.setup import run_setup
 from whiz.setup.base import Where
 
-from .conftest import client_engine, folders, npm_client
-from .test_claude_code import CLAUDE_CODE_VERSION
-from .test_codex_cli import CODEX_VERSION, patch_then_answer
-from .test_openai_agents import OPENCODE_VERSION, QWEN_CODE_VERSION, aider_client, write_then_answer
+from .conftest import cache_lock, client_engine, folders, npm_client
+from .programs import (
+    ANSWER,
+    CLAUDE_CODE_VERSION,
+    CODEX_VERSION,
+    CONTENT,
+    OPENCODE_VERSION,
+    QWEN_CODE_VERSION,
+    aider_client,
+    opencode_cache,
+    write_then_answer,
+)
+from .test_codex_cli import patch_then_answer
 
 QUESTION = "Write hello.py that prints hello"
 
 
-def set_up(client: str, home: Path, root: str, **env: str) -> None:
+def set_up(client: str, home: Path, root: str, api_key: str | None = None, **env: str) -> None:
     """`whiz setup CLIENT` into a fresh HOME, for the server at `root` (no warming: the fake
     engine has no prefix cache)."""
     where = Where(home, {"HOME": str(home), **env})
-    assert run_setup(client, base_url=root, warm=False, where=where) == 0
+    assert run_setup(client, base_url=root, api_key=api_key, warm=False, where=where) == 0
 
 
 def run(command: list[str], work: Path, home: Path, **env: str) -> subprocess.CompletedProcess:
@@ -36,19 +47,26 @@ def run(command: list[str], work: Path, home: Path, **env: str) -> subprocess.Co
     )  # fmt: skip
 
 
-def served(serve_fake, script):
-    return serve_fake(script=script, engine_kw=client_engine())
+def served(serve_fake, script, **kw):
+    return serve_fake(script=script, engine_kw=client_engine(), **kw)
+
+
+def wrote(done: subprocess.CompletedProcess, work: Path) -> None:
+    """The turn ended cleanly, the client's tool wrote the file, and it printed the model's answer."""
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert (work / "hello.py").read_text() == CONTENT
+    assert ANSWER in done.stdout, done.stdout[-2000:]
 
 
 def test_claude_code_runs_on_the_settings_whiz_setup_wrote(serve_fake, tmp_path):
     claude = npm_client("@anthropic-ai/claude-code", CLAUDE_CODE_VERSION, "claude")
     work, home = folders(tmp_path)
-    server = served(serve_fake, write_then_answer("Write", "file_path", work / "hello.py"))
-    set_up("claude", home, server.root)
+    # A server that wants a key: the settings carry it, and Claude Code sends it as `x-api-key`.
+    server = served(serve_fake, write_then_answer("Write", "file_path", work / "hello.py"), api_keys=["k1"])
+    set_up("claude", home, server.root, api_key="k1")
     done = run([str(claude), "-p", QUESTION, "--permission-mode", "acceptEdits"], work, home,
-               DISABLE_AUTOUPDATER="1")  # fmt: skip
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    assert (work / "hello.py").read_text() == "print('hello')\n"
+               DISABLE_AUTOUPDATER="1", DISABLE_TELEMETRY="1")  # fmt: skip
+    wrote(done, work)
 
 
 def test_qwen_code_runs_on_the_settings_whiz_setup_wrote(serve_fake, tmp_path):
@@ -57,8 +75,7 @@ def test_qwen_code_runs_on_the_settings_whiz_setup_wrote(serve_fake, tmp_path):
     server = served(serve_fake, write_then_answer("write_file", "file_path", work / "hello.py"))
     set_up("qwen", home, server.root)
     done = run([str(qwen), "-p", QUESTION, "--yolo"], work, home)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    assert (work / "hello.py").read_text() == "print('hello')\n"
+    wrote(done, work)
 
 
 def test_opencode_runs_on_the_config_whiz_setup_wrote(serve_fake, tmp_path):
@@ -67,11 +84,11 @@ def test_opencode_runs_on_the_config_whiz_setup_wrote(serve_fake, tmp_path):
     server = served(serve_fake, write_then_answer("write", "filePath", work / "hello.py"))
     config = home / ".config"
     set_up("opencode", home, server.root, XDG_CONFIG_HOME=str(config))
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "whiz" / "opencode-cache"
-    done = run([str(opencode), "run", QUESTION], work, home, PWD=str(work), XDG_CONFIG_HOME=str(config),
-               XDG_CACHE_HOME=str(cache))  # fmt: skip
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    assert (work / "hello.py").read_text() == "print('hello')\n"
+    cache = opencode_cache()
+    with cache_lock(cache):  # its first run fills the shared cache
+        done = run([str(opencode), "run", QUESTION], work, home, PWD=str(work), XDG_CONFIG_HOME=str(config),
+                   XDG_CACHE_HOME=str(cache))  # fmt: skip
+    wrote(done, work)
 
 
 def test_codex_runs_on_the_config_whiz_setup_wrote(serve_fake, tmp_path):
@@ -89,10 +106,13 @@ def test_codex_runs_on_the_config_whiz_setup_wrote(serve_fake, tmp_path):
         "danger-full-access",
         "Make hello.py print hello",
     ]
-    done = run(command, work, home)
+    done = run(command, work, home, RUST_LOG="codex_api=debug")
     assert done.returncode == 0, done.stderr[-3000:]
-    assert (work / "hello.py").read_text() == "print('hello')\n"
+    assert (work / "hello.py").read_text() == CONTENT
+    assert "I changed hello.py" in done.stdout
     assert "Model metadata for" not in done.stderr  # the catalog file it wrote describes the model
+    # The provider it wrote asks for the WebSocket (a turn sends only what is new).
+    assert "successfully connected to Responses WebSocket" in done.stderr
 
 
 def test_aider_runs_on_the_config_whiz_setup_wrote(serve_fake, tmp_path):

@@ -15,7 +15,7 @@ import pytest
 from websockets.sync.client import connect
 
 from tests.clients.conftest import npm_client
-from tests.clients.test_codex_cli import CODEX_VERSION
+from tests.clients.programs import CODEX_VERSION
 from whiz.bench.codex_restart import configure_codex
 
 LONG = "Please read all of this. " * 150  # ~3,700 byte tokens on the fake engine

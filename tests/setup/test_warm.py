@@ -14,8 +14,7 @@ from pathlib import Path
 import httpx
 
 from tests.clients.conftest import npm_client
-from tests.clients.test_claude_code import CLAUDE_CODE_VERSION
-from tests.clients.test_codex_cli import CODEX_VERSION
+from tests.clients.programs import CLAUDE_CODE_VERSION, CODEX_VERSION, aider_client
 from whiz.commands.setup import run_setup
 from whiz.setup import writer_for
 from whiz.setup.base import Server, Where
@@ -139,8 +138,6 @@ def test_a_server_that_refuses_the_opening_is_reported(serve_fake) -> None:
 def test_aiders_opening_is_caught_without_touching_the_project(serve_fake, tmp_path: Path) -> None:
     # Aider offers to make a git repository where there is none, and keeps its chat history in
     # the folder it runs in: the warm-up's run must do neither.
-    from tests.clients.test_openai_agents import aider_client
-
     aider = aider_client()
     work, where = project(tmp_path)
     server = Server(serve_fake().root, 32768, reachable=True)

@@ -221,7 +221,7 @@ class WhizAcpAgent:
         if live is None or not live.running:
             return  # a notification has no answer; nothing runs there to stop
         live.cancelled = live.mapper.cancelled = True
-        self.runner.soon(live.session.agent.cancel)
+        self.runner.soon(live.session.cancel)
 
     # -- sessions ----------------------------------------------------------------------------------
 
@@ -295,7 +295,7 @@ class WhizAcpAgent:
     async def close(self) -> None:
         """Stop every turn, close the sessions and the models; the editor has gone."""
         for live in self.sessions.values():
-            self.runner.soon(live.session.agent.cancel)
+            self.runner.soon(live.session.cancel)
             if live.sender is not None:
                 live.sender.cancel()
         sessions = [live.session for live in self.sessions.values()]

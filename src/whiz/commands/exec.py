@@ -36,7 +36,7 @@ async def _exec(
     session = await AgentSession.open(options, sink=sink, notice=output.notice, pool=pool)
     loop = asyncio.get_running_loop()
     with contextlib.suppress(NotImplementedError, RuntimeError):
-        loop.add_signal_handler(signal.SIGINT, session.agent.cancel)
+        loop.add_signal_handler(signal.SIGINT, session.cancel)
     try:
         result = await session.run(task)
     finally:

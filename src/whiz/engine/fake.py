@@ -72,6 +72,35 @@ def echo_script(conversation: str) -> str:
     return "echo: " + last_user_message(conversation)
 
 
+class _Cell:
+    """One KV cell: a token and the sequences that share it (its position is its key)."""
+
+    __slots__ = ("tok", "seqs")
+
+    def __init__(self, tok: int, seqs: set[int]):
+        self.tok, self.seqs = tok, seqs
+
+
+class _Seq:
+    """A sequence's tokens in position order, their bytes, and where each token's bytes end."""
+
+    __slots__ = ("tokens", "text", "ends")
+
+    def __init__(self) -> None:
+        self.tokens: list[int] = []
+        self.text = bytearray()
+        self.ends: list[int] = []
+
+    def append(self, token: int, piece: bytes) -> None:
+        self.tokens.append(token)
+        self.text += piece
+        self.ends.append(len(self.text))
+
+    def cut(self, pos: int) -> None:
+        """Keep the tokens before position `pos`."""
+        del self.tokens[pos:], self.text[self.ends[pos - 1] if pos else 0 :], self.ends[pos:]
+
+
 class FakeRuntime:
     """A `Runtime` whose next token is the next byte of `script(conversation so far)`."""
 
@@ -98,16 +127,18 @@ class FakeRuntime:
         self.token_s = token_s
         self.miss_every = miss_every
         self.confidence = confidence
-        # Each cell holds (position, token) and the set of sequences that share it.
-        self._cells: list[tuple[int, int, set[int]]] = []
+        # Each sequence's cells by position; a cell is shared by the sequences in its `seqs` and
+        # counts once against `n_ctx`.
+        self._kv: dict[int, dict[int, _Cell]] = {}
+        self._used = 0
         # Each sequence's tokens in position order and their text, kept from one step to the next
-        # until the sequence's cells change otherwise (seq_rm, seq_cp, seq_state_set): rebuilding
-        # them from the cells at every step made a reply cost time quadratic in its length.
-        self._seq_tokens: dict[int, list[int]] = {}
-        self._seq_text: dict[int, bytes] = {}
-        self._history_text: tuple[list[int] | None, int, bytes] = (None, 0, b"")
-        """The bytes of the history `decode` is about to ask `_logits` about (subclasses that
-        override `_logits` take the history alone)."""
+        # and cut back where its tail is removed (a draft's rejected tokens), rebuilt from the
+        # cells only where they change otherwise: rebuilding them, or walking every cell, at
+        # every step made a reply cost time quadratic in the prompt's length.
+        self._seqs: dict[int, _Seq] = {}
+        self._history_text: tuple[list[int] | None, int, bytearray, int] = (None, 0, bytearray(), 0)
+        """The history `decode` is about to ask `_logits` about, its length, and the buffer of its
+        bytes with their length then (subclasses that override `_logits` take the history alone)."""
         self.decoded_tokens = 0
         self.decode_calls = 0
         self.restored_tokens = 0
@@ -115,44 +146,41 @@ class FakeRuntime:
         self._grammars: dict[tuple[str, str], Gbnf] = {}
         """The last few grammars parsed, newest last."""
 
-    def _tokens(self, seq: int) -> list[int]:
-        """The sequence's tokens in position order (not to be changed by the caller)."""
-        if (kept := self._seq_tokens.get(seq)) is not None:
+    def _seq(self, seq: int) -> _Seq:
+        """The sequence's tokens in position order and their bytes (not to be changed by the caller)."""
+        if (kept := self._seqs.get(seq)) is not None:
             return kept
-        mine = sorted((pos, tok) for pos, tok, seqs in self._cells if seq in seqs)
-        if [p for p, _ in mine] != list(range(len(mine))):
+        cells = self._kv.get(seq, {})
+        positions = sorted(cells)
+        if positions and positions[-1] != len(positions) - 1:
             raise EngineError(f"sequence {seq} has a gap in its positions")
-        tokens = self._seq_tokens[seq] = [t for _, t in mine]
-        return tokens
-
-    def _bytes(self, seq: int) -> bytes:
-        if (kept := self._seq_text.get(seq)) is None:
-            kept = self._seq_text[seq] = b"".join(self.tokenizer.piece(t) for t in self._tokens(seq))
+        kept = self._seqs[seq] = _Seq()
+        for pos in positions:
+            kept.append(cells[pos].tok, self.tokenizer.piece(cells[pos].tok))
         return kept
 
-    def _changed(self, seq: int) -> None:
-        self._seq_tokens.pop(seq, None)
-        self._seq_text.pop(seq, None)
+    def _tokens(self, seq: int) -> list[int]:
+        """The sequence's tokens in position order (not to be changed by the caller)."""
+        return self._seq(seq).tokens
 
     def decode(self, rows: Sequence[tuple[int, int, int, bool]]) -> list[np.ndarray]:
-        if len(self._cells) + len(rows) > self.n_ctx:
+        if self._used + len(rows) > self.n_ctx:
             raise KVCacheFull("the fake KV cache is full")
-        seqs = {r[2] for r in rows}
-        history = {seq: list(self._tokens(seq)) for seq in seqs}
-        texts = {seq: bytearray(self._bytes(seq)) for seq in seqs}
+        follows: dict[int, int] = {}
+        for _token, pos, seq, _wants in rows:  # the whole batch is checked before any of it is kept
+            held = follows.get(seq, len(self._tokens(seq)))
+            if pos != held:
+                raise EngineError(f"sequence {seq}: position {pos} does not follow {held} cells")
+            follows[seq] = held + 1
         outputs = []
         for token, pos, seq, wants in rows:
-            if pos != len(history[seq]):
-                raise EngineError(f"sequence {seq}: position {pos} does not follow {len(history[seq])} cells")
-            history[seq].append(token)
-            texts[seq] += self.tokenizer.piece(token)
+            held = self._seq(seq)
+            held.append(token, self.tokenizer.piece(token))
+            self._kv.setdefault(seq, {})[pos] = _Cell(token, {seq})
+            self._used += 1
             if wants:
-                self._history_text = (history[seq], len(history[seq]), bytes(texts[seq]))
-                outputs.append(self._logits(history[seq]))
-        for token, pos, seq, _ in rows:
-            self._cells.append((pos, token, {seq}))
-        self._seq_tokens.update(history)
-        self._seq_text.update((seq, bytes(text)) for seq, text in texts.items())
+                self._history_text = (held.tokens, len(held.tokens), held.text, len(held.text))
+                outputs.append(self._logits(held.tokens))
         self.decoded_tokens += len(rows)
         self.decode_calls += 1
         time.sleep(self.step_s + self.token_s * len(rows))
@@ -160,15 +188,16 @@ class FakeRuntime:
 
     def _logits(self, history: list[int]) -> np.ndarray:
         """The next token's logits after a sequence's whole `history`."""
-        kept, length, text = self._history_text
+        kept, length, text, size = self._history_text
         if kept is not history or length != len(history):
-            text = b"".join(self.tokenizer.piece(t) for t in history)
-        cut = text.rfind(_ASSISTANT)
+            text = bytearray(b"".join(self.tokenizer.piece(t) for t in history))
+            size = len(text)
+        cut = text.rfind(_ASSISTANT, 0, size)
         logits = np.zeros(self.n_vocab, dtype=np.float32)
         nxt = self.tokenizer.im_end
         if cut >= 0:
             reply = self.script(text[:cut].decode(errors="replace")).encode()
-            written = text[cut + len(_ASSISTANT) :]
+            written = bytes(text[cut + len(_ASSISTANT) : size])
             if reply.startswith(written) and len(written) < len(reply):
                 nxt = reply[len(written)]
                 if self.miss_every and len(written) % self.miss_every == self.miss_every - 1:
@@ -176,35 +205,57 @@ class FakeRuntime:
         logits[nxt] = self.confidence
         return logits
 
+    def _positions(self, seq: int, p0: int, p1: int) -> list[int]:
+        """The sequence's positions in [p0, p1) (p1 < 0: to its end)."""
+        cells = self._kv.get(seq)
+        if not cells:
+            return []
+        end = p1 if p1 >= 0 else None
+        if (held := self._seqs.get(seq)) is not None:  # positions 0..n-1: no need to look at each
+            top = len(held.tokens) if end is None else min(end, len(held.tokens))
+            return list(range(max(p0, 0), top))
+        return [pos for pos in cells if pos >= p0 and (end is None or pos < end)]
+
+    def _drop(self, seq: int, pos: int) -> _Cell:
+        cell = self._kv[seq].pop(pos)
+        cell.seqs.discard(seq)
+        if not cell.seqs:
+            self._used -= 1
+        return cell
+
     def seq_rm(self, seq: int, p0: int, p1: int) -> None:
-        self._changed(seq)
-        end = p1 if p1 >= 0 else float("inf")
-        kept = []
-        for pos, tok, seqs in self._cells:
-            if p0 <= pos < end:
-                seqs.discard(seq)
-            if seqs:
-                kept.append((pos, tok, seqs))
-        self._cells = kept
+        positions = self._positions(seq, p0, p1)
+        for pos in positions:
+            self._drop(seq, pos)
+        held = self._seqs.get(seq)
+        if held is not None and positions and positions[-1] == len(held.tokens) - 1:
+            held.cut(positions[0])  # its tail: what is left still runs 0..n-1
+        elif positions:
+            self._seqs.pop(seq, None)
 
     def seq_cp(self, src: int, dst: int, p0: int, p1: int) -> None:
-        self._changed(dst)
-        end = p1 if p1 >= 0 else float("inf")
-        for pos, _tok, seqs in self._cells:
-            if src in seqs and p0 <= pos < end:
-                seqs.add(dst)
+        cells = self._kv.get(src, {})
+        into = self._kv.setdefault(dst, {})
+        for pos in self._positions(src, p0, p1):
+            cell = cells[pos]
+            if dst not in cell.seqs:
+                if pos in into:
+                    self._drop(dst, pos)
+                cell.seqs.add(dst)
+                into[pos] = cell
+        self._seqs.pop(dst, None)
 
     can_shift = True
 
     def seq_add(self, seq: int, p0: int, p1: int, delta: int) -> None:
-        end = p1 if p1 >= 0 else float("inf")
-        moved = []
-        for pos, tok, seqs in self._cells:
-            if seq in seqs and p0 <= pos < end:
-                seqs.discard(seq)  # another sequence sharing the cell keeps it where it was
-                moved.append((pos + delta, tok, {seq}))
-        self._cells = [c for c in self._cells if c[2]] + moved
+        moved = [(pos, self._drop(seq, pos).tok) for pos in self._positions(seq, p0, p1)]
+        # Another sequence sharing a cell keeps it where it was; this one gets a cell of its own.
+        cells = self._kv.setdefault(seq, {})
+        for pos, tok in moved:
+            cells[pos + delta] = _Cell(tok, {seq})
+            self._used += 1
         self.shifted_tokens += len(moved)
+        self._seqs.pop(seq, None)
 
     def seq_state_get(self, seq: int) -> bytearray:
         """The sequence's tokens, in position order: all the state the fake's "model" has."""
@@ -216,10 +267,14 @@ class FakeRuntime:
         if not body.startswith(_FAKE_STATE) or (len(body) - len(_FAKE_STATE)) % 4:
             raise EngineError(f"not a fake sequence state ({len(body)} bytes)")
         tokens = np.frombuffer(body[len(_FAKE_STATE) :], dtype="<i4")
-        if len(self._cells) + len(tokens) > self.n_ctx:
+        if self._used + len(tokens) > self.n_ctx:
             raise KVCacheFull("the fake KV cache is full")
-        self._cells.extend((pos, int(tok), {seq}) for pos, tok in enumerate(tokens))
-        self._changed(seq)
+        cells = self._kv.setdefault(seq, {})
+        held = self._seqs[seq] = _Seq()
+        for pos, tok in enumerate(tokens.tolist()):
+            cells[pos] = _Cell(tok, {seq})
+            held.append(tok, self.tokenizer.piece(tok))
+        self._used += len(tokens)
         self.restored_tokens += len(tokens)
 
     def grammar(self, gbnf: str, root: str) -> GbnfMatcher:
@@ -234,7 +289,7 @@ class FakeRuntime:
         return GbnfMatcher(parsed, self.tokenizer)
 
     def used_cells(self) -> int:
-        return len(self._cells)
+        return self._used
 
 
 def fake_engine(

@@ -12,12 +12,13 @@ ends the turn with the reason, a reroute sends it to deep, and either is shown a
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from whiz.agent.approvals import ApprovalMode, Approvals, Approver
 from whiz.agent.config import AgentConfig
@@ -164,6 +165,13 @@ async def check_policy(
     return decision
 
 
+T = TypeVar("T")
+
+
+class _Stopped(Exception):
+    """The user stopped `AgentSession.run` before its turn began."""
+
+
 def refuse(emit: ItemEmitter, decision: PolicyDecision) -> str:
     """End a refused request's turn; returns the message."""
     message = f"refused by the safety policy: {decision.verdict.reason}"
@@ -220,6 +228,10 @@ class AgentSession:
         self._saved_compactions = agent.compactions
         self._found_item: dict[str, Any] = {}
         """The running turn's `found_checks` item, completed when the turn ends."""
+        self._stop = False
+        """Whether the user stopped the running `run` (`cancel`)."""
+        self._before: asyncio.Future | None = None
+        """The work before the turn that runs now (the policy's check, the found checks)."""
         remember_turns(agent, store, info.id)
 
     @property
@@ -356,21 +368,29 @@ class AgentSession:
         """The policy, then the turn; the conversation and the turn are stored when it ends, however
         it ends. A refused request ends as a failed turn with the reason. The mode picks the model
         the turn starts with from the task (auto: deep for a change of behaviour)."""
+        self._stop = False
         self.router.start(task)
-        decision = await check_policy(task, self.options, self.pool, self.router, self.router.emit)
-        if decision.action == "refuse":
-            message = refuse(self.router.emit, decision)
-            record = TurnRecord(new_turn_id(), task, "refused", message, [], time.time())
-            self._save(record)
-            return TurnOutcome(record.id, "failed", message, TurnStats())
-        found = await self._found_checks(task)
+        found = None
         try:
+            decision = await self._before_turn(
+                check_policy(task, self.options, self.pool, self.router, self.router.emit)
+            )
+            if decision.action == "refuse":
+                message = refuse(self.router.emit, decision)
+                record = TurnRecord(new_turn_id(), task, "refused", message, [], time.time())
+                self._save(record)
+                return TurnOutcome(record.id, "failed", message, TurnStats())
+            found = await self._before_turn(self._found_checks(task))
+            if self._stop:
+                raise _Stopped
             result = await self.agent.run(task)  # a conversation too long for the window is compacted first
+        except _Stopped:
+            result = self._stopped_turn()
         finally:
             if found is not None and found.runs:
                 self._drop_found(found)
         if found is not None:
-            await self._report_found(found, result)
+            await self._report_found(found, result, run=not self._stop)
         record = TurnRecord(
             result.turn_id,
             task,
@@ -382,6 +402,41 @@ class AgentSession:
         )
         self._save(record)
         return result
+
+    def cancel(self) -> None:
+        """Stop `run` now: the turn's step (`Agent.cancel`), or, while the work before the turn
+        runs (the policy's check, the found checks' first run), that work, and then the turn
+        does not start. Then the found checks do not run again on what the turn left. (The
+        agent alone has no turn to stop before its own starts: a Ctrl-C there was lost.)"""
+        self._stop = True
+        if self.agent.steps.running:
+            self.agent.cancel()
+        elif self._before is not None:
+            self._before.cancel()
+
+    async def _before_turn(self, work: Awaitable[T]) -> T:
+        """`work`, done before the turn, as a task `cancel` stops; `_Stopped` where it did."""
+        if self._stop:
+            close = getattr(work, "close", None)
+            if close is not None:
+                close()  # a coroutine never awaited
+            raise _Stopped
+        self._before = asyncio.ensure_future(work)
+        try:
+            return await self._before
+        except asyncio.CancelledError:
+            if not self._stop:
+                raise  # the caller's own cancellation
+            raise _Stopped from None
+        finally:
+            self._before = None
+
+    def _stopped_turn(self) -> TurnOutcome:
+        """The turn of a `run` the user stopped before it began: ended at once, as cancelled."""
+        message = "cancelled by the user"
+        with turn(self.router.emit) as t:
+            t.failed(message)
+        return TurnOutcome(t.id, "cancelled", message, TurnStats())
 
     async def _found_checks(self, task: str) -> FoundTurn | None:
         """The checks the user's code already has for the function `task` is about (`found_turn.py`),
@@ -437,10 +492,11 @@ class AgentSession:
             self.healing.healer.settings.hypotheses = HealSettings.hypotheses
         self._follow_mode()
 
-    async def _report_found(self, found: FoundTurn, result: TurnOutcome) -> None:
-        """Run the found checks on what the turn left, complete their item, and end the turn's
-        message with which ran and how they came out."""
-        await found.finish(self.agent.env)
+    async def _report_found(self, found: FoundTurn, result: TurnOutcome, *, run: bool = True) -> None:
+        """Run the found checks on what the turn left (`run`: not when the user stopped it),
+        complete their item, and end the turn's message with which ran and how they came out."""
+        if run:
+            await found.finish(self.agent.env)
         item = {**self._found_item, **found.item(), "status": "completed"}
         self.router.emit.emit("item.completed", item=item)
         result.message = f"{result.message}\n{found.summary()}"

@@ -275,7 +275,7 @@ class CodeApp:
 
     def stop(self) -> None:
         """Stop the running turn now (the model call, a command, or an approval question)."""
-        self.session.agent.cancel()
+        self.session.cancel()
 
     def quit(self) -> None:
         if self.app.is_running:
