@@ -13,6 +13,7 @@ from tests.modes.test_found_turn import items, session
 from whiz.agent.project.found_checks import find_checks
 from whiz.agent.project.workspace import Workspace
 from whiz.modes.found_turn import not_run_by
+from whiz.modes.healing import GUARD_PATIENCE
 
 SOLUTION = '''def clamp(x, lo, hi):
     """Clamp x into [lo, hi].
@@ -72,6 +73,28 @@ async def test_where_no_rewrite_keeps_the_doctests_the_tests_alone_decide(tmp_pa
     assert result.ok, result.message  # the tests pass on what was applied
     assert "return 0" in (root / "solution.py").read_text()
     assert "checks found in the code: 0 of 1 pass" in result.message
+
+
+async def test_after_three_rewrites_that_break_the_doctests_the_best_of_them_is_applied(tmp_path):
+    # The checks may ask what no rewrite gives: the rest of the ladder would cost minutes.
+    root = workspace(tmp_path)
+    zeros = ["0", "lo - lo", "0 * x", "abs(0)", "int(0)", "round(0)", "0 + 0", "-0"]
+    rewrites = [[SPECIAL_CASE.replace("return 0\n    return x", f"return {z}\n    return x")] for z in zeros]
+    s, events = await session(root, [], rewrites, test_cmd=TESTS)
+    try:
+        result = await s.run(TASK)
+    finally:
+        await s.close()
+    assert result.ok, result.message
+    tested = [c for c in items(events, "heal_candidate") if c["checks_failed"]]
+    assert len(tested) == GUARD_PATIENCE
+    applied = (root / "solution.py").read_text()
+    (zero,) = [
+        z
+        for z in zeros
+        if applied == SOLUTION.replace("return hi\n    return x", f"return {z}\n    return x")
+    ]
+    assert any(f"+        return {zero}\n" in c["diff"] for c in tested)  # the best of those tested
 
 
 async def test_a_task_that_asks_for_new_behaviour_runs_the_tests_alone(tmp_path):

@@ -78,6 +78,10 @@ EVIDENCE_TIMEOUT_S = 30.0
 """How long the tests may run on the code as it is, before a repair, only to say what fails."""
 TEST_TIME_MARGIN = 10
 """How many times as long as the slowest run of the tests seen a candidate's run may take."""
+GUARD_PATIENCE = 3
+"""Candidates that pass the tests and break the checks found in the code (`Healer.guard`) a heal
+tests before it stops looking for one that passes both and applies the best of them: the checks
+may ask what no rewrite of this model gives, and the rest of a ladder would cost minutes."""
 HUNG_MARGIN = 2
 """Where the tests hang on the code as it is, a candidate's run may take this many times as long
 as the run that was stopped (and never more than the test timeout)."""
@@ -191,6 +195,8 @@ class Healer:
         """The new function this heal's task asks for (`localize.new_function`), once a failure said
         it is missing: a later stage hears what an earlier rewrite's tests said, which need not."""
         self.guard: str | None = None
+        self._broke_checks = 0
+        """Candidates of this heal that passed the tests and broke the guard (`GUARD_PATIENCE`)."""
         """The checks the code already holds (`found_turn.py`, as a command), run beside the test
         command: a candidate that passes the tests and fails them is no pass (`checks_failed`), and
         is applied only where no candidate passes both (`HealOutcome.best`)."""
@@ -227,6 +233,7 @@ class Healer:
         `HealSettings.localize` find the function to repair; the repair stage then stands for the
         first round."""
         self._task, self._restore, self._new = task, restore, ""
+        self._broke_checks = 0
         heal = HealState(self, models, messages, task, models.current)
         for rung in plan(self.settings, heal.first, failure):
             result = await rung.run(heal)
@@ -235,6 +242,8 @@ class Healer:
             heal.rounds.append(result)
             if result.best is not None:
                 return HealOutcome(heal.rounds, result.best, heal.escalated)
+            if self._broke_checks >= GUARD_PATIENCE:
+                break
         # Where no candidate kept the checks the code holds, the tests alone decide, as without them.
         kept = pick_best([r for rnd in heal.rounds for r in rnd.results if r.checks_failed], passing=False)
         return HealOutcome(heal.rounds, kept, heal.escalated)
@@ -298,7 +307,7 @@ class Healer:
             written_ms += generation.wall_ms
             results += batch
             plan.record(batch)
-            if pick_best(batch) is not None:
+            if pick_best(batch) is not None or self._broke_checks >= GUARD_PATIENCE:
                 break
             for slot in plan.unexplained():
                 generations.append(await self._explain(source, plan, slot, brief))
@@ -386,7 +395,7 @@ class Healer:
     ) -> RoundResult:
         """One round of `n` candidates of the current model sampled together, for a step whose
         plain reply made no edit (`heal_step.HealingModel`): the tests pick the one to apply."""
-        self._task, self._restore = task, restore
+        self._task, self._restore, self._broke_checks = task, restore, 0
         source = await models.candidates()
         return await self.round(source, messages, 1, models.current, n=n, seed=seed, parallel=True)
 
@@ -432,6 +441,7 @@ class Healer:
         return RoundTests(
             number, n, plan=plan or self._plan, test=self._test, tested=self._tested, emit=self.emit,
             max_parallel=self.settings.max_parallel_tests,
+            enough=lambda: self._broke_checks >= GUARD_PATIENCE,
         )  # fmt: skip
 
     def _round_done(self, item, number: int, label: str, generation, results, **extra) -> RoundResult:
@@ -604,6 +614,7 @@ class Healer:
         the next candidates hear."""
         said = failure_summary(output, str(self.ws.root)).rstrip() or output.strip()[-2000:]
         result.status, result.checks_failed = "failed", True
+        self._broke_checks += 1
         result.error = f"its tests pass, but {shown(self.guard or '')} fail on it"
         result.failure = f"The tests pass, but {shown(self.guard or '')} fail:\n{said}"
         result.test_output = f"{result.test_output.rstrip()}\n\n{output}"
