@@ -73,3 +73,67 @@ async def test_the_function_written_back_unchanged_is_told_it_is_no_change(harne
     # Not mistaken for the message written back (its fence line is no line of the message).
     (error,) = h.events.items("error")
     assert error["message"].startswith("the reply wrote the code back unchanged")
+
+
+STACK = """class Stack:
+    def __init__(self):
+        self.items = []
+
+    def push(self, item):
+        self.items.append(item)
+
+    def pop(self):
+        return self.items[0]
+
+
+def empty():
+    return Stack()
+"""
+POP = "    def pop(self):\n        return self.items[0]"
+POP_FIXED = "def pop(self):\n    return self.items.pop()"
+
+
+@pytest.mark.parametrize(
+    "task", ["Fix the bug in the method Stack.pop in stack.py", "Fix the bug in the function pop in stack.py"]
+)
+async def test_a_named_method_is_asked_for_alone_and_put_back_in_its_class(
+    harness, project: Path, task: str
+) -> None:
+    (project / "stack.py").write_text(STACK)
+    h = harness([f"```python\n{POP_FIXED}\n```"])
+    result = await h.agent.run(task)
+    assert result.ok, result.message
+    # The method replaced inside its class; the rest of the file kept.
+    fixed = STACK.replace("return self.items[0]", "return self.items.pop()")
+    assert (project / "stack.py").read_text() == fixed
+    request = h.model.requests[0]
+    assert "The method `Stack.pop` above is wrong" in request.items[0]["content"]
+    assert request.prediction == "```python\ndef pop(self):\n    return self.items[0]\n```"
+
+
+def test_a_method_two_classes_have_is_no_named_fix(project: Path) -> None:
+    (project / "stack.py").write_text(STACK)
+    ws = Workspace(project)
+    assert named_fix(ws, "Fix the bug in the method Stack.pop").qualname == "Stack.pop"
+    (project / "queue.py").write_text("class Queue:\n    def pop(self):\n        return None\n")
+    assert named_fix(ws, "Fix the bug in the method Stack.pop") is None
+    assert named_fix(ws, "Fix the bug in the function pop") is None
+
+
+async def test_a_method_written_back_alone_is_no_change_and_leaves_the_class(harness, project: Path) -> None:
+    (project / "stack.py").write_text(STACK)
+    h = harness([f"```python\n{POP.replace('    ', '', 1).replace('        ', '    ')}\n```", "Done."])
+    await h.agent.run("Fix the bug in the method Stack.pop in stack.py")
+    assert (project / "stack.py").read_text() == STACK  # not the method written over the file
+
+
+async def test_a_class_written_with_only_the_fixed_method_keeps_its_other_methods(
+    harness, project: Path
+) -> None:
+    (project / "stack.py").write_text(STACK)
+    reply = "```python\nclass Stack:\n    def pop(self):\n        return self.items.pop()\n```"
+    h = harness([reply])
+    result = await h.agent.run("Fix the bug in the method Stack.pop in stack.py")
+    assert result.ok, result.message
+    fixed = STACK.replace("return self.items[0]", "return self.items.pop()")
+    assert (project / "stack.py").read_text() == fixed  # __init__ and push kept

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from whiz.agent.editing.definitions import code_blocks, definition_edits, part_of_file
+from whiz.agent.editing.definitions import code_blocks, definition_edits, method_edits, part_of_file
 from whiz.agent.editing.edits import WholeFile
 from whiz.agent.project.workspace import Workspace
 from whiz.agent.tools import Action, ApplyEdits, Malformed
@@ -123,7 +123,8 @@ def code_without_edit(reply: str, task: str, ws: Workspace) -> Action | None:
     None when there is nothing to act on: the task asks for no change, or the reply holds no code.
     When the task names exactly one file and the reply holds one code block, the block is that
     file, unless it is only some of that file's functions (written over the file, it would delete
-    the rest). Code blocks that only redefine functions or classes of the workspace replace those
+    the rest). A block of methods alone, out of their class, replaces those methods, and code
+    blocks that only redefine functions or classes of the workspace replace those
     (`definitions.py`). Otherwise the reply is malformed: the model is told what was missing and
     tries again.
     """
@@ -132,6 +133,8 @@ def code_without_edit(reply: str, task: str, ws: Workspace) -> Action | None:
     blocks = code_blocks(reply)
     if not blocks:
         return None
+    if edits := method_edits(ws, reply) or method_edits(ws, reply, as_is=True):  # never the whole file
+        return ApplyEdits(edits)
     paths = named_paths(task)
     if len(paths) == 1 and len(blocks) == 1 and not part_of_file(ws, paths[0], blocks[0]):
         return ApplyEdits([WholeFile(paths[0], blocks[0])])

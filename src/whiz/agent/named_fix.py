@@ -8,16 +8,20 @@ lines, and the reply is about half as long. A fence that redefines a function of
 is an edit already (`editing/definitions.py`).
 
 Only where nothing else can be meant: the task asks for a fix (`_FIXING`) and nothing new
-(`_ADDING`), and names exactly one function, a top-level one that one file defines (a method, or
-a name two files define, is left to the usual edit blocks).
+(`_ADDING`), and names exactly one function: a top-level one that one file defines, or a method,
+named as `Class.method` or by a name that only one class's method has (and no file defines at
+the top level). A method is asked for alone, out of its class, and written back in its place
+(`definitions.method_edits`). A name two files define, or two classes, is left to the usual
+edit blocks.
 """
 
 from __future__ import annotations
 
 import re
+import textwrap
 from dataclasses import dataclass
 
-from whiz.agent.editing.definitions import workspace_definitions
+from whiz.agent.editing.definitions import workspace_definitions, workspace_methods
 from whiz.agent.intent import change_kind
 from whiz.agent.project.workspace import Workspace
 
@@ -27,6 +31,7 @@ _ADDING = re.compile(
     re.I,
 )
 _WORD = re.compile(r"[A-Za-z_]\w*")
+_DOTTED = re.compile(r"\b([A-Za-z_]\w*)\.([A-Za-z_]\w*)\b")
 
 
 @dataclass(frozen=True)
@@ -36,19 +41,33 @@ class NamedFix:
     path: str
     name: str
     source: str
+    """As it is in its file (a method indented as in its class)."""
+    owner: str = ""
+    """The class of a method ("" for a function)."""
+
+    @property
+    def qualname(self) -> str:
+        return f"{self.owner}.{self.name}" if self.owner else self.name
 
     def ask(self) -> str:
         """What the turn's first message adds: how the fix is to be written."""
         # Said as the repair's rewrites are asked (`modes/repair.py`): told plainly that the
         # code is wrong, a small model changes it; asked only for it whole, it often copies it.
+        if self.owner:
+            return (
+                f"The method `{self.qualname}` above is wrong. Write the method `{self.name}` fixed, "
+                "whole, alone (not its class), in one ```python block, with no file path before it "
+                "and no SEARCH/REPLACE block."
+            )
         return (
             f"`{self.name}` above is wrong. Write `{self.name}` fixed, whole, in one ```python "
             "block, with no file path before it and no SEARCH/REPLACE block."
         )
 
     def prediction(self) -> str:
-        """What the reply is expected to look like: the function as it is, in its fence."""
-        return f"```python\n{self.source}\n```"
+        """What the reply is expected to look like: the function as it is (a method out of its
+        class), in its fence."""
+        return f"```python\n{textwrap.dedent(self.source)}\n```"
 
 
 def named_fix(ws: Workspace, task: str) -> NamedFix | None:
@@ -56,9 +75,22 @@ def named_fix(ws: Workspace, task: str) -> NamedFix | None:
     if change_kind(task) != "behaviour" or not _FIXING.search(task) or _ADDING.search(task):
         return None
     found = workspace_definitions(ws)
-    named = {word for word in _WORD.findall(task) if word in found}
-    if len(named) != 1:
+    methods = workspace_methods(ws)
+    for owner, name in _DOTTED.findall(task):  # `Stack.pop`: that class's method
+        # Only a method no other class has, and no file defines at the top level: written
+        # alone, it goes back where its name alone says (`method_edits`).
+        places = methods.get(name, [])
+        if len(places) == 1 and places[0][1] == owner and name not in found:
+            path, _, method = places[0]
+            return NamedFix(path, name, method.text, owner)
+    words = set(_WORD.findall(task))
+    named = {word for word in words if word in found}
+    owned = {word for word in words - named if len(methods.get(word, [])) == 1}
+    if len(named) + len(owned) != 1:
         return None
+    if owned:  # a name only one class's method has
+        ((path, owner, method),) = methods[next(iter(owned))]
+        return NamedFix(path, method.name, method.text, owner)
     (name,) = named
     places = found[name]
     if len(places) != 1:

@@ -46,13 +46,23 @@ def too_long(deadline_ms: float) -> str:
     )
 
 
-def _arrived(reply: queue.SimpleQueue, timeout_s: float) -> bool:
-    """Wait up to `timeout_s` for a call's reply, leaving it in the queue."""
-    try:
-        reply.put(reply.get(timeout=timeout_s))
-    except queue.Empty:
-        return False
-    return True
+class _Reply:
+    """A call's reply: the grammar thread puts it in `queue`; `ready` waits for it and keeps it."""
+
+    def __init__(self) -> None:
+        self.queue: queue.SimpleQueue = queue.SimpleQueue()
+        self.value: Any = None
+        self.arrived = False
+
+    def ready(self, timeout_s: float) -> bool:
+        """Whether the reply came within `timeout_s` (or before)."""
+        if not self.arrived:
+            try:
+                self.value = self.queue.get(timeout=timeout_s)
+            except queue.Empty:
+                return False
+            self.arrived = True
+        return True
 
 
 class GrammarTooSlow(EngineError):
@@ -131,11 +141,11 @@ class GrammarThread:
                 )
         if self._worker is None:
             self._worker = _Worker(self)
-        reply: queue.SimpleQueue = queue.SimpleQueue()
+        reply = _Reply()
         spent = thread_spent(self._worker.thread.ident)
-        self._worker.jobs.put((fn, args, reply))
-        if wait_spending(lambda s: _arrived(reply, s), spent, self.deadline_ms / 1000):
-            (ok, value), cpu_s = reply.get()
+        self._worker.jobs.put((fn, args, reply.queue))
+        if wait_spending(reply.ready, spent, self.deadline_ms / 1000):
+            (ok, value), cpu_s = reply.value
         else:
             with self._lock:
                 self._worker.abandoned = True

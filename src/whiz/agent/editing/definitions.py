@@ -64,6 +64,83 @@ def definition_edits(ws: Workspace, reply: str, *, as_is: bool = False) -> list[
     return edits
 
 
+def method_edits(ws: Workspace, reply: str, *, as_is: bool = False) -> list[SearchReplace]:
+    """The edits of a reply whose code block holds only methods written alone, out of their
+    class (`def pop(self): ...` for `Stack.pop`): each replaces the method of its name, indented
+    as it is, where exactly one class of the workspace has a method of that name and no file
+    defines it at the top level (that is `definition_edits`' case). None where any function of
+    the block is not such a method: written over its file, a lone method would delete the class.
+    A class written with only some of its methods, each one it has, stands for those methods.
+    `as_is`: as for `definition_edits`, a method written back as it is is an edit too."""
+    news = [d for block in code_blocks(reply) for d in definitions_only(block)]
+    if not news:
+        return []
+    top = workspace_definitions(ws)
+    methods = workspace_methods(ws)
+    owners: dict[str, str] = {}  # a method written inside its class: the class it must be in
+    if all(d.text.startswith("class ") for d in news):
+        inside = [(d.name, m) for d in news for _, m in class_methods(d.text)]
+        if not inside or any(len(top.get(d.name, [])) != 1 for d in news):
+            return []
+        # Only some of the class's methods, each one it has: the rest of the class stays.
+        mine = {(owner, m.name) for path, owner, m in (x for ms in methods.values() for x in ms)}
+        if any((cls, m.name) not in mine for cls, m in inside) or not _fewer(news, methods):
+            return []
+        owners = {m.name: cls for cls, m in inside}
+        news = [Definition(m.name, textwrap.dedent(m.text)) for _, m in inside]
+    elif any(not d.text.lstrip().startswith(("def ", "async def ", "@")) for d in news):
+        return []
+    edits: list[SearchReplace] = []
+    for new in {d.name: d for d in news}.values():
+        places = methods.get(new.name, [])
+        if new.name in owners:
+            places = [x for x in places if x[1] == owners[new.name]]
+        if new.name in top or len(places) != 1:
+            return []
+        path, _, old = places[0]
+        indent = old.text[: len(old.text) - len(old.text.lstrip())]
+        text = textwrap.indent(new.text, indent)
+        if as_is or text != old.text:
+            edits.append(SearchReplace(path, old.text, text))
+    return edits
+
+
+def _fewer(classes: list[Definition], methods: dict[str, list[tuple[str, str, Definition]]]) -> bool:
+    """Whether each class written holds fewer methods than the workspace's class of its name."""
+    for cls in classes:
+        have = sum(owner == cls.name for places in methods.values() for _, owner, _ in places)
+        if len(class_methods(cls.text)) >= have:
+            return False
+    return True
+
+
+def workspace_methods(ws: Workspace) -> dict[str, list[tuple[str, str, Definition]]]:
+    """Each method of the workspace's top-level classes, by name: (path, class, definition), the
+    definition's text indented as it is in its file."""
+    found: dict[str, list[tuple[str, str, Definition]]] = {}
+    for path, text in ws.python_sources(limit=MAX_FILES, max_chars=MAX_FILE_CHARS):
+        for owner, method in class_methods(text):
+            found.setdefault(method.name, []).append((path, owner, method))
+    return found
+
+
+def class_methods(text: str) -> list[tuple[str, Definition]]:
+    """The methods of a Python file's top-level classes: (class name, definition), the text
+    indented as in the file (none if it does not parse)."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return []
+    lines = text.splitlines(keepends=True)
+    return [
+        (cls.name, Definition(node.name, _source(lines, node)))
+        for cls in tree.body
+        if isinstance(cls, ast.ClassDef)
+        for node in cls.body
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+    ]
+
+
 def part_of_file(ws: Workspace, path: str, code: str) -> bool:
     """Whether `code` is only some of the top-level definitions of `path`: written over that file
     it would delete the others."""
