@@ -56,10 +56,11 @@ class AgentConfig:
     """A turn whose task asks for a change (not a question: `intent.asks_for_change`) and that
     ends with none has failed, saying so, instead of reporting "done" for nothing."""
     found_checks: bool = True
-    """Where no test command is given, run the checks the code already has for the function the
-    task is about (its docstring's examples and doctests, a `__main__` block's asserts, the
-    repository's tests of it: `project/found_checks.py`) in the sandbox, and let them choose
-    among candidate edits and catch an edit that breaks them. Never in read-only."""
+    """Run the checks the code already has for the function the task is about (its docstring's
+    examples and doctests, a `__main__` block's asserts, the repository's tests of it:
+    `project/found_checks.py`) in the sandbox, and let them choose among candidate edits and
+    catch an edit that breaks them; with a test command, for a fix, beside it in the healing
+    step's copies (`modes/found_turn.py`). Never in read-only."""
     cancel_grace_s: float = 2.0
     """How long a cancelled model call may take to end on its own before it is cut off."""
     sandbox: SandboxOptions = field(default_factory=SandboxOptions)

@@ -250,10 +250,11 @@ class ActingOptions(BaseModel):
     )
     found_checks: Annotated[bool, Flag("--found-checks/--no-found-checks")] = Field(
         AgentConfig.found_checks,
-        description="Without --test-cmd, in a task that changes behaviour: run the checks the code already "
-        "has for the function the task names (its docstring's examples and doctests, a __main__ block's "
-        "asserts, the repository's tests of it) in the sandbox, to choose among candidate edits and catch "
-        "one that breaks them (never in read-only).",
+        description="In a task that changes behaviour: run the checks the code already has for the function "
+        "the task names (its docstring's examples and doctests, a __main__ block's asserts, the "
+        "repository's tests of it) in the sandbox, to choose among candidate edits and catch one that "
+        "breaks them (never in read-only). With --test-cmd, in a fix: beside it, a candidate that passes "
+        "the tests and breaks them losing to one that keeps both.",
     )
     instructions_tokens: Annotated[int, Field(ge=0)] = Field(
         AgentConfig.instructions_tokens,

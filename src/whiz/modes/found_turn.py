@@ -15,6 +15,12 @@ could not run there (the module does not import, pytest collects nothing) is lef
   not used: the user's examples of the old behaviour may rightly change with it;
 - nothing found, nothing runnable, or not allowed to run: the turn is as it would be, and says so.
 
+With a test command (`beside`), a task that asks for a fix keeps its found checks beside it: the
+test command is the user's few cases, the checks the code holds are more of them, so a candidate
+that passes the command but breaks them (a special case that satisfies the visible tests) is not
+a pass while another candidate may keep them (`Healer.guard`). The repository's tests in files
+the command runs already count there and are left out, as are all of them where it names no file.
+
 A task that changes no behaviour (a rename, formatting: `intent.change_kind`) gets no found
 checks at all: a check that calls the function by its old name would fail a correct rename.
 
@@ -34,7 +40,9 @@ from whiz.agent.approvals import Approvals
 from whiz.agent.found_checks_run import command, verdicts
 from whiz.agent.intent import change_kind, prose_words
 from whiz.agent.project.found_checks import FoundChecks, find_checks
+from whiz.agent.project.test_files import named_paths
 from whiz.agent.project.workspace import Workspace
+from whiz.agent.runs_check import shown
 from whiz.environments import Environment
 
 FOUND_HEAL_N = 4
@@ -47,11 +55,16 @@ FOUND_HYPOTHESES = 3
 BASELINE_TIMEOUT_S = 60.0
 """How long the run of the checks on the code as it is may take before they are not used."""
 
-Status = Literal["none", "not_run", "unusable", "choose", "guard", "passing"]
+Status = Literal["none", "not_run", "unusable", "choose", "guard", "passing", "beside"]
 FIX_WORDS = frozenset(
     {"fix", "fixes", "bug", "bugs", "buggy", "broken", "wrong", "incorrect", "error", "crash"}
 )
 """Words that say a task asks for a fix: where the found checks all pass, they guard it."""
+
+
+def asks_fix(task: str) -> bool:
+    """Whether `task` asks for a fix (`FIX_WORDS`), not for new behaviour."""
+    return bool(FIX_WORDS & set(prose_words(task)))
 
 
 @dataclass
@@ -81,11 +94,18 @@ class FoundTurn:
         return self.status == "choose"
 
     @classmethod
-    async def prepare(cls, ws: Workspace, task: str, approvals: Approvals, env: Environment) -> FoundTurn:
-        """Find the checks of the function `task` is about and run them once on the code as it is."""
+    async def prepare(
+        cls, ws: Workspace, task: str, approvals: Approvals, env: Environment, test_cmd: str | None = None
+    ) -> FoundTurn:
+        """Find the checks of the function `task` is about and run them once on the code as it is;
+        with `test_cmd`, only for a fix, as checks beside it (`beside`)."""
         if change_kind(task) != "behaviour":
             return cls(FoundChecks(), "none", "the task changes no behaviour")
+        if test_cmd and not asks_fix(task):
+            return cls(FoundChecks(), "none", "the task asks for new behaviour, and the tests say what it is")
         found = await asyncio.to_thread(find_checks, ws, task)
+        if test_cmd:
+            found = not_run_by(found, test_cmd)
         if not found:
             return cls(found, "none", "no checks of the function the task names were found in the code")
         allowed = approvals.found_checks()
@@ -104,10 +124,16 @@ class FoundTurn:
         kept = found.only(usable)
         turn.command = command(kept.spec(python), python)
         failing = sorted(w for w in usable if before[w] == "fail")
-        if failing:
+        if test_cmd:
+            turn.status = "beside"
+            turn.reason = (
+                f"{len(usable)} run beside `{shown(test_cmd)}` ({len(failing)} fail on the code as it is): "
+                "a candidate that passes it must pass them too"
+            )
+        elif failing:
             turn.status = "choose"
             turn.reason = f"{len(failing)} of {len(usable)} fail on the code as it is: they choose the edit"
-        elif FIX_WORDS & set(prose_words(task)):
+        elif asks_fix(task):
             turn.status = "guard"
             turn.reason = f"all {len(usable)} pass on the code as it is: an edit must keep them passing"
         else:
@@ -159,6 +185,18 @@ class FoundTurn:
         failing = [w for w, v in self.after.items() if v != "pass"]
         line = f"checks found in the code: {passed} of {len(self.after)} pass ({label})"
         return line + (f"; failing: {', '.join(failing[:5])}" if failing else "")
+
+
+def not_run_by(found: FoundChecks, test_cmd: str) -> FoundChecks:
+    """The found checks less the repository's tests `test_cmd` runs itself: those in the files or
+    folders it names, or all of them where it names none (`pytest -q` runs them all)."""
+    named = named_paths(test_cmd)
+
+    def runs(where: str) -> bool:
+        path = where.split("::", 1)[0]
+        return not named or any(path == n or path.startswith(n.rstrip("/") + "/") for n in named)
+
+    return found.only({c.where for c in found.checks if c.kind != "test" or not runs(c.where)})
 
 
 def workspace_python(root: Path) -> str:

@@ -46,6 +46,9 @@ class CandidateResult:
     """What its failing tests said, trimmed (`test_feedback.failure_summary`)."""
     tests_passed: int | None = None
     """How many tests passed in its run, where the runner says (`test_feedback.count_passed`)."""
+    checks_failed: bool = False
+    """Its tests passed, but the checks the code holds, run beside them (`Healer.guard`), did not:
+    it fails, and is applied only where no candidate passes both."""
     finish_reason: str = "stop"
     """Why its reply ended, as the candidate source said: "stop", "length" where it ran to the
     token limit (cut off), "loop" where it was caught in one (`repetition.looping`)."""
@@ -76,6 +79,7 @@ class CandidateResult:
             "same_as": self.same_as,
             "failure": self.failure,
             "tests_passed": self.tests_passed,
+            "checks_failed": self.checks_failed,
             # A candidate with no edit to show is shown by what it said instead.
             "reply": truncate(self.text, 2000) if self.status in ("no_edit", "malformed") else "",
         }
@@ -95,10 +99,11 @@ def selection_key(result: CandidateResult) -> tuple[int, int, int, int]:
     return (0 if result.passed else 1, result.diff_lines, result.output_tokens, result.index)
 
 
-def pick_best(results: list[CandidateResult]) -> CandidateResult | None:
-    """The winner among passing candidates; None when none passes."""
-    passing = [r for r in results if r.passed]
-    return min(passing, key=selection_key) if passing else None
+def pick_best(results: list[CandidateResult], *, passing: bool = True) -> CandidateResult | None:
+    """The winner among passing candidates (`passing` False: among all of `results`); None when
+    there is none."""
+    among = [r for r in results if r.passed or not passing]
+    return min(among, key=selection_key) if among else None
 
 
 _FAILURE_RANK = {
@@ -119,6 +124,7 @@ def best_failure(results: list[CandidateResult]) -> CandidateResult | None:
         failed,
         key=lambda r: (
             _FAILURE_RANK[r.status],
+            not r.checks_failed,
             unparsed(r),
             -(r.tests_passed or 0),
             r.diff_lines,

@@ -78,6 +78,10 @@ EVIDENCE_TIMEOUT_S = 30.0
 """How long the tests may run on the code as it is, before a repair, only to say what fails."""
 TEST_TIME_MARGIN = 10
 """How many times as long as the slowest run of the tests seen a candidate's run may take."""
+GUARD_PATIENCE = 3
+"""Candidates that pass the tests and break the checks found in the code (`Healer.guard`) a heal
+tests before it stops looking for one that passes both and applies the best of them: the checks
+may ask what no rewrite of this model gives, and the rest of a ladder would cost minutes."""
 HUNG_MARGIN = 2
 """Where the tests hang on the code as it is, a candidate's run may take this many times as long
 as the run that was stopped (and never more than the test timeout)."""
@@ -190,6 +194,12 @@ class Healer:
         self._new = ""
         """The new function this heal's task asks for (`localize.new_function`), once a failure said
         it is missing: a later stage hears what an earlier rewrite's tests said, which need not."""
+        self.guard: str | None = None
+        self._broke_checks = 0
+        """Candidates of this heal that passed the tests and broke the guard (`GUARD_PATIENCE`)."""
+        """The checks the code already holds (`found_turn.py`, as a command), run beside the test
+        command: a candidate that passes the tests and fails them is no pass (`checks_failed`), and
+        is applied only where no candidate passes both (`HealOutcome.best`)."""
 
     def saw_tests(self, seconds: float) -> None:
         """A run of the test command that ended by itself took `seconds` (see `test_timeout_s`)."""
@@ -223,6 +233,7 @@ class Healer:
         `HealSettings.localize` find the function to repair; the repair stage then stands for the
         first round."""
         self._task, self._restore, self._new = task, restore, ""
+        self._broke_checks = 0
         heal = HealState(self, models, messages, task, models.current)
         for rung in plan(self.settings, heal.first, failure):
             result = await rung.run(heal)
@@ -231,7 +242,11 @@ class Healer:
             heal.rounds.append(result)
             if result.best is not None:
                 return HealOutcome(heal.rounds, result.best, heal.escalated)
-        return HealOutcome(heal.rounds, None, heal.escalated)
+            if self._broke_checks >= GUARD_PATIENCE:
+                break
+        # Where no candidate kept the checks the code holds, the tests alone decide, as without them.
+        kept = pick_best([r for rnd in heal.rounds for r in rnd.results if r.checks_failed], passing=False)
+        return HealOutcome(heal.rounds, kept, heal.escalated)
 
     async def repair(
         self,
@@ -292,7 +307,7 @@ class Healer:
             written_ms += generation.wall_ms
             results += batch
             plan.record(batch)
-            if pick_best(batch) is not None:
+            if pick_best(batch) is not None or self._broke_checks >= GUARD_PATIENCE:
                 break
             for slot in plan.unexplained():
                 generations.append(await self._explain(source, plan, slot, brief))
@@ -301,6 +316,8 @@ class Healer:
                 # Later draws hear what the closest rewrite's tests said (not the rewrite itself:
                 # a small model copies what it can see).
                 note = f"An earlier rewrite was tried; the tests still failed:\n```\n{closest.failure}\n```"
+                if closest.checks_failed:
+                    note = f"An earlier rewrite was tried. {closest.failure.rstrip()}"
                 brief = dataclasses.replace(brief, note=note)
         generation = joined(generations)
         duplicates = sum(r.status == "duplicate" or r.same_as is not None for r in results)
@@ -378,7 +395,7 @@ class Healer:
     ) -> RoundResult:
         """One round of `n` candidates of the current model sampled together, for a step whose
         plain reply made no edit (`heal_step.HealingModel`): the tests pick the one to apply."""
-        self._task, self._restore = task, restore
+        self._task, self._restore, self._broke_checks = task, restore, 0
         source = await models.candidates()
         return await self.round(source, messages, 1, models.current, n=n, seed=seed, parallel=True)
 
@@ -424,6 +441,7 @@ class Healer:
         return RoundTests(
             number, n, plan=plan or self._plan, test=self._test, tested=self._tested, emit=self.emit,
             max_parallel=self.settings.max_parallel_tests,
+            enough=lambda: self._broke_checks >= GUARD_PATIENCE,
         )  # fmt: skip
 
     def _round_done(self, item, number: int, label: str, generation, results, **extra) -> RoundResult:
@@ -541,6 +559,7 @@ class Healer:
             timeout_s = min(timeout_s, limit) if timeout_s else limit
             env = environment_for(copy.path, self.settings.sandbox, timeout_s=timeout_s)
             done = await env.run(self.test_cmd)
+            checked = await env.run(self.guard) if done.ok and self.guard else None
         except (EditError, WhizAgentError, OSError) as exc:
             result.error = f"could not apply the edit in a copy: {getattr(exc, 'message', exc)}"
             return
@@ -549,13 +568,16 @@ class Healer:
         # The copy's paths read as the workspace's: a traceback through the throwaway copy's
         # random folder confuses the model, and made the same candidate's feedback (and so the
         # next candidate) differ from run to run.
-        output = done.output
-        for where in {str(copy.path), str(Path(copy.path).resolve())}:
-            output = output.replace(where, str(self.ws.root))
-        # It goes back to the model as feedback: a secret file's values it prints stay out.
         secrets = SecretGate(self.ws)
         secrets.grant_named(self._task)
-        output = secrets.redact(output)
+
+        def as_workspace(output: str) -> str:
+            for where in {str(copy.path), str(Path(copy.path).resolve())}:
+                output = output.replace(where, str(self.ws.root))
+            # It goes back to the model as feedback: a secret file's values it prints stay out.
+            return secrets.redact(output)
+
+        output = as_workspace(done.output)
         result.exit_code, result.test_output = done.exit_code, output
         result.tests_passed = count_passed(output)
         if not done.ok:
@@ -566,6 +588,8 @@ class Healer:
             result.error = f"its tests ran past {timeout_s:g} s and were stopped"
         else:
             self.saw_tests(done.duration_ms / 1000)
+        if checked is not None and not checked.ok:
+            self._checks_failed(result, as_workspace(checked.output))
         if (
             result.passed
             and result.finish_reason == "length"
@@ -583,6 +607,17 @@ class Healer:
                 f"its reply ran on, repeating itself, to the {self.settings.max_tokens}-token limit: "
                 "the program it began is not all there, though what is there runs"
             )
+
+    def _checks_failed(self, result: CandidateResult, output: str) -> None:
+        """A candidate whose tests pass and whose checks the code holds (`guard`) fail: a fix fitted to
+        the few cases the tests show, most likely, so it fails, and what the checks said is what
+        the next candidates hear."""
+        said = failure_summary(output, str(self.ws.root)).rstrip() or output.strip()[-2000:]
+        result.status, result.checks_failed = "failed", True
+        self._broke_checks += 1
+        result.error = f"its tests pass, but {shown(self.guard or '')} fail on it"
+        result.failure = f"The tests pass, but {shown(self.guard or '')} fail:\n{said}"
+        result.test_output = f"{result.test_output.rstrip()}\n\n{output}"
 
 
 def _close_copy(copying: asyncio.Future) -> None:

@@ -10,17 +10,18 @@ renders them like any other item:
                       status}   decode_ms: every model call of the round, localizing included;
                       candidates_ms: the candidates' own decoding
     heal_candidate   {round, index, status, diff_lines, output_tokens, exit_code, test_output,
-                      error, diff, same_as, failure, tests_passed, reply}   reply: its text, when
-                      it has no edit; failure: what its failing tests said, trimmed
+                      error, diff, same_as, failure, tests_passed, checks_failed, reply}   reply:
+                      its text, when it has no edit; failure: what its failing tests said, trimmed;
+                      checks_failed: its tests passed, the checks found in the code beside them not
     localize         {places: [{path, function, lines, hypothesis, origin}], sure, reply, ms}
                      ms: how long the model took to answer (0: nothing was asked)
     swarm_plan       {tasks: [{id, title, files, check}]}
     micro_task       {task_id, title, files, status, attempt, mode, message, check_output}
     merge            {task_id, status, paths, conflicts: [{path, reason}], diff}
-    found_checks     {use, reason, ran, label, checks: [{kind, where, text, before, after}]}   where
-                     no test command is given: the checks found in the user's code, what they are
-                     used for (none, not_run, unusable, choose, guard), each one's verdict
-                     before and after the turn (started before the turn, completed after it)
+    found_checks     {use, reason, ran, label, checks: [{kind, where, text, before, after}]}   the
+                     checks found in the user's code, what they are used for (none, not_run,
+                     unusable, choose, guard, passing; beside: with a test command), each one's
+                     verdict before and after the turn (started before the turn, completed after it)
     project_instructions  {files: [{path, tokens, shown_tokens, cut}], budget_tokens, cut, warnings}
                      the AGENTS.md files the model reads, once as a session opens
 

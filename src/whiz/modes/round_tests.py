@@ -26,6 +26,7 @@ class RoundTests:
         tested: dict[tuple, CandidateResult],
         emit: Emitter,
         max_parallel: int = 0,
+        enough: Callable[[], bool] | None = None,
     ):
         self.number = number
         self.plan = plan
@@ -36,6 +37,8 @@ class RoundTests:
         """Every change tested so far in this heal, by `change_key`: the same change in a later
         round is a duplicate, not tested again."""
         self.emit = emit
+        self.enough = enough
+        """Ends the round as a pass does, when it says so (`healing.GUARD_PATIENCE`)."""
         self.offset = 0
         """The index of this draw's first candidate in its round (a repair round draws again)."""
         self.results: dict[int, CandidateResult] = {}
@@ -113,11 +116,12 @@ class RoundTests:
             twin.status, twin.exit_code, twin.test_output, twin.error
         )  # fmt: skip
         result.failure, result.tests_passed = twin.failure, twin.tests_passed
+        result.checks_failed = twin.checks_failed
 
     def _report(self, result: CandidateResult) -> None:
         self._reported.add(result.index)
         self.emit.single("heal_candidate", **result.item())
-        if result.passed:
+        if result.passed or (self.enough is not None and self.enough()):
             self.passed.set()
 
     async def settle(self, generation: Generation, *, stop: bool) -> list[CandidateResult]:

@@ -388,7 +388,7 @@ class AgentSession:
             result = self._stopped_turn()
         finally:
             if found is not None and found.runs:
-                self._drop_found()
+                self._drop_found(found)
         if found is not None:
             await self._report_found(found, result, run=not self._stop)
         record = TurnRecord(
@@ -439,18 +439,23 @@ class AgentSession:
         return TurnOutcome(t.id, "cancelled", message, TurnStats())
 
     async def _found_checks(self, task: str) -> FoundTurn | None:
-        """Where no test command is given, the checks the user's code already has for the function
-        `task` is about (`found_turn.py`), announced as a `found_checks` item; where they run, they
-        are this turn's test command, and choose among candidates where some fail now. None where
-        there is a test command, `AgentConfig.found_checks` is off, or none was found."""
+        """The checks the user's code already has for the function `task` is about (`found_turn.py`),
+        announced as a `found_checks` item. Where no test command is given and they run, they are
+        this turn's test command, and choose among candidates where some fail now; with one, they
+        run beside it in the healing step's copies (`Healer.guard`). None where
+        `AgentConfig.found_checks` is off, or none was found."""
         config = self.options.agent
-        if config.test_cmd or not config.found_checks:
+        if not config.found_checks:
             return None
-        found = await FoundTurn.prepare(self.agent.ws, task, self.agent.approvals, self.agent.env)
+        ws, approvals, env = self.agent.ws, self.agent.approvals, self.agent.env
+        found = await FoundTurn.prepare(ws, task, approvals, env, test_cmd=config.test_cmd)
         if not found.found:
             return None  # nothing to say
         self._found_item = self.router.emit.start("found_checks", **found.item(), status="in_progress")
-        if found.runs:
+        if found.runs and config.test_cmd:
+            if self.healing is not None:
+                self.healing.healer.guard = found.command
+        elif found.runs:
             self._use_found(found)
         return found
 
@@ -473,9 +478,14 @@ class AgentSession:
         self.healing.healer.saw_tests(found.seconds)
         self.healing.healer.failing_now = found.output if found.chooses else None
 
-    def _drop_found(self) -> None:
-        """After the turn: no test command again, and healing as the session had it. (The agent's
-        config is the session's: taking up the found checks wrote their command into it.)"""
+    def _drop_found(self, found: FoundTurn) -> None:
+        """After the turn: the test command as the session had it (none, where the found checks stood
+        for it), and healing as the session had it. (The agent's config is the session's: taking
+        up the found checks wrote their command into it.)"""
+        if self.healing is not None:
+            self.healing.healer.guard = None
+        if found.status == "beside":  # the session's own test command stayed
+            return
         self._take_up(dataclasses.replace(self.options.agent, test_cmd=None))
         if self.healing is not None:
             self.healing.healer.failing_now = None
