@@ -87,7 +87,8 @@ async def test_after_three_rewrites_that_break_the_doctests_the_best_of_them_is_
         await s.close()
     assert result.ok, result.message
     tested = [c for c in items(events, "heal_candidate") if c["checks_failed"]]
-    assert len(tested) == GUARD_PATIENCE
+    # It stops there (one more may already be under test beside them), not after all eight.
+    assert GUARD_PATIENCE <= len(tested) <= GUARD_PATIENCE + 1 < len(zeros)
     applied = (root / "solution.py").read_text()
     (zero,) = [
         z
