@@ -104,3 +104,21 @@ async def test_a_launch_its_caller_gave_up_on_is_tidied_once_built(tmp_path):
         await run
     finish.set()
     assert await asyncio.to_thread(tidied.wait, 5)
+
+
+async def test_a_module_edited_within_the_second_at_the_same_size_runs_as_edited(tmp_path: Path) -> None:
+    # Python takes cached bytecode for a source of the same size and modification second: had the
+    # first run cached it, the second would run the code from before the edit.
+    import sys
+
+    (tmp_path / "mod.py").write_text("def f():\n    return 1\n")
+    (tmp_path / "check.py").write_text("import mod\nassert mod.f() == 2, mod.f()\n")
+    stamp = os.stat(tmp_path / "mod.py").st_mtime_ns
+    env = LocalEnvironment(
+        tmp_path, env={k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    )
+    assert (await env.run(f"{sys.executable} check.py")).exit_code != 0
+    (tmp_path / "mod.py").write_text("def f():\n    return 2\n")  # the same length
+    os.utime(tmp_path / "mod.py", ns=(stamp, stamp))  # and the same second
+    assert (await env.run(f"{sys.executable} check.py")).exit_code == 0
+    assert not (tmp_path / "__pycache__").exists()

@@ -74,6 +74,15 @@ class Launch:
 Wrap = Callable[[str], Launch]
 
 
+def no_bytecode(env: dict[str, str] | None) -> dict[str, str]:
+    """`env` (None: this process's) with Python told to write no bytecode. A command here runs code
+    the agent has just written: Python takes a module's cached bytecode for its source when the
+    source's size and modification second match, so an edit of the same length within the second
+    of a run that cached it would run the code from before the edit, and the tests would judge
+    that."""
+    return {**(os.environ if env is None else env), "PYTHONDONTWRITEBYTECODE": "1"}
+
+
 class LocalEnvironment:
     """Runs commands with `sh -c` in `cwd`, stdin closed, stdout and stderr merged.
 
@@ -138,7 +147,7 @@ class LocalEnvironment:
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.STDOUT,
                 start_new_session=True,
-                env=self.env,
+                env=no_bytecode(self.env),
                 pass_fds=launch.pass_fds,
             )
         )
