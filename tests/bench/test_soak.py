@@ -68,7 +68,7 @@ def test_behind_a_gateway_a_killed_replica_costs_no_turn(capsys):
     code = main(plan)
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert result["gateway"]["killed"] is not None and result["gateway"]["killed_after_s"] == 2.0
-    assert code == 0, result
+    assert code == 0, (result["lost_by_why"], result["errors"], result["retried_after_upstream_lost"])
     assert result["lost_turns"] == 0 and result["errors"] == {} and result["served"] > 0
     assert result["engine_idle_after_ms"] is not None and result["engine_idle_after_ms"] < 2000
     assert result["rss_mb_before"] > 0 and result["rss_mb_after"] > 0
