@@ -87,8 +87,9 @@ async def test_after_three_rewrites_that_break_the_doctests_the_best_of_them_is_
         await s.close()
     assert result.ok, result.message
     tested = [c for c in items(events, "heal_candidate") if c["checks_failed"]]
-    # It stops there (one more may already be under test beside them), not after all eight.
-    assert GUARD_PATIENCE <= len(tested) <= GUARD_PATIENCE + 1 < len(zeros)
+    # The heal stops there (one more may already be under test beside them), and the turn's next
+    # heal, after the applied one fails the checks again, stops there too: never all eight.
+    assert GUARD_PATIENCE <= len(tested) < len(zeros)
     applied = (root / "solution.py").read_text()
     (zero,) = [
         z
