@@ -53,18 +53,17 @@ def test_quick_bench_ends_with_one_json_line_of_results(serve_fake, capsys, tmp_
 
 
 def test_first_turn_rows_time_a_prefix_from_disk_and_exec_from_fresh_processes(serve_fake, capsys):
-    # A prefill of 1 ms a token: the cold 1.5k-token prefix takes 1.5 s, well clear of the stalls a
-    # busy machine gives a restore (0.7 s beside the suite's other workers).
     served = serve_fake(engine_kw={"token_s": 0.001})
     assert main(served.root, None, None, quick=True, first_turn=FirstTurnPlan.make(quick=True)) == 0
     out = capsys.readouterr().out
     result = last_json_line(out)
     prefix = result["prefix"]
     assert prefix["tokens"] == 1500 and prefix["identical"] is True
-    # The fake prefills at a fixed cost per token: a restore after the restart must beat the prefill.
-    assert (
-        prefix["disk_ttft_ms"] < prefix["cold_ttft_ms"] and prefix["memory_ttft_ms"] < prefix["cold_ttft_ms"]
-    )
+    # Restored after the restart, from memory before it: what the rows time is the prefix not
+    # prefilled again (counted, not timed: a busy machine stalls a restore longer than this fake's
+    # whole cold prefill).
+    assert prefix["cold_cached_tokens"] == 0
+    assert prefix["disk_cached_tokens"] >= 1400 and prefix["memory_cached_tokens"] >= 1400, prefix
     first = result["exec_first_token_ms"]
     assert set(first) == {"in_process", "background_cold", "background_warm", "background_same_task"}
     assert all(ms > 0 for ms in first.values()), result["notes"]

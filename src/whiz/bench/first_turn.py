@@ -101,6 +101,7 @@ async def measure_prefix(model: str, tokens: int, progress) -> tuple[dict[str, A
     rows = []
     for name, row in result["rows"].items():
         prefix[f"{name}_ttft_ms"] = row["ttft_ms"]
+        prefix[f"{name}_cached_tokens"] = row["cached_tokens"]
         same = {True: "same tokens as before", False: "DIFFERENT tokens"}.get(row.get("identical"))
         rows.append(
             Row(
