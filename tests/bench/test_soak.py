@@ -10,8 +10,10 @@ from concurrent.futures import ProcessPoolExecutor
 
 import pytest
 
+from tests.gateway.conftest import gateway, upstreams  # noqa: F401 (fixtures)
 from whiz.bench.attackers import Target, yield_cpu
 from whiz.bench.soak import Outcome, Soak, SoakPlan, main, parse_cpus
+from whiz.gateway.fake import echo_reply
 
 
 def test_a_short_soak_serves_refuses_and_goes_idle(serve_fake, capsys):
@@ -58,6 +60,36 @@ def test_upstream_lost_is_sent_again_once_and_only_then_lost():
     assert soak.tally.retried == 1 and soak.tally.served["http"] == 1 and not soak.tally.lost
     asyncio.run(soak.turn("http", lambda: asyncio.sleep(0, Outcome(failed="upstream_lost"))))
     assert soak.tally.retried == 2 and dict(soak.tally.lost) == {"upstream_lost": 1}
+
+
+class Draws:
+    """A stand-in for the soak's random draws: a two-turn conversation, each turn 'Count to 5.'."""
+
+    def randint(self, low: int, high: int) -> int:
+        return 2 if (low, high) == (1, 3) else 5
+
+
+async def test_a_websocket_follow_up_lost_with_its_replica_is_sent_again_whole(upstreams, gateway):  # noqa: F811
+    # The follow-up's replica dies mid-stream. With `store: false` that failure evicted the turn
+    # it continued, so the same `previous_response_id` again would be refused: the soak sends the
+    # whole conversation instead, as a client does, and loses no turn.
+    replies = 0
+
+    def dies_on_the_follow_up(messages):  # noqa: ANN001, ANN202
+        nonlocal replies
+        replies += 1
+        for served in (a, b):
+            served.fake.mode = "die_mid" if replies == 1 else "ok"  # the request after this one
+        return echo_reply(messages)
+
+    a, b = upstreams(script=dies_on_the_follow_up), upstreams(script=dies_on_the_follow_up)
+    gw = gateway([a.url, b.url])
+    soak = Soak(SoakPlan(gw.root, hang_s=10, max_tokens=64))
+    await soak.ws_turn(None, Draws())
+    assert soak.tally.retried == 1 and not soak.tally.lost, soak.tally.errors
+    assert soak.tally.served["ws"] == 2
+    last = (a.fake.bodies + b.fake.bodies)[-1]["messages"]
+    assert [m["content"] for m in last] == ["Count to 5.", "echo: Count to 5.", "Count to 5."]
 
 
 def test_behind_a_gateway_a_killed_replica_costs_no_turn(capsys):

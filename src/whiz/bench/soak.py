@@ -14,7 +14,8 @@ at all within `hang_s` (hung).
 
 With `--gateway` it starts its own cluster on loopback instead: two `whiz serve --engine-only`
 replicas behind a gateway, and kills one replica (SIGKILL) partway through. A turn that fails
-with `upstream_lost` is sent once more, as that error asks; it is lost only if that fails too.
+with `upstream_lost` is sent once more, as that error asks (a WebSocket follow-up with the whole
+conversation: the failure evicted the response it continued); it is lost only if that fails too.
 
 With `--attack NAME` (repeatable; `bench/attackers.py`), hostile clients run beside the honest
 ones, and the report adds what each got back, the largest gap an honest stream saw between two
@@ -142,6 +143,8 @@ class Outcome:
     ttft_ms: float | None = None
     """Its first token (or its end, for a reply without text), from when it was sent."""
     response_id: str | None = None
+    text: str = ""
+    """What a served WebSocket turn wrote, for a retry that must send the whole conversation."""
 
 
 @dataclass
@@ -214,17 +217,25 @@ class Soak:
                 except (httpx.HTTPError, WebSocketException, OSError, TimeoutError, ValueError) as exc:
                     self.tally.errors[f"{kind}: {type(exc).__name__}"] += 1
 
-    async def turn(self, transport: str, attempt: Callable[[], Awaitable[Outcome]]) -> Outcome:
-        """One well-behaved turn to its end, tallied as served (and maybe slow) or lost."""
-        for again in (False, True):
+    async def turn(
+        self,
+        transport: str,
+        attempt: Callable[[], Awaitable[Outcome]],
+        again: Callable[[], Awaitable[Outcome]] | None = None,
+    ) -> Outcome:
+        """One well-behaved turn to its end, tallied as served (and maybe slow) or lost.
+
+        After `upstream_lost` the turn is sent once more: by `again` where sending it the same way
+        cannot work (a WebSocket continuation the failure evicted), else by `attempt`."""
+        for retry in (False, True):
             try:
                 async with asyncio.timeout(self.plan.hang_s):
-                    outcome = await attempt()
+                    outcome = await (again if retry and again is not None else attempt)()
             except TimeoutError:
                 outcome = Outcome(failed="hung")
             except (httpx.HTTPError, WebSocketException, OSError, ValueError) as exc:
                 outcome = Outcome(failed=type(exc).__name__)
-            if outcome.failed != "upstream_lost" or again:
+            if outcome.failed != "upstream_lost" or retry:
                 break
             self.tally.retried += 1  # its replica died mid-turn: send it again, as the error asks
         t = self.tally
@@ -276,31 +287,44 @@ class Soak:
     async def ws_turn(self, http: httpx.AsyncClient, rng: random.Random) -> None:
         async with self.socket() as ws:
             previous = None
+            history: list[dict] = []  # the conversation so far, as input items
             for _ in range(rng.randint(1, 3)):  # a short conversation: follow-ups send only the new item
-                event = {"type": "response.create", "input": f"Count to {rng.randint(2, 9)}.", "store": False}
+                said = {"role": "user", "content": f"Count to {rng.randint(2, 9)}."}
+                event = {"type": "response.create", "input": [said], "store": False}
                 event["max_output_tokens"] = self.plan.max_tokens
+                # A failed continuation evicts the response it continued from the connection, and
+                # with `store: false` nothing else holds it (docs/protocol.md): the turn sent again
+                # carries the whole conversation, as a client does on `previous_response_not_found`.
+                whole = {**event, "input": [*history, said]}
                 if previous:
                     event["previous_response_id"] = previous
-                outcome = await self.turn("ws", lambda e=event: self.ws_attempt(ws, e))
+                outcome = await self.turn(
+                    "ws",
+                    lambda e=event: self.ws_attempt(ws, e),
+                    lambda e=whole: self.ws_attempt(ws, e),
+                )
                 if outcome.failed:
                     return
                 previous = outcome.response_id
+                history += [said, {"role": "assistant", "content": outcome.text}]
 
     async def ws_attempt(self, ws, event: dict) -> Outcome:  # noqa: ANN001
         t0 = time.perf_counter()
         first_ms = None
         last = None
+        text: list[str] = []
         await ws.send(json.dumps(event))
         while True:
             ev = json.loads(await ws.recv())
             if ev.get("type") != "response.created":  # the stream begins at its first output
                 last = self.tally.event(last)
             kind = ev.get("type")
-            if first_ms is None and kind == "response.output_text.delta":
-                first_ms = ms_since(t0)
+            if kind == "response.output_text.delta":
+                first_ms = ms_since(t0) if first_ms is None else first_ms
+                text.append(ev.get("delta") or "")
             if kind in ("response.completed", "response.incomplete"):
                 ttft = first_ms if first_ms is not None else ms_since(t0)
-                return Outcome(ttft_ms=ttft, response_id=ev["response"]["id"])
+                return Outcome(ttft_ms=ttft, response_id=ev["response"]["id"], text="".join(text))
             if kind == "error" or kind in ("response.failed", "response.cancelled"):
                 error = ev.get("error") or (ev.get("response") or {}).get("error") or {}
                 return Outcome(failed=error.get("code") or kind)

@@ -12,13 +12,13 @@ import functools
 import os
 import re
 import sys
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
+from whiz.engine.batch_timing import time_batches
 from whiz.engine.compute_thread import compute_thread
 from whiz.engine.threads import ThreadGovernor
 from whiz.errors import EngineError, KVCacheFull
@@ -273,26 +273,23 @@ class LlamaRuntime:
         self.batch_costs_ms, self.batch_invariant = self._time_batches()
 
     def _time_batches(self) -> tuple[dict[int, float], bool]:
-        """Time batches of a few sizes (about a second), for choosing draft lengths.
+        """Time batches of a few sizes (about a second), for choosing draft lengths (batch_timing.py).
 
         Each batch's first row is the same token at the same position, so the timings also tell
         whether a row's logits are the same alone and in a batch: a llama.cpp built another way
         (a stock wheel, a GPU build) may sum them differently, and then speculation would change
         the output.
         """
-        costs: dict[int, float] = {}
         first_rows: list[np.ndarray] = []
         seq = self.n_seq_max - 1
         self.decode([(0, i, seq, False) for i in range(64)])  # a context to attend over, and a warm-up
-        for n in (1, 4, 16, 33):
-            best = float("inf")
-            for _ in range(2):
-                start = time.perf_counter()
-                logits = self.decode([(0, 64 + i, seq, True) for i in range(n)])
-                best = min(best, (time.perf_counter() - start) * 1000)
-                first_rows.append(np.array(logits[0]))
-                self.seq_rm(seq, 64, -1)
-            costs[n] = best
+
+        def run(n: int) -> None:
+            logits = self.decode([(0, 64 + i, seq, True) for i in range(n)])
+            first_rows.append(np.array(logits[0]))
+            self.seq_rm(seq, 64, -1)
+
+        costs = time_batches(run)
         self.seq_rm(seq, 0, -1)
         return costs, all(np.array_equal(first_rows[0], row) for row in first_rows[1:])
 

@@ -262,6 +262,10 @@ class Scheduler:
             "slots": len(self.slots.slots),
             "slots_busy": sum(1 for s in self.slots.slots if s.busy),
             "cached_tokens": self.slots.cached_tokens(),
+            # What drafting is decided from (speculative.DraftLength): if no draft could pay at
+            # these costs, the server decodes plainly, and this is where to see why.
+            **{f'batch_ms{{rows="{n}"}}': round(ms, 2) for n, ms in self.batch_cost.points},
+            "drafts_can_pay": int(self.speculation and not DraftLength(self.batch_cost).hopeless),
             **({"draft_model_tokens": self.draft_model.drafted_tokens} if self.draft_model else {}),
             **(self.prefix_cache.status() if self.prefix_cache else {}),
         }

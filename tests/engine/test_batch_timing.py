@@ -1,0 +1,79 @@
+"""Timing batches at start-up: a burst of other work must not decide drafting for the server's life."""
+
+from __future__ import annotations
+
+import pytest
+
+from whiz.engine.batch_timing import time_batches
+from whiz.engine.speculative import BatchCost, DraftLength
+
+# A 1-thread 0.5B on a 2-core AVX2 machine: 4 rows cost about 4 single rows; 16 rows far fewer.
+TRUE_MS = {1: 22.0, 4: 105.0, 16: 170.0, 33: 410.0}
+
+
+class Machine:
+    """A clock and a batch runner; from `burst_at` (ms) for `burst_ms`, everything is 3x slower."""
+
+    def __init__(self, burst_at: float | None = None, burst_ms: float = 0.0, slowdown: float = 1.0):
+        self.now = 0.0
+        self.burst = (burst_at, (burst_at or 0.0) + burst_ms)
+        self.slowdown = slowdown
+        self.runs: list[int] = []
+
+    def clock(self) -> float:
+        return self.now / 1000
+
+    def run(self, n: int) -> None:
+        self.runs.append(n)
+        factor = self.slowdown
+        start, end = self.burst
+        if start is not None and start <= self.now < end:
+            factor *= 3
+        self.now += TRUE_MS[n] * factor
+
+
+def timed(machine: Machine) -> dict[int, float]:
+    return time_batches(machine.run, clock=machine.clock)
+
+
+def test_a_quiet_machine_takes_two_rounds_and_gets_the_true_costs():
+    machine = Machine()
+    assert timed(machine) == pytest.approx(TRUE_MS)
+    assert len(machine.runs) == 2 * len(TRUE_MS)
+
+
+def test_a_burst_over_one_sizes_first_samples_leaves_drafting_on():
+    # The burst starts as the first 16-row batch does and lasts as long as two each of 16 and 33
+    # rows, slowed: with each size timed twice in a row, 16 rows would read 510 ms, as slow as 23
+    # single rows, and no draft would pay.
+    burst_at = TRUE_MS[1] + TRUE_MS[4]
+    machine = Machine(burst_at=burst_at, burst_ms=2 * 3 * (TRUE_MS[16] + TRUE_MS[33]))
+    costs = timed(machine)
+    assert costs == pytest.approx(TRUE_MS)
+    lengths = DraftLength(BatchCost(costs), prior=0.95)
+    assert not lengths.hopeless and lengths.best() >= 12
+
+
+def test_a_burst_over_the_whole_first_round_takes_a_third():
+    machine = Machine(burst_at=0.0, burst_ms=3 * sum(TRUE_MS.values()))
+    assert timed(machine) == pytest.approx(TRUE_MS)
+    assert len(machine.runs) == 3 * len(TRUE_MS)
+
+
+def test_a_machine_that_never_settles_is_timed_five_rounds_at_most():
+    class Slowing(Machine):
+        def run(self, n: int) -> None:  # each batch slower than the last
+            self.slowdown = 1 + 0.5 * len(self.runs)
+            super().run(n)
+
+    machine = Slowing()
+    costs = timed(machine)
+    assert len(machine.runs) == 5 * len(TRUE_MS)
+    assert costs[1] == pytest.approx(TRUE_MS[1])  # each size's first, fastest sample
+
+
+def test_a_machine_busy_at_a_steady_rate_keeps_the_ratios():
+    machine = Machine(slowdown=2.0)
+    costs = timed(machine)
+    assert len(machine.runs) == 2 * len(TRUE_MS)
+    assert {n: ms / 2 for n, ms in costs.items()} == pytest.approx(TRUE_MS)
