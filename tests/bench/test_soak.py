@@ -104,9 +104,9 @@ def test_behind_a_gateway_a_killed_replica_costs_no_turn(capsys):
     assert result["lost_turns"] == 0 and result["errors"] == {} and result["served"] > 0
     assert result["engine_idle_after_ms"] is not None and result["engine_idle_after_ms"] < 2000
     assert result["rss_mb_before"] > 0 and result["rss_mb_after"] > 0
-    gateway = result["gateway"]
+    cluster = result["gateway"]
     assert (
-        "retries_total" in gateway["counted_by_the_gateway"] and gateway["sigterm_exit_s"] < 5
+        "retries_total" in cluster["counted_by_the_gateway"] and cluster["sigterm_exit_s"] < 5
     )  # the target
 
 

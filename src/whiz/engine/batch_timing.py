@@ -20,25 +20,29 @@ def time_batches(
     run: Callable[[int], object],
     sizes: Sequence[int] = SIZES,
     *,
-    min_rounds: int = 2,
-    max_rounds: int = 5,
-    agree: float = 0.15,
+    rounds: int = 2,
+    extra_rounds: int = 1,
+    agree: float = 0.5,
     clock: Callable[[], float] = time.perf_counter,
 ) -> dict[int, float]:
     """The fastest of each size's timings (ms) of `run(n)`, a batch of n rows.
 
-    Rounds go on past `min_rounds` while some size's two fastest samples differ by more than
-    `agree`: one of them met other work, and the lower may have too. A quiet machine stops after
-    `min_rounds`; a busy one spends at most `max_rounds`.
+    `rounds` rounds time every size. A size whose two fastest samples still differ by more than
+    `agree` met other work in one of them, and the lower may have too: it is timed again, in up to
+    `extra_rounds` more rounds of such sizes alone. Timing costs about a second on one thread, each
+    start of a server, so a quiet machine does no more than `rounds` of it.
     """
     samples: dict[int, list[float]] = {n: [] for n in sizes}
-    for done in range(1, max_rounds + 1):
-        for n in sizes:
+    unsteady = list(sizes)
+    for done in range(rounds + extra_rounds):
+        for n in unsteady:
             start = clock()
             run(n)
             samples[n].append((clock() - start) * 1000)
-        if done >= min_rounds and all(_steady(s, agree) for s in samples.values()):
-            break
+        if done + 1 >= rounds:
+            unsteady = [n for n in sizes if not _steady(samples[n], agree)]
+            if not unsteady:
+                break
     return {n: min(s) for n, s in samples.items()}
 
 
