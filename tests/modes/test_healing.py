@@ -392,3 +392,17 @@ def test_the_terminal_says_what_a_heal_did_candidate_by_candidate(project):
     assert "candidate 0: failed" in shown and "candidate 1: passed, 2 lines changed" in shown
     assert "heal round 1 (fast): 2 candidates decoded" in shown and "candidate 1 passes" in shown
     assert "2 candidates in 1 round" in shown.splitlines()[-1]
+
+
+def test_a_heal_past_its_time_budget_starts_no_further_rung_and_says_so(project):
+    # With no time at all, the first round runs and the escalation that would fix it does not.
+    code, events, pool = run_heal(project, [[WRONG], [WRONG]], mode="auto", deep_batches=[[FIX]], budget_s=0)
+    assert code == 1 and (project / "calc.py").read_text() == BUGGY
+    assert [i["round"] for i in items(events, "heal")] == [1]
+    assert pool.sources["deep"].calls == []
+    assert "stopped at the heal's time budget" in events[-1]["error"]["message"]
+
+
+def test_a_heal_within_its_budget_climbs_every_rung(project):
+    code, events, _ = run_heal(project, [[WRONG], [WRONG]], mode="auto", deep_batches=[[FIX]], budget_s=600)
+    assert code == 0 and [i["round"] for i in items(events, "heal")] == [1, 2, 3]

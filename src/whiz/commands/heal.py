@@ -99,7 +99,9 @@ async def _heal_turn(
         best = outcome.best
         if best is None:
             message = (
-                f"no candidate passed `{test_cmd}` in {len(outcome.rounds)} round(s); nothing was changed"
+                f"no candidate passed `{test_cmd}` in {len(outcome.rounds)} round(s)"
+                + (", stopped at the heal's time budget" if outcome.out_of_time else "")
+                + "; nothing was changed"
             )
             t.failed(message, usage=usage, timings=timings)
             return HealResult(t.id, outcome, [], message, False)

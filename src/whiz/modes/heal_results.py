@@ -208,6 +208,8 @@ class HealOutcome:
     rounds: list[RoundResult]
     best: CandidateResult | None
     escalated: bool = False
+    out_of_time: bool = False
+    """The heal stopped at its time budget (`HealSettings.budget_s`) with rungs left to climb."""
 
     @property
     def results(self) -> list[CandidateResult]:
@@ -220,5 +222,6 @@ class HealOutcome:
             "candidates": len(self.results),
             "winner": None if self.best is None else {"round": self.best.round, "index": self.best.index},
             "escalated": self.escalated,
+            "out_of_time": self.out_of_time,
             "decode_ms": sum(r.generation.wall_ms for r in self.rounds),
         }

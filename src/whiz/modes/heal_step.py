@@ -225,6 +225,8 @@ def spent(outcome: HealOutcome, test_cmd: str, *, after_ladder: bool = False) ->
         by_model[rnd.mode] = by_model.get(rnd.mode, 0) + len(rnd.results)
     count = sum(by_model.values())
     parts = ", ".join(f"{k} from the {label} model" for label, k in by_model.items())
+    if outcome.out_of_time:
+        parts += "; stopped at the heal's time budget"
     if after_ladder:
         return (
             f"no candidate changed the code ({count}: {parts}), and the reply after them did "

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -129,6 +130,12 @@ class HealSettings:
     on; the agent's heal step leaves it off and repairs on its ladder's deep rungs (`ladder`),
     running the tests first where no edit was tested yet."""
 
+    budget_s: float | None = 90.0
+    """Once this long has passed since the heal began, it starts no further rung, and a repair
+    stage draws no more: a bug not fixed by then is seldom fixed by more draws of the same
+    models, and the turn ends with what it has within seconds, not minutes later. The rung under
+    way finishes. None: no bound."""
+
     hypotheses: int = 1
     """Where a rewrite wrote its place back unchanged, how many hypotheses of what is wrong there
     are drawn together (`repair.explain`): 1, the most likely; more, sampled, for the place's
@@ -195,6 +202,8 @@ class Healer:
         """The new function this heal's task asks for (`localize.new_function`), once a failure said
         it is missing: a later stage hears what an earlier rewrite's tests said, which need not."""
         self.guard: str | None = None
+        self._ends = math.inf
+        """When the heal under way runs out of time (`HealSettings.budget_s`)."""
         self._broke_checks = 0
         """Candidates of this heal that passed the tests and broke the guard (`GUARD_PATIENCE`)."""
         """The checks the code already holds (`found_turn.py`, as a command), run beside the test
@@ -234,8 +243,14 @@ class Healer:
         first round."""
         self._task, self._restore, self._new = task, restore, ""
         self._broke_checks = 0
+        budget = self.settings.budget_s
+        self._ends = math.inf if budget is None else time.monotonic() + budget
         heal = HealState(self, models, messages, task, models.current)
+        out_of_time = False
         for rung in plan(self.settings, heal.first, failure):
+            if heal.rounds and self.out_of_time():
+                out_of_time = True
+                break
             result = await rung.run(heal)
             if result is None:
                 continue
@@ -246,7 +261,11 @@ class Healer:
                 break
         # Where no candidate kept the checks the code holds, the tests alone decide, as without them.
         kept = pick_best([r for rnd in heal.rounds for r in rnd.results if r.checks_failed], passing=False)
-        return HealOutcome(heal.rounds, kept, heal.escalated)
+        return HealOutcome(heal.rounds, kept, heal.escalated, out_of_time)
+
+    def out_of_time(self) -> bool:
+        """Whether the heal under way has spent its time budget (`HealSettings.budget_s`)."""
+        return time.monotonic() >= self._ends
 
     async def repair(
         self,
@@ -288,7 +307,7 @@ class Healer:
             said, note = "", f"An earlier change was tried; the tests failed on it:\n```\n{summary}\n```"
         brief = Brief(task, self.test_cmd, said, note, new)
         written_ms = 0.0
-        while not plan.done():
+        while not plan.done() and not (results and self.out_of_time()):
             attempts = plan.attempts(n - plan.distinct)
             if not attempts:
                 break
