@@ -28,6 +28,7 @@ COMMANDS = [
             "sequential": ("parallel", lambda v: not v),
             "all_": ("first_pass", lambda v: not v),
             "allow_test_edits": ("allow_test_edits", lambda v: v),
+            "budget": ("budget_s", lambda v: v or None),
         },
     ),
     (

@@ -64,6 +64,8 @@ ADDED = {
     "exec": {"--found-checks"},
     "code": {"--found-checks"},
     "acp": {"--found-checks"},
+    # A heal's time budget (HealSettings.budget_s).
+    "heal": {"--budget"},
 }
 
 
@@ -144,6 +146,12 @@ def test_the_defaults_are_those_the_library_uses():
     assert options.policy == SessionOptions(Path(".")).policy
     with pytest.raises(ValueError, match=f"between 1 and {HealSettings.MAX_N}"):
         HealOptions(test_cmd="true", n=HealSettings.MAX_N + 1)
+    # `--budget 0` is a heal with no time bound; a bound is what the heal stops at.
+    sandbox = SandboxOptions()
+    assert HealOptions(test_cmd="true", budget=0).heal_settings(sandbox).budget_s is None
+    assert HealOptions(test_cmd="true", budget=30).heal_settings(sandbox).budget_s == 30
+    with pytest.raises(ValueError):
+        HealOptions(test_cmd="true", budget=-1)
 
 
 def test_the_environment_reaches_plain_whiz_too(tmp_path, monkeypatch):

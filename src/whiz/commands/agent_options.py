@@ -353,6 +353,11 @@ class HealOptions(ModelOptions, SafetyOptions):
         description="Seconds each candidate's tests may run at most; once a run of them has ended by "
         "itself (the baseline's), ten times the slowest such run, and 10 s at least.",
     )
+    budget: Annotated[float, Field(ge=0)] = Field(
+        HealSettings.budget_s or 0,
+        description="Seconds the heal may go on starting rounds: past it no further round starts "
+        "and the one under way finishes. 0: no bound.",
+    )
     sequential: bool = Field(
         not HealSettings.parallel, description="Decode candidates one after another (to compare)."
     )
@@ -392,6 +397,7 @@ class HealOptions(ModelOptions, SafetyOptions):
             n=self.n, temperature=self.temperature, rounds=self.rounds, test_timeout_s=self.test_timeout,
             parallel=not self.sequential, seed=self.seed, first_pass=not self.all_,
             allow_test_edits=self.allow_test_edits, localize=self.localize, sandbox=sandbox,
+            budget_s=self.budget or None,
         )  # fmt: skip
 
 
