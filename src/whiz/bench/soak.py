@@ -320,7 +320,8 @@ class Soak:
                 last = self.tally.event(last)
             kind = ev.get("type")
             if kind == "response.output_text.delta":
-                first_ms = ms_since(t0) if first_ms is None else first_ms
+                if first_ms is None:
+                    first_ms = ms_since(t0)
                 text.append(ev.get("delta") or "")
             if kind in ("response.completed", "response.incomplete"):
                 ttft = first_ms if first_ms is not None else ms_since(t0)

@@ -202,13 +202,13 @@ class Healer:
         """The new function this heal's task asks for (`localize.new_function`), once a failure said
         it is missing: a later stage hears what an earlier rewrite's tests said, which need not."""
         self.guard: str | None = None
-        self._ends = math.inf
-        """When the heal under way runs out of time (`HealSettings.budget_s`)."""
-        self._broke_checks = 0
-        """Candidates of this heal that passed the tests and broke the guard (`GUARD_PATIENCE`)."""
         """The checks the code already holds (`found_turn.py`, as a command), run beside the test
         command: a candidate that passes the tests and fails them is no pass (`checks_failed`), and
         is applied only where no candidate passes both (`HealOutcome.best`)."""
+        self._broke_checks = 0
+        """Candidates of this heal that passed the tests and broke the guard (`GUARD_PATIENCE`)."""
+        self._ends = math.inf
+        """When the heal under way runs out of time (`HealSettings.budget_s`)."""
 
     def saw_tests(self, seconds: float) -> None:
         """A run of the test command that ended by itself took `seconds` (see `test_timeout_s`)."""
