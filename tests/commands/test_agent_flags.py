@@ -59,11 +59,13 @@ ADDED = {
         "--policy",
         "--policy-model-check",
         "--found-checks",
+        "--heal-budget",
     },
-    # The checks found in the user's code (agent/project/found_checks.py), on by default.
-    "exec": {"--found-checks"},
-    "code": {"--found-checks"},
-    "acp": {"--found-checks"},
+    # The checks found in the user's code (agent/project/found_checks.py), on by default; a healing
+    # step's time budget (HealSettings.budget_s).
+    "exec": {"--found-checks", "--heal-budget"},
+    "code": {"--found-checks", "--heal-budget"},
+    "acp": {"--found-checks", "--heal-budget"},
     # A heal's time budget (HealSettings.budget_s).
     "heal": {"--budget"},
 }
@@ -220,3 +222,22 @@ def test_no_found_checks_reaches_the_agent(tmp_path, monkeypatch):
     for args, wanted in ((["exec", "fix f"], True), (["exec", "--no-found-checks", "fix f"], False)):
         assert CliRunner().invoke(app, args).exit_code == 0
         assert seen.pop().agent.found_checks is wanted
+
+
+def test_the_heal_budget_reaches_the_agents_healing_step(tmp_path, monkeypatch):
+    import whiz.commands.exec
+    from whiz.modes.healing import HealSettings
+
+    seen = []
+    monkeypatch.setattr(
+        whiz.commands.exec, "exec_in_mode", lambda task, options, out: seen.append(options) or 0
+    )
+    monkeypatch.setenv("WHIZ_HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    cases = ((["exec", "fix f"], HealSettings.budget_s), (["exec", "--heal-budget", "30", "fix f"], 30),
+             (["exec", "--heal-budget", "0", "fix f"], None))  # fmt: skip
+    for args, wanted in cases:
+        assert CliRunner().invoke(app, args).exit_code == 0
+        assert seen.pop().heal_budget_s == wanted
+    result = CliRunner().invoke(app, ["exec", "--heal-budget", "-1", "fix f"])
+    assert result.exit_code != 0 and "heal" in result.output.lower()

@@ -203,6 +203,25 @@ def test_a_repeated_change_is_not_tested_again_nor_counted_and_the_draws_end(pro
     assert len(source.draws) == 1 + MAX_DRAWS_PER_N * 3  # the localization, then one draw each
 
 
+def test_a_repair_stage_cut_short_by_the_time_budget_says_so(project):
+    # The repair is the heal's one rung: with no time left after its first draw, it draws no more,
+    # and the heal says it stopped at its budget, not that every draw failed.
+    batches = [[LOCATED]] + [[WRONG]] * 9
+    code, events, source = heal(project, batches, rounds=1, budget_s=0)
+    assert code == 1 and (project / "stats.py").read_text() == STATS
+    assert len(source.draws) == 1 + 3  # the localization, then the first draw of n = 3 at once
+    (stage,) = items(events, "heal")
+    assert stage["out_of_time"] is True
+    assert "stopped at the heal's time budget" in events[-1]["error"]["message"]
+
+
+def test_a_repair_stage_with_time_left_draws_until_its_n_is_tested(project):
+    code, events, source = heal(project, [[LOCATED]] + [[WRONG]] * 9, rounds=1, budget_s=600)
+    assert code == 1 and len(source.draws) > 1 + 3
+    assert "out_of_time" not in items(events, "heal")[0]
+    assert "time budget" not in events[-1]["error"]["message"]
+
+
 def test_a_garbage_localization_falls_back_to_plain_candidates(project):
     code, events, source = heal(project, [["I think the code is fine."], [PLAIN, PLAIN, PLAIN]])
     assert code == 0

@@ -31,6 +31,7 @@ def session_options(
     (`AgentConfig`) where the command has them, and the MCP servers of the config file and
     `--mcp` where it offers them (`mcp`, None where it does not). The config file is read once."""
     from whiz.agent.project.secret_files import SecretFiles
+    from whiz.commands.agent_options import ActingOptions
     from whiz.modes.registry import Mode
     from whiz.modes.session import SessionOptions
 
@@ -54,6 +55,8 @@ def session_options(
         raise fail(str(exc)) from None
     if mcp is not None:
         run.mcp = mcp_config(mcp, file)
+    if isinstance(options, ActingOptions):
+        run.heal_budget_s = options.heal_budget or None
     return run
 
 

@@ -248,6 +248,11 @@ class ActingOptions(BaseModel):
         "ending at the first pass: the fast model's greedy reply, the deep model's, then the deep "
         "model's rewrites of the function the change is in.",
     )
+    heal_budget: Annotated[float, Field(ge=0)] = Field(
+        HealSettings.budget_s or 0,
+        description="Seconds a healing step may go on starting rungs: past it no further rung starts, the "
+        "one under way finishes, and the turn ends with the closest candidate, saying so. 0: no bound.",
+    )
     found_checks: Annotated[bool, Flag("--found-checks/--no-found-checks")] = Field(
         AgentConfig.found_checks,
         description="In a task that changes behaviour: run the checks the code already has for the function "

@@ -195,6 +195,8 @@ class RoundResult:
     mode: Label
     generation: Generation
     results: list[CandidateResult]
+    cut_short: bool = False
+    """The heal's time budget ended this round's draws before the round had drawn all it would."""
 
     @property
     def best(self) -> CandidateResult | None:
@@ -209,7 +211,8 @@ class HealOutcome:
     best: CandidateResult | None
     escalated: bool = False
     out_of_time: bool = False
-    """The heal stopped at its time budget (`HealSettings.budget_s`) with rungs left to climb."""
+    """The heal stopped at its time budget (`HealSettings.budget_s`) with rungs left to climb, or
+    with a repair stage's draws left to draw."""
 
     @property
     def results(self) -> list[CandidateResult]:

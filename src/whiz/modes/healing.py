@@ -261,6 +261,7 @@ class Healer:
                 break
         # Where no candidate kept the checks the code holds, the tests alone decide, as without them.
         kept = pick_best([r for rnd in heal.rounds for r in rnd.results if r.checks_failed], passing=False)
+        out_of_time = out_of_time or any(rnd.cut_short for rnd in heal.rounds)
         return HealOutcome(heal.rounds, kept, heal.escalated, out_of_time)
 
     def out_of_time(self) -> bool:
@@ -307,9 +308,13 @@ class Healer:
             said, note = "", f"An earlier change was tried; the tests failed on it:\n```\n{summary}\n```"
         brief = Brief(task, self.test_cmd, said, note, new)
         written_ms = 0.0
-        while not plan.done() and not (results and self.out_of_time()):
+        cut_short = False
+        while not plan.done():
             attempts = plan.attempts(n - plan.distinct)
             if not attempts:
+                break
+            if results and self.out_of_time():
+                cut_short = True
                 break
             tests = self._round_tests(number, len(attempts), plan=self._rewrite(attempts, len(results)))
             tests.offset = len(results)
@@ -348,6 +353,7 @@ class Healer:
             results,
             duplicates=duplicates,
             candidates_ms=round(written_ms, 1),
+            cut_short=cut_short,
         )
 
     async def _explain(
@@ -463,8 +469,11 @@ class Healer:
             enough=lambda: self._broke_checks >= GUARD_PATIENCE,
         )  # fmt: skip
 
-    def _round_done(self, item, number: int, label: str, generation, results, **extra) -> RoundResult:
-        """A round's item completed with its figures (a repair round adds its duplicates)."""
+    def _round_done(
+        self, item, number: int, label: str, generation, results, *, cut_short: bool = False, **extra
+    ) -> RoundResult:
+        """A round's item completed with its figures (a repair round adds its duplicates, and
+        whether the time budget cut its draws short)."""
         best = pick_best(results)
         self.emit.complete(
             item,
@@ -473,10 +482,11 @@ class Healer:
             passed=sum(r.passed for r in results),
             cancelled=sum(r.status == "cancelled" for r in results),
             **extra,
+            **({"out_of_time": True} if cut_short else {}),
             best=None if best is None else best.index,
             status="completed",
         )
-        return RoundResult(number, label, generation, results)
+        return RoundResult(number, label, generation, results, cut_short)
 
     def _plan(self, number: int, index: int, text: str, tokens: int) -> CandidateResult:
         if self._restore is not None:

@@ -78,6 +78,8 @@ class SessionOptions:
     seed: int | None = None
     """Seeds the healing steps' sampled candidates (None: `HealSettings`' default), so that runs
     with different seeds draw apart (`whiz bench agent --seeds`)."""
+    heal_budget_s: float | None = HealSettings.budget_s
+    """Seconds a healing step may go on starting rungs (`HealSettings.budget_s`; None: no bound)."""
 
     def __post_init__(self) -> None:
         if self.mode is not None:
@@ -293,7 +295,8 @@ class AgentSession:
         healing = None
         ws = Workspace(options.workspace, options.agent.secrets)
         if options.agent.test_cmd:
-            model = healing = healing_step(routed, router, ws, options.agent, options.seed)
+            budget = options.heal_budget_s
+            model = healing = healing_step(routed, router, ws, options.agent, options.seed, budget)
             chain.sinks.append(healing.observe)
         try:
             await routed.connect()  # no server: one clear line now, not a failed turn
@@ -595,7 +598,9 @@ class AgentSession:
         if not test_cmd:
             return
         if self.healing is None:
-            self.healing = healing_step(self.routed, self.router, self.agent.ws, agent, self.options.seed)
+            self.healing = healing_step(
+                self.routed, self.router, self.agent.ws, agent, self.options.seed, self.options.heal_budget_s
+            )
             self.agent.model = self.healing
             self.chain.sinks.append(self.healing.observe)
         self.healing.healer.test_cmd = test_cmd
@@ -702,13 +707,18 @@ def _restore(options: SessionOptions, stored: dict[str, Any]) -> SessionOptions:
 
 
 def healing_step(
-    routed: RoutedModel, router: ModeRouter, ws: Workspace, agent: AgentConfig, seed: int | None = None
+    routed: RoutedModel,
+    router: ModeRouter,
+    ws: Workspace,
+    agent: AgentConfig,
+    seed: int | None = None,
+    budget_s: float | None = HealSettings.budget_s,
 ) -> HealingModel:
     """The healing step between the agent and its routed model, off until `heal_n` says otherwise;
     its `observe` must see the agent's events. Candidates' tests are confined as the agent's are,
-    and sampled with `seed` (None: the default seed)."""
+    sampled with `seed` (None: the default seed), and no rung starts past `budget_s`."""
     assert agent.test_cmd
-    settings = HealSettings(n=0, sandbox=agent.sandbox)
+    settings = HealSettings(n=0, sandbox=agent.sandbox, budget_s=budget_s)
     if seed is not None:
         settings.seed = seed
     healer = Healer(ws, agent.test_cmd, settings, emit=router.emit)
