@@ -60,14 +60,15 @@ ADDED = {
         "--policy-model-check",
         "--found-checks",
         "--heal-budget",
+        "--mutants",
     },
     # The checks found in the user's code (agent/project/found_checks.py), on by default; a healing
     # step's time budget (HealSettings.budget_s).
-    "exec": {"--found-checks", "--heal-budget"},
-    "code": {"--found-checks", "--heal-budget"},
-    "acp": {"--found-checks", "--heal-budget"},
-    # A heal's time budget (HealSettings.budget_s).
-    "heal": {"--budget"},
+    "exec": {"--found-checks", "--heal-budget", "--mutants"},
+    "code": {"--found-checks", "--heal-budget", "--mutants"},
+    "acp": {"--found-checks", "--heal-budget", "--mutants"},
+    # A heal's time budget (HealSettings.budget_s); its one-token changes (HealSettings.mutants).
+    "heal": {"--budget", "--mutants"},
 }
 
 

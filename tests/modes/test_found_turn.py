@@ -33,7 +33,9 @@ async def session(
         clients={"fast": lambda: ScriptedModel([]), "deep": lambda: model},
         sources={"fast": ScriptedCandidates([]), "deep": ScriptedCandidates(rewrites)},
     )
-    options = SessionOptions(root, agent=AgentConfig(**agent), mode="auto", home=root.parent / "home")
+    options = SessionOptions(
+        root, agent=AgentConfig(**agent), mode="auto", home=root.parent / "home", mutants=False
+    )
     return await AgentSession.open(options, sink=events, pool=pool), events
 
 

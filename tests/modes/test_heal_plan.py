@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from whiz.modes.candidates import Generation
-from whiz.modes.heal_plan import Deep, DeepRepair, Greedy, HealState, Repair, Sampled, plan
+from whiz.modes.heal_plan import Deep, DeepRepair, Greedy, HealState, Mutants, Repair, Sampled, plan
 from whiz.modes.heal_results import CandidateResult, RoundResult
 from whiz.modes.healing import HealSettings
 from whiz.modes.pool import Label
@@ -91,9 +91,12 @@ def test_a_failure_before_a_localized_heal_makes_its_first_round_a_repair():
     settings = HealSettings(n=3, rounds=2, localize=True)
     assert plan(settings, FAST, "AssertionError") == [
         Repair(3, "AssertionError", otherwise=Sampled(3)),
+        Mutants(),
         Sampled(3),
         Deep(3),
     ]
+    no_mutants = HealSettings(n=3, rounds=2, localize=True, mutants=False)
+    assert Mutants() not in plan(no_mutants, FAST, "AssertionError")
     assert plan(settings, FAST, "") == [Sampled(3), Sampled(3), Deep(3)]
     assert plan(HealSettings(n=3, ladder=True, localize=True), FAST, "AssertionError")[0] == Greedy()
 
@@ -109,6 +112,7 @@ def test_a_failure_before_a_localized_heal_makes_its_first_round_a_repair():
                 Greedy(),
                 Deep(1, greedy=True, told=True),
                 DeepRepair(3, otherwise=Sampled(3, seed=9, told=True)),
+                Mutants(),
             ],
         ),
     ],
@@ -120,10 +124,11 @@ def test_a_ladder_climbs_greedy_replies_then_the_rest_of_n(n, expected):
 @pytest.mark.parametrize(
     ("n", "expected"),
     [
-        (1, [DeepRepair(1, otherwise=Greedy(), unfound=Greedy())]),
-        (2, [DeepRepair(1, otherwise=Greedy(), unfound=Greedy())]),
+        (1, [DeepRepair(1, otherwise=Greedy(), unfound=Greedy()), Mutants()]),
+        (2, [DeepRepair(1, otherwise=Greedy(), unfound=Greedy()), Mutants()]),
         (5, [
             DeepRepair(1, otherwise=Greedy(), unfound=Greedy()),
+            Mutants(),
             DeepRepair(4, otherwise=Sampled(4, seed=9, told=True), unfound=Sampled(4, seed=9, told=True)),
         ]),
     ],

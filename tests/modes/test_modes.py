@@ -57,8 +57,9 @@ def run_exec(
     out, err = io.StringIO(), io.StringIO()
     home = project.parent / "home"
     config = AgentConfig(approval=ApprovalMode.AUTO_EDIT, **agent)
+    # The model's ladder is what these tests follow: no one-token changes between its rungs.
     options = SessionOptions(
-        project, agent=config, mode=mode, policy=policy, home=home, heal=heal, resume=resume
+        project, agent=config, mode=mode, policy=policy, home=home, heal=heal, resume=resume, mutants=False
     )
     code = exec_in_mode(task, options, Output(json_mode=True, out=out, err=err), pool=pool)
     return code, [json.loads(line) for line in out.getvalue().splitlines()], err.getvalue()

@@ -93,7 +93,7 @@ def heal(project: Path, batches, task=TASK, **settings):
         task,
         TEST_CMD,
         options,
-        HealSettings(**{"n": 3, "test_timeout_s": 20, "localize": True, **settings}),
+        HealSettings(**{"n": 3, "test_timeout_s": 20, "localize": True, "mutants": False, **settings}),
         Output(json_mode=True, out=out, err=io.StringIO()),
         pool=pool,
     )

@@ -56,7 +56,7 @@ def session_options(
     if mcp is not None:
         run.mcp = mcp_config(mcp, file)
     if isinstance(options, ActingOptions):
-        run.heal_budget_s = options.heal_budget or None
+        run.heal_budget_s, run.mutants = options.heal_budget or None, options.mutants
     return run
 
 

@@ -253,6 +253,12 @@ class ActingOptions(BaseModel):
         description="Seconds a healing step may go on starting rungs: past it no further rung starts, the "
         "one under way finishes, and the turn ends with the closest candidate, saying so. 0: no bound.",
     )
+    mutants: Annotated[bool, Flag("--mutants/--no-mutants")] = Field(
+        HealSettings.mutants,
+        description="When a healing step's first rewrite fails, test the function's one-token changes (a "
+        "comparison's bound, a constant off by one, and for or, a regex's missing +, a mutable default) "
+        "before drawing more rewrites: test runs, no model.",
+    )
     found_checks: Annotated[bool, Flag("--found-checks/--no-found-checks")] = Field(
         AgentConfig.found_checks,
         description="In a task that changes behaviour: run the checks the code already has for the function "
@@ -383,6 +389,11 @@ class HealOptions(ModelOptions, SafetyOptions):
         "then make the first round N rewrites of that function; a repeat of a tested change is not "
         "tested again. Off: every round is plain candidates.",
     )
+    mutants: Annotated[bool, Flag("--mutants/--no-mutants")] = Field(
+        HealSettings.mutants,
+        description="With --localize, after the repair round: test the localized function's one-token "
+        "changes (a comparison's bound, a constant off by one, and for or, ...), no model.",
+    )
     json_: Json = Field(False, description=JSON_HELP)
 
     @model_validator(mode="after")
@@ -402,7 +413,7 @@ class HealOptions(ModelOptions, SafetyOptions):
             n=self.n, temperature=self.temperature, rounds=self.rounds, test_timeout_s=self.test_timeout,
             parallel=not self.sequential, seed=self.seed, first_pass=not self.all_,
             allow_test_edits=self.allow_test_edits, localize=self.localize, sandbox=sandbox,
-            budget_s=self.budget or None,
+            budget_s=self.budget or None, mutants=self.mutants,
         )  # fmt: skip
 
 

@@ -32,7 +32,7 @@ from whiz.agent.context.repomap import len_based_estimate
 from whiz.agent.repetition import looping
 from whiz.client import ResponseError
 
-Method = Literal["n", "concurrent", "sequential", "scripted"]
+Method = Literal["n", "concurrent", "sequential", "scripted", "mutants"]
 
 
 @dataclass

@@ -146,6 +146,18 @@ class Repair:
 
 
 @dataclass(frozen=True)
+class Mutants:
+    """The localized places' one-token changes, tested without a model (`Healer.mutate`): a
+    comparison's bound, a constant off by one, `and` for `or`. Passed over where nothing is
+    localized yet, or the task writes a new file."""
+
+    async def run(self, heal: HealState) -> RoundResult | None:
+        if heal.healer.writes_new_file(heal.rounds):
+            return None
+        return await heal.healer.mutate(heal.number, heal.models.current)
+
+
+@dataclass(frozen=True)
 class DeepRepair:
     """Where the deep model answers on code that exists, `n` rewrites of the localized function in
     place of `otherwise`, told what the tests said about the closest edit or the code as it is
@@ -185,6 +197,8 @@ def rounds(settings: HealSettings, first: Label, failure: str = "") -> list[Rung
         rungs += [Deep(n) for _ in range(settings.deep_rounds)]
     if settings.localize and failure:
         rungs[0] = Repair(n, failure, otherwise=rungs[0])
+        if settings.mutants:
+            rungs.insert(1, Mutants())
     return rungs
 
 
@@ -197,10 +211,15 @@ def ladder(settings: HealSettings, first: Label) -> list[Rung]:
 
     The rungs the deep model answers on code that exists are rewrites (`DeepRepair`). Where nothing
     is localized after an escalation, the first model's samples are passed over: on code that exists
-    they rarely mend what the deep model's greedy reply did not."""
+    they rarely mend what the deep model's greedy reply did not.
+
+    With `mutants`, a deep-started ladder tests the localized function's one-token changes right
+    after its greedy rewrite (seconds, no model), before the sampled rewrites (a minute); one
+    that starts with the fast model, after its rewrites, which are what localize it."""
     n, seed = settings.n, settings.seed
+    mutated: list[Rung] = [Mutants()] if settings.mutants else []
     if first == Label.DEEP:
-        rungs: list[Rung] = [DeepRepair(1, otherwise=Greedy(), unfound=Greedy())]
+        rungs: list[Rung] = [DeepRepair(1, otherwise=Greedy(), unfound=Greedy()), *mutated]
         if n > 2:
             sampled = Sampled(n - 1, seed=seed, told=True)
             rungs.append(DeepRepair(n - 1, otherwise=sampled, unfound=sampled))
@@ -210,4 +229,5 @@ def ladder(settings: HealSettings, first: Label) -> list[Rung]:
         rungs.append(Deep(1, greedy=True, told=True))
     if n > 2:
         rungs.append(DeepRepair(n - 2, otherwise=Sampled(n - 2, seed=seed, told=True)))
+        rungs += mutated  # the deep model's rewrites localized the places, where they ran
     return rungs

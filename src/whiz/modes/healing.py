@@ -52,7 +52,7 @@ from whiz.agent.tools import ApplyEdits
 from whiz.environments import SandboxOptions, environment_for
 from whiz.environments.local import CommandResult, truncate
 from whiz.environments.worktree import CopyError, isolated_copy
-from whiz.modes.candidates import CandidateSource, Draw, Generation
+from whiz.modes.candidates import CandidateSource, CandidateStream, Draw, Generation
 from whiz.modes.heal_plan import HealState, plan
 from whiz.modes.heal_results import (
     CandidateResult,
@@ -64,6 +64,7 @@ from whiz.modes.heal_results import (
     pick_best,
 )
 from whiz.modes.localize import Localization, Localized, localize, new_function
+from whiz.modes.mutants import Mutant, mutant_change, mutants
 from whiz.modes.pool import Label
 from whiz.modes.repair import (
     Attempt,
@@ -84,6 +85,10 @@ GUARD_PATIENCE = 3
 tests before it stops looking for one that passes both and applies the best of them: the checks
 may ask what no rewrite of this model gives, and the rest of a ladder would cost minutes."""
 HUNG_MARGIN = 2
+MUTANTS = 40
+"""The most mutants a heal tests (`Healer.mutate`): past some dozens, a bug is seldom one token."""
+MUTANTS_AT_ONCE = 2
+"""Mutants' test runs at once: they come all together, and as many runs as cores finish soonest."""
 """Where the tests hang on the code as it is, a candidate's run may take this many times as long
 as the run that was stopped (and never more than the test timeout)."""
 
@@ -135,6 +140,11 @@ class HealSettings:
     stage draws no more: a bug not fixed by then is seldom fixed by more draws of the same
     models, and the turn ends with what it has within seconds, not minutes later. The rung under
     way finishes. None: no bound."""
+
+    mutants: bool = True
+    """Test the localized function's one-token changes (`mutants.py`: a comparison's bound, a
+    constant off by one, `and` for `or`, ...) after the first rewrite fails: some dozens of test
+    runs, no model call, often seconds where sampled rewrites take a minute (`heal_plan.Mutants`)."""
 
     hypotheses: int = 1
     """Where a rewrite wrote its place back unchanged, how many hypotheses of what is wrong there
@@ -192,6 +202,8 @@ class Healer:
         self._explained: dict[tuple[str, str], str] = {}
         """Hypotheses found after a write-back (`repair.explain`), by place (path, qualname): a
         later repair stage of this heal that finds the place with none is given it."""
+        self._places: list[Localization] = []
+        """The places this heal's last localization found: where its mutants are made (`mutate`)."""
         self._localized: dict[Label, str] = {}
         """Each model's last localization answer in this heal: a later stage's request predicts it."""
         self.failing_now: str | None = None
@@ -242,7 +254,7 @@ class Healer:
         `HealSettings.localize` find the function to repair; the repair stage then stands for the
         first round."""
         self._task, self._restore, self._new = task, restore, ""
-        self._broke_checks = 0
+        self._broke_checks, self._places = 0, []
         budget = self.settings.budget_s
         self._ends = math.inf if budget is None else time.monotonic() + budget
         heal = HealState(self, models, messages, task, models.current)
@@ -295,6 +307,7 @@ class Healer:
         if found.reply:
             self._localized[label] = found.reply
         self.emit.single("localize", **localized_item(found))
+        self._places = found.places
         if not found.places:
             return None
         plan = RepairPlan([self._with_explanation(p) for p in found.places], n, s.seed)
@@ -355,6 +368,44 @@ class Healer:
             candidates_ms=round(written_ms, 1),
             cut_short=cut_short,
         )
+
+    async def mutate(self, number: int, label: Label) -> RoundResult | None:
+        """One round of the localized places' mutants (`mutants.py`), tested a few at a time, the
+        first to pass ending it: no model is asked. None where nothing is localized, or no mutant
+        could be made."""
+        made: list[tuple[Localization, Mutant]] = []
+        for place in self._places:
+            left = MUTANTS - len(made)
+            made += [(place, m) for m in mutants(place.function.source, limit=left)] if left > 0 else []
+        if not made:
+            return None
+        item = self.emit.start("heal", round=number, mode=label, n=len(made), test_cmd=self.test_cmd,
+                               status="in_progress", mutants=True)  # fmt: skip
+
+        def planned(number: int, index: int, text: str, tokens: int) -> CandidateResult:
+            place, mutant = made[index]
+            change = mutant_change(self.ws, place, mutant)
+            result = CandidateResult(number, index, text, 0, "failed", changes=[change] if change else [])
+            return self._planned(result)
+
+        async def produce(stream: CandidateStream) -> None:
+            for index, (_, mutant) in enumerate(made):
+                stream.write(index, f"```python\n{mutant.source}```")
+                stream.finish(index, "stop", 0)
+
+        tests = RoundTests(number, len(made), plan=planned, test=self._test, tested=self._tested,
+                           emit=self.emit, max_parallel=MUTANTS_AT_ONCE,
+                           enough=lambda: self._broke_checks >= GUARD_PATIENCE or self.out_of_time())  # fmt: skip
+        try:
+            async with CandidateStream(len(made), produce, "mutants") as written:
+                await tests.read(written, stop_at_pass=True)
+            generation = written.generation()
+            results = await tests.settle(generation, stop=True)
+        except BaseException:
+            tests.cancel()
+            raise
+        cut_short = pick_best(results) is None and self.out_of_time()
+        return self._round_done(item, number, label, generation, results, cut_short=cut_short)
 
     async def _explain(
         self, source: CandidateSource, plan: RepairPlan, slot: int, brief: Brief

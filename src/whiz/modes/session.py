@@ -80,6 +80,8 @@ class SessionOptions:
     with different seeds draw apart (`whiz bench agent --seeds`)."""
     heal_budget_s: float | None = HealSettings.budget_s
     """Seconds a healing step may go on starting rungs (`HealSettings.budget_s`; None: no bound)."""
+    mutants: bool = HealSettings.mutants
+    """Whether a healing step tests the localized function's one-token changes (`HealSettings.mutants`)."""
 
     def __post_init__(self) -> None:
         if self.mode is not None:
@@ -295,8 +297,7 @@ class AgentSession:
         healing = None
         ws = Workspace(options.workspace, options.agent.secrets)
         if options.agent.test_cmd:
-            budget = options.heal_budget_s
-            model = healing = healing_step(routed, router, ws, options.agent, options.seed, budget)
+            model = healing = healing_step(routed, router, ws, options.agent, options)
             chain.sinks.append(healing.observe)
         try:
             await routed.connect()  # no server: one clear line now, not a failed turn
@@ -598,9 +599,7 @@ class AgentSession:
         if not test_cmd:
             return
         if self.healing is None:
-            self.healing = healing_step(
-                self.routed, self.router, self.agent.ws, agent, self.options.seed, self.options.heal_budget_s
-            )
+            self.healing = healing_step(self.routed, self.router, self.agent.ws, agent, self.options)
             self.agent.model = self.healing
             self.chain.sinks.append(self.healing.observe)
         self.healing.healer.test_cmd = test_cmd
@@ -707,20 +706,15 @@ def _restore(options: SessionOptions, stored: dict[str, Any]) -> SessionOptions:
 
 
 def healing_step(
-    routed: RoutedModel,
-    router: ModeRouter,
-    ws: Workspace,
-    agent: AgentConfig,
-    seed: int | None = None,
-    budget_s: float | None = HealSettings.budget_s,
+    routed: RoutedModel, router: ModeRouter, ws: Workspace, agent: AgentConfig, options: SessionOptions
 ) -> HealingModel:
     """The healing step between the agent and its routed model, off until `heal_n` says otherwise;
-    its `observe` must see the agent's events. Candidates' tests are confined as the agent's are,
-    sampled with `seed` (None: the default seed), and no rung starts past `budget_s`."""
+    its `observe` must see the agent's events. Candidates' tests are confined as the agent's are;
+    the session's options give the seed (None: the default), the time budget and the mutants."""
     assert agent.test_cmd
-    settings = HealSettings(n=0, sandbox=agent.sandbox, budget_s=budget_s)
-    if seed is not None:
-        settings.seed = seed
+    settings = HealSettings(n=0, sandbox=agent.sandbox, budget_s=options.heal_budget_s, mutants=options.mutants)
+    if options.seed is not None:
+        settings.seed = options.seed
     healer = Healer(ws, agent.test_cmd, settings, emit=router.emit)
     return HealingModel(routed, healer, router)
 
