@@ -110,7 +110,10 @@ def heal(
     collector = Collector()
     emit = ItemEmitter(collector)
     healer = Healer(
-        Workspace(root), TEST_CMD, HealSettings(**{"n": 4, "test_timeout_s": 20, "mutants": False, **settings}), emit=emit
+        Workspace(root),
+        TEST_CMD,
+        HealSettings(**{"n": 4, "test_timeout_s": 20, "mutants": False, **settings}),
+        emit=emit,
     )
     messages = [{"role": "system", "content": "rules"}, {"role": "user", "content": task}]
     models = Models(first, grants, passing, messages=messages)

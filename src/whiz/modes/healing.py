@@ -393,9 +393,11 @@ class Healer:
                 stream.write(index, f"```python\n{mutant.source}```")
                 stream.finish(index, "stop", 0)
 
+        def enough() -> bool:
+            return self._broke_checks >= GUARD_PATIENCE or self.out_of_time()
+
         tests = RoundTests(number, len(made), plan=planned, test=self._test, tested=self._tested,
-                           emit=self.emit, max_parallel=MUTANTS_AT_ONCE,
-                           enough=lambda: self._broke_checks >= GUARD_PATIENCE or self.out_of_time())  # fmt: skip
+                           emit=self.emit, max_parallel=MUTANTS_AT_ONCE, enough=enough)  # fmt: skip
         try:
             async with CandidateStream(len(made), produce, "mutants") as written:
                 await tests.read(written, stop_at_pass=True)

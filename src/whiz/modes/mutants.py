@@ -137,7 +137,11 @@ def _token_mutants(lines: list[str], tokens: list[tokenize.TokenInfo]) -> list[M
         elif tok.type == tokenize.OP and text in ARITHMETIC and _is_binary(before):
             new = ARITHMETIC[text]
             out.append(_replace(lines, tok, new, "arithmetic", f"{text} for {new}"))
-        elif tok.type == tokenize.NUMBER and _small_int(text) and not (before and before.string in NO_CONSTANT_AFTER):
+        elif (
+            tok.type == tokenize.NUMBER
+            and _small_int(text)
+            and not (before and before.string in NO_CONSTANT_AFTER)
+        ):
             n = int(text)
             for new in (n + 1, n - 1):
                 if new >= 0:
@@ -161,7 +165,9 @@ def _inserted(lines: list[str], tree: ast.AST) -> list[Mutant]:
             elif node.func.id == "range" and node.args and not isinstance(node.args[-1], ast.Constant):
                 spots.append(node.args[-1])
         elif isinstance(node, ast.Slice):
-            spots += [b for b in (node.lower, node.upper) if b is not None and not isinstance(b, ast.Constant)]
+            spots += [
+                b for b in (node.lower, node.upper) if b is not None and not isinstance(b, ast.Constant)
+            ]
         for spot in spots:
             if spot.end_lineno is None or spot.end_col_offset is None or spot.end_lineno != spot.lineno:
                 continue
@@ -207,15 +213,19 @@ def _defaults(lines: list[str], tree: ast.AST) -> list[Mutant]:
 def _empty_value(node: ast.expr | None) -> str | None:
     if node is None:
         return None
-    if isinstance(node, (ast.List, ast.Dict, ast.Set)) and not getattr(node, "elts", getattr(node, "keys", [])):
+    if isinstance(node, (ast.List, ast.Dict, ast.Set)) and not getattr(
+        node, "elts", getattr(node, "keys", [])
+    ):
         return MUTABLE[type(node).__name__]
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.args:
         return {"list": "[]", "dict": "{}", "set": "set()"}.get(node.func.id)
     return None
 
 
-def _replace(lines: list[str], tok: tokenize.TokenInfo, new: str, kind: str, said: str, *, eat_space=False) -> Mutant:
-    (row, col), (end_row, end_col) = tok.start, tok.end
+def _replace(
+    lines: list[str], tok: tokenize.TokenInfo, new: str, kind: str, said: str, *, eat_space=False
+) -> Mutant:
+    (row, col), end_col = tok.start, tok.end[1]
     line = lines[row - 1]
     rest = line[end_col:]
     if eat_space:
@@ -233,13 +243,24 @@ def _is_definition(before: tokenize.TokenInfo | None) -> bool:
 
 def _is_negation(before: tokenize.TokenInfo | None, after: tokenize.TokenInfo | None) -> bool:
     """`not x`, but not `is not` or `not in`, whose meaning is one operator."""
-    return not (before is not None and before.string == "is") and not (after is not None and after.string == "in")
+    return not (before is not None and before.string == "is") and not (
+        after is not None and after.string == "in"
+    )
 
 
 def _is_binary(before: tokenize.TokenInfo | None) -> bool:
     if before is None:
         return False
-    if before.type == tokenize.NAME and before.string in ("return", "in", "and", "or", "not", "if", "else", "is"):
+    if before.type == tokenize.NAME and before.string in (
+        "return",
+        "in",
+        "and",
+        "or",
+        "not",
+        "if",
+        "else",
+        "is",
+    ):
         return False
     return before.type in OPERAND_END or before.string in (")", "]", "}")
 

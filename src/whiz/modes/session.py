@@ -712,7 +712,9 @@ def healing_step(
     its `observe` must see the agent's events. Candidates' tests are confined as the agent's are;
     the session's options give the seed (None: the default), the time budget and the mutants."""
     assert agent.test_cmd
-    settings = HealSettings(n=0, sandbox=agent.sandbox, budget_s=options.heal_budget_s, mutants=options.mutants)
+    settings = HealSettings(
+        n=0, sandbox=agent.sandbox, budget_s=options.heal_budget_s, mutants=options.mutants
+    )
     if options.seed is not None:
         settings.seed = options.seed
     healer = Healer(ws, agent.test_cmd, settings, emit=router.emit)

@@ -1,0 +1,91 @@
+"""One-token changes of a function: each parses, changes one thing, and a heal tests them after the
+first rewrite fails, a passing one applied with no further model call."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from tests.modes.test_repair import CHECK, LOCATED, STATS, WRONG, heal, items
+from whiz.modes.mutants import mutants
+
+CLAMP = """def clamp(x, lo, hi):
+    if x < lo:
+        return lo
+    if x > hi and True:
+        return hi
+    return x
+"""
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "stats.py").write_text(STATS)
+    (root / "check.py").write_text(CHECK)
+    return root
+
+
+def changed_lines(before: str, after: str) -> list[tuple[str, str]]:
+    return [(a, b) for a, b in zip(before.splitlines(), after.splitlines(), strict=False) if a != b]
+
+
+def test_every_mutant_parses_and_changes_one_line():
+    found = mutants(CLAMP)
+    assert found
+    for m in found:
+        ast.parse(m.source)
+        assert len(changed_lines(CLAMP, m.source)) == 1, m.said
+    sources = [m.source for m in found]
+    assert len(set(sources)) == len(sources)  # no change offered twice
+    assert "    if x <= lo:\n" in sources[0]  # comparisons first: the commonest bug
+    said = {m.said for m in found}
+    assert {"line 2: < for <=", "line 4: > for >=", "line 4: and for or", "line 4: True for False"} <= said
+
+
+def test_a_method_keeps_its_indent_and_a_limit_holds():
+    method = "    def bump(self, by=1):\n        self.n += by + 1\n        return self.n\n"
+    found = mutants(method, limit=3)
+    assert len(found) == 3
+    assert all(line.startswith("    ") for m in found for line in m.source.splitlines())
+    assert any("by + 0" in m.source or "by - 1" in m.source for m in mutants(method))
+
+
+def test_the_changes_a_test_catches_most_often_are_made():
+    source = 'import re\n\ndef digits(text, seen=[]):\n    return re.findall(r"\\d", text)[: len(seen)]\n'
+    body = source.split("\n\n", 1)[1]
+    made = {m.said: m.source for m in mutants(body)}
+    assert 'r"\\d+"' in made["line 2: \\d for \\d+"]  # a regex's missing +
+    assert "len(seen) + 1" in made["line 2: len(seen) + 1"]  # an off-by-one with no number
+    fresh = made["a fresh [] for seen at each call"]  # a mutable default
+    assert "seen=None" in fresh and "    if seen is None:\n        seen = []\n" in fresh
+    ast.parse(fresh)
+
+
+def test_code_that_does_not_parse_has_no_mutants():
+    assert mutants("def f(:\n    return 1\n") == []
+
+
+def test_modulus_and_defaults_are_not_counted_off_by_one():
+    # `n % 10` as `n % 11` passes a weak test by chance and is seldom a fix.
+    said = {m.said for m in mutants("def last(n, base=10):\n    return n % 10\n")}
+    assert not any("10 for" in s for s in said)
+
+
+def test_a_heal_tests_mutants_after_the_rewrite_fails_and_applies_the_one_that_passes(project):
+    # The model writes the same wrong rewrite every time; one token (`+ 1` as `+ 0`) fixes it.
+    code, events, source = heal(project, [[LOCATED]] + [[WRONG]] * 3, rounds=1, n=1, mutants=True)
+    assert code == 0
+    assert "return sum(xs) / (len(xs) + 0)" in (project / "stats.py").read_text()
+    rounds = items(events, "heal")
+    assert rounds[-1]["method"] == "mutants" and rounds[-1]["passed"] == 1
+    assert len(source.draws) == 2  # the localization and one rewrite: the mutants asked no model
+
+
+def test_with_mutants_off_no_mutant_is_tested(project):
+    code, events, _ = heal(project, [[LOCATED]] + [[WRONG]] * 3, rounds=1, n=1, mutants=False)
+    assert code == 1 and (project / "stats.py").read_text() == STATS
+    assert all(r["method"] != "mutants" for r in items(events, "heal"))
