@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.modes.test_repair import CHECK, LOCATED, STATS, WRONG, heal, items
+from tests.modes.test_repair import LOCATED, STATS, WRONG, heal, items, stats_project
 from whiz.modes.mutants import mutants
 
 CLAMP = """def clamp(x, lo, hi):
@@ -22,11 +22,7 @@ CLAMP = """def clamp(x, lo, hi):
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    root = tmp_path / "project"
-    root.mkdir()
-    (root / "stats.py").write_text(STATS)
-    (root / "check.py").write_text(CHECK)
-    return root
+    return stats_project(tmp_path)
 
 
 def changed_lines(before: str, after: str) -> list[tuple[str, str]]:

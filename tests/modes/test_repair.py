@@ -72,6 +72,11 @@ WRONG_AGAIN = (
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
+    return stats_project(tmp_path)
+
+
+def stats_project(tmp_path: Path) -> Path:
+    """A project with the mean bug (STATS) and the check that catches it."""
     root = tmp_path / "project"
     root.mkdir()
     (root / "stats.py").write_text(STATS)
