@@ -81,15 +81,22 @@ def test_every_flag_keeps_its_name_default_and_environment_variable(command):
     assert set(now) - set(pinned) == ADDED.get(command, set())
 
 
-def test_the_environment_variables_reach_the_session(tmp_path, monkeypatch):
+@pytest.fixture
+def exec_sessions(tmp_path, monkeypatch) -> list:
+    """The session options each `whiz exec` run in this test would open, none opened."""
     import whiz.commands.exec
 
-    seen = []
+    seen: list = []
     monkeypatch.setattr(
         whiz.commands.exec, "exec_in_mode", lambda task, options, out: seen.append(options) or 0
     )
     monkeypatch.setenv("WHIZ_HOME", str(tmp_path))
     monkeypatch.chdir(tmp_path)
+    return seen
+
+
+def test_the_environment_variables_reach_the_session(exec_sessions):
+    seen = exec_sessions
     env = {
         "WHIZ_API_KEY": "fast-key",
         "WHIZ_IN_PROCESS": "1",
@@ -211,30 +218,17 @@ def test_a_config_file_that_is_not_toml_stops_an_agent_command_with_one_line(tmp
         assert "Traceback" not in result.output
 
 
-def test_no_found_checks_reaches_the_agent(tmp_path, monkeypatch):
-    import whiz.commands.exec
-
-    seen = []
-    monkeypatch.setattr(
-        whiz.commands.exec, "exec_in_mode", lambda task, options, out: seen.append(options) or 0
-    )
-    monkeypatch.setenv("WHIZ_HOME", str(tmp_path))
-    monkeypatch.chdir(tmp_path)
+def test_no_found_checks_reaches_the_agent(exec_sessions):
+    seen = exec_sessions
     for args, wanted in ((["exec", "fix f"], True), (["exec", "--no-found-checks", "fix f"], False)):
         assert CliRunner().invoke(app, args).exit_code == 0
         assert seen.pop().agent.found_checks is wanted
 
 
-def test_the_heal_budget_reaches_the_agents_healing_step(tmp_path, monkeypatch):
-    import whiz.commands.exec
+def test_the_heal_budget_and_mutants_reach_the_agents_healing_step(exec_sessions):
     from whiz.modes.healing import HealSettings
 
-    seen = []
-    monkeypatch.setattr(
-        whiz.commands.exec, "exec_in_mode", lambda task, options, out: seen.append(options) or 0
-    )
-    monkeypatch.setenv("WHIZ_HOME", str(tmp_path))
-    monkeypatch.chdir(tmp_path)
+    seen = exec_sessions
     cases = ((["exec", "fix f"], HealSettings.budget_s), (["exec", "--heal-budget", "30", "fix f"], 30),
              (["exec", "--heal-budget", "0", "fix f"], None))  # fmt: skip
     for args, wanted in cases:
@@ -242,3 +236,6 @@ def test_the_heal_budget_reaches_the_agents_healing_step(tmp_path, monkeypatch):
         assert seen.pop().heal_budget_s == wanted
     result = CliRunner().invoke(app, ["exec", "--heal-budget", "-1", "fix f"])
     assert result.exit_code != 0 and "heal" in result.output.lower()
+    for args, wanted in ((["exec", "fix f"], True), (["exec", "--no-mutants", "fix f"], False)):
+        assert CliRunner().invoke(app, args).exit_code == 0
+        assert seen.pop().mutants is wanted

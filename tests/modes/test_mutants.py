@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.modes.test_repair import LOCATED, STATS, WRONG, heal, items, stats_project
-from whiz.modes.mutants import mutants
+from whiz.modes.mutants import LONGEST, mutants
 
 CLAMP = """def clamp(x, lo, hi):
     if x < lo:
@@ -61,8 +61,11 @@ def test_the_changes_a_test_catches_most_often_are_made():
     ast.parse(fresh)
 
 
-def test_code_that_does_not_parse_has_no_mutants():
+def test_code_that_does_not_parse_or_runs_too_long_has_no_mutants():
     assert mutants("def f(:\n    return 1\n") == []
+    long = "def f(x):\n" + "    x = x + 1\n" * LONGEST + "    return x\n"
+    assert mutants(long) == []
+    assert mutants(long.replace("    x = x + 1\n", "", 2))  # within the bound
 
 
 def test_modulus_and_defaults_are_not_counted_off_by_one():

@@ -85,12 +85,12 @@ GUARD_PATIENCE = 3
 tests before it stops looking for one that passes both and applies the best of them: the checks
 may ask what no rewrite of this model gives, and the rest of a ladder would cost minutes."""
 HUNG_MARGIN = 2
+"""Where the tests hang on the code as it is, a candidate's run may take this many times as long
+as the run that was stopped (and never more than the test timeout)."""
 MUTANTS = 40
 """The most mutants a heal tests (`Healer.mutate`): past some dozens, a bug is seldom one token."""
 MUTANTS_AT_ONCE = 2
 """Mutants' test runs at once: they come all together, and as many runs as cores finish soonest."""
-"""Where the tests hang on the code as it is, a candidate's run may take this many times as long
-as the run that was stopped (and never more than the test timeout)."""
 
 
 @dataclass
@@ -393,11 +393,8 @@ class Healer:
                 stream.write(index, f"```python\n{mutant.source}```")
                 stream.finish(index, "stop", 0)
 
-        def enough() -> bool:
-            return self._broke_checks >= GUARD_PATIENCE or self.out_of_time()
-
-        tests = RoundTests(number, len(made), plan=planned, test=self._test, tested=self._tested,
-                           emit=self.emit, max_parallel=MUTANTS_AT_ONCE, enough=enough)  # fmt: skip
+        # Mutants all come at once, so the time budget is heeded between their test runs too.
+        tests = self._round_tests(number, len(made), plan=planned, at_once=MUTANTS_AT_ONCE, timed=True)
         try:
             async with CandidateStream(len(made), produce, "mutants") as written:
                 await tests.read(written, stop_at_pass=True)
@@ -406,7 +403,8 @@ class Healer:
         except BaseException:
             tests.cancel()
             raise
-        cut_short = pick_best(results) is None and self.out_of_time()
+        untested = any(r.status == "cancelled" for r in results)
+        cut_short = pick_best(results) is None and untested and self.out_of_time()
         return self._round_done(item, number, label, generation, results, cut_short=cut_short)
 
     async def _explain(
@@ -515,11 +513,18 @@ class Healer:
             item, number, label, generation, results, candidates_ms=round(generation.wall_ms, 1)
         )
 
-    def _round_tests(self, number: int, n: int, plan=None) -> RoundTests:
+    def _round_tests(
+        self, number: int, n: int, plan=None, *, at_once: int | None = None, timed: bool = False
+    ) -> RoundTests:
+        """A round's tests; `at_once` bounds its runs at once (default: the settings'), and with
+        `timed` the heal's time budget ends the round between runs, as `GUARD_PATIENCE` does."""
+
+        def enough() -> bool:
+            return self._broke_checks >= GUARD_PATIENCE or (timed and self.out_of_time())
+
         return RoundTests(
             number, n, plan=plan or self._plan, test=self._test, tested=self._tested, emit=self.emit,
-            max_parallel=self.settings.max_parallel_tests,
-            enough=lambda: self._broke_checks >= GUARD_PATIENCE,
+            max_parallel=at_once or self.settings.max_parallel_tests, enough=enough,
         )  # fmt: skip
 
     def _round_done(

@@ -4,7 +4,8 @@ regular expression's missing `+`, a mutable default. Each mutant changes one thi
 some dozens costs test runs and no model at all, and one that passes is the smallest fix there is.
 
 `mutants(source)` lists them for a function's source (as it is in its file, indented), each
-parsed before it is offered; the lines a hypothesis names come first (`first_lines`)."""
+parsed before it is offered; the lines a hypothesis names come first (`first_lines`). A function
+longer than `LONGEST` lines has none."""
 
 from __future__ import annotations
 
@@ -54,6 +55,10 @@ NO_CONSTANT_AFTER = {"%", "*", "/", "//", "**", "=", "<<", ">>"}
 """Operators whose number changed by one is seldom a bug's fix and often passes a weak test by
 chance (`n % 10` as `n % 11`), and keyword defaults."""
 LARGEST_CONSTANT = 1000
+LONGEST = 300
+"""Lines of the longest function mutated: each mutant is the function written out whole, so a
+function of thousands of lines would cost its size times its tokens before any is tested, and
+a bug in one is seldom found one token at a time."""
 REGEX_CLASS = re.compile(r"\\[dws](?![+*?{])")
 MUTABLE = {"List": "[]", "Dict": "{}", "Set": "set()"}
 ORDER = ("compare", "constant", "bound", "regex", "default", "swap", "arithmetic", "not")
@@ -76,6 +81,8 @@ def mutants(source: str, *, first_lines: tuple[int, int] | None = None, limit: i
     """Up to `limit` distinct mutants of the function `source` that parse, by kind (`ORDER`) and,
     within a kind, the lines `first_lines` names (1-based, inclusive) first, then top to bottom.
     Nothing where the source does not parse or tokenize."""
+    if source.count("\n") > LONGEST:
+        return []
     body = textwrap.dedent(source)
     margin = len(source.split("\n", 1)[0]) - len(body.split("\n", 1)[0])
     try:
