@@ -61,12 +61,13 @@ ADDED = {
         "--found-checks",
         "--heal-budget",
         "--mutants",
+        "--trace",
     },
     # The checks found in the user's code (agent/project/found_checks.py), on by default; a healing
-    # step's time budget (HealSettings.budget_s).
-    "exec": {"--found-checks", "--heal-budget", "--mutants"},
-    "code": {"--found-checks", "--heal-budget", "--mutants"},
-    "acp": {"--found-checks", "--heal-budget", "--mutants"},
+    # step's time budget (HealSettings.budget_s), its mutants and its trace of the failing call.
+    "exec": {"--found-checks", "--heal-budget", "--mutants", "--trace"},
+    "code": {"--found-checks", "--heal-budget", "--mutants", "--trace"},
+    "acp": {"--found-checks", "--heal-budget", "--mutants", "--trace"},
     # A heal's time budget (HealSettings.budget_s); its one-token changes (HealSettings.mutants).
     "heal": {"--budget", "--mutants"},
 }
@@ -225,7 +226,7 @@ def test_no_found_checks_reaches_the_agent(exec_sessions):
         assert seen.pop().agent.found_checks is wanted
 
 
-def test_the_heal_budget_and_mutants_reach_the_agents_healing_step(exec_sessions):
+def test_the_heal_budget_mutants_and_trace_reach_the_agents_healing_step(exec_sessions):
     from whiz.modes.healing import HealSettings
 
     seen = exec_sessions
@@ -239,3 +240,6 @@ def test_the_heal_budget_and_mutants_reach_the_agents_healing_step(exec_sessions
     for args, wanted in ((["exec", "fix f"], True), (["exec", "--no-mutants", "fix f"], False)):
         assert CliRunner().invoke(app, args).exit_code == 0
         assert seen.pop().mutants is wanted
+    for args, wanted in ((["exec", "fix f"], True), (["exec", "--no-trace", "fix f"], False)):
+        assert CliRunner().invoke(app, args).exit_code == 0
+        assert seen.pop().trace is wanted

@@ -57,6 +57,7 @@ def session_options(
         run.mcp = mcp_config(mcp, file)
     if isinstance(options, ActingOptions):
         run.heal_budget_s, run.mutants = options.heal_budget or None, options.mutants
+        run.trace = options.trace
     return run
 
 

@@ -259,6 +259,11 @@ class ActingOptions(BaseModel):
         "comparison's bound, a constant off by one, and for or, a regex's missing +, a mutable default) "
         "before drawing more rewrites: test runs, no model.",
     )
+    trace: Annotated[bool, Flag("--trace/--no-trace")] = Field(
+        HealSettings.trace,
+        description="When a healing step's first rewrite fails, run the function once more on the arguments "
+        "a failing check gave it and show the later rewrites what each line did (the values it set).",
+    )
     found_checks: Annotated[bool, Flag("--found-checks/--no-found-checks")] = Field(
         AgentConfig.found_checks,
         description="In a task that changes behaviour: run the checks the code already has for the function "

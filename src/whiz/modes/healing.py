@@ -75,6 +75,7 @@ from whiz.modes.repair import (
     function_change,
 )
 from whiz.modes.round_tests import RoundTests
+from whiz.modes.trace import failing_call, shown_trace, traced
 
 EVIDENCE_TIMEOUT_S = 30.0
 """How long the tests may run on the code as it is, before a repair, only to say what fails."""
@@ -145,6 +146,12 @@ class HealSettings:
     """Test the localized function's one-token changes (`mutants.py`: a comparison's bound, a
     constant off by one, `and` for `or`, ...) after the first rewrite fails: some dozens of test
     runs, no model call, often seconds where sampled rewrites take a minute (`heal_plan.Mutants`)."""
+
+    trace: bool = True
+    """Show a repair stage after the heal's first what the failing call does, line by line
+    (`trace.py`): the function run once more on the arguments a failing check gave it. The first
+    rewrite goes without: most bugs are fixed there, and a trace is a run and a few hundred
+    tokens of every later prompt."""
 
     hypotheses: int = 1
     """Where a rewrite wrote its place back unchanged, how many hypotheses of what is wrong there
@@ -221,6 +228,12 @@ class Healer:
         """Candidates of this heal that passed the tests and broke the guard (`GUARD_PATIENCE`)."""
         self._ends = math.inf
         """When the heal under way runs out of time (`HealSettings.budget_s`)."""
+        self._traces: dict[tuple[str, str, str], str] = {}
+        """Each call traced in this heal (`trace`), by place and call: the code it ran is unchanged."""
+        self._said_now = ""
+        """What the tests said of the code as it is, as this heal's first repair stage heard it: the
+        call traced comes from it, since an earlier rewrite's failure may be of a call the code as
+        it is gets right."""
 
     def saw_tests(self, seconds: float) -> None:
         """A run of the test command that ended by itself took `seconds` (see `test_timeout_s`)."""
@@ -254,7 +267,7 @@ class Healer:
         `HealSettings.localize` find the function to repair; the repair stage then stands for the
         first round."""
         self._task, self._restore, self._new = task, restore, ""
-        self._broke_checks, self._places = 0, []
+        self._broke_checks, self._places, self._traces, self._said_now = 0, [], {}, ""
         budget = self.settings.budget_s
         self._ends = math.inf if budget is None else time.monotonic() + budget
         heal = HealState(self, models, messages, task, models.current)
@@ -320,6 +333,10 @@ class Healer:
         if earlier and summary:
             said, note = "", f"An earlier change was tried; the tests failed on it:\n```\n{summary}\n```"
         brief = Brief(task, self.test_cmd, said, note, new)
+        if not earlier:
+            self._said_now = self._said_now or summary
+        if number > 1 and s.trace:
+            brief = await self._traced(brief, plan.places[0], self._said_now or summary)
         written_ms = 0.0
         cut_short = False
         while not plan.done():
@@ -618,8 +635,43 @@ class Healer:
             self._listing = self.ws.list_files(".", limit=5000)
         return self._listing
 
-    async def _test(self, result: CandidateResult, timeout_s: float | None = None) -> None:
-        started = time.perf_counter()
+    async def _traced(self, brief: Brief, place: Localization, failure: str) -> Brief:
+        """`brief` with what the place's failing call does, line by line (`trace.py`), where what
+        the tests said calls it with literal arguments and the call could be traced; a `trace`
+        item says what was traced."""
+        fn = place.function
+        call = failing_call(failure, fn)
+        if call is None:
+            return brief
+        key = (fn.path, fn.qualname, call)
+        if key not in self._traces:
+            started = time.perf_counter()
+            found = None
+            try:
+                copy = await self._copy()
+            except CopyError:
+                copy = None
+            if copy is not None:
+                try:
+                    found = await traced(Path(copy.path), self.settings.sandbox, fn, call, self.test_cmd)
+                except (WhizAgentError, OSError):
+                    found = None
+                finally:
+                    await asyncio.to_thread(copy.close)
+            # It goes to the model: a secret file's values the function read stay out.
+            secrets = SecretGate(self.ws)
+            secrets.grant_named(self._task)
+            said = secrets.redact(shown_trace(found, fn)) if found else ""
+            self._traces[key] = said
+            ms = round((time.perf_counter() - started) * 1000, 1)
+            ended = found.ended if found else "could not be traced"
+            self.emit.single("trace", path=fn.path, function=fn.qualname, call=call,
+                             lines=found.steps if found else 0, ended=ended, ms=ms)  # fmt: skip
+        said = self._traces[key]
+        return dataclasses.replace(brief, trace=said, traced=(fn.path, fn.qualname)) if said else brief
+
+    async def _copy(self):
+        """A throwaway copy of the workspace (`isolated_copy`), made off the event loop."""
         sandbox = self.settings.sandbox
         copying = asyncio.ensure_future(
             asyncio.to_thread(
@@ -631,12 +683,17 @@ class Healer:
             )
         )
         try:
-            copy = await asyncio.shield(copying)
+            return await asyncio.shield(copying)
         except asyncio.CancelledError:
             # Cancelled (the user stopped the heal) while the copy was being made: the thread goes
             # on, so remove its copy (and a worktree's registration) once it is there.
             copying.add_done_callback(_close_copy)
             raise
+
+    async def _test(self, result: CandidateResult, timeout_s: float | None = None) -> None:
+        started = time.perf_counter()
+        try:
+            copy = await self._copy()
         except CopyError as exc:
             result.error = exc.message
             return

@@ -15,6 +15,8 @@ renders them like any other item:
                       checks_failed: its tests passed, the checks found in the code beside them not
     localize         {places: [{path, function, lines, hypothesis, origin}], sure, reply, ms}
                      ms: how long the model took to answer (0: nothing was asked)
+    trace            {path, function, call, lines, ended, ms}   the failing call run once more,
+                     traced line by line for the later rewrites (`trace.py`); lines: how many it ran
     swarm_plan       {tasks: [{id, title, files, check}]}
     micro_task       {task_id, title, files, status, attempt, mode, message, check_output}
     merge            {task_id, status, paths, conflicts: [{path, reason}], diff}
@@ -120,6 +122,10 @@ def describe(item: dict[str, Any], *, show_candidates: bool = True) -> str | Non
                 for p in item["places"]
             )
             return f"localize: {where}"
+        case "trace":
+            lines = item.get("lines") or 0
+            ran = f" ({lines} line{'s' if lines != 1 else ''} run)" if lines else ""
+            return f"trace: {item['call']} {item['ended']}{ran}"
         case "found_checks":
             return _found_checks(item)
         case "project_instructions":

@@ -194,6 +194,11 @@ class Brief:
     new: str = ""
     """A function the task asks to be written anew (`new_function`): each place is shown as what
     the task refers to, and the rewrite asked for is the new function, not a fix of the place."""
+    trace: str = ""
+    """What the failing call does in one place, line by line (`trace.shown_trace`), shown after
+    what the tests said to that place's rewrites."""
+    traced: tuple[str, str] = ("", "")
+    """The place `trace` is of: its path and qualname."""
 
 
 def repair_messages(place: Localization, brief: Brief, note: str = "") -> list[dict[str, Any]]:
@@ -232,8 +237,8 @@ def _adds(place: Localization, brief: Brief) -> bool:
 
 
 def _shown(place: Localization, brief: Brief, note: str) -> list[str]:
-    """What a place's request shows before it asks: the task, the code, what the tests said, the
-    hypothesis and the notes."""
+    """What a place's request shows before it asks: the task, the code, what the tests said, what
+    the failing call does (where it was traced), the hypothesis and the notes."""
     fn = place.function
     owner = fn.qualname.rpartition(".")[0]
     if fn.kind == "class":
@@ -245,6 +250,8 @@ def _shown(place: Localization, brief: Brief, note: str) -> list[str]:
     parts = [brief.task, f"{where}:\n{prediction(fn)}"]
     if brief.failure:
         parts.append(f"The tests (`{shown(brief.test_cmd)}`) fail:\n```\n{brief.failure}\n```")
+    if brief.trace and brief.traced == (fn.path, fn.qualname):
+        parts.append(brief.trace)
     if place.hypothesis:
         parts.append(f"Likely cause: {place.hypothesis}")
     parts += [x for x in (brief.note, note) if x]

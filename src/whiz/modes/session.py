@@ -82,6 +82,8 @@ class SessionOptions:
     """Seconds a healing step may go on starting rungs (`HealSettings.budget_s`; None: no bound)."""
     mutants: bool = HealSettings.mutants
     """Whether a healing step tests the localized function's one-token changes (`HealSettings.mutants`)."""
+    trace: bool = HealSettings.trace
+    """Whether a healing step's later rewrites see the failing call traced (`HealSettings.trace`)."""
 
     def __post_init__(self) -> None:
         if self.mode is not None:
@@ -710,10 +712,15 @@ def healing_step(
 ) -> HealingModel:
     """The healing step between the agent and its routed model, off until `heal_n` says otherwise;
     its `observe` must see the agent's events. Candidates' tests are confined as the agent's are;
-    the session's options give the seed (None: the default), the time budget and the mutants."""
+    the session's options give the seed (None: the default), the time budget, the mutants and
+    the trace."""
     assert agent.test_cmd
     settings = HealSettings(
-        n=0, sandbox=agent.sandbox, budget_s=options.heal_budget_s, mutants=options.mutants
+        n=0,
+        sandbox=agent.sandbox,
+        budget_s=options.heal_budget_s,
+        mutants=options.mutants,
+        trace=options.trace,
     )
     if options.seed is not None:
         settings.seed = options.seed
