@@ -69,7 +69,7 @@ ADDED = {
     "code": {"--found-checks", "--heal-budget", "--mutants", "--trace"},
     "acp": {"--found-checks", "--heal-budget", "--mutants", "--trace"},
     # A heal's time budget (HealSettings.budget_s); its one-token changes (HealSettings.mutants).
-    "heal": {"--budget", "--mutants"},
+    "heal": {"--budget", "--mutants", "--trace"},
 }
 
 
@@ -161,6 +161,8 @@ def test_the_defaults_are_those_the_library_uses():
     sandbox = SandboxOptions()
     assert HealOptions(test_cmd="true", budget=0).heal_settings(sandbox).budget_s is None
     assert HealOptions(test_cmd="true", budget=30).heal_settings(sandbox).budget_s == 30
+    assert HealOptions(test_cmd="true").heal_settings(sandbox).trace is True
+    assert HealOptions(test_cmd="true", trace=False).heal_settings(sandbox).trace is False
     with pytest.raises(ValueError):
         HealOptions(test_cmd="true", budget=-1)
 

@@ -88,3 +88,45 @@ def test_with_mutants_off_no_mutant_is_tested(project):
     code, events, _ = heal(project, [[LOCATED]] + [[WRONG]] * 3, rounds=1, n=1, mutants=False)
     assert code == 1 and (project / "stats.py").read_text() == STATS
     assert all(r["method"] != "mutants" for r in items(events, "heal"))
+
+
+def test_the_lines_a_failing_call_ran_come_first_whatever_their_kind():
+    source = "def pick(xs, n):\n    if n > 3:\n        return xs[0]\n    return xs[n - 1]\n"
+    ordered = [m.line for m in mutants(source)]
+    assert ordered[0] == 2  # comparisons first, with no trace
+    ran_first = mutants(source, first={2, 4})
+    lines = [m.line for m in ran_first]
+    assert 3 in lines and lines == sorted(lines, key=lambda line: line not in {2, 4})  # ran lines first
+    assert sorted(m.said for m in ran_first) == sorted(m.said for m in mutants(source))  # the same ones
+
+
+def test_splits_keys_methods_and_variables_are_mutated_as_such():
+    source = (
+        "def pair(text, index=0):\n"
+        "    key, value = text.split('=')\n"
+        "    row = {'k': key}\n"
+        "    found = row.get('v', row['k'])\n"
+        "    return key.upper(), index, value.find(':'), found\n"
+    )
+    made = {m.said: m.source for m in mutants(source, limit=500)}
+    assert "text.split('=', 1)" in made["line 2: split once"]
+    assert "text.rsplit('=')" in made["line 2: split for rsplit"]
+    assert "row.get('k', row['k'])" in made["line 4: 'v' for 'k'"]  # a key the function reads elsewhere
+    assert "row.get('v', row['v'])" in made["line 4: 'k' for 'v'"]
+    assert "key.lower()" in made["line 5: upper for lower"]
+    assert "value.rfind(':')" in made["line 5: find for rfind"]
+    assert "return value.upper()" in made["line 5: key for value"]  # a wrong variable
+    # A variable is swapped only for one that has a value there; a name that is no method keeps.
+    assert "line 2: text for found" not in made and "line 5: index for rindex" not in made
+
+
+def test_the_heal_traces_the_failing_call_once_to_order_its_mutants(project, tmp_path):
+    code, events, _ = heal(project, [[LOCATED]] + [[WRONG]] * 3, rounds=1, n=1, mutants=True)
+    assert code == 0
+    (trace,) = items(events, "trace")  # traced once, for the mutants
+    assert (trace["call"], trace["ended"]) == ("mean([1, 2, 3])", "returns 1.5")
+    (tmp_path / "off").mkdir()
+    again = stats_project(tmp_path / "off")
+    code, events, _ = heal(again, [[LOCATED]] + [[WRONG]] * 3, rounds=1, n=1, mutants=True, trace=False)
+    assert code == 0 and items(events, "heal")[-1]["method"] == "mutants"
+    assert not items(events, "trace")

@@ -92,6 +92,9 @@ def test_a_trace_shows_each_line_run_with_the_values_it_set_and_what_the_call_re
     assert "   5 | out.append(\"_\")   -> out=['a', '_']" in said
     assert said.rstrip("`\n").endswith("The call returns 'a_b'")
     assert found.steps == len(found.head) + len(found.tail)
+    assert found.ran == {2, 3, 4, 5, 6, 7}
+    _, skipped = run_trace(loops, "to_snake", "to_snake('ab')")
+    assert 5 not in skipped.ran  # no capital: the underscore's line never runs
 
 
 def test_a_call_that_never_ends_is_stopped_and_shown_short(loops):

@@ -256,8 +256,8 @@ class ActingOptions(BaseModel):
     mutants: Annotated[bool, Flag("--mutants/--no-mutants")] = Field(
         HealSettings.mutants,
         description="When a healing step's first rewrite fails, test the function's one-token changes (a "
-        "comparison's bound, a constant off by one, and for or, a regex's missing +, a mutable default) "
-        "before drawing more rewrites: test runs, no model.",
+        "comparison's bound, a constant off by one, and for or, a regex's missing +, a mutable default, "
+        "split for rsplit, a wrong key or variable) before drawing more rewrites: test runs, no model.",
     )
     trace: Annotated[bool, Flag("--trace/--no-trace")] = Field(
         HealSettings.trace,
@@ -399,6 +399,11 @@ class HealOptions(ModelOptions, SafetyOptions):
         description="With --localize, after the repair round: test the localized function's one-token "
         "changes (a comparison's bound, a constant off by one, and for or, ...), no model.",
     )
+    trace: Annotated[bool, Flag("--trace/--no-trace")] = Field(
+        HealSettings.trace,
+        description="Run the localized function once more on the arguments a failing check gave it, traced "
+        "line by line: its mutants are tested on the lines that call ran first.",
+    )
     json_: Json = Field(False, description=JSON_HELP)
 
     @model_validator(mode="after")
@@ -418,7 +423,7 @@ class HealOptions(ModelOptions, SafetyOptions):
             n=self.n, temperature=self.temperature, rounds=self.rounds, test_timeout_s=self.test_timeout,
             parallel=not self.sequential, seed=self.seed, first_pass=not self.all_,
             allow_test_edits=self.allow_test_edits, localize=self.localize, sandbox=sandbox,
-            budget_s=self.budget or None, mutants=self.mutants,
+            budget_s=self.budget or None, mutants=self.mutants, trace=self.trace,
         )  # fmt: skip
 
 

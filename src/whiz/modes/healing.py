@@ -75,7 +75,7 @@ from whiz.modes.repair import (
     function_change,
 )
 from whiz.modes.round_tests import RoundTests
-from whiz.modes.trace import failing_call, shown_trace, traced
+from whiz.modes.trace import Trace, failing_call, shown_trace, traced
 
 EVIDENCE_TIMEOUT_S = 30.0
 """How long the tests may run on the code as it is, before a repair, only to say what fails."""
@@ -88,8 +88,9 @@ may ask what no rewrite of this model gives, and the rest of a ladder would cost
 HUNG_MARGIN = 2
 """Where the tests hang on the code as it is, a candidate's run may take this many times as long
 as the run that was stopped (and never more than the test timeout)."""
-MUTANTS = 40
-"""The most mutants a heal tests (`Healer.mutate`): past some dozens, a bug is seldom one token."""
+MUTANTS = 50
+"""The most mutants a heal tests (`Healer.mutate`): past some dozens, a bug is seldom one token.
+Where the failing call was traced, those of the lines it ran come first."""
 MUTANTS_AT_ONCE = 2
 """Mutants' test runs at once: they come all together, and as many runs as cores finish soonest."""
 
@@ -228,7 +229,7 @@ class Healer:
         """Candidates of this heal that passed the tests and broke the guard (`GUARD_PATIENCE`)."""
         self._ends = math.inf
         """When the heal under way runs out of time (`HealSettings.budget_s`)."""
-        self._traces: dict[tuple[str, str, str], str] = {}
+        self._traces: dict[tuple[str, str, str], Trace | None] = {}
         """Each call traced in this heal (`trace`), by place and call: the code it ran is unchanged."""
         self._said_now = ""
         """What the tests said of the code as it is, as this heal's first repair stage heard it: the
@@ -267,7 +268,8 @@ class Healer:
         `HealSettings.localize` find the function to repair; the repair stage then stands for the
         first round."""
         self._task, self._restore, self._new = task, restore, ""
-        self._broke_checks, self._places, self._traces, self._said_now = 0, [], {}, ""
+        self._broke_checks, self._places, self._traces = 0, [], {}
+        self._said_now = failure_summary(failure or self.failing_now or "", str(self.ws.root))
         budget = self.settings.budget_s
         self._ends = math.inf if budget is None else time.monotonic() + budget
         heal = HealState(self, models, messages, task, models.current)
@@ -335,7 +337,7 @@ class Healer:
         brief = Brief(task, self.test_cmd, said, note, new)
         if not earlier:
             self._said_now = self._said_now or summary
-        if number > 1 and s.trace:
+        if number > 1:
             brief = await self._traced(brief, plan.places[0], self._said_now or summary)
         written_ms = 0.0
         cut_short = False
@@ -393,7 +395,14 @@ class Healer:
         made: list[tuple[Localization, Mutant]] = []
         for place in self._places:
             left = MUTANTS - len(made)
-            made += [(place, m) for m in mutants(place.function.source, limit=left)] if left > 0 else []
+            if left <= 0:
+                break
+            # The lines the failing call ran come first: a change of a line it never runs cannot
+            # change what it does.
+            found = await self.trace_of(place, self._said_now) if self._said_now else None
+            start = place.function.start
+            ran = {line - start + 1 for line in found.ran} if found is not None else None
+            made += [(place, m) for m in mutants(place.function.source, first=ran, limit=left)]
         if not made:
             return None
         item = self.emit.start("heal", round=number, mode=label, n=len(made), test_cmd=self.test_cmd,
@@ -636,39 +645,47 @@ class Healer:
         return self._listing
 
     async def _traced(self, brief: Brief, place: Localization, failure: str) -> Brief:
-        """`brief` with what the place's failing call does, line by line (`trace.py`), where what
-        the tests said calls it with literal arguments and the call could be traced; a `trace`
-        item says what was traced."""
-        fn = place.function
-        call = failing_call(failure, fn)
-        if call is None:
+        """`brief` with what the place's failing call does, line by line (`trace_of`)."""
+        found = await self.trace_of(place, failure)
+        if found is None:
             return brief
+        # It goes to the model: a secret file's values the function read stay out.
+        secrets = SecretGate(self.ws)
+        secrets.grant_named(self._task)
+        fn = place.function
+        said = secrets.redact(shown_trace(found, fn))
+        return dataclasses.replace(brief, trace=said, traced=(fn.path, fn.qualname))
+
+    async def trace_of(self, place: Localization, failure: str) -> Trace | None:
+        """The place's failing call traced (`trace.py`), where what the tests said (`failure`) calls
+        it with literal arguments and the call could be traced: once per heal and call, the code
+        it runs being the same, a `trace` item saying what was traced. None where it was not."""
+        fn = place.function
+        call = failing_call(failure, fn) if self.settings.trace else None
+        if call is None:
+            return None
         key = (fn.path, fn.qualname, call)
-        if key not in self._traces:
-            started = time.perf_counter()
-            found = None
+        if key in self._traces:
+            return self._traces[key]
+        started = time.perf_counter()
+        found = None
+        try:
+            copy = await self._copy()
+        except CopyError:
+            copy = None
+        if copy is not None:
             try:
-                copy = await self._copy()
-            except CopyError:
-                copy = None
-            if copy is not None:
-                try:
-                    found = await traced(Path(copy.path), self.settings.sandbox, fn, call, self.test_cmd)
-                except (WhizAgentError, OSError):
-                    found = None
-                finally:
-                    await asyncio.to_thread(copy.close)
-            # It goes to the model: a secret file's values the function read stay out.
-            secrets = SecretGate(self.ws)
-            secrets.grant_named(self._task)
-            said = secrets.redact(shown_trace(found, fn)) if found else ""
-            self._traces[key] = said
-            ms = round((time.perf_counter() - started) * 1000, 1)
-            ended = found.ended if found else "could not be traced"
-            self.emit.single("trace", path=fn.path, function=fn.qualname, call=call,
-                             lines=found.steps if found else 0, ended=ended, ms=ms)  # fmt: skip
-        said = self._traces[key]
-        return dataclasses.replace(brief, trace=said, traced=(fn.path, fn.qualname)) if said else brief
+                found = await traced(Path(copy.path), self.settings.sandbox, fn, call, self.test_cmd)
+            except (WhizAgentError, OSError):
+                found = None
+            finally:
+                await asyncio.to_thread(copy.close)
+        self._traces[key] = found
+        ms = round((time.perf_counter() - started) * 1000, 1)
+        ended = found.ended if found else "could not be traced"
+        self.emit.single("trace", path=fn.path, function=fn.qualname, call=call,
+                         lines=found.steps if found else 0, ended=ended, ms=ms)  # fmt: skip
+        return found
 
     async def _copy(self):
         """A throwaway copy of the workspace (`isolated_copy`), made off the event loop."""

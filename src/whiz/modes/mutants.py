@@ -1,10 +1,11 @@
 """Small, mechanical changes of one function (mutants): the bugs a test catches most often are one
 token wrong, a comparison that should include its bound, a constant off by one, `and` for `or`, a
-regular expression's missing `+`, a mutable default. Each mutant changes one thing, so testing
+regular expression's missing `+`, a mutable default, `split` for `rsplit`, a wrong key, a wrong
+variable. Each mutant changes one thing, so testing
 some dozens costs test runs and no model at all, and one that passes is the smallest fix there is.
 
 `mutants(source)` lists them for a function's source (as it is in its file, indented), each
-parsed before it is offered; the lines a hypothesis names come first (`first_lines`). A function
+parsed before it is offered; the lines a failing call ran come first (`first`). A function
 longer than `LONGEST` lines has none."""
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import io
 import re
 import textwrap
 import tokenize
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -47,7 +49,29 @@ SWAPS = {
     "endswith": "startswith",
     "lstrip": "rstrip",
     "rstrip": "lstrip",
+    "int": "round",
+    "round": "int",
+    "break": "continue",
+    "continue": "break",
 }
+METHODS = {
+    "split": ("rsplit",),
+    "rsplit": ("split",),
+    "find": ("rfind",),
+    "rfind": ("find",),
+    "index": ("rindex",),
+    "rindex": ("index",),
+    "partition": ("rpartition",),
+    "rpartition": ("partition",),
+    "strip": ("lstrip", "rstrip"),
+    "upper": ("lower",),
+    "lower": ("upper",),
+    "isupper": ("islower",),
+    "islower": ("isupper",),
+}
+"""Methods swapped only as methods (after a `.`): a variable may be called `index`."""
+KEYED = {"get", "pop", "setdefault"}
+"""Methods whose first argument is a key, as a subscript's is (`key` mutants)."""
 ARITHMETIC = {"+": "-", "-": "+", "//": "/", "/": "//"}
 OPERAND_END = {tokenize.NAME, tokenize.NUMBER, tokenize.STRING}
 """Tokens after which `+` or `-` is a binary operator (with a closing bracket)."""
@@ -61,7 +85,7 @@ function of thousands of lines would cost its size times its tokens before any i
 a bug in one is seldom found one token at a time."""
 REGEX_CLASS = re.compile(r"\\[dws](?![+*?{])")
 MUTABLE = {"List": "[]", "Dict": "{}", "Set": "set()"}
-ORDER = ("compare", "constant", "bound", "regex", "default", "swap", "arithmetic", "not")
+ORDER = ("compare", "constant", "bound", "regex", "default", "swap", "arithmetic", "not", "key", "variable")
 """Kinds in the order they are offered: the common bugs first."""
 
 
@@ -77,9 +101,9 @@ class Mutant:
     """The change in words, for the user (`line 4: > for >=`)."""
 
 
-def mutants(source: str, *, first_lines: tuple[int, int] | None = None, limit: int = 40) -> list[Mutant]:
-    """Up to `limit` distinct mutants of the function `source` that parse, by kind (`ORDER`) and,
-    within a kind, the lines `first_lines` names (1-based, inclusive) first, then top to bottom.
+def mutants(source: str, *, first: Collection[int] | None = None, limit: int = 40) -> list[Mutant]:
+    """Up to `limit` distinct mutants of the function `source` that parse: those of the lines in
+    `first` (1-based) first, then the others; each part by kind (`ORDER`), then top to bottom.
     Nothing where the source does not parse or tokenize."""
     if source.count("\n") > LONGEST:
         return []
@@ -95,10 +119,11 @@ def mutants(source: str, *, first_lines: tuple[int, int] | None = None, limit: i
     found += _token_mutants(lines, tokens)
     found += _inserted(lines, tree)
     found += _defaults(lines, tree)
+    found += _keys(lines, tree)
+    found += _variables(lines, tree)
 
     def rank(m: Mutant) -> tuple:
-        named = first_lines is not None and first_lines[0] <= m.line <= first_lines[1]
-        return (not named, ORDER.index(m.kind), m.line)
+        return (first is not None and m.line not in first, ORDER.index(m.kind), m.line)
 
     seen = {body}
     chosen: list[Mutant] = []
@@ -137,7 +162,14 @@ def _token_mutants(lines: list[str], tokens: list[tokenize.TokenInfo]) -> list[M
         text = tok.string
         if tok.type == tokenize.OP and text in COMPARISONS:
             out += [_replace(lines, tok, new, "compare", f"{text} for {new}") for new in COMPARISONS[text]]
-        elif tok.type == tokenize.NAME and text in SWAPS and not _is_definition(before):
+        elif tok.type == tokenize.NAME and text in METHODS and before is not None and before.string == ".":
+            out += [_replace(lines, tok, new, "swap", f"{text} for {new}") for new in METHODS[text]]
+        elif (
+            tok.type == tokenize.NAME
+            and text in SWAPS
+            and not _is_definition(before)
+            and not _is_attribute(before)
+        ):
             out.append(_replace(lines, tok, SWAPS[text], "swap", f"{text} for {SWAPS[text]}"))
         elif tok.type == tokenize.NAME and text == "not" and _is_negation(before, after):
             out.append(_replace(lines, tok, "", "not", "`not` taken out", eat_space=True))
@@ -171,6 +203,12 @@ def _inserted(lines: list[str], tree: ast.AST) -> list[Mutant]:
                 spots.append(node)
             elif node.func.id == "range" and node.args and not isinstance(node.args[-1], ast.Constant):
                 spots.append(node.args[-1])
+        elif isinstance(node, ast.Call) and _splits_all(node):
+            # `split(sep)` where only the first separator splits (`key=a=b`).
+            row, col = node.end_lineno or 0, (node.end_col_offset or 0) - 1
+            if row == node.lineno and _splice(lines[row - 1], col, col + 1) == ")":
+                new = _splice(lines[row - 1], col, col, ", 1")
+                out.append(Mutant(_with_line(lines, row, new), row, "bound", f"line {row}: split once"))
         elif isinstance(node, ast.Slice):
             spots += [
                 b for b in (node.lower, node.upper) if b is not None and not isinstance(b, ast.Constant)
@@ -182,7 +220,7 @@ def _inserted(lines: list[str], tree: ast.AST) -> list[Mutant]:
             line = lines[row - 1]
             what = ast.get_source_segment("".join(lines), spot) or "it"
             for extra in (" + 1", " - 1"):
-                new = line[:col] + extra + line[col:]
+                new = _splice(line, col, col, extra)
                 said = f"line {row}: {what}{extra}"
                 out.append(Mutant(_with_line(lines, row, new), row, "bound", said))
     return out
@@ -207,7 +245,7 @@ def _defaults(lines: list[str], tree: ast.AST) -> list[Mutant]:
                 continue
             row = default.lineno
             line = lines[row - 1]
-            changed = line[: default.col_offset] + "None" + line[default.end_col_offset :]
+            changed = _splice(line, default.col_offset, default.end_col_offset, "None")
             pad = lines[first.lineno - 1][: first.col_offset]
             fresh = f"{pad}if {arg.arg} is None:\n{pad}    {arg.arg} = {empty}\n"
             new = list(lines)
@@ -215,6 +253,64 @@ def _defaults(lines: list[str], tree: ast.AST) -> list[Mutant]:
             new.insert(first.lineno - 1, fresh)
             out.append(Mutant("".join(new), row, "default", f"a fresh {empty} for {arg.arg} at each call"))
     return out
+
+
+def _keys(lines: list[str], tree: ast.AST) -> list[Mutant]:
+    """A wrong key: each string a subscript or `.get` reads, as another such string of the function."""
+    spots = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript):
+            spots.append(node.slice)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in KEYED:
+            spots += node.args[:1]
+    keys = [s for s in spots if isinstance(s, ast.Constant) and isinstance(s.value, str)]
+    names = sorted({k.value for k in keys})
+    out: list[Mutant] = []
+    for key in keys:
+        for other in names:
+            if other != key.value:
+                out += _segment(lines, key, repr(other), "key", f"{key.value!r} for {other!r}")
+    return out
+
+
+def _variables(lines: list[str], tree: ast.AST) -> list[Mutant]:
+    """A wrong variable: each read of a parameter or local as another of the function's that has
+    a value there (a parameter, or one set on an earlier line), not one that would be unbound."""
+    fn = next((n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    if fn is None:
+        return []
+    first_set = {a.arg: 0 for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            first_set[node.id] = min(first_set.get(node.id, node.lineno), node.lineno)
+    first_set.pop("self", None)
+    out: list[Mutant] = []
+    for read in ast.walk(fn):
+        if not (isinstance(read, ast.Name) and isinstance(read.ctx, ast.Load) and read.id in first_set):
+            continue
+        for other, since in sorted(first_set.items()):
+            if other != read.id and since < read.lineno:
+                out += _segment(lines, read, other, "variable", f"{read.id} for {other}")
+    return out
+
+
+def _segment(lines: list[str], node: ast.expr, new: str, kind: str, said: str) -> list[Mutant]:
+    """`node`'s text (on one line) replaced by `new`."""
+    if node.end_lineno != node.lineno or node.end_col_offset is None:
+        return []
+    row, line = node.lineno, lines[node.lineno - 1]
+    changed = _splice(line, node.col_offset, node.end_col_offset, new)
+    return [Mutant(_with_line(lines, row, changed), row, kind, f"line {row}: {said}")]
+
+
+def _splits_all(node: ast.Call) -> bool:
+    func = node.func
+    return (
+        isinstance(func, ast.Attribute)
+        and func.attr in ("split", "rsplit")
+        and len(node.args) == 1
+        and not node.keywords
+    )
 
 
 def _empty_value(node: ast.expr | None) -> str | None:
@@ -240,12 +336,25 @@ def _replace(
     return Mutant(_with_line(lines, row, line[:col] + new + rest), row, kind, f"line {row}: {said}")
 
 
+def _splice(line: str, start: int, end: int, new: str | None = None) -> str:
+    """`line` with its bytes start:end (`ast`'s offsets count UTF-8 bytes) replaced by `new`; with
+    no `new`, those bytes themselves."""
+    raw = line.encode()
+    if new is None:
+        return raw[start:end].decode(errors="replace")
+    return (raw[:start] + new.encode() + raw[end:]).decode(errors="replace")
+
+
 def _with_line(lines: list[str], row: int, new: str) -> str:
     return "".join(lines[: row - 1]) + new + "".join(lines[row:])
 
 
 def _is_definition(before: tokenize.TokenInfo | None) -> bool:
     return before is not None and before.string in ("def", "class")
+
+
+def _is_attribute(before: tokenize.TokenInfo | None) -> bool:
+    return before is not None and before.string == "."
 
 
 def _is_negation(before: tokenize.TokenInfo | None, after: tokenize.TokenInfo | None) -> bool:

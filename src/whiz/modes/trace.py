@@ -74,6 +74,7 @@ def main():
     # however long the call runs.
     head, tail = [], collections.deque(maxlen=spec["tail"])
     state = {"frame": None, "line": None, "seen": {}, "count": 0, "steps": 0}
+    ran = set()
 
     def keep(step):
         state["steps"] += 1
@@ -90,6 +91,7 @@ def main():
             state["line"] = None  # a raise's line is told once, not again as the frame returns
         if event == "line":
             state["line"] = frame.f_lineno
+            ran.add(frame.f_lineno)
             state["count"] += 1
             if state["count"] > LIMIT:
                 raise Stopped()
@@ -113,7 +115,7 @@ def main():
         out["raised"] = f"{type(exc).__name__}: {short(str(exc))[1:-1]}"
     finally:
         sys.settrace(None)
-    out.update(head=head, tail=list(tail), steps=state["steps"])
+    out.update(head=head, tail=list(tail), steps=state["steps"], ran=sorted(ran))
     print(spec["mark"])
     print(json.dumps(out))
 
@@ -199,6 +201,9 @@ class Trace:
     steps: int
     ended: str
     """"returns 'x'", "raises ValueError: ...", or that it was stopped."""
+    ran: frozenset[int] = frozenset()
+    """Every line the call ran (numbers in the file): a one-line change elsewhere cannot change
+    what it does (`mutants`' first lines)."""
 
 
 def read_trace(call: str, output: str) -> Trace | None:
@@ -211,6 +216,7 @@ def read_trace(call: str, output: str) -> Trace | None:
         out = json.loads(after.strip().splitlines()[0])
         head, tail = ([_step(s) for s in out[part]] for part in ("head", "tail"))
         steps = int(out["steps"])
+        ran = frozenset(int(line) for line in out.get("ran", []))
     except (ValueError, KeyError, TypeError, IndexError, AttributeError):
         return None
     if "returned" in out:
@@ -219,7 +225,7 @@ def read_trace(call: str, output: str) -> Trace | None:
         ended = f"raises {out['raised']}"
     else:
         ended = f"was stopped after {out.get('stopped', '?')} lines: it does not end"
-    return Trace(call, head, tail, steps, ended)
+    return Trace(call, head, tail, steps, ended, ran)
 
 
 def _step(raw: list) -> Step:
