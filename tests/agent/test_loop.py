@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
-from tests.agent.conftest import GREET, sr
+from tests.agent.conftest import GREET, Harness, sr
 from whiz.agent.models.scripted_model import Reply
+from whiz.agent.models.seam import Finished
 
 
 async def test_edit_block_is_applied_and_the_turn_completes(harness, project: Path) -> None:
@@ -369,6 +371,39 @@ async def test_a_turn_over_its_output_tokens_ends_with_the_reason(harness, proje
     assert not result.ok and "150 output tokens" in result.message
     assert len(h.model.requests) == 2
     assert h.model.requests[1].max_output_tokens < 150  # the last call may not overshoot either
+
+
+def spending(h, tokens: int, *, heal: bool) -> None:
+    """The first reply of `h`'s model reports `tokens` output tokens, as a healing step's candidates
+    (`heal`) or as the model's own reply."""
+    respond, calls = h.model.respond, []
+
+    async def spent(request):
+        calls.append(request)
+        async for event in respond(request):
+            if len(calls) == 1 and isinstance(event, Finished):
+                extra = {"heal_tokens": tokens} if heal else {}
+                event.usage = {**event.usage, "output_tokens": tokens}
+                event.timings = {**event.timings, **extra}
+            yield event
+
+    h.model.respond = spent
+
+
+async def test_a_healing_steps_candidates_do_not_spend_the_turns_output_tokens(project: Path, tmp_path: Path):
+    edit = sr("greet.py", "def say_hello(name):", "def greet(name):")
+    for heal in (True, False):
+        root = tmp_path / f"heal-{heal}"
+        shutil.copytree(project, root)
+        h = Harness(root, ["READ README.md", edit, "Done."], max_turn_output_tokens=150)
+        spending(h, 5000, heal=heal)
+        result = await h.agent.run("Rename say_hello to greet in greet.py.")
+        if heal:  # bounded by the heal's own budget: the turn goes on
+            assert result.ok, result.message
+            assert (root / "greet.py").read_text().startswith("def greet(name):")
+        else:  # the model's own reply spends the turn's tokens
+            assert not result.ok and "150 output tokens" in result.message
+            assert len(h.model.requests) == 1
 
 
 async def test_a_reply_caught_in_a_loop_is_stopped_and_its_edit_before_the_loop_applied(

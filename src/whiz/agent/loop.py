@@ -144,7 +144,7 @@ class Agent:
         started = time.perf_counter()
         self.tools.begin_turn(t.id)
         self.retries.begin_turn(self.progress)
-        self.budget.fresh(self.stats.output_tokens)
+        self.budget.fresh(self.stats.budgeted_tokens)
         first = not any(i.get("role") == "user" for i in self.items)
         if from_user:
             self.tools.secrets.grant_named(task)  # the user asked for that file by name
@@ -167,12 +167,12 @@ class Agent:
         try:
             while True:
                 try:
-                    await self.steps.run(self.step, self.budget, self.stats.output_tokens)
+                    await self.steps.run(self.step, self.budget, self.stats.budgeted_tokens)
                     retries = 0
                 except OverBudget as exc:
                     if self.on_over_budget is None or not self.on_over_budget(exc.message):
                         raise
-                    self.budget.fresh(self.stats.output_tokens)
+                    self.budget.fresh(self.stats.budgeted_tokens)
                 except FormatError as exc:
                     retries += 1
                     self.emit.single("error", message=exc.message)
@@ -222,7 +222,7 @@ class Agent:
     async def _ask(self) -> Reply:
         if await self.compact() is not None:
             self.retries.forget()  # the items were rewritten: a retry sees them as they are now
-        tokens_left = self.budget.tokens_left(self.stats.output_tokens)
+        tokens_left = self.budget.tokens_left(self.stats.budgeted_tokens)
         offered = await self.tools.offer(self.instructions, TOOLS if self.config.actions == "tools" else None)
         request = ModelRequest(
             offered[0],

@@ -146,7 +146,7 @@ async def last_words(agent: TurnAgent) -> str:
     what it was before, tools and all, so the server reuses the conversation's cached prefix
     (a request without them is a new prompt, read again from the start); a call is not made."""
     offered = await agent.tools.offer(agent.instructions, TOOLS if agent.config.actions == "tools" else None)
-    tokens_left = agent.budget.tokens_left(agent.stats.output_tokens)
+    tokens_left = agent.budget.tokens_left(agent.stats.budgeted_tokens)
     request = ModelRequest(
         offered[0], list(agent.items), tools=offered[1], task=agent.progress.task,
         max_output_tokens=max(1, min(agent.config.max_output_tokens, LAST_WORDS_TOKENS, tokens_left)),

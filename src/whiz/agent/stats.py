@@ -37,6 +37,16 @@ class TurnStats:
     calls_well_formed: int = 0
     """Of those, calls naming a known tool with arguments that fit it."""
     duration_ms: float = 0.0
+    heal_tokens: int = 0
+    """Of `output_tokens`, a healing step's candidates' (`heal_step.answer`)."""
+
+    @property
+    def budgeted_tokens(self) -> int:
+        """The output tokens the turn's budget counts: the model's own replies. A healing step's
+        candidates are bounded by the heal's time budget and counts; counted here too, a heal
+        that spent many would end the turn as a runaway after it, in place of the heal's own
+        word of what passed or came closest."""
+        return self.output_tokens - self.heal_tokens
 
     def add_call(self, finished: Finished) -> None:
         self.model_calls += 1
@@ -44,6 +54,7 @@ class TurnStats:
         self.input_tokens += usage.get("input_tokens") or 0
         self.cached_input_tokens += (usage.get("input_tokens_details") or {}).get("cached_tokens") or 0
         self.output_tokens += usage.get("output_tokens") or 0
+        self.heal_tokens += t.get("heal_tokens") or 0
         if self.first_ttft_ms is None and t.get("ttft_ms") is not None:
             self.first_ttft_ms = float(t["ttft_ms"])
         self.prefill_tokens += t.get("prefill_tokens") or 0

@@ -213,6 +213,8 @@ async def answer(choice: CandidateResult, rounds: list[RoundResult]) -> AsyncIte
     timings = {
         "decode_tokens": usage["output_tokens"],
         "decode_ms": sum(r.generation.wall_ms for r in rounds),
+        # Bounded by the heal's own budget: not the turn's output tokens (`TurnStats.budgeted_tokens`).
+        "heal_tokens": usage["output_tokens"],
     }
     yield Finished("completed", output_items(text, []), usage, timings)
 

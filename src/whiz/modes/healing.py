@@ -149,10 +149,11 @@ class HealSettings:
     runs, no model call, often seconds where sampled rewrites take a minute (`heal_plan.Mutants`)."""
 
     trace: bool = True
-    """Show a repair stage after the heal's first what the failing call does, line by line
-    (`trace.py`): the function run once more on the arguments a failing check gave it. The first
-    rewrite goes without: most bugs are fixed there, and a trace is a run and a few hundred
-    tokens of every later prompt."""
+    """Run the localized function once more on the arguments a failing check gave it, traced line
+    by line (`trace.py`): its mutants are tried on the lines that call ran first, and a repair
+    stage after the heal's first is shown what each line did. The first rewrite goes without it:
+    most bugs are fixed there, and a trace is a run and a few hundred tokens of every later
+    prompt."""
 
     hypotheses: int = 1
     """Where a rewrite wrote its place back unchanged, how many hypotheses of what is wrong there
@@ -232,9 +233,9 @@ class Healer:
         self._traces: dict[tuple[str, str, str], Trace | None] = {}
         """Each call traced in this heal (`trace`), by place and call: the code it ran is unchanged."""
         self._said_now = ""
-        """What the tests said of the code as it is, as this heal's first repair stage heard it: the
-        call traced comes from it, since an earlier rewrite's failure may be of a call the code as
-        it is gets right."""
+        """What the tests said of the code as it is (the heal's `failure`, else what its first repair
+        stage heard): the call traced comes from it, since an earlier rewrite's failure may be of a
+        call the code as it is gets right."""
 
     def saw_tests(self, seconds: float) -> None:
         """A run of the test command that ended by itself took `seconds` (see `test_timeout_s`)."""
