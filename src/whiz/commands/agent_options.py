@@ -51,6 +51,13 @@ def between(low: float, high: float):
     return AfterValidator(check)
 
 
+TRACE_HELP = (
+    "Run the localized function once more on the arguments a failing check gave it, traced line by "
+    "line: its one-token changes are tested on the lines that call ran first, and the rewrites after "
+    "the first are shown what each line did (the values it set)."
+)
+
+
 def mode_field(default: str | None, resumed: bool = False) -> Any:
     """`--mode`, defaulting to `default`; None: the resumed session's mode, else fast."""
     extra = " A resumed session keeps its mode unless --mode is given." if resumed else ""
@@ -259,11 +266,7 @@ class ActingOptions(BaseModel):
         "comparison's bound, a constant off by one, and for or, a regex's missing +, a mutable default, "
         "split for rsplit, a wrong key or variable) before drawing more rewrites: test runs, no model.",
     )
-    trace: Annotated[bool, Flag("--trace/--no-trace")] = Field(
-        HealSettings.trace,
-        description="When a healing step's first rewrite fails, run the function once more on the arguments "
-        "a failing check gave it and show the later rewrites what each line did (the values it set).",
-    )
+    trace: Annotated[bool, Flag("--trace/--no-trace")] = Field(HealSettings.trace, description=TRACE_HELP)
     found_checks: Annotated[bool, Flag("--found-checks/--no-found-checks")] = Field(
         AgentConfig.found_checks,
         description="In a task that changes behaviour: run the checks the code already has for the function "
@@ -399,11 +402,7 @@ class HealOptions(ModelOptions, SafetyOptions):
         description="With --localize, after the repair round: test the localized function's one-token "
         "changes (a comparison's bound, a constant off by one, and for or, ...), no model.",
     )
-    trace: Annotated[bool, Flag("--trace/--no-trace")] = Field(
-        HealSettings.trace,
-        description="Run the localized function once more on the arguments a failing check gave it, traced "
-        "line by line: its mutants are tested on the lines that call ran first.",
-    )
+    trace: Annotated[bool, Flag("--trace/--no-trace")] = Field(HealSettings.trace, description=TRACE_HELP)
     json_: Json = Field(False, description=JSON_HELP)
 
     @model_validator(mode="after")
