@@ -150,3 +150,18 @@ def test_a_later_repair_stage_is_shown_the_failing_call_traced_and_the_first_is_
     (tmp_path / "off").mkdir()
     off, events = repair_stage(stats_project(tmp_path / "off"), number=2, trace=False)
     assert "line by line" not in off and not items(events, "trace")
+
+
+def test_the_tracers_own_folder_does_not_stand_for_the_users_modules(tmp_path):
+    # The tracer runs by its path, from whiz's own package folder, where `trace.py` and `pool.py`
+    # lie beside it: the user's `import trace` is the standard library's, `import pool` theirs.
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "pool.py").write_text("SIZE = 3\n")
+    (root / "jobs.py").write_text(
+        "import trace\nimport pool\n\n\n"
+        "def size():\n    return pool.SIZE + hasattr(trace, 'CoverageResults')\n"
+    )
+    fn = function(root, "size", "jobs.py")
+    found = asyncio.run(traced(root, SandboxOptions(), fn, "size()", TEST_CMD))
+    assert found is not None and found.ended == "returns 4"

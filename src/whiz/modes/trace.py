@@ -6,8 +6,9 @@ same way again and again. Shown the values each line produced, the first line wh
 what the task means is there to read, and the rewrite starts from it. The call is taken from what
 the checks said (`failing_call`): a top-level function called with literal arguments only, so that
 running it again runs nothing the checks did not. It runs in the heal's sandboxed copy of the
-workspace, with the interpreter the tests use (`interpreter`), under a time limit and a bound on
-the lines traced (`TRACER`'s limit), so a call that never ends still says where it went round.
+workspace, by `trace_run.py`, with the interpreter the tests use (`interpreter`), under a time
+limit and a bound on the lines traced (`trace_run.LIMIT`), so a call that never ends still says
+where it went round.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path, PurePosixPath
 
 from whiz.environments import SandboxOptions, environment_for
 from whiz.modes.localize import Function
+from whiz.modes.trace_run import MARK, command
 
 TRACE_TIMEOUT_S = 10.0
 SHOWN_STEPS = 20
@@ -28,103 +30,6 @@ SHOWN_STEPS = 20
 line shown is some 25 tokens of every rewrite's prompt."""
 LAST_STEPS = 5
 MAX_LINE_CHARS = 70
-MARK = "@@whiz-trace@@"
-"""Put before the trace's JSON on stdout: what the function itself prints comes before it."""
-SCRIPT = ".whiz-trace.py"
-SPEC = ".whiz-trace.json"
-
-TRACER = r"""
-import collections, importlib, importlib.util, inspect, json, os, sys
-
-LIMIT = 5000  # lines run before the call is stopped: a loop that never ends still says where
-SHORT = 60
-
-
-class Stopped(Exception):
-    pass
-
-
-def short(value):
-    try:
-        text = repr(value)
-    except Exception as exc:
-        text = f"<repr failed: {type(exc).__name__}>"
-    return text if len(text) <= SHORT else text[: SHORT - 3] + "..."
-
-
-def load(path):
-    sys.path[:0] = [os.getcwd(), os.path.dirname(os.path.abspath(path))]
-    dotted = path[:-3].replace("/", ".") if path.endswith(".py") else ""
-    if dotted.endswith(".__init__"):
-        dotted = dotted[: -len(".__init__")]
-    try:
-        return importlib.import_module(dotted)
-    except Exception:
-        spec = importlib.util.spec_from_file_location("_whiz_traced", path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-
-
-def main():
-    spec = json.load(open(sys.argv[1]))
-    module = load(spec["path"])
-    code = inspect.unwrap(getattr(module, spec["name"])).__code__
-    # The first lines run and the last few are kept (what is shown), so the output stays small
-    # however long the call runs.
-    head, tail = [], collections.deque(maxlen=spec["tail"])
-    state = {"frame": None, "line": None, "seen": {}, "count": 0, "steps": 0}
-    ran = set()
-
-    def keep(step):
-        state["steps"] += 1
-        (head if len(head) < spec["head"] else tail).append(step)
-
-    def local(frame, event, arg):
-        if frame is not state["frame"]:
-            return None
-        now = {k: short(v) for k, v in frame.f_locals.items()}
-        changed = {k: v for k, v in now.items() if state["seen"].get(k) != v}
-        state["seen"] = now
-        if state["line"] is not None and event in ("line", "return", "exception"):
-            keep([state["line"], changed])
-            state["line"] = None  # a raise's line is told once, not again as the frame returns
-        if event == "line":
-            state["line"] = frame.f_lineno
-            ran.add(frame.f_lineno)
-            state["count"] += 1
-            if state["count"] > LIMIT:
-                raise Stopped()
-        return local
-
-    def calls(frame, event, arg):
-        if event == "call" and frame.f_code is code and state["frame"] is None:
-            state["frame"] = frame
-            state["seen"] = {k: short(v) for k, v in frame.f_locals.items()}
-            return local
-        return None
-
-    out = {}
-    sys.settrace(calls)
-    try:
-        value = eval(spec["call"], vars(module))
-        out["returned"] = short(value)
-    except Stopped:
-        out["stopped"] = LIMIT
-    except BaseException as exc:
-        out["raised"] = f"{type(exc).__name__}: {short(str(exc))[1:-1]}"
-    finally:
-        sys.settrace(None)
-    out.update(head=head, tail=list(tail), steps=state["steps"], ran=sorted(ran))
-    print(spec["mark"])
-    print(json.dumps(out))
-
-
-main()
-"""
-"""Run as a file in the copy: imports the function's module (by its dotted name, so that its
-package's relative imports work), calls it once under `sys.settrace`, and prints each line it ran
-with the locals that line changed, then what the call returned or raised."""
 
 
 def failing_call(failure: str, function: Function) -> str | None:
@@ -175,14 +80,12 @@ def interpreter(test_cmd: str) -> str:
 async def traced(
     copy: Path, sandbox: SandboxOptions, function: Function, call: str, test_cmd: str
 ) -> Trace | None:
-    """`call` run once in `copy` (a throwaway copy of the workspace: the tracer's files are written
-    into it), sandboxed as the tests are; None where it printed no trace."""
-    spec = {"path": function.path, "name": function.name, "call": call, "mark": MARK,
+    """`call` run once in `copy` (a throwaway copy of the workspace: the call may write), by the
+    tracer (`trace_run.py`), sandboxed as the tests are; None where it printed no trace."""
+    spec = {"path": function.path, "name": function.name, "call": call,
             "head": SHOWN_STEPS - LAST_STEPS, "tail": LAST_STEPS}  # fmt: skip
-    (copy / SCRIPT).write_text(TRACER)
-    (copy / SPEC).write_text(json.dumps(spec))
     env = environment_for(copy, sandbox, timeout_s=TRACE_TIMEOUT_S)
-    done = await env.run(f"{shlex.quote(interpreter(test_cmd))} {SCRIPT} {SPEC}")
+    done = await env.run(command(spec, interpreter(test_cmd)))
     return read_trace(call, done.output)
 
 
