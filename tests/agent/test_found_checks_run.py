@@ -4,6 +4,7 @@ the user's), one JSON line of verdicts, and exit 0 only when all pass."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -94,3 +95,21 @@ def test_the_model_reads_what_the_checks_are_not_the_command(tmp_path):
     cmd = command(find_checks(Workspace(root), "Fix last_word_length").spec())
     assert shown(cmd) == "the checks already in the code (3 docstring examples of last_word_length)"
     assert shown("pytest -q") is None
+
+
+def test_the_runners_own_folder_does_not_stand_for_the_users_modules(tmp_path):
+    # The runner runs by its path, from whiz's agent folder, where `config.py` and `tools.py` lie
+    # beside it: the user's `import config` is the one on their own Python path.
+    lib, root = tmp_path / "lib", tmp_path / "ws"
+    lib.mkdir()
+    root.mkdir()
+    (lib / "config.py").write_text("NAME = 'theirs'\n")
+    (root / "solution.py").write_text(
+        'import config\n\n\ndef name():\n    """The configured name.\n\n'
+        "    >>> name()\n    'theirs'\n    \"\"\"\n    return config.NAME\n"
+    )
+    found = find_checks(Workspace(root), "Fix name in solution.py")
+    env = {**os.environ, "PYTHONPATH": str(lib)}
+    done = subprocess.run(command(found.spec()), shell=True, cwd=root, capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stdout
+    assert verdicts(done.stdout) == {"solution.py:7": "pass"}

@@ -258,7 +258,16 @@ def run(spec: dict[str, Any], write=print) -> dict[str, str]:
     return results
 
 
+def _off_path() -> None:
+    """Run by its path, this file's folder leads `sys.path`: its neighbours (`config.py`,
+    `tools.py`, `errors.py`) must not stand for modules of the same name that the user's code
+    imports from its own folder or site-packages."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
+
+
 def main(argv: list[str] | None = None) -> int:
+    _off_path()
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
         sys.stderr.write("usage: found_checks_run.py SPEC\n")

@@ -40,12 +40,16 @@ class Stopped(Exception):
     pass
 
 
+def cut(text: str) -> str:
+    return text if len(text) <= SHORT else text[: SHORT - 3] + "..."
+
+
 def short(value: Any) -> str:
     try:
         text = repr(value)
     except Exception as exc:
         text = f"<repr failed: {type(exc).__name__}>"
-    return text if len(text) <= SHORT else text[: SHORT - 3] + "..."
+    return cut(text)
 
 
 def load(path: str):
@@ -113,7 +117,11 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     except Stopped:
         out["stopped"] = LIMIT
     except BaseException as exc:
-        out["raised"] = f"{type(exc).__name__}: {short(str(exc))[1:-1]}"
+        try:
+            said = str(exc)
+        except Exception:
+            said = "<str failed>"
+        out["raised"] = f"{type(exc).__name__}: {cut(said)}"
     finally:
         sys.settrace(None)
     out.update(head=head, tail=list(tail), steps=state["steps"], ran=sorted(ran))
