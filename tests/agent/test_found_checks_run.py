@@ -106,10 +106,12 @@ def test_the_runners_own_folder_does_not_stand_for_the_users_modules(tmp_path):
     (lib / "config.py").write_text("NAME = 'theirs'\n")
     (root / "solution.py").write_text(
         'import config\n\n\ndef name():\n    """The configured name.\n\n'
-        "    >>> name()\n    'theirs'\n    \"\"\"\n    return config.NAME\n"
+        '    >>> name()\n    \'theirs\'\n    """\n    return config.NAME\n'
     )
     found = find_checks(Workspace(root), "Fix name in solution.py")
     env = {**os.environ, "PYTHONPATH": str(lib)}
-    done = subprocess.run(command(found.spec()), shell=True, cwd=root, capture_output=True, text=True, env=env)
+    done = subprocess.run(
+        command(found.spec()), shell=True, cwd=root, capture_output=True, text=True, env=env
+    )
     assert done.returncode == 0, done.stdout
     assert verdicts(done.stdout) == {"solution.py:7": "pass"}

@@ -113,7 +113,9 @@ def test_a_call_that_raises_says_so(loops):
 def test_a_long_raised_message_is_cut_in_its_own_words_with_an_ellipsis(tmp_path):
     root = tmp_path / "ws"
     root.mkdir()
-    (root / "picky.py").write_text("def picky(word):\n    raise ValueError(f'{word!r} is not one of ' + 'abc, ' * 20)\n")
+    (root / "picky.py").write_text(
+        "def picky(word):\n    raise ValueError(f'{word!r} is not one of ' + 'abc, ' * 20)\n"
+    )
     fn = function(root, "picky", "picky.py")
     found = asyncio.run(traced(root, SandboxOptions(), fn, "picky('z')", TEST_CMD))
     assert found is not None
