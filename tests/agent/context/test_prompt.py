@@ -1,4 +1,7 @@
-from whiz.agent.context.prompt import echoes_instructions, repeats
+import os
+
+from whiz.agent.context.prompt import echoes_instructions, repeats, system_prompt
+from whiz.agent.project.workspace import Workspace
 
 
 def test_the_small_models_own_wording_of_the_instructions_counts_as_an_echo():
@@ -30,3 +33,19 @@ def test_a_fence_the_message_only_names_in_its_words_is_not_written_back():
     message = f"a.py:\n```\n{code}\n```\n\nWrite `f` fixed, whole, in one ```python block."
     assert not repeats(f"```python\n{code}\n```", message)
     assert repeats(f"```\n{code}\n```", message)  # its own fence, and its code: written back
+
+
+def test_sessions_of_other_repositories_and_test_commands_share_the_prompts_whole_head(tmp_path):
+    # A new session's first request prefills only what its prompt does not share with the last
+    # session's: the rules and how to act come before the test command and the repository.
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir()
+    two.mkdir()
+    (one / "stats.py").write_text("def mean(xs):\n    return sum(xs) / len(xs)\n")
+    (two / "names.py").write_text("def to_snake(name):\n    return name.lower()\n")
+    first = system_prompt(Workspace(one), "text")
+    second = system_prompt(Workspace(two), "text", test_cmd="pytest -q tests/test_names.py")
+    shared = os.path.commonprefix([first, second])
+    assert "When you have made the change, stop." in shared
+    assert "Do not run tests" in first and "pytest -q tests/test_names.py" in second
+    assert "to_snake" in second and "to_snake" not in shared

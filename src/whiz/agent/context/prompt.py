@@ -1,8 +1,12 @@
 """What the model is told: the system prompt (rules, action format, repository map) and the
 first message of a turn (the task, with the files it names attached).
 
-The prompt stays the same for the whole session, so the server's cached prefix stays valid.
-It is short: the default model is small and follows a few plain rules better than many.
+The prompt stays the same for the whole session, so the server's cached prefix stays valid. Its
+head (the rules and how to act) is the same for every session of a mode, and what differs (the
+test command, the repository) comes after it: a new session's first request finds that head
+cached by the last one and prefills only the rest (a few hundred tokens, seconds of the deep
+model's time on a small CPU). It is short: the default model is small and follows a few plain
+rules better than many.
 """
 
 from __future__ import annotations
@@ -19,8 +23,7 @@ from whiz.agent.runs_check import shown
 RULES = """\
 You are whiz, a coding assistant working in the user's repository.
 Make the smallest change that does the task. Change only the lines that must change; keep the
-rest of the code, its names and its formatting exactly as they are.
-{tests}"""
+rest of the code, its names and its formatting exactly as they are."""
 
 CHANGE_HOW = "write the file's path on its own line"
 """How the instructions say to aim an edit; the 0.5B writes it back as "To change the file, ..."."""
@@ -99,7 +102,7 @@ def system_prompt(
         tests = f"After your edits the tests run with `{command}`; you will see their output if they fail."
     else:
         tests = "Do not run tests or other commands unless the user asks you to."
-    parts = [RULES.format(tests=tests)]
+    parts = [RULES]
     if read_only:
         parts.append(READ_ONLY)
     elif actions == "tools":
@@ -108,6 +111,7 @@ def system_prompt(
         parts.append(
             TEXT_ACTIONS.format(run="RUN shell command   (only when the user asks you to run something)")
         )
+    parts.append(tests)  # after the head every session shares (the module's doc)
     tree = repo_map(ws, budget_tokens=map_tokens)
     if tree.strip():
         parts.append("The repository:\n" + tree.rstrip())
