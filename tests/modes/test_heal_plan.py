@@ -38,7 +38,7 @@ class Healer:
         self.asked.append(("round", label, number, n, greedy, seed, source, history))
         return round_of(number, label, failed())
 
-    async def repair(self, models, task, failure, *, n, number, earlier=False) -> RoundResult | None:
+    async def repair(self, models, task, failure, *, n, number, earlier=False, first_look=False):
         self.asked.append(("repair", models.current, number, n, failure, earlier))
         return round_of(number, models.current, failed()) if self.localizes else None
 
@@ -127,7 +127,7 @@ def test_a_ladder_climbs_greedy_replies_then_the_rest_of_n(n, expected):
         (1, [DeepRepair(1, otherwise=Greedy(), unfound=Greedy()), Mutants()]),
         (2, [DeepRepair(1, otherwise=Greedy(), unfound=Greedy()), Mutants()]),
         (5, [
-            DeepRepair(1, otherwise=Greedy(), unfound=Greedy()),
+            DeepRepair(1, otherwise=Greedy(), unfound=Greedy(), first_look=True),
             Mutants(),
             DeepRepair(4, otherwise=Sampled(4, seed=9, told=True), unfound=Sampled(4, seed=9, told=True)),
         ]),

@@ -52,20 +52,24 @@ def run_exec(
     policy="refuse",
     heal=None,
     resume=None,
+    mutants=False,
     **agent,
 ):
     out, err = io.StringIO(), io.StringIO()
     home = project.parent / "home"
     config = AgentConfig(approval=ApprovalMode.AUTO_EDIT, **agent)
-    # The model's ladder is what these tests follow: no one-token changes between its rungs.
+    # The model's ladder is what these tests follow: no one-token changes between its rungs, but
+    # where a test asks for them.
     options = SessionOptions(
-        project, agent=config, mode=mode, policy=policy, home=home, heal=heal, resume=resume, mutants=False
+        project, agent=config, mode=mode, policy=policy, home=home, heal=heal, resume=resume, mutants=mutants
     )
     code = exec_in_mode(task, options, Output(json_mode=True, out=out, err=err), pool=pool)
     return code, [json.loads(line) for line in out.getvalue().splitlines()], err.getvalue()
 
 
-def auto_ladder(project, fast, deep, *, plain=None, heal=4, task="Rename say_hello to greet in greet.py"):
+def auto_ladder(
+    project, fast, deep, *, plain=None, heal=4, task="Rename say_hello to greet in greet.py", mutants=False
+):
     """`whiz exec` in auto mode with healing, on `task` (by default "Rename say_hello to greet")
     tested by check.py: the ladder's candidates from `fast` and `deep`; `plain` gives the deep
     model's plain replies."""
@@ -77,7 +81,7 @@ def auto_ladder(project, fast, deep, *, plain=None, heal=4, task="Rename say_hel
         sources={"fast": fast, "deep": deep},
     )
     test_cmd = f"{sys.executable} check.py"
-    return run_exec(project, pool, task, mode="auto", test_cmd=test_cmd, heal=heal)
+    return run_exec(project, pool, task, mode="auto", test_cmd=test_cmd, heal=heal, mutants=mutants)
 
 
 def items(events, type_):
@@ -449,6 +453,37 @@ def test_a_change_of_behaviour_starts_with_the_deep_models_rewrites_of_the_funct
     assert [(d.n, d.temperature) for d in deep.draws] == [(1, 0.0), (1, 0.0), (1, 0.0)]
     statuses = [c["status"] for c in items(events, "heal_candidate")]
     assert statuses == ["no_edit", "passed"]
+    assert (project / "greet.py").read_text() == 'def say_hello(name):\n    return "Hi, " + name\n'
+
+
+def test_where_the_first_rewrite_writes_the_function_back_its_mutants_come_before_asking_why(project):
+    # The model sees nothing wrong: a one-token change (no model) is tried before the heal asks
+    # what is wrong and draws again, seconds of tests where those are ten and more of the deep model.
+    seq = "def last(xs):\n    return xs[len(xs) - 2]\n"
+    (project / "seq.py").write_text(seq)
+    (project / "check.py").write_text("from seq import last\nassert last([1, 2, 3]) == 3\n")
+    deep = ScriptedCandidates([[f"```python\n{seq}```"], ["BUG: it reads the wrong item."]])
+    task = "Fix the bug in last in seq.py"
+    code, events, _ = auto_ladder(project, ScriptedCandidates([]), deep, task=task, mutants=True)
+    assert code == 0, events[-1]
+    assert len(deep.calls) == 1  # the rewrite only: no one was asked what is wrong
+    rounds = items(events, "heal")
+    assert [r.get("method") for r in rounds] == ["n", "mutants"] and rounds[-1]["passed"] == 1
+    assert (project / "seq.py").read_text() == "def last(xs):\n    return xs[len(xs) - 1]\n"
+
+
+def test_where_no_mutant_passes_the_next_rewrites_ask_why_before_their_first_draw(project):
+    # Its most likely reply would write the function back again: the stage after the mutants asks
+    # what is wrong first, and its first draw is told.
+    (project / "check.py").write_text("from greet import say_hello\nassert say_hello('x') == 'Hi, x'\n")
+    hi = '```python\ndef say_hello(name):\n    return "Hi, " + name\n```'
+    deep = ScriptedCandidates([[f"```python\n{GREET}```"], ["BUG: It says Hello where Hi is wanted."], [hi]])
+    task = "Make say_hello greet with Hi instead of Hello"
+    code, events, _ = auto_ladder(project, ScriptedCandidates([]), deep, task=task, mutants=True)
+    assert code == 0, events[-1]
+    assert [r.get("method") for r in items(events, "heal")] == ["n", "mutants", "n"]
+    assert deep.calls[1][-1]["content"].endswith(QUESTION)
+    assert "Likely cause: It says Hello where Hi is wanted." in deep.calls[2][-1]["content"]
     assert (project / "greet.py").read_text() == 'def say_hello(name):\n    return "Hi, " + name\n'
 
 

@@ -168,13 +168,22 @@ class DeepRepair:
     n: int
     otherwise: Rung
     unfound: Rung | None = None
+    first_look: bool = False
+    """End at a draw that writes the function back unchanged, so the rung after it (the mutants)
+    runs before the heal asks what is wrong there (`Healer.repair`)."""
 
     async def run(self, heal: HealState) -> RoundResult | None:
         if not heal.deep_answers or heal.healer.writes_new_file(heal.rounds):
             return await self.otherwise.run(heal)
         output, earlier = await heal.healer.evidence(heal.rounds)
         stage = await heal.healer.repair(
-            heal.models, heal.task, output, n=self.n, earlier=earlier, number=heal.number
+            heal.models,
+            heal.task,
+            output,
+            n=self.n,
+            earlier=earlier,
+            number=heal.number,
+            first_look=self.first_look,
         )
         if stage is None and self.unfound is not None:
             return await self.unfound.run(heal)
@@ -215,11 +224,15 @@ def ladder(settings: HealSettings, first: Label) -> list[Rung]:
 
     With `mutants`, a deep-started ladder tests the localized function's one-token changes right
     after its greedy rewrite (seconds, no model), before the sampled rewrites (a minute); one
-    that starts with the fast model, after its rewrites, which are what localize it."""
+    that starts with the fast model, after its rewrites, which are what localize it. Where that
+    greedy rewrite writes the function back unchanged (the model sees nothing wrong), the mutants
+    come before the heal asks what is wrong, not after it and its draws (`first_look`)."""
     n, seed = settings.n, settings.seed
     mutated: list[Rung] = [Mutants()] if settings.mutants else []
     if first == Label.DEEP:
-        rungs: list[Rung] = [DeepRepair(1, otherwise=Greedy(), unfound=Greedy()), *mutated]
+        # A first look only where a repair rung after the mutants asks what is wrong.
+        first = DeepRepair(1, otherwise=Greedy(), unfound=Greedy(), first_look=bool(mutated) and n > 2)
+        rungs: list[Rung] = [first, *mutated]
         if n > 2:
             sampled = Sampled(n - 1, seed=seed, told=True)
             rungs.append(DeepRepair(n - 1, otherwise=sampled, unfound=sampled))

@@ -211,6 +211,10 @@ class Healer:
         self._explained: dict[tuple[str, str], str] = {}
         """Hypotheses found after a write-back (`repair.explain`), by place (path, qualname): a
         later repair stage of this heal that finds the place with none is given it."""
+        self._written_back: set[tuple[str, str]] = set()
+        """Places (path, qualname) a first look of this heal wrote back unchanged, unexplained
+        (`repair`'s `first_look`): the next repair stage asks what is wrong there before its first
+        draw, since its most likely reply would write them back again."""
         self._places: list[Localization] = []
         """The places this heal's last localization found: where its mutants are made (`mutate`)."""
         self._localized: dict[Label, str] = {}
@@ -270,6 +274,7 @@ class Healer:
         first round."""
         self._task, self._restore, self._new = task, restore, ""
         self._broke_checks, self._places, self._traces = 0, [], {}
+        self._written_back = set()
         self._said_now = failure_summary(failure or self.failing_now or "", str(self.ws.root))
         budget = self.settings.budget_s
         self._ends = math.inf if budget is None else time.monotonic() + budget
@@ -305,13 +310,18 @@ class Healer:
         n: int | None = None,
         earlier: bool = False,
         number: int = 1,
+        first_look: bool = False,
     ) -> RoundResult | None:
         """Localize, then repair: draws of rewrites of the function found, until n distinct
         changes were tested (a repeat is not tested, and not counted), one passes, or the draws
         allowed are spent (`repair.RepairPlan`). One round, its candidates numbered across the
         draws. None when localization found no function: the heal goes on with plain rounds.
         `earlier`: `failure` is what the tests said about an earlier edit, not about the code
-        as it is (a ladder's greedy replies), and the rewrites are told so."""
+        as it is (a ladder's greedy replies), and the rewrites are told so. `first_look`: the
+        stage ends at a draw that writes its places back unchanged, where the model sees nothing
+        wrong, so that what comes next (the mutants: a second, no model) runs before the asking
+        what is wrong and the draws after it (ten seconds and more of the deep model); the next
+        repair stage asks first (`_written_back`)."""
         s = self.settings
         n = n or s.n
         label = models.current
@@ -327,6 +337,9 @@ class Healer:
         if not found.places:
             return None
         plan = RepairPlan([self._with_explanation(p) for p in found.places], n, s.seed)
+        for slot, place in enumerate(plan.places):
+            if (place.function.path, place.function.qualname) in self._written_back:
+                plan.wrote_back(slot)
         item = self.emit.start("heal", round=number, mode=label, n=n, test_cmd=self.test_cmd,
                                status="in_progress", localized=True)  # fmt: skip
         results: list[CandidateResult] = []
@@ -342,6 +355,8 @@ class Healer:
             brief = await self._traced(brief, plan.places[0], self._said_now or summary)
         written_ms = 0.0
         cut_short = False
+        for slot in plan.unexplained():  # written back by an earlier stage's first look
+            generations.append(await self._explain(source, plan, slot, brief))
         while not plan.done():
             attempts = plan.attempts(n - plan.distinct)
             if not attempts:
@@ -365,6 +380,10 @@ class Healer:
             results += batch
             plan.record(batch)
             if pick_best(batch) is not None or self._broke_checks >= GUARD_PATIENCE:
+                break
+            if first_look and plan.unexplained():
+                back = [plan.places[i].function for i in plan.unexplained()]
+                self._written_back |= {(fn.path, fn.qualname) for fn in back}
                 break
             for slot in plan.unexplained():
                 generations.append(await self._explain(source, plan, slot, brief))

@@ -128,6 +128,11 @@ class RepairPlan:
             if result.unchanged and 0 <= result.index < len(self._issued):
                 self._written_back.add(self._issued[result.index])
 
+    def wrote_back(self, slot: int) -> None:
+        """An earlier stage's draw wrote the place back unchanged: it is explained before its
+        first draw here (`unexplained`)."""
+        self._written_back.add(slot)
+
     def unexplained(self) -> list[int]:
         """Places (by index) with no hypothesis that a draw wrote back unchanged, not yet
         explained (`explain`): the model did not see what is wrong in them."""
