@@ -81,3 +81,25 @@ def test_a_machine_busy_at_a_steady_rate_keeps_the_ratios():
     costs = timed(machine)
     assert len(machine.runs) == 2 * len(TRUE_MS)
     assert {n: ms / 2 for n, ms in costs.items()} == pytest.approx(TRUE_MS)
+
+
+def test_large_batches_slowed_alike_in_every_sample_are_timed_again_until_drafting_can_pay():
+    # Work that comes and goes meets the long batches, not the single rows: both samples of 16
+    # and 33 rows read four times their cost, alike, so neither is timed again as unsteady.
+    class Intermittent(Machine):
+        def run(self, n: int) -> None:
+            self.slowdown = 4.0 if n >= 16 and self.runs.count(n) < 2 else 1.0
+            super().run(n)
+
+    def pays(costs: dict[int, float]) -> bool:
+        return not DraftLength(BatchCost(costs)).hopeless
+
+    alone = Intermittent()
+    assert not pays(time_batches(alone.run, clock=alone.clock))  # as it was: drafting off for good
+    machine = Intermittent()
+    costs = time_batches(machine.run, clock=machine.clock, plausible=pays)
+    assert costs == pytest.approx(TRUE_MS) and pays(costs)
+    assert len(machine.runs) == 3 * len(TRUE_MS)  # one more round of every size
+    quiet = Machine()
+    time_batches(quiet.run, clock=quiet.clock, plausible=pays)
+    assert len(quiet.runs) == 2 * len(TRUE_MS)  # plausible at once: no more rounds

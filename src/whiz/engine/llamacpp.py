@@ -20,6 +20,7 @@ import numpy as np
 
 from whiz.engine.batch_timing import time_batches
 from whiz.engine.compute_thread import compute_thread
+from whiz.engine.speculative import BatchCost, DraftLength
 from whiz.engine.threads import ThreadGovernor
 from whiz.errors import EngineError, KVCacheFull
 
@@ -289,7 +290,7 @@ class LlamaRuntime:
             first_rows.append(np.array(logits[0]))
             self.seq_rm(seq, 64, -1)
 
-        costs = time_batches(run)
+        costs = time_batches(run, plausible=lambda found: not DraftLength(BatchCost(found)).hopeless)
         self.seq_rm(seq, 0, -1)
         return costs, all(np.array_equal(first_rows[0], row) for row in first_rows[1:])
 
