@@ -477,8 +477,12 @@ class Healer:
     async def evidence(self, rounds: list[RoundResult]) -> tuple[str, bool]:
         """What the tests say for a repair after the ladder's greedy replies: the closest tested
         edit's output (True: about an earlier edit), or, where no reply had an edit to test (the
-        code written back, only the tests changed), the tests' output on the code as it is."""
-        tested = best_failure([r for rnd in rounds for r in rnd.results])
+        code written back, only the tests changed), the tests' output on the code as it is.
+        A mutant is no reply: what its tests said is of a change the model never saw, and told
+        "an earlier change was tried" with it, the rewrites after a first look that wrote the
+        function back lose the failure of the code they are shown."""
+        replies = [r for rnd in rounds if rnd.generation.method != "mutants" for r in rnd.results]
+        tested = best_failure(replies)
         if tested is not None and tested.status in ("failed", "timeout") and tested.test_output:
             return tested.test_output, True
         if self.failing_now is not None:
