@@ -41,12 +41,16 @@ def time_batches(
     timed again, up to `retries` more rounds, each keeping its fastest sample.
     """
     samples: dict[int, list[float]] = {n: [] for n in sizes}
+
+    def sample(n: int) -> None:
+        start = clock()
+        run(n)
+        samples[n].append((clock() - start) * 1000)
+
     unsteady = list(sizes)
     for done in range(rounds + extra_rounds):
         for n in unsteady:
-            start = clock()
-            run(n)
-            samples[n].append((clock() - start) * 1000)
+            sample(n)
         if done + 1 >= rounds:
             unsteady = [n for n in sizes if not _steady(samples[n], agree)]
             if not unsteady:
@@ -56,9 +60,7 @@ def time_batches(
         if plausible(costs):
             break
         for n in sizes:
-            start = clock()
-            run(n)
-            samples[n].append((clock() - start) * 1000)
+            sample(n)
         costs = {n: min(s) for n, s in samples.items()}
     return costs
 
