@@ -338,7 +338,7 @@ class Healer:
             return None
         plan = RepairPlan([self._with_explanation(p) for p in found.places], n, s.seed)
         for slot, place in enumerate(plan.places):
-            if (place.function.path, place.function.qualname) in self._written_back:
+            if place.function.where in self._written_back:
                 plan.wrote_back(slot)
         item = self.emit.start("heal", round=number, mode=label, n=n, test_cmd=self.test_cmd,
                                status="in_progress", localized=True)  # fmt: skip
@@ -382,8 +382,7 @@ class Healer:
             if pick_best(batch) is not None or self._broke_checks >= GUARD_PATIENCE:
                 break
             if first_look and plan.unexplained():
-                back = [plan.places[i].function for i in plan.unexplained()]
-                self._written_back |= {(fn.path, fn.qualname) for fn in back}
+                self._written_back |= {plan.places[i].function.where for i in plan.unexplained()}
                 break
             for slot in plan.unexplained():
                 generations.append(await self._explain(source, plan, slot, brief))
@@ -463,7 +462,7 @@ class Healer:
         plan.explain(slot, said)
         if said:
             fn = place.function
-            self._explained[(fn.path, fn.qualname)] = said[0]
+            self._explained[fn.where] = said[0]
             reply = generation.texts[0] if generation.texts else ""
             places = [dataclasses.replace(place, hypothesis=h) for h in said]
             self.emit.single("localize", **localized_item(Localized(places, True, reply, generation)))
@@ -471,7 +470,7 @@ class Healer:
 
     def _with_explanation(self, place: Localization) -> Localization:
         """The place with the hypothesis an earlier stage of this heal found for it, where it has none."""
-        said = self._explained.get((place.function.path, place.function.qualname), "")
+        said = self._explained.get(place.function.where, "")
         return dataclasses.replace(place, hypothesis=said) if said and not place.hypothesis else place
 
     async def evidence(self, rounds: list[RoundResult]) -> tuple[str, bool]:
@@ -678,7 +677,7 @@ class Healer:
         secrets.grant_named(self._task)
         fn = place.function
         said = secrets.redact(shown_trace(found, fn))
-        return dataclasses.replace(brief, trace=said, traced=(fn.path, fn.qualname))
+        return dataclasses.replace(brief, trace=said, traced=fn.where)
 
     async def trace_of(self, place: Localization, failure: str) -> Trace | None:
         """The place's failing call traced (`trace.py`), where what the tests said (`failure`) calls
@@ -688,7 +687,7 @@ class Healer:
         call = failing_call(failure, fn) if self.settings.trace else None
         if call is None:
             return None
-        key = (fn.path, fn.qualname, call)
+        key = (*fn.where, call)
         if key in self._traces:
             return self._traces[key]
         started = time.perf_counter()

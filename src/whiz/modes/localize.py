@@ -59,6 +59,12 @@ class Function:
     kind: str = "function"
     """"function" (methods too) or "class"."""
 
+    @property
+    def where(self) -> tuple[str, str]:
+        """(path, qualname): the function as a heal's state knows it across its stages, whose
+        localizations find it anew."""
+        return self.path, self.qualname
+
 
 @dataclass(frozen=True)
 class Hint:

@@ -255,7 +255,7 @@ def _shown(place: Localization, brief: Brief, note: str) -> list[str]:
     parts = [brief.task, f"{where}:\n{prediction(fn)}"]
     if brief.failure:
         parts.append(f"The tests (`{shown(brief.test_cmd)}`) fail:\n```\n{brief.failure}\n```")
-    if brief.trace and brief.traced == (fn.path, fn.qualname):
+    if brief.trace and brief.traced == fn.where:
         parts.append(brief.trace)
     if place.hypothesis:
         parts.append(f"Likely cause: {place.hypothesis}")
