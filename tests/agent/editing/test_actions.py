@@ -217,3 +217,16 @@ def test_reply_to_disk_end_to_end(tmp_path: Path) -> None:
         'class Greeter:\n    def greet(self):\n        return "hello"\n\n\ndef other():\n    return 1\n'
     )
     assert (tmp_path / "docs" / "hello.txt").read_text() == "Hello\n\nworld\n"
+
+
+@pytest.mark.parametrize(
+    "lead_in", ["In greet.py:", "Here is the updated greet.py:", "**In greet.py:**", "In `greet.py`:"]
+)
+def test_a_whole_file_led_in_by_prose_naming_its_path_is_that_files_rewrite(lead_in: str) -> None:
+    reply = f"{lead_in}\n```\ndef greet_person(name):\n    return name\n```\n"
+    assert parse_edits(reply, whole_files=True) == [WholeFile("greet.py", "def greet_person(name):\n    return name\n")]
+
+
+@pytest.mark.parametrize("lead_in", ["Run this:", "In greet.py, replace it with:", "The code is fine."])
+def test_prose_that_does_not_end_on_a_path_leaves_a_block_unnamed(lead_in: str) -> None:
+    assert parse_edits(f"{lead_in}\n```\nx = 1\n```\n", whole_files=True) == []

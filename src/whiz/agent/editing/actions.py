@@ -249,9 +249,13 @@ def _path_before(lines: list[str], i: int) -> str | None:
         j = _prev_filled(lines, j - 1)  # "```python" opens the block; the path is above it
     if j < 0:
         return None
-    # "src/app.py", "# src/app.py", "**src/app.py**", or prose naming it: "And in `src/app.py`:"
+    # "src/app.py", "# src/app.py", "**src/app.py**", or prose naming it: "And in `src/app.py`:",
+    # or, unquoted, as the last word before the colon that leads into the block: "In src/app.py:"
+    # (the form the task's own attached files take, `path:` above their block).
     quoted = [_as_path(name) for name in re.findall(r"`([^`\s]+)`", lines[j])]
-    return _as_path(lines[j]) or next((name for name in reversed(quoted) if name), None)
+    named = next((name for name in reversed(quoted) if name), None)
+    lead_in = re.search(r"(?:^|\s)\**(\S+?):[*\s]*$", lines[j])
+    return _as_path(lines[j]) or named or (_as_path(lead_in.group(1)) if lead_in else None)
 
 
 def _prev_filled(lines: list[str], j: int) -> int:
