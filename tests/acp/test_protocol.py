@@ -36,7 +36,10 @@ async def test_a_prompt_that_edits_streams_the_reply_and_the_edit_as_a_diff(tmp_
     editor = Editor()
     async with whiz_acp(tmp_path, project, replies(RENAME), editor) as conn:
         new = await conn.new_session(cwd=str(project))
-        done = await prompt(conn, new.session_id, "Rename say_hello to greet in greet.py")
+        # More than a rename, so the model makes it (a rename alone is exact: editing/rename.py).
+        done = await prompt(
+            conn, new.session_id, "Rename say_hello to greet in greet.py, and say what you did"
+        )
     assert done.stop_reason == "end_turn"
     assert (project / "greet.py").read_text().startswith("def greet(name):")
     chunks = editor.of("agent_message_chunk")

@@ -24,7 +24,9 @@ def main():
 """
 
 
-async def test_a_real_model_turn_edits_a_file(real_server, tmp_path: Path) -> None:
+async def test_a_rename_turn_edits_a_file_as_a_diff_and_says_so(real_server, tmp_path: Path) -> None:
+    """A rename alone is exact (`editing/rename.py`): the editor sees it as any edit, a diff and the
+    agent's message, and the real model behind it is there for a rename that could not be."""
     project = tmp_path / "project"
     project.mkdir()
     (project / "greet.py").write_text(GREET)
@@ -42,4 +44,4 @@ async def test_a_real_model_turn_edits_a_file(real_server, tmp_path: Path) -> No
     edits = [u for u in editor.of("tool_call") if u.kind == "edit" and u.status == "completed"]
     assert edits and edits[-1].content[0].type == "diff"
     assert "def greet_person" in edits[-1].content[0].new_text
-    assert editor.of("agent_message_chunk"), "the model's reply streamed"
+    assert editor.of("agent_message_chunk"), "the agent's message streamed"

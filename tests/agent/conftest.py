@@ -58,8 +58,9 @@ class Harness:
         self.events = Collector()
         self.undo = UndoStore(undo_dir) if undo_dir else None
         # The scripted edits here rename say_hello without its callers: checking them is
-        # test_checks.py's business, not every test's.
-        cfg = AgentConfig(**{"check_edits": False, **config})
+        # test_checks.py's business, not every test's. The scripted model makes the renames its
+        # tests ask for: the exact one (`editing/rename.py`) is test_rename.py's.
+        cfg = AgentConfig(**{"check_edits": False, "exact_renames": False, **config})
         approvals = approvals or Approvals(cfg.approval, preapproved=[cfg.test_cmd or ""])
         self.agent = Agent(
             self.model, Workspace(root), config=cfg, sink=self.events, approvals=approvals, undo=self.undo

@@ -41,8 +41,9 @@ def rename_script(conversation: str) -> str:
 
 def test_exec_json_streams_events_and_exits_0(serve_fake, project: Path, tmp_path: Path) -> None:
     server = serve_fake(script=rename_script)
-    done = whiz(["exec", "--json", "--base-url", server.root, "Rename say_hello to greet in greet.py"],
-                project, tmp_path / "home")  # fmt: skip
+    # More than a rename, so the model makes it (a rename alone is exact: the test below).
+    task = "Rename say_hello to greet in greet.py, and say what you changed"
+    done = whiz(["exec", "--json", "--base-url", server.root, task], project, tmp_path / "home")
     assert done.returncode == 0, done.stderr
     evs = events(done.stdout)
     types = [e["type"] for e in evs]
@@ -57,6 +58,28 @@ def test_exec_json_streams_events_and_exits_0(serve_fake, project: Path, tmp_pat
     assert usage["input_tokens"] > 0 and usage["output_tokens"] > 0
     assert evs[-1]["timings"]["model_calls"] == 1
     assert (project / "greet.py").read_text().startswith("def greet(name):")
+
+
+def test_exec_json_renames_a_function_and_every_call_without_asking_the_model(
+    serve_fake, tmp_path: Path
+) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    greet = 'def say_hello(name):\n    return "Hi " + name\n\n\ndef main():\n    print(say_hello("Ada"))\n'
+    (repo / "greet.py").write_text(greet)
+    (repo / "README.md").write_text("# greetings\n")
+    server = serve_fake(script=lambda conversation: "README.md\n```\n# wrong\n```\n")  # never asked
+    task = "In greet.py, rename the function say_hello to greet_person, updating every call to it."
+    done = whiz(["exec", "--json", "--base-url", server.root, task], repo, tmp_path / "home")
+    assert done.returncode == 0, done.stderr
+    evs = events(done.stdout)
+    assert evs[-1]["type"] == "turn.completed" and evs[-1]["timings"]["model_calls"] == 0
+    items = [e["item"] for e in evs if e["type"] == "item.completed"]
+    assert [i["type"] for i in items] == ["file_change", "agent_message"]
+    assert items[0]["changes"] == [{"path": "greet.py", "kind": "update"}]
+    assert "say_hello to greet_person" in items[1]["text"]
+    assert (repo / "greet.py").read_text() == greet.replace("say_hello", "greet_person")
+    assert (repo / "README.md").read_text() == "# greetings\n"
 
 
 def test_exec_that_cannot_finish_fails_with_a_reason(serve_fake, project: Path, tmp_path: Path) -> None:

@@ -57,9 +57,9 @@ def run_exec(
 ):
     out, err = io.StringIO(), io.StringIO()
     home = project.parent / "home"
-    config = AgentConfig(approval=ApprovalMode.AUTO_EDIT, **agent)
+    config = AgentConfig(approval=ApprovalMode.AUTO_EDIT, **{"exact_renames": False, **agent})
     # The model's ladder is what these tests follow: no one-token changes between its rungs, but
-    # where a test asks for them.
+    # where a test asks for them, and their renames are the scripted model's, not the exact one's.
     options = SessionOptions(
         project, agent=config, mode=mode, policy=policy, home=home, heal=heal, resume=resume, mutants=mutants
     )

@@ -52,6 +52,10 @@ class AgentConfig:
     check_edits: bool = True
     """After an edit, look at the files it wrote (`checks.py`: syntax errors, undefined names) and
     send what is wrong back to the model, once a turn, before the turn ends."""
+    exact_renames: bool = True
+    """A task that only renames a Python function or class ("rename say_hello to greet_person")
+    is done on the code's tokens, every use at once, without asking the model, where its meaning
+    is plain (`editing/rename.py`); the tests, if set, still run after it."""
     require_change: bool = True
     """A turn whose task asks for a change (not a question: `intent.asks_for_change`) and that
     ends with none has failed, saying so, instead of reporting "done" for nothing."""

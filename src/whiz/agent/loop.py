@@ -26,6 +26,7 @@ from whiz.agent.context.compaction import Compacted, Context, ContextFull
 from whiz.agent.context.instructions import read_instructions
 from whiz.agent.context.prompt import system_prompt, task_message
 from whiz.agent.control import Budget, Steps
+from whiz.agent.editing.rename import Rename, exact_rename
 from whiz.agent.editing.undo import UndoStore
 from whiz.agent.events import Emitter, EventSink
 from whiz.agent.formats import TOOLS, ActionFormat, text_actions, tool_action, unparsed_calls
@@ -165,6 +166,8 @@ class Agent:
         tests = named_paths(self.config.test_cmd) if self.config.test_cmd else set()
         self.tools.protected = tests - self.tools.wanted
         try:
+            if wants and self.config.exact_renames and (rename := exact_rename(self.ws, task)):
+                await self._rename(rename)  # done, unless the tests fail on it: then the model goes on
             while True:
                 try:
                     await self.steps.run(self.step, self.budget, self.stats.budgeted_tokens)
@@ -356,14 +359,29 @@ class Agent:
             await self._finish_edits(changed)
         return changed
 
+    async def _rename(self, rename: Rename) -> None:
+        """A rename done on the code's tokens (`editing/rename.py`), applied as any edit is (with
+        the session's approvals, and undo), then said as the model would say it: the conversation
+        reads as if the model had made it, and the tests, if set, decide as after any edit."""
+        outcome = await self.tools.run(ApplyEdits(rename.edits))
+        if not outcome.ok or not outcome.changed:
+            return  # declined, or it could not apply: the model is asked, as without it
+        said = rename.summary()
+        item = self.emit.start("agent_message", text="")
+        self.emit.complete(item, text=said)
+        self.items.append({"type": "message", "role": "assistant", "content": said})
+        self.progress.changed += outcome.changed
+        self.progress.untested = True
+        await self._finish_edits(outcome.changed, said)
+
     async def _run_tests(self) -> Outcome:
         outcome = await self.tools.run_tests(self.config.test_cmd or "")
         self.progress.tests_fail = not outcome.ok
         return outcome
 
-    async def _finish_edits(self, changed: list[str]) -> None:
+    async def _finish_edits(self, changed: list[str], summary: str = "") -> None:
         """A reply that only edited, and all of it applied: done, once the tests (if set) pass."""
-        summary = f"edited {', '.join(dict.fromkeys(changed))}"
+        summary = summary or f"edited {', '.join(dict.fromkeys(changed))}"
         if not self.config.test_cmd:
             raise Submitted(summary)
         outcome = await self._run_tests()

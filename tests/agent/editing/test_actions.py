@@ -224,7 +224,9 @@ def test_reply_to_disk_end_to_end(tmp_path: Path) -> None:
 )
 def test_a_whole_file_led_in_by_prose_naming_its_path_is_that_files_rewrite(lead_in: str) -> None:
     reply = f"{lead_in}\n```\ndef greet_person(name):\n    return name\n```\n"
-    assert parse_edits(reply, whole_files=True) == [WholeFile("greet.py", "def greet_person(name):\n    return name\n")]
+    assert parse_edits(reply, whole_files=True) == [
+        WholeFile("greet.py", "def greet_person(name):\n    return name\n")
+    ]
 
 
 @pytest.mark.parametrize("lead_in", ["Run this:", "In greet.py, replace it with:", "The code is fine."])
