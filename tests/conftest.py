@@ -88,7 +88,6 @@ SECOND_MODEL_GROUP = (
     "tests/integration/test_agent_real.py",
     "tests/integration/test_codex.py",
     "tests/integration/test_batch_invariance.py",
-    "tests/integration/test_draft_model_real.py",
     "tests/integration/test_candidates_real.py",
     "tests/integration/test_decode_step_real.py",
     "tests/integration/test_real_model.py",

@@ -26,7 +26,6 @@ from whiz.agent.context.compaction import Compacted, Context, ContextFull
 from whiz.agent.context.instructions import read_instructions
 from whiz.agent.context.prompt import system_prompt, task_message
 from whiz.agent.control import Budget, Steps
-from whiz.agent.editing.rename import Rename, exact_rename
 from whiz.agent.editing.undo import UndoStore
 from whiz.agent.events import Emitter, EventSink
 from whiz.agent.formats import TOOLS, ActionFormat, text_actions, tool_action, unparsed_calls
@@ -37,6 +36,7 @@ from whiz.agent.named_fix import framed
 from whiz.agent.project.secret_files import SecretGate, redact
 from whiz.agent.project.test_files import named_paths
 from whiz.agent.project.workspace import Workspace
+from whiz.agent.rename_turn import rename_exactly
 from whiz.agent.reply import Reply, cut_off, read_reply
 from whiz.agent.retries import Retries
 from whiz.agent.runs_check import shown
@@ -71,8 +71,7 @@ class Agent:
         self.model = model
         self.ws = workspace
         self.config = config or AgentConfig()
-        if self.config.actions is None:
-            self.config.actions = "text"
+        self.config.actions = self.config.actions or "text"
         self.emit = Emitter(sink or (lambda event: None))
         cfg, timeout_s = self.config, self.config.command_timeout_s
         self.approvals = approvals or Approvals(cfg.approval, preapproved=[cfg.test_cmd or ""])
@@ -163,11 +162,9 @@ class Agent:
         self.tools.wanted = set(intent_paths(task))
         # Edits leave the test command's files alone unless the task names them (the 0.5B quotes
         # a test file it was shown back with a broken line), and may change a test it asks for.
-        tests = named_paths(self.config.test_cmd) if self.config.test_cmd else set()
-        self.tools.protected = tests - self.tools.wanted
+        self.tools.protected = named_paths(self.config.test_cmd or "") - self.tools.wanted
         try:
-            if wants and self.config.exact_renames and (rename := exact_rename(self.ws, task)):
-                await self._rename(rename)  # done, unless the tests fail on it: then the model goes on
+            await rename_exactly(self, task, wants)  # a rename alone is done here, without the model
             while True:
                 try:
                     await self.steps.run(self.step, self.budget, self.stats.budgeted_tokens)
@@ -356,30 +353,15 @@ class Agent:
             return changed
         edits_only = all(isinstance(a, ApplyEdits) for a, _ in actions)
         if edits_only and all(o.ok for o in outcomes) and not self._steering:
-            await self._finish_edits(changed)
+            await self.finish_edits(changed)
         return changed
-
-    async def _rename(self, rename: Rename) -> None:
-        """A rename done on the code's tokens (`editing/rename.py`), applied as any edit is (with
-        the session's approvals, and undo), then said as the model would say it: the conversation
-        reads as if the model had made it, and the tests, if set, decide as after any edit."""
-        outcome = await self.tools.run(ApplyEdits(rename.edits))
-        if not outcome.ok or not outcome.changed:
-            return  # declined, or it could not apply: the model is asked, as without it
-        said = rename.summary()
-        item = self.emit.start("agent_message", text="")
-        self.emit.complete(item, text=said)
-        self.items.append({"type": "message", "role": "assistant", "content": said})
-        self.progress.changed += outcome.changed
-        self.progress.untested = True
-        await self._finish_edits(outcome.changed, said)
 
     async def _run_tests(self) -> Outcome:
         outcome = await self.tools.run_tests(self.config.test_cmd or "")
         self.progress.tests_fail = not outcome.ok
         return outcome
 
-    async def _finish_edits(self, changed: list[str], summary: str = "") -> None:
+    async def finish_edits(self, changed: list[str], summary: str = "") -> None:
         """A reply that only edited, and all of it applied: done, once the tests (if set) pass."""
         summary = summary or f"edited {', '.join(dict.fromkeys(changed))}"
         if not self.config.test_cmd:
@@ -397,7 +379,7 @@ class Agent:
         instead of fixing). Then the tests decide, not its words: they run now, and if they fail
         it is told so and goes on, as after any failing edit."""
         if self.config.test_cmd and self.progress.untested:
-            await self._finish_edits(self.progress.changed)
+            await self.finish_edits(self.progress.changed)
             return []
         if self.progress.tests_fail:
             # Words while the tests fail: the 0.5B often explains the failure, or blames the test,
