@@ -62,12 +62,14 @@ ADDED = {
         "--heal-budget",
         "--mutants",
         "--trace",
+        "--exact-renames",
     },
     # The checks found in the user's code (agent/project/found_checks.py), on by default; a healing
-    # step's time budget (HealSettings.budget_s), its mutants and its trace of the failing call.
-    "exec": {"--found-checks", "--heal-budget", "--mutants", "--trace"},
-    "code": {"--found-checks", "--heal-budget", "--mutants", "--trace"},
-    "acp": {"--found-checks", "--heal-budget", "--mutants", "--trace"},
+    # step's time budget (HealSettings.budget_s), its mutants and its trace of the failing call; a
+    # rename done on the tokens (agent/editing/rename.py), on by default.
+    "exec": {"--found-checks", "--heal-budget", "--mutants", "--trace", "--exact-renames"},
+    "code": {"--found-checks", "--heal-budget", "--mutants", "--trace", "--exact-renames"},
+    "acp": {"--found-checks", "--heal-budget", "--mutants", "--trace", "--exact-renames"},
     # A heal's time budget (HealSettings.budget_s); its one-token changes (HealSettings.mutants).
     "heal": {"--budget", "--mutants", "--trace"},
 }

@@ -82,6 +82,17 @@ def test_exec_json_renames_a_function_and_every_call_without_asking_the_model(
     assert (repo / "README.md").read_text() == "# greetings\n"
 
 
+def test_no_exact_renames_leaves_a_rename_to_the_model(serve_fake, project: Path, tmp_path: Path) -> None:
+    server = serve_fake(script=rename_script)
+    task = "Rename say_hello to greet in greet.py"
+    done = whiz(
+        ["exec", "--json", "--no-exact-renames", "--base-url", server.root, task], project, tmp_path / "h"
+    )
+    assert done.returncode == 0, done.stderr
+    assert events(done.stdout)[-1]["timings"]["model_calls"] == 1
+    assert (project / "greet.py").read_text().startswith("def greet(name):")
+
+
 def test_exec_that_cannot_finish_fails_with_a_reason(serve_fake, project: Path, tmp_path: Path) -> None:
     server = serve_fake(script=lambda conv: sr("greet.py", "def nowhere():", "def greet(name):"))
     done = whiz(["exec", "--json", "--base-url", server.root, "Rename it"], project, tmp_path / "home")

@@ -275,6 +275,12 @@ class ActingOptions(BaseModel):
         "breaks them (never in read-only). With --test-cmd, in a fix: beside it, a candidate that passes "
         "the tests and breaks them losing to one that keeps both.",
     )
+    exact_renames: Annotated[bool, Flag("--exact-renames/--no-exact-renames")] = Field(
+        AgentConfig.exact_renames,
+        description="A task that only renames a Python function, method or class is done on the code's "
+        "tokens, every use in every file at once, without asking the model, where its meaning is plain "
+        "(one definition, the new name unused); anything more goes to the model.",
+    )
     instructions_tokens: Annotated[int, Field(ge=0)] = Field(
         AgentConfig.instructions_tokens,
         description="Budget for the project's AGENTS.md (or CLAUDE.md) files, read from the repository's top "
@@ -302,6 +308,7 @@ class ActingOptions(BaseModel):
             test_cmd=with_check(self.test_cmd, self.check),
             instructions_tokens=self.instructions_tokens,
             found_checks=self.found_checks,
+            exact_renames=self.exact_renames,
         )
 
 
