@@ -6,6 +6,7 @@ import pytest
 
 from whiz.agent.editing.rename import exact_rename, requested
 from whiz.agent.project.workspace import Workspace
+from whiz.environments.secret_rules import SecretFiles
 
 GREET = '''def say_hello(name):
     """Say hello (say_hello greets)."""
@@ -102,3 +103,11 @@ def test_a_method_is_renamed_with_its_calls_on_self(tmp_path: Path) -> None:
         and "self.surface()" in done.edits[0].content
         and "def surface(self)" in done.edits[0].content
     )
+
+
+def test_a_workspace_with_a_secret_looking_python_file_leaves_the_rename_to_the_model(tmp_path: Path) -> None:
+    (tmp_path / "greet.py").write_text(GREET)
+    (tmp_path / "prod.py").write_text("from greet import say_hello\nsay_hello('x')\n")
+    ws = Workspace(tmp_path, secrets=SecretFiles(extra=("prod.py",)))
+    assert exact_rename(ws, "Rename say_hello to greet_person.") is None
+    assert exact_rename(Workspace(tmp_path), "Rename say_hello to greet_person.") is not None

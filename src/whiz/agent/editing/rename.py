@@ -86,9 +86,15 @@ def exact_rename(ws: Workspace, task: str) -> Rename | None:
     if names is None:
         return None
     old, new = names
+    # Not `Workspace.python_sources`: an index may pass over an odd file, a rename may not (a use
+    # left behind breaks the code), so any file it cannot read whole ends it here. A Python file
+    # that looks like a secret is neither read nor edited without the user's say: with one in the
+    # workspace, the rename is the model's, whose edits ask for it.
     try:
-        paths = [p for p in ws.list_files(".", limit=MAX_FILES) if p.endswith(".py") and not ws.is_secret(p)]
+        paths = [p for p in ws.list_files(".", limit=MAX_FILES) if p.endswith(".py")]
     except (OSError, WhizAgentError):
+        return None
+    if any(ws.is_secret(p) for p in paths):
         return None
     defined, edits, uses = 0, [], {}
     for path in paths:
