@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -90,8 +91,8 @@ def place(root: Path, name: str) -> Localization:
     return Localization(fn, "a hypothesis")
 
 
-def heal(project: Path, batches, task=TASK, **settings):
-    pool = ScriptedPool(sources={"fast": ScriptedCandidates(batches)})
+def heal(project: Path, batches, task=TASK, source: ScriptedCandidates | None = None, **settings):
+    pool = ScriptedPool(sources={"fast": source or ScriptedCandidates(batches)})
     out = io.StringIO()
     options = SessionOptions(project, home=project.parent / "home")
     code = heal_task(
@@ -217,6 +218,31 @@ def test_a_repair_stage_cut_short_by_the_time_budget_says_so(project):
     assert len(source.draws) == 1 + 3  # the localization, then the first draw of n = 3 at once
     (stage,) = items(events, "heal")
     assert stage["out_of_time"] is True
+    assert "stopped at the heal's time budget" in events[-1]["error"]["message"]
+
+
+@dataclass
+class HangsFrom(ScriptedCandidates):
+    """Its calls from the `hangs_from`-th on never finish writing (a slow model's long draw)."""
+
+    hangs_from: int = 2
+
+    def stream(self, messages, draw):
+        self.delay_s = 3600.0 if len(self.draws) >= self.hangs_from else 0.0
+        return super().stream(messages, draw)
+
+
+def test_a_draw_still_being_written_when_the_budget_ends_is_given_up(project):
+    # The localization and the first draw (a reply with no rewrite: nothing to test) come at
+    # once; the next draw would decode for an hour. The heal ends at its budget, not the draw's.
+    source = HangsFrom([[LOCATED], ["I see no bug."], [FIXED]])
+    code, events, _ = heal(project, [], source=source, n=1, rounds=1, budget_s=1.0)
+    assert code == 1 and (project / "stats.py").read_text() == STATS
+    assert len(source.draws) == 3 and source.cancelled == [0]
+    (stage,) = items(events, "heal")
+    assert stage["out_of_time"] is True
+    (given_up,) = [c for c in items(events, "heal_candidate") if c["status"] == "cancelled"]
+    assert "time budget ran out" in given_up["error"]
     assert "stopped at the heal's time budget" in events[-1]["error"]["message"]
 
 

@@ -257,8 +257,9 @@ class ActingOptions(BaseModel):
     )
     heal_budget: Annotated[float, Field(ge=0)] = Field(
         HealSettings.budget_s or 0,
-        description="Seconds a healing step may go on starting rungs: past it no further rung starts, the "
-        "one under way finishes, and the turn ends with the closest candidate, saying so. 0: no bound.",
+        description="Seconds a healing step may go on: past it no further rung starts, a candidate still "
+        "being written is given up (tests under way finish), and the turn ends with the closest "
+        "candidate, saying so. 0: no bound.",
     )
     mutants: Annotated[bool, Flag("--mutants/--no-mutants")] = Field(
         HealSettings.mutants,
@@ -381,8 +382,8 @@ class HealOptions(ModelOptions, SafetyOptions):
     )
     budget: Annotated[float, Field(ge=0)] = Field(
         HealSettings.budget_s or 0,
-        description="Seconds the heal may go on starting rounds: past it no further round starts "
-        "and the one under way finishes. 0: no bound.",
+        description="Seconds the heal may go on: past it no further round starts and a candidate "
+        "still being written is given up (tests under way finish). 0: no bound.",
     )
     sequential: bool = Field(
         not HealSettings.parallel, description="Decode candidates one after another (to compare)."

@@ -140,8 +140,9 @@ class HealSettings:
     budget_s: float | None = 90.0
     """Once this long has passed since the heal began, it starts no further rung, and a repair
     stage draws no more: a bug not fixed by then is seldom fixed by more draws of the same
-    models, and the turn ends with what it has within seconds, not minutes later. The rung under
-    way finishes. None: no bound."""
+    models, and the turn ends with what it has within seconds, not minutes later. A draw still
+    being written then is given up (`RoundTests.deadline`), but for the heal's first, and the
+    tests already under way finish. None: no bound."""
 
     mutants: bool = True
     """Test the localized function's one-token changes (`mutants.py`: a comparison's bound, a
@@ -234,6 +235,8 @@ class Healer:
         """Candidates of this heal that passed the tests and broke the guard (`GUARD_PATIENCE`)."""
         self._ends = math.inf
         """When the heal under way runs out of time (`HealSettings.budget_s`)."""
+        self._draws = 0
+        """Draws (rounds, a repair stage's draws, mutants) started in the heal under way."""
         self._traces: dict[tuple[str, str, str], Trace | None] = {}
         """Each call traced in this heal (`trace`), by place and call: the code it ran is unchanged."""
         self._said_now = ""
@@ -278,7 +281,13 @@ class Healer:
         self._said_now = failure_summary(failure or self.failing_now or "", str(self.ws.root))
         budget = self.settings.budget_s
         self._ends = math.inf if budget is None else time.monotonic() + budget
-        heal = HealState(self, models, messages, task, models.current)
+        self._draws = 0
+        try:
+            return await self._climb(HealState(self, models, messages, task, models.current), failure)
+        finally:
+            self._ends = math.inf  # a redraw after the heal has no budget of its own
+
+    async def _climb(self, heal: HealState, failure: str) -> HealOutcome:
         out_of_time = False
         for rung in plan(self.settings, heal.first, failure):
             if heal.rounds and self.out_of_time():
@@ -380,6 +389,9 @@ class Healer:
             results += batch
             plan.record(batch)
             if pick_best(batch) is not None or self._broke_checks >= GUARD_PATIENCE:
+                break
+            if tests.timed_out:
+                cut_short = True
                 break
             if first_look and plan.unexplained():
                 self._written_back |= {plan.places[i].function.where for i in plan.unexplained()}
@@ -558,9 +570,11 @@ class Healer:
         except BaseException:
             tests.cancel()
             raise
+        cut_short = tests.timed_out and pick_best(results) is None
         return self._round_done(
-            item, number, label, generation, results, candidates_ms=round(generation.wall_ms, 1)
-        )
+            item, number, label, generation, results, candidates_ms=round(generation.wall_ms, 1),
+            cut_short=cut_short,
+        )  # fmt: skip
 
     def _round_tests(
         self, number: int, n: int, plan=None, *, at_once: int | None = None, timed: bool = False
@@ -571,9 +585,13 @@ class Healer:
         def enough() -> bool:
             return self._broke_checks >= GUARD_PATIENCE or (timed and self.out_of_time())
 
+        # The heal's first draw is let finish, so that a heal always has a candidate to offer,
+        # however short its budget; every later one is cut where the budget ends.
+        deadline = self._ends if self._draws else None
+        self._draws += 1
         return RoundTests(
             number, n, plan=plan or self._plan, test=self._test, tested=self._tested, emit=self.emit,
-            max_parallel=at_once or self.settings.max_parallel_tests, enough=enough,
+            max_parallel=at_once or self.settings.max_parallel_tests, enough=enough, deadline=deadline,
         )  # fmt: skip
 
     def _round_done(

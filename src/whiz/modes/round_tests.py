@@ -4,6 +4,7 @@ the round ending at the first pass when asked; the same change twice shares one 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 
 from whiz.agent.events import Emitter
@@ -27,6 +28,7 @@ class RoundTests:
         emit: Emitter,
         max_parallel: int = 0,
         enough: Callable[[], bool] | None = None,
+        deadline: float | None = None,
     ):
         self.number = number
         self.plan = plan
@@ -39,6 +41,12 @@ class RoundTests:
         self.emit = emit
         self.enough = enough
         """Ends the round as a pass does, when it says so (`healing.GUARD_PATIENCE`)."""
+        self.deadline = deadline
+        """When (`time.monotonic`) the candidates still being written are given up (the heal's time
+        budget): a draw that has decoded for a minute may need another, and the turn would end
+        far past its budget. The tests already under way still finish (their own timeout)."""
+        self.timed_out = False
+        """Whether the deadline ended the writing before every candidate came."""
         self.offset = 0
         """The index of this draw's first candidate in its round (a repair round draws again)."""
         self.results: dict[int, CandidateResult] = {}
@@ -54,17 +62,24 @@ class RoundTests:
         """Take candidates until all have come, or (`stop_at_pass`) until one passes its tests."""
         reading = asyncio.create_task(self._take_all(found))
         try:
-            await (self._until_passed(reading) if stop_at_pass else asyncio.wait({reading}))
+            if stop_at_pass:
+                await self._until_passed(reading, timeout=self._left())
+            else:
+                await asyncio.wait({reading}, timeout=self._left())
+            self.timed_out = not reading.done() and not self.passed.is_set()
         finally:
             reading.cancel()
         if reading.done() and not reading.cancelled():
             reading.result()  # the source's error, if it failed
 
-    async def _until_passed(self, work: asyncio.Future) -> None:
-        """Wait for `work`, or until a candidate passes, whichever comes first."""
+    def _left(self) -> float | None:
+        return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
+
+    async def _until_passed(self, work: asyncio.Future, timeout: float | None = None) -> None:
+        """Wait for `work`, or until a candidate passes, or `timeout`, whichever comes first."""
         passing = asyncio.create_task(self.passed.wait())
         try:
-            await asyncio.wait({work, passing}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({work, passing}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         finally:
             passing.cancel()
 
@@ -143,7 +158,11 @@ class RoundTests:
             result = self.results.get(index)
             if result is None:  # still being written when the round ended
                 result = CandidateResult(self.number, index, text, generation.output_tokens[at], "cancelled")
-                result.error = "another candidate passed first; this one was still being written"
+                result.error = (
+                    "the heal's time budget ran out while this one was being written"
+                    if self.timed_out
+                    else "another candidate passed first; this one was still being written"
+                )
                 self.results[index] = result
             elif result.same_as is not None and result.same_as in self._reported:
                 self._copy_twin(result, self.results[result.same_as])  # its twin's run did end
