@@ -587,7 +587,7 @@ class Healer:
 
         # The heal's first draw is let finish, so that a heal always has a candidate to offer,
         # however short its budget; every later one is cut where the budget ends.
-        deadline = self._ends if self._draws else None
+        deadline = self._ends if self._draws and self._ends < math.inf else None
         self._draws += 1
         return RoundTests(
             number, n, plan=plan or self._plan, test=self._test, tested=self._tested, emit=self.emit,
