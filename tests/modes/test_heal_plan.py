@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from whiz.modes.candidates import Generation
-from whiz.modes.heal_plan import Deep, DeepRepair, Greedy, HealState, Mutants, Repair, Sampled, plan
+from whiz.modes.heal_plan import Deep, DeepRepair, Forced, Greedy, HealState, Mutants, Repair, Sampled, plan
 from whiz.modes.heal_results import CandidateResult, RoundResult
 from whiz.modes.healing import HealSettings
 from whiz.modes.pool import Label
@@ -129,6 +129,7 @@ def test_a_ladder_climbs_greedy_replies_then_the_rest_of_n(n, expected):
         (5, [
             DeepRepair(1, otherwise=Greedy(), unfound=Greedy(), first_look=True),
             Mutants(),
+            Forced(),
             DeepRepair(4, otherwise=Sampled(4, seed=9, told=True), unfound=Sampled(4, seed=9, told=True)),
         ]),
     ],

@@ -2,6 +2,9 @@
 
 import json
 
+import openai
+import pytest
+
 TOOL_CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
 WEATHER_TOOL = {
     "type": "function",
@@ -151,3 +154,45 @@ def test_resending_the_full_history_hits_the_cache(serve_fake, sdk):
 def test_client_leaving_a_stream_stops_the_engine(serve_fake, leave_a_stream):
     served = serve_fake(script=lambda conv: "y" * 3000, engine_kw={"step_s": 0.005})
     assert leave_a_stream(served) == (1, 0)
+
+
+def test_a_reply_begun_by_the_client_is_continued_and_says_so(serve_fake, sdk):
+    client = sdk(serve_fake())
+    begun = [{"role": "user", "content": "hello there"}, {"role": "assistant", "content": "echo: hel"}]
+    out = client.chat.completions.create(
+        model="fake", messages=begun, extra_body={"continue_final_message": True}
+    )
+    assert out.choices[0].message.content == "lo there"  # the rest of the reply, not a new one
+    assert out.model_extra["whiz"]["continued"] is True
+    streamed = client.chat.completions.create(
+        model="fake", messages=begun, stream=True, extra_body={"continue_final_message": True}
+    )
+    chunks = list(streamed)
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "lo there"
+    assert chunks[-1].model_extra["whiz"]["continued"] is True
+    # Without the flag, the assistant's message is a turn of its own, closed, and a new one answers.
+    plain = client.chat.completions.create(model="fake", messages=begun)
+    assert plain.choices[0].message.content == "echo: hello there"
+    assert "continued" not in plain.model_extra["whiz"]
+
+
+@pytest.mark.parametrize(
+    "last",
+    [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": ""},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+        ]},
+    ],
+)  # fmt: skip
+def test_continuing_what_is_not_the_start_of_a_reply_is_a_clear_error(serve_fake, sdk, last):
+    client = sdk(serve_fake())
+    with pytest.raises(openai.BadRequestError) as err:
+        client.chat.completions.create(
+            model="fake",
+            messages=[{"role": "user", "content": "hi"}, last],
+            extra_body={"continue_final_message": True},
+        )
+    assert err.value.body["param"] == "continue_final_message"
+    assert "the assistant's" in err.value.body["message"]

@@ -51,17 +51,14 @@ class EngineBackend:
     def start(self, request: TurnRequest) -> EngineTurn:
         """Render the prompt and check it fits; the engine starts on `open()`."""
         enc = self.template
-        if request.resume is not None:
-            done = request.resume.n_messages
-            basis = list(request.resume.state) + enc.encode_turns(
-                request.messages[done:], tenant=request.tenant
-            )
+        basis = self._basis(request)
+        if request.continue_last:
+            # The reply goes on from the last message: its turn is opened, not closed, and no new
+            # one begins. The start of the reply is tokenized as a reply's body is.
+            start = request.messages[-1].content
+            prompt = basis = basis + enc.tokenizer.encode(ASSISTANT_START) + enc.tokenizer.encode(start)
         else:
-            head = [Message("system", request.system)] if request.system is not None else []
-            basis = enc.encode(
-                head + request.messages, request.tools, add_generation_prompt=False, tenant=request.tenant
-            )
-        prompt = basis + enc.tokenizer.encode(ASSISTANT_START) if request.generate else basis
+            prompt = basis + enc.tokenizer.encode(ASSISTANT_START) if request.generate else basis
         limit = self.engine.info.n_ctx
         if len(prompt) >= limit:
             raise ContextOverflow(len(prompt), limit, param=request.input_param)
@@ -83,6 +80,16 @@ class EngineBackend:
             notes={"prediction": cut} if cut else {},
         )
         return EngineTurn(self, spec, basis, generate=request.generate)
+
+    def _basis(self, request: TurnRequest) -> list[int]:
+        """The conversation's tokens before the reply (with a continued reply, before its start)."""
+        enc = self.template
+        messages = request.messages[:-1] if request.continue_last else request.messages
+        if request.resume is not None and request.resume.n_messages <= len(messages):
+            done = request.resume.n_messages
+            return list(request.resume.state) + enc.encode_turns(messages[done:], tenant=request.tenant)
+        head = [Message("system", request.system)] if request.system is not None else []
+        return enc.encode(head + messages, request.tools, add_generation_prompt=False, tenant=request.tenant)
 
     def start_many(self, request: TurnRequest, n: int) -> list[EngineTurn]:
         """`n` candidates: one prompt, prefilled once, decoded together (`Engine.generate_many`)."""

@@ -53,6 +53,9 @@ class TurnRequest:
     tool_choice: str | None = None
     """None: the model decides whether to call a tool; "required": it must; a tool's name: it must
     call that one (enforced where the tool grammar is on)."""
+    continue_last: bool = False
+    """The reply continues the last message, an assistant's text, instead of starting a new turn
+    (Chat Completions' `continue_final_message`)."""
     generate: bool = True
     """False only loads the conversation into the backend's cache (a warm-up); nothing is produced."""
     session: str | None = None

@@ -280,6 +280,11 @@ class Upstream:
             body["prediction"] = {"type": "content", "content": request.prediction}
         if cache_key and self.sends_cache_key:
             body["prompt_cache_key"] = cache_key
+        if request.continue_last:
+            # whiz and vLLM name it so; a server that ignores it answers the conversation afresh,
+            # which the client sees (whiz's own reply says it continued: `whiz.continued`).
+            body["continue_final_message"] = True
+            body["add_generation_prompt"] = False
         if request.tenant and self.flavour == "vllm":
             # vLLM shares cached prefixes only between requests of one salt.
             body["cache_salt"] = wire_tenant(request.tenant, self.config.tenant_secret)

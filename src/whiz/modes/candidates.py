@@ -32,7 +32,7 @@ from whiz.agent.context.repomap import len_based_estimate
 from whiz.agent.repetition import looping
 from whiz.client import ResponseError
 
-Method = Literal["n", "concurrent", "sequential", "scripted", "mutants"]
+Method = Literal["n", "concurrent", "sequential", "scripted", "mutants", "forced"]
 
 
 @dataclass
@@ -164,10 +164,16 @@ class Draw:
     """The text the replies are expected to resemble (a function's current source, for a rewrite
     of it): sent as the request's prediction, so the server's exact speculative decoding accepts
     the unchanged parts in batches. It changes only how fast the replies come, never what they say."""
+    start: str | None = None
+    """The start of every reply, written for the model: each goes on from it (Chat Completions'
+    `continue_final_message`), and each candidate's text is the start and what followed it. Only
+    for a source that `continues` (None there: not known yet)."""
 
 
 class CandidateSource(Protocol):
-    """Produces `n` sampled replies to a chat conversation, each as it finishes."""
+    """Produces `n` sampled replies to a chat conversation, each as it finishes. A source may say
+    whether it can go on from a reply's start (`Draw.start`) as a `continues` attribute: True, False,
+    or None (not known until it tried); one without the attribute is not asked to."""
 
     def stream(self, messages: list[dict[str, Any]], draw: Draw) -> CandidateStream: ...
 
@@ -196,6 +202,9 @@ class ChatCandidates:
         self.model = model
         self.supports_n: bool | None = None
         """Learned on the first parallel call: whether the server returned n choices for n."""
+        self.continues: bool | None = None
+        """Learned on the first draw with a start (`Draw.start`): whether the server said it went
+        on from it (`whiz.continued`); one that does not say may have answered afresh."""
 
     def stream(self, messages: list[dict[str, Any]], draw: Draw) -> CandidateStream:
         n, seed = draw.n, draw.seed
@@ -209,6 +218,9 @@ class ChatCandidates:
             request["model"] = self.model
         if draw.prediction:
             request["prediction"] = {"type": "content", "content": draw.prediction}
+        if draw.start:
+            request["messages"] = [*messages, {"role": "assistant", "content": draw.start}]
+            request["continue_final_message"] = True
 
         async def ask(out: CandidateStream, count: int, first: int) -> int:
             """`count` candidates in one request, the first sampled with seed + `first`; returns
@@ -230,10 +242,15 @@ class ChatCandidates:
                     index = first + (choice.get("index") or 0)
                     if index >= out.n:
                         continue
+                    if index not in seen and draw.start:
+                        out.write(index, draw.start)
                     seen.add(index)
                     out.write(index, (choice.get("delta") or {}).get("content") or "")
                     if reason := choice.get("finish_reason"):
-                        out.finish(index, reason, (chunk.get("whiz") or {}).get("decode_tokens"))
+                        said = chunk.get("whiz") or {}
+                        if draw.start:
+                            self.continues = bool(said.get("continued"))
+                        out.finish(index, reason, said.get("decode_tokens"))
                 reasons = [out.reason(i) for i in ours]
                 if "loop" in reasons and None not in reasons:
                     # Every candidate of this request ended, one in a loop: closing the stream
@@ -290,6 +307,9 @@ class ScriptedCandidates:
     delays_s: Sequence[float] = ()
     cancelled: list[int] = field(default_factory=list)
     cut_off: Sequence[str] = ()
+    continues: bool = False
+    """Whether it goes on from a draw's start (`Draw.start`), its texts then being what follows
+    the start; False, as a server that cannot: a heal does not ask it to."""
 
     def stream(self, messages: list[dict[str, Any]], draw: Draw) -> CandidateStream:
         self.calls.append(messages)
@@ -303,7 +323,7 @@ class ScriptedCandidates:
             except asyncio.CancelledError:
                 self.cancelled.append(i)
                 raise
-            out.write(i, texts[i])
+            out.write(i, (draw.start or "") + texts[i] if self.continues else texts[i])
             out.finish(i, "length" if texts[i] in self.cut_off else "stop")
 
         async def produce(out: CandidateStream) -> None:

@@ -158,6 +158,18 @@ class Mutants:
 
 
 @dataclass(frozen=True)
+class Forced:
+    """Rewrites of the places a first look wrote back unchanged, each made to change one of the
+    function's statements (`Healer.force`). Passed over where there are none, or the task writes
+    a new file."""
+
+    async def run(self, heal: HealState) -> RoundResult | None:
+        if heal.healer.writes_new_file(heal.rounds):
+            return None
+        return await heal.healer.force(heal.models, heal.number)
+
+
+@dataclass(frozen=True)
 class DeepRepair:
     """Where the deep model answers on code that exists, `n` rewrites of the localized function in
     place of `otherwise`, told what the tests said about the closest edit or the code as it is
@@ -226,13 +238,16 @@ def ladder(settings: HealSettings, first: Label) -> list[Rung]:
     after its greedy rewrite (seconds, no model), before the sampled rewrites (a minute); one
     that starts with the fast model, after its rewrites, which are what localize it. Where that
     greedy rewrite writes the function back unchanged (the model sees nothing wrong), the mutants
-    come before the heal asks what is wrong, not after it and its draws (`first_look`)."""
+    come before the heal asks what is wrong, not after it and its draws (`first_look`), and
+    where they fail, with `forced`, rewrites made to change one statement each (`Forced`)."""
     n, seed = settings.n, settings.seed
     mutated: list[Rung] = [Mutants()] if settings.mutants else []
     if first == Label.DEEP:
         # A first look only where a repair rung after the mutants asks what is wrong.
         first = DeepRepair(1, otherwise=Greedy(), unfound=Greedy(), first_look=bool(mutated) and n > 2)
         rungs: list[Rung] = [first, *mutated]
+        if settings.forced and n > 2:
+            rungs.append(Forced())  # only where the first look wrote the function back
         if n > 2:
             sampled = Sampled(n - 1, seed=seed, told=True)
             rungs.append(DeepRepair(n - 1, otherwise=sampled, unfound=sampled))

@@ -53,6 +53,7 @@ from whiz.environments import SandboxOptions, environment_for
 from whiz.environments.local import CommandResult, truncate
 from whiz.environments.worktree import CopyError, isolated_copy
 from whiz.modes.candidates import CandidateSource, CandidateStream, Draw, Generation
+from whiz.modes.forced import FORCED, Forcing, forced_stream, forcings, unmarked
 from whiz.modes.heal_plan import HealState, plan
 from whiz.modes.heal_results import (
     CandidateResult,
@@ -70,6 +71,7 @@ from whiz.modes.repair import (
     Attempt,
     Brief,
     RepairPlan,
+    attempt_messages,
     attempts_stream,
     explain,
     function_change,
@@ -93,6 +95,8 @@ MUTANTS = 50
 Where the failing call was traced, those of the lines it ran come first."""
 MUTANTS_AT_ONCE = 2
 """Mutants' test runs at once: they come all together, and as many runs as cores finish soonest."""
+MADE_FOR_IT = ("mutants", "forced")
+"""Rounds whose changes the model did not choose (`Healer.evidence`)."""
 
 
 @dataclass
@@ -148,6 +152,12 @@ class HealSettings:
     """Test the localized function's one-token changes (`mutants.py`: a comparison's bound, a
     constant off by one, `and` for `or`, ...) after the first rewrite fails: some dozens of test
     runs, no model call, often seconds where sampled rewrites take a minute (`heal_plan.Mutants`)."""
+
+    forced: bool = True
+    """Where a first look wrote the localized function back unchanged and no mutant passed, draw
+    rewrites begun for the model, each up to one of the function's statements and a comment that
+    a fix goes there (`forced.py`): told only that the code is wrong, a small model that sees
+    nothing wrong writes it back draw after draw; made to change a line, it changes one."""
 
     trace: bool = True
     """Run the localized function once more on the arguments a failing check gave it, traced line
@@ -216,6 +226,9 @@ class Healer:
         """Places (path, qualname) a first look of this heal wrote back unchanged, unexplained
         (`repair`'s `first_look`): the next repair stage asks what is wrong there before its first
         draw, since its most likely reply would write them back again."""
+        self._asked: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        """Each place's first rewrite's conversation in this heal, by (path, qualname): a forced
+        draw of it is begun there (`force`), where the server has it cached."""
         self._places: list[Localization] = []
         """The places this heal's last localization found: where its mutants are made (`mutate`)."""
         self._localized: dict[Label, str] = {}
@@ -277,7 +290,7 @@ class Healer:
         first round."""
         self._task, self._restore, self._new = task, restore, ""
         self._broke_checks, self._places, self._traces = 0, [], {}
-        self._written_back = set()
+        self._written_back, self._asked = set(), {}
         self._said_now = failure_summary(failure or self.failing_now or "", str(self.ws.root))
         budget = self.settings.budget_s
         self._ends = math.inf if budget is None else time.monotonic() + budget
@@ -373,6 +386,8 @@ class Healer:
             if results and self.out_of_time():
                 cut_short = True
                 break
+            for attempt in attempts:
+                self._asked.setdefault(attempt.place.function.where, attempt_messages(attempt, brief))
             tests = self._round_tests(number, len(attempts), plan=self._rewrite(attempts, len(results)))
             tests.offset = len(results)
             stream = attempts_stream(source, attempts, brief)
@@ -464,6 +479,55 @@ class Healer:
         cut_short = pick_best(results) is None and untested and self.out_of_time()
         return self._round_done(item, number, label, generation, results, cut_short=cut_short)
 
+    async def force(self, models: HealModels, number: int) -> RoundResult | None:
+        """One round of forced changes (`forced.py`) of the places a first look wrote back
+        unchanged: greedy rewrites each begun with the function up to one of its statements and
+        a comment that a fix goes there, the statements the failing call ran first; the first to
+        pass ends it. None where the setting is off, no place was written back, or the model's
+        server cannot go on from a reply's start (`CandidateSource.continues`)."""
+        if not self.settings.forced:
+            return None
+        source = await models.candidates()
+        if getattr(source, "continues", False) is False:
+            return None
+        made: list[Forcing] = []
+        for place in self._places:
+            asked = self._asked.get(place.function.where)
+            if asked is None or place.function.where not in self._written_back:
+                continue
+            found = await self.trace_of(place, self._said_now) if self._said_now else None
+            start = place.function.start
+            ran = {line - start + 1 for line in found.ran} if found is not None else None
+            made += forcings(place, asked, ran, limit=FORCED - len(made))
+        if not made:
+            return None
+        label = models.current
+        item = self.emit.start("heal", round=number, mode=label, n=len(made), test_cmd=self.test_cmd,
+                               status="in_progress", forced=True)  # fmt: skip
+
+        def planned(number: int, index: int, text: str, tokens: int) -> CandidateResult:
+            forcing = made[index]
+            text = unmarked(text, forcing)
+            change = function_change(self.ws, forcing.place, text, self._task)
+            if change is None:
+                return self._plan(number, index, text, tokens)
+            return self._planned(CandidateResult(number, index, text, tokens, "failed", changes=[change]))
+
+        tests = self._round_tests(number, len(made), plan=planned)
+        try:
+            async with forced_stream(source, made) as written:
+                await tests.read(written, stop_at_pass=True)
+            generation = written.generation()
+            results = await tests.settle(generation, stop=True)
+        except BaseException:
+            tests.cancel()
+            raise
+        cut_short = tests.timed_out and pick_best(results) is None
+        return self._round_done(
+            item, number, label, generation, results, candidates_ms=round(generation.wall_ms, 1),
+            cut_short=cut_short,
+        )  # fmt: skip
+
     async def _explain(
         self, source: CandidateSource, plan: RepairPlan, slot: int, brief: Brief
     ) -> Generation:
@@ -489,10 +553,11 @@ class Healer:
         """What the tests say for a repair after the ladder's greedy replies: the closest tested
         edit's output (True: about an earlier edit), or, where no reply had an edit to test (the
         code written back, only the tests changed), the tests' output on the code as it is.
-        A mutant is no reply: what its tests said is of a change the model never saw, and told
+        A mutant is no reply, nor is a forced change (`MADE_FOR_IT`): what its tests said is of a
+        change the model did not choose to make, and told
         "an earlier change was tried" with it, the rewrites after a first look that wrote the
         function back lose the failure of the code they are shown."""
-        replies = [r for rnd in rounds if rnd.generation.method != "mutants" for r in rnd.results]
+        replies = [r for rnd in rounds if rnd.generation.method not in MADE_FOR_IT for r in rnd.results]
         tested = best_failure(replies)
         if tested is not None and tested.status in ("failed", "timeout") and tested.test_output:
             return tested.test_output, True

@@ -495,6 +495,17 @@ def normalized(path: str, text: str | None) -> str | None:
     return " ".join(re.sub(r"#[^\n]*", "", text).split())
 
 
+def attempt_messages(attempt: Attempt, brief: Brief) -> list[dict[str, Any]]:
+    """The conversation an attempt's rewrite is asked in (`repair_messages`)."""
+    place = attempt.place if attempt.hypothesis else dataclasses.replace(attempt.place, hypothesis="")
+    return repair_messages(place, brief, WRITTEN_BACK if attempt.written_back else "")
+
+
+def rewrite_tokens(fn: Function) -> int:
+    """The output a rewrite of `fn` may take: the function again, and some lines more."""
+    return len(fn.source) // 3 + MAX_TOKENS_OVER_FUNCTION
+
+
 def attempts_stream(source: CandidateSource, attempts: list[Attempt], brief: Brief) -> CandidateStream:
     """One stream of the attempts' candidates, indexed in the attempts' order. Attempts that share
     a place and a temperature go in one request (n of them, seeds counting up from the first);
@@ -507,9 +518,8 @@ def attempts_stream(source: CandidateSource, attempts: list[Attempt], brief: Bri
     async def one(out: CandidateStream, indexes: list[int]) -> None:
         first = attempts[indexes[0]]
         fn = first.place.function
-        place = first.place if first.hypothesis else dataclasses.replace(first.place, hypothesis="")
-        messages = repair_messages(place, brief, WRITTEN_BACK if first.written_back else "")
-        max_tokens = len(fn.source) // 3 + MAX_TOKENS_OVER_FUNCTION
+        messages = attempt_messages(first, brief)
+        max_tokens = rewrite_tokens(fn)
         draw = Draw(len(indexes), first.temperature, max_tokens, first.seed, prediction=prediction(fn))
         async with source.stream(messages, draw) as found:
             async for candidate in found:

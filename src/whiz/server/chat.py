@@ -50,6 +50,13 @@ def _finish_reason(result: TurnResult) -> str:
     return "length" if result.finish_reason == "length" else "stop"
 
 
+def _whiz(req: ChatRequest, result: TurnResult) -> dict:
+    """whiz's figures of one candidate, and, where the reply continued the last message, that it
+    did: a client can tell from it that this server honoured `continue_final_message`."""
+    out = timings(result.stats)
+    return {**out, "continued": True} if req.continue_final_message else out
+
+
 def _tool_call_json(call, index: int | None = None) -> dict:
     out = {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
     if index is not None:
@@ -93,6 +100,7 @@ class ChatService:
             cache_key=req.prompt_cache_key,
             input_param="messages",
             tenant=tenant,
+            continue_last=req.continue_final_message,
         )
         return self.backend.start_many(request, req.n)
 
@@ -159,13 +167,13 @@ class ChatService:
                 "finish_reason": _finish_reason(result),
             }
             if len(results) > 1:
-                choice["whiz"] = timings(result.stats)
+                choice["whiz"] = _whiz(req, result)
             choices.append(choice)
         return {
             **self._envelope(req, "chatcmpl-" + uuid.uuid4().hex, int(time.time()), "chat.completion"),
             "choices": choices,
             "usage": _usage(results),
-            "whiz": timings(results[0].stats),
+            "whiz": _whiz(req, results[0]),
         }
 
     async def stream(self, req: ChatRequest, turns: list[BackendTurn]) -> AsyncIterator[dict]:
@@ -207,7 +215,7 @@ class ChatService:
                         await tasks[i]
                         continue
                     last = chunk(i, {}, _finish_reason(result))
-                    last["whiz"] = timings(result.stats)
+                    last["whiz"] = _whiz(req, result)
                     yield last
                 elif isinstance(piece, TextDelta):
                     yield chunk(i, {"content": piece.text})

@@ -283,6 +283,10 @@ class ChatRequest(SamplingFields):
     tool_choice: str | dict | None = None
     n: int = Field(default=1, ge=1, le=64)
     """Candidates to generate; the server's --slots bounds it further."""
+    continue_final_message: bool = False
+    """The reply goes on from the last message, an assistant's, instead of starting a new one (the
+    name vLLM gives it): a client that begins the reply for the model ("```python\ndef f(x):") gets
+    the rest of it. The reply's text is the continuation alone."""
 
     _stop = field_validator("stop")(bounded_stops(MAX_STOP))
 
@@ -300,7 +304,16 @@ class ChatRequest(SamplingFields):
         ]
 
     def conversation(self) -> list[Message]:
-        return [_chat_message(m, i) for i, m in enumerate(self.messages)]
+        messages = [_chat_message(m, i) for i, m in enumerate(self.messages)]
+        if self.continue_final_message:
+            last = messages[-1]
+            if last.role != "assistant" or last.tool_calls or not last.content:
+                raise InvalidRequest(
+                    "continue_final_message needs the last message to be the assistant's, with text "
+                    "and no tool calls: it is the start of the reply to continue.",
+                    param="continue_final_message",
+                )
+        return messages
 
 
 def _text(content: str | list | None, param: str) -> str:
