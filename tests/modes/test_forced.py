@@ -46,14 +46,18 @@ def test_a_function_is_forced_at_each_statement_those_the_call_ran_first_never_i
     assert forcings(place("def broken(:\n    pass\n"), []) == []
 
 
-def test_the_mark_is_taken_out_of_a_reply_but_not_a_comment_the_model_moved():
+def test_the_marks_comments_are_taken_out_of_a_reply_but_not_one_the_function_had():
     (forced,) = [f for f in forcings(place(), []) if f.line == 5]
     reply = forced.start + " strip the punctuation around each word\n" + FIXED_LINE + "    return out\n```"
     text = unmarked(reply, forced)
     assert MARK not in text and FIXED_LINE in text and text.startswith("```python\ndef words(text):")
-    kept = forced.start.rsplit("\n", 1)[0] + "\n" + FIXED_LINE + "        # Fix: later\n```"
-    assert unmarked(kept, forced) == kept
-
+    # A second one the model wrote goes too: it is the prompt's, not the code's.
+    again = forced.start + " one\n" + FIXED_LINE + "    # Fix: and another\n    return out\n```"
+    assert unmarked(again, forced) == text
+    own = WORDS.replace("    return out", "    # Fix: later\n    return out")
+    (kept,) = [f for f in forcings(place(own), []) if f.line == 5]
+    reply = kept.start + " here\n" + FIXED_LINE + "    # Fix: later\n    return out\n```"
+    assert unmarked(reply, kept).count(MARK) == 1
 
 def tail(line: int, change: dict[int, str] | None = None) -> str:
     """What the model writes after a forced start at `line`: a comment, then the function's lines

@@ -92,14 +92,14 @@ def forcings(
 
 
 def unmarked(text: str, forcing: Forcing) -> str:
-    """A forced reply without its mark's comment line (where it is still the line the reply was
-    begun with), so that the change applied is the code alone."""
-    lines = text.split("\n")
-    at = forcing.start.count("\n")  # the mark's line: after the fence and the lines before it
-    if at < len(lines) and lines[at].lstrip().startswith(MARK):
-        del lines[at]
-    return "\n".join(lines)
-
+    """A forced reply without the comments of the mark, the one it was begun with and any more
+    the model wrote after it, so that what is applied is the change alone; a comment of the
+    mark's the function already had stays."""
+    if MARK in forcing.place.function.source:
+        lines = text.split("\n")
+        at = forcing.start.count("\n")  # the mark's line: after the fence and the lines before it
+        return "\n".join(line for i, line in enumerate(lines) if i != at)
+    return "\n".join(line for line in text.split("\n") if not line.lstrip().startswith(MARK))
 
 def forced_stream(source: CandidateSource, forced: list[Forcing]) -> CandidateStream:
     """One stream of the forced draws, each its own greedy request begun with its start; they run
