@@ -8,7 +8,7 @@ import json
 import httpx
 import pytest
 
-from whiz.client import HttpClient, ResponsesSocket, user_message
+from whiz.client import HttpClient, ResponseError, ResponsesSocket, user_message
 
 TOOL = {
     "type": "function",
@@ -187,3 +187,27 @@ async def test_n_candidates_are_n_requests_to_the_sessions_replica(upstreams, ga
         out = await client.post("/chat/completions", body)
     assert [c["message"]["content"] for c in out["choices"]] == ["echo: twice"] * 2
     assert sorted([len(a.fake.bodies), len(b.fake.bodies)]) == [0, 2]  # both on one replica
+
+
+@pytest.mark.parametrize(("owned_by", "continues"), [("whiz", True), ("vllm", True), ("llamacpp", False)])
+async def test_a_reply_begun_by_the_client_goes_only_to_upstreams_that_continue_it(
+    upstreams, gateway, owned_by, continues
+):
+    up = upstreams(owned_by=owned_by)
+    gw = gateway([up.url])
+    body = {
+        "messages": [{"role": "user", "content": "edit"}, {"role": "assistant", "content": "```python\n"}],
+        "continue_final_message": True,
+    }
+    async with HttpClient(gw.root) as client:
+        if not continues:
+            # Another server may answer afresh, and the reply would say it continued: refused.
+            with pytest.raises(ResponseError) as err:
+                await client.post("/chat/completions", body)
+            assert err.value.status == 400 and err.value.param == "continue_final_message"
+            assert up.fake.bodies == [] or "continue_final_message" not in up.fake.bodies[-1]
+            return
+        await client.post("/chat/completions", body)
+    sent = up.fake.bodies[-1]
+    assert sent["continue_final_message"] is True and sent["messages"][-1]["role"] == "assistant"
+    assert ("add_generation_prompt" in sent) is (owned_by == "vllm")

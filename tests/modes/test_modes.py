@@ -53,6 +53,7 @@ def run_exec(
     heal=None,
     resume=None,
     mutants=False,
+    session=None,
     **agent,
 ):
     out, err = io.StringIO(), io.StringIO()
@@ -61,8 +62,9 @@ def run_exec(
     # The model's ladder is what these tests follow: no one-token changes between its rungs, but
     # where a test asks for them, and their renames are the scripted model's, not the exact one's.
     options = SessionOptions(
-        project, agent=config, mode=mode, policy=policy, home=home, heal=heal, resume=resume, mutants=mutants
-    )
+        project, agent=config, mode=mode, policy=policy, home=home, heal=heal, resume=resume, mutants=mutants,
+        **(session or {}),
+    )  # fmt: skip
     code = exec_in_mode(task, options, Output(json_mode=True, out=out, err=err), pool=pool)
     return code, [json.loads(line) for line in out.getvalue().splitlines()], err.getvalue()
 
@@ -660,6 +662,23 @@ def test_a_new_program_gets_a_second_fix_and_then_the_turn_ends(project):
     code, events, _ = run_exec(project, pool, "Write hello.py with hi()", test_cmd=test_cmd, heal=2)
     assert code != 0 and len(plain.requests) == 2  # no third
     assert "failed after 3 edits" in events[-1]["error"]["message"]  # its candidate and two fixes
+
+
+def test_a_new_programs_fixes_do_not_start_once_the_heals_time_budget_is_spent(project):
+    # The fixes are replies of the deep model (30 s and more each on a CPU): after a heal that ran
+    # to its budget they took a turn well past it.
+    (project / "check.py").write_text("import hello\nassert hello.hi() == 'hi'\n")
+    broken = "hello.py\n<<<<<<< SEARCH\n=======\ndef hi():\n    return 'ho'\n>>>>>>> REPLACE\n"
+    fixed = "hello.py\n<<<<<<< SEARCH\n    return 'ho'\n=======\n    return 'hi'\n>>>>>>> REPLACE\n"
+    candidates = ScriptedCandidates([[broken, broken], [broken, broken]], delay_s=0.5)
+    plain = ScriptedModel([fixed, "unused"])
+    pool = ScriptedPool(clients={"fast": lambda: plain}, sources={"fast": candidates})
+    test_cmd = f"{sys.executable} check.py"
+    task = "Write hello.py with hi()"
+    code, events, _ = run_exec(project, pool, task, test_cmd=test_cmd, heal=2, session={"heal_budget_s": 0.2})
+    assert code != 0 and plain.requests == []
+    assert "time budget (0.2 s) is spent" in events[-1]["error"]["message"]
+    assert (project / "hello.py").read_text() == "def hi():\n    return 'ho'\n"  # the closest, undoable
 
 
 def test_the_ladders_sampled_rung_draws_from_the_task_as_given_after_a_reply_that_did_not_parse(project):

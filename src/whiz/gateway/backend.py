@@ -124,6 +124,15 @@ class Gateway:
             await replica.upstream.aclose()
 
     def start(self, request: TurnRequest) -> GatewayTurn:
+        if request.continue_last:
+            # Any replica may run the turn (failover), so every one must go on from the start.
+            cannot = [r.name for r in self.router.replicas if not r.upstream.continues]
+            if cannot:
+                raise InvalidRequest(
+                    f"continue_final_message: {', '.join(cannot)} cannot go on from a reply's start "
+                    "(whiz and vLLM can); send the conversation without it.",
+                    param="continue_final_message",
+                )
         return GatewayTurn(self, request, session_key(request))
 
     def start_many(self, request: TurnRequest, n: int) -> list[GatewayTurn]:

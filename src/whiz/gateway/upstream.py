@@ -59,6 +59,8 @@ FLAVOURS = {
 }
 # What each server honours: (prediction, prompt_cache_key).
 HONOURS = {"whiz": (True, True), "openai": (True, True)}
+CONTINUES = frozenset({"whiz", "vllm"})
+"""Servers that honour Chat Completions' `continue_final_message`."""
 VLLM_SALTS_FROM = (0, 9)
 """The first vLLM release with `cache_salt` (older ones ignore the field and share every prefix)."""
 PROBE_TENANT = "whiz-gateway-probe"
@@ -128,6 +130,12 @@ class Upstream:
         if self.config.prediction is not None:
             return self.config.prediction
         return HONOURS.get(self.flavour, (False, False))[0]
+
+    @property
+    def continues(self) -> bool:
+        """Whether it goes on from a reply's start (`continue_final_message`): whiz and vLLM do;
+        another server may answer the conversation afresh, and the client could not tell."""
+        return self.flavour in CONTINUES
 
     @property
     def sends_cache_key(self) -> bool:
@@ -280,11 +288,10 @@ class Upstream:
             body["prediction"] = {"type": "content", "content": request.prediction}
         if cache_key and self.sends_cache_key:
             body["prompt_cache_key"] = cache_key
-        if request.continue_last:
-            # whiz and vLLM name it so; a server that ignores it answers the conversation afresh,
-            # which the client sees (whiz's own reply says it continued: `whiz.continued`).
+        if request.continue_last:  # only to those that do (`continues`; the gateway checks)
             body["continue_final_message"] = True
-            body["add_generation_prompt"] = False
+            if self.flavour == "vllm":
+                body["add_generation_prompt"] = False  # vLLM asks for both
         if request.tenant and self.flavour == "vllm":
             # vLLM shares cached prefixes only between requests of one salt.
             body["cache_salt"] = wire_tenant(request.tenant, self.config.tenant_secret)

@@ -9,6 +9,7 @@ test run work as usual.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -49,7 +50,7 @@ class HealingModel(WrappedModel):
     closest the candidates came), and the turn ends at its next model call, saying so: a second
     heal of the same task, on nearly the same prompt, costs as much again and rarely passes where
     the first found nothing (such turns ran to their time budget). A new program
-    gets two plain replies first (`NEW_PROGRAM_FIXES`), and a ladder on which no candidate changed
+    gets two plain replies first (`NEW_PROGRAM_FIXES`), while the heal's time budget lasts, and a ladder on which no candidate changed
     the code one. Auto mode's ladder is climbed once a turn, whatever it found. `observe` must see
     the agent's events.
 
@@ -74,6 +75,9 @@ class HealingModel(WrappedModel):
         """Whether this turn has climbed its ladder (auto mode's heal, once a turn)."""
         self._fixes = 0
         """Plain replies left before a spent turn ends (a new program's fixes)."""
+        self._fixes_until = math.inf
+        """When the last heal's time budget ended (`HealSettings.budget_s`): no fix starts after
+        it, so a turn whose heal ran to its budget ends with it, not a minute of replies later."""
         self._redraws = 0
         """Retries drawn as several candidates this turn: each is seeded apart from the last."""
         self.redraw_n = REDRAW_N
@@ -105,6 +109,10 @@ class HealingModel(WrappedModel):
             self._armed = True
 
     async def respond(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        if self._spent is not None and self._fixes > 0 and time.monotonic() >= self._fixes_until:
+            self._fixes = 0
+            budget = self.healer.settings.budget_s
+            self._spent += f" The heal's time budget ({budget:g} s) is spent: no reply followed to mend it."
         if self._spent is not None and self._fixes > 0:
             self._fixes -= 1  # a plain reply to what the check said about the new program
             async for event in self.inner.respond(request):
@@ -124,6 +132,8 @@ class HealingModel(WrappedModel):
         try:
             messages = chat_messages(request.instructions, request.items)
             restore = None if request.hollow is None else request.hollow.restore
+            budget = self.healer.settings.budget_s
+            self._fixes_until = math.inf if budget is None else time.monotonic() + budget
             outcome = await self.healer.heal(self.router, messages, request.task or "", restore=restore)
         except WhizError as exc:  # no server for the candidates, say: the turn fails with why
             yield Finished("failed", error=exc.message)
