@@ -59,6 +59,7 @@ def test_the_marks_comments_are_taken_out_of_a_reply_but_not_one_the_function_ha
     reply = kept.start + " here\n" + FIXED_LINE + "    # Fix: later\n    return out\n```"
     assert unmarked(reply, kept).count(MARK) == 1
 
+
 def tail(line: int, change: dict[int, str] | None = None) -> str:
     """What the model writes after a forced start at `line`: a comment, then the function's lines
     from there (with `change` in place of some), and the fence."""

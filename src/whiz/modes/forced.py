@@ -57,8 +57,10 @@ def statement_lines(source: str) -> list[int]:
         return []
     fn = tree.body[0]
     first = fn.body[0]
-    docstring = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(
-        first.value.value, str
+    docstring = (
+        isinstance(first, ast.Expr)
+        and isinstance(first.value, ast.Constant)
+        and isinstance(first.value.value, str)
     )
     lines = {
         node.lineno
@@ -100,6 +102,7 @@ def unmarked(text: str, forcing: Forcing) -> str:
         at = forcing.start.count("\n")  # the mark's line: after the fence and the lines before it
         return "\n".join(line for i, line in enumerate(lines) if i != at)
     return "\n".join(line for line in text.split("\n") if not line.lstrip().startswith(MARK))
+
 
 def forced_stream(source: CandidateSource, forced: list[Forcing]) -> CandidateStream:
     """One stream of the forced draws, each its own greedy request begun with its start; they run

@@ -49,10 +49,10 @@ class HealingModel(WrappedModel):
     and the final test run work as usual). With no winner it answers with the best failure (the
     closest the candidates came), and the turn ends at its next model call, saying so: a second
     heal of the same task, on nearly the same prompt, costs as much again and rarely passes where
-    the first found nothing (such turns ran to their time budget). A new program
-    gets two plain replies first (`NEW_PROGRAM_FIXES`), while the heal's time budget lasts, and a ladder on which no candidate changed
-    the code one. Auto mode's ladder is climbed once a turn, whatever it found. `observe` must see
-    the agent's events.
+    the first found nothing (such turns ran to their time budget). A new program gets two plain
+    replies first (`NEW_PROGRAM_FIXES`) while the heal's time budget lasts, and a ladder on which
+    no candidate changed the code one. Auto mode's ladder is climbed once a turn, whatever it
+    found. `observe` must see the agent's events.
 
     Where it does not heal (fast and deep modes without `--heal`), a step that retries a reply
     that made no edit (`ModelRequest.retry_from`) draws `redraw_n` sampled replies together from
