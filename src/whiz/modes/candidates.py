@@ -204,7 +204,8 @@ class ChatCandidates:
         """Learned on the first parallel call: whether the server returned n choices for n."""
         self.continues: bool | None = None
         """Learned on the first draw with a start (`Draw.start`): whether the server said it went
-        on from it (`whiz.continued`); one that does not say may have answered afresh."""
+        on from it ("continued" in its reply's `whiz` object); one that does not say may have
+        answered afresh."""
 
     def stream(self, messages: list[dict[str, Any]], draw: Draw) -> CandidateStream:
         n, seed = draw.n, draw.seed
