@@ -10,6 +10,7 @@ import pytest
 
 from tests.modes.test_modes import auto_ladder, items
 from whiz.client import HttpClient
+from whiz.modes import healing
 from whiz.modes.candidates import ChatCandidates, Draw, ScriptedCandidates, generate
 from whiz.modes.forced import MARK, forcings, statement_lines, unmarked
 from whiz.modes.localize import Function, Localization
@@ -80,6 +81,7 @@ def test_where_the_first_look_writes_back_and_no_mutant_passes_a_forced_change_f
     # The first look writes the function back; then one forced draw per statement (3, 4, 5, 6),
     # each the function unchanged but the one at the append, which strips the punctuation.
     forced = [[tail(k, {5: FIXED_LINE} if k == 5 else None)] for k in (3, 4, 5, 6)]
+    forced[0] = [" nothing to do\n\n" + tail(3)[len(" look here\n") :]]  # a blank line: no change
     deep = ScriptedCandidates([[back], *forced], continues=True)
     code, events, _ = auto_ladder(words_project, ScriptedCandidates([]), deep, task=TASK, mutants=True)
     assert code == 0, events[-1]
@@ -87,7 +89,11 @@ def test_where_the_first_look_writes_back_and_no_mutant_passes_a_forced_change_f
     assert [r.get("method") for r in rounds] == ["n", "mutants", "forced"] and rounds[-1]["passed"] == 1
     draws = deep.draws[1:]
     assert all(d.start and d.start.endswith(MARK) and d.temperature == 0.0 for d in draws)
-    assert all(d.prediction == deep.draws[0].prediction for d in draws)  # the function, to copy its tail
+    # Each predicts the function's tail from its line, which it copies once its change is made.
+    lines = WORDS.splitlines(keepends=True)
+    assert [d.prediction for d in draws] == ["".join(lines[k - 1 :]) + "```" for k in (3, 4, 5, 6)]
+    statuses = {c["index"]: c["status"] for c in items(events, "heal_candidate") if c["round"] == 3}
+    assert statuses[0] == "no_edit" and "passed" in statuses.values()
     # Begun in the first look's conversation, which the server has cached.
     assert all(call == deep.calls[0] for call in deep.calls[1:])
     fixed = (words_project / "words.py").read_text()
@@ -126,3 +132,41 @@ async def test_a_server_that_does_not_say_it_continued_is_not_asked_to_again():
     source = ChatCandidates(IgnoresStart())
     await generate(source, [{"role": "user", "content": "hi"}], Draw(1, 0.0, 32, start="```python\n"))
     assert source.continues is False
+
+
+def test_a_round_of_forced_changes_that_runs_long_is_cut_and_the_sampled_rewrites_follow(
+    words_project, monkeypatch
+):
+    back = f"```python\n{WORDS}```"
+    fixed = back.replace("        out.append(w)\n", FIXED_LINE)
+    # The forced draws would decode for an hour: the round is given up at its own limit, well
+    # inside the heal's budget, and the sampled rewrite after it still runs (and passes).
+    deep = HangsAfter([[back], ["BUG: It keeps the punctuation."], [fixed]] * 3, hang_from=1, forced=4)
+    monkeypatch.setattr(healing, "FORCED_S", 0.5)
+    code, events, _ = auto_ladder(words_project, ScriptedCandidates([]), deep, task=TASK, mutants=True)
+    assert code == 0, events[-1]
+    rounds = items(events, "heal")
+    assert [r.get("method") for r in rounds][:3] == ["n", "mutants", "forced"]
+    assert "out_of_time" not in rounds[2]
+    cut = [c for c in items(events, "heal_candidate") if c["round"] == 3]
+    assert cut and all(
+        c["error"] == "the round's 0.5 s ran out while this one was being written" for c in cut
+    )
+    assert (words_project / "words.py").read_text() == WORDS.replace("        out.append(w)\n", FIXED_LINE)
+
+
+class HangsAfter(ScriptedCandidates):
+    """The first `hang_from` calls as scripted; the next `forced` calls decode for an hour; then
+    the script again."""
+
+    def __init__(self, batches, *, hang_from: int, forced: int):
+        super().__init__(batches, continues=True)
+        self.hang = range(hang_from, hang_from + forced)
+        self.n_calls = 0
+
+    def stream(self, messages, draw):
+        at = self.n_calls
+        self.n_calls += 1
+        if at in self.hang:
+            return ScriptedCandidates([["never"]], delay_s=3600, continues=True).stream(messages, draw)
+        return super().stream(messages, draw)

@@ -5,7 +5,8 @@ draw, whatever it is told of the failure. Begun for it instead, the function's l
 its statements and then a comment `# Fix:` at that statement's indent, its reply has to say what to
 change there, and it writes that change and the rest of the function. One greedy draw per
 statement gives that many different changes, each a short decode: the prompt is the rewrite's
-own, already in the server's cache, and the function's tail is copied from the prediction.
+own, already in the server's cache, and the function's tail is copied from the prediction. The
+round has a time limit of its own (`FORCED_S`), so that the sampled rewrites after it keep theirs.
 
 `forcings(place, ran)` lists the draws for a place: the statements the failing call ran first (a
 change of a line it never runs cannot change what it does), then the others, top to bottom;
@@ -23,12 +24,15 @@ from typing import Any
 
 from whiz.modes.candidates import CandidateSource, CandidateStream, Draw
 from whiz.modes.localize import Localization
-from whiz.modes.repair import prediction, rewrite_tokens
+from whiz.modes.repair import rewrite_tokens
 
 MARK = "# Fix:"
-FORCED = 8
-"""Draws of one heal at most: a function's first statements the failing call ran, which is most
-functions' whole body; all go at once, and the engine decodes them together."""
+FORCED = 6
+"""Draws of one heal at most, the statements the failing call ran first; all go at once, and the
+engine decodes them together (eight took half a minute of a 2-core CPU)."""
+FORCED_S = 25.0
+"""The longest a round of them may take, of the heal's time budget: the sampled rewrites after it
+need the rest."""
 FENCE = "```python\n"
 
 
@@ -40,6 +44,9 @@ class Forcing:
     place: Localization
     line: int
     start: str
+    rest: str = ""
+    """The function from that line on, and the fence's end: what the reply is expected to copy
+    once its change is written (its prediction)."""
     messages: tuple[dict[str, Any], ...] = ()
     """The conversation the reply is begun in: the place's first rewrite's, whose prompt the
     server has cached."""
@@ -89,7 +96,8 @@ def forcings(
     for k in order[:limit]:
         text = lines[k - 1]
         indent = text[: len(text) - len(text.lstrip())]
-        out.append(Forcing(place, k, FENCE + "".join(lines[: k - 1]) + indent + MARK, tuple(messages)))
+        start = FENCE + "".join(lines[: k - 1]) + indent + MARK
+        out.append(Forcing(place, k, start, "".join(lines[k - 1 :]) + "```", tuple(messages)))
     return out
 
 
@@ -111,7 +119,7 @@ def forced_stream(source: CandidateSource, forced: list[Forcing]) -> CandidateSt
     async def one(out: CandidateStream, index: int) -> None:
         forcing = forced[index]
         fn = forcing.place.function
-        draw = Draw(1, 0.0, rewrite_tokens(fn), prediction=prediction(fn), start=forcing.start)
+        draw = Draw(1, 0.0, rewrite_tokens(fn), prediction=forcing.rest, start=forcing.start)
         async with source.stream(list(forcing.messages), draw) as found:
             async for candidate in found:
                 out.write(index, candidate.text)

@@ -53,7 +53,7 @@ from whiz.environments import SandboxOptions, environment_for
 from whiz.environments.local import CommandResult, truncate
 from whiz.environments.worktree import CopyError, isolated_copy
 from whiz.modes.candidates import CandidateSource, CandidateStream, Draw, Generation
-from whiz.modes.forced import FORCED, Forcing, forced_stream, forcings, unmarked
+from whiz.modes.forced import FORCED, FORCED_S, Forcing, forced_stream, forcings, unmarked
 from whiz.modes.heal_plan import HealState, plan
 from whiz.modes.heal_results import (
     CandidateResult,
@@ -75,6 +75,7 @@ from whiz.modes.repair import (
     attempts_stream,
     explain,
     function_change,
+    normalized,
 )
 from whiz.modes.round_tests import RoundTests
 from whiz.modes.trace import Trace, failing_call, shown_trace, traced
@@ -511,9 +512,16 @@ class Healer:
             change = function_change(self.ws, forcing.place, text, self._task)
             if change is None:
                 return self._plan(number, index, text, tokens)
-            return self._planned(CandidateResult(number, index, text, tokens, "failed", changes=[change]))
+            result = CandidateResult(number, index, text, tokens, "failed", changes=[change])
+            if normalized(change.path, change.before) == normalized(change.path, change.after):
+                # Made to write something at the mark, the model often writes a blank line or a
+                # comment and the function as it was: no change to test.
+                result.status, result.unchanged = "no_edit", True
+                result.error = "it changed only comments or layout"
+                return result
+            return self._planned(result)
 
-        tests = self._round_tests(number, len(made), plan=planned)
+        tests = self._round_tests(number, len(made), plan=planned, within_s=FORCED_S)
         try:
             async with forced_stream(source, made) as written:
                 await tests.read(written, stop_at_pass=True)
@@ -522,7 +530,7 @@ class Healer:
         except BaseException:
             tests.cancel()
             raise
-        cut_short = tests.timed_out and pick_best(results) is None
+        cut_short = tests.timed_out and pick_best(results) is None and self.out_of_time()
         return self._round_done(
             item, number, label, generation, results, candidates_ms=round(generation.wall_ms, 1),
             cut_short=cut_short,
@@ -642,10 +650,19 @@ class Healer:
         )  # fmt: skip
 
     def _round_tests(
-        self, number: int, n: int, plan=None, *, at_once: int | None = None, timed: bool = False
+        self,
+        number: int,
+        n: int,
+        plan=None,
+        *,
+        at_once: int | None = None,
+        timed: bool = False,
+        within_s: float | None = None,
     ) -> RoundTests:
         """A round's tests; `at_once` bounds its runs at once (default: the settings'), and with
-        `timed` the heal's time budget ends the round between runs, as `GUARD_PATIENCE` does."""
+        `timed` the heal's time budget ends the round between runs, as `GUARD_PATIENCE` does.
+        `within_s`: the round's draws are given up this long after it starts, where the heal's
+        budget does not end them sooner."""
 
         def enough() -> bool:
             return self._broke_checks >= GUARD_PATIENCE or (timed and self.out_of_time())
@@ -653,10 +670,14 @@ class Healer:
         # The heal's first draw is let finish, so that a heal always has a candidate to offer,
         # however short its budget; every later one is cut where the budget ends.
         deadline = self._ends if self._draws and self._ends < math.inf else None
+        why = "the heal's time budget ran out"
+        if within_s is not None and time.monotonic() + within_s < (deadline or math.inf):
+            deadline, why = time.monotonic() + within_s, f"the round's {within_s:g} s ran out"
         self._draws += 1
         return RoundTests(
             number, n, plan=plan or self._plan, test=self._test, tested=self._tested, emit=self.emit,
             max_parallel=at_once or self.settings.max_parallel_tests, enough=enough, deadline=deadline,
+            out_of_time=why,
         )  # fmt: skip
 
     def _round_done(

@@ -29,6 +29,7 @@ class RoundTests:
         max_parallel: int = 0,
         enough: Callable[[], bool] | None = None,
         deadline: float | None = None,
+        out_of_time: str = "the heal's time budget ran out",
     ):
         self.number = number
         self.plan = plan
@@ -47,6 +48,8 @@ class RoundTests:
         far past its budget. The tests already under way still finish (their own timeout)."""
         self.timed_out = False
         """Whether the deadline ended the writing before every candidate came."""
+        self.out_of_time = out_of_time
+        """What the deadline is, as a cancelled candidate's error says it ran out."""
         self.offset = 0
         """The index of this draw's first candidate in its round (a repair round draws again)."""
         self.results: dict[int, CandidateResult] = {}
@@ -159,7 +162,7 @@ class RoundTests:
             if result is None:  # still being written when the round ended
                 result = CandidateResult(self.number, index, text, generation.output_tokens[at], "cancelled")
                 result.error = (
-                    "the heal's time budget ran out while this one was being written"
+                    f"{self.out_of_time} while this one was being written"
                     if self.timed_out
                     else "another candidate passed first; this one was still being written"
                 )
