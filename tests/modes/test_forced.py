@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from tests.modes.test_modes import auto_ladder, items
+from tests.modes.test_modes import HangsAfter, auto_ladder, items
 from whiz.client import HttpClient
 from whiz.modes import healing
 from whiz.modes.candidates import ChatCandidates, Draw, ScriptedCandidates, generate
@@ -153,20 +153,3 @@ def test_a_round_of_forced_changes_that_runs_long_is_cut_and_the_sampled_rewrite
         c["error"] == "the round's 0.5 s ran out while this one was being written" for c in cut
     )
     assert (words_project / "words.py").read_text() == WORDS.replace("        out.append(w)\n", FIXED_LINE)
-
-
-class HangsAfter(ScriptedCandidates):
-    """The first `hang_from` calls as scripted; the next `forced` calls decode for an hour; then
-    the script again."""
-
-    def __init__(self, batches, *, hang_from: int, forced: int):
-        super().__init__(batches, continues=True)
-        self.hang = range(hang_from, hang_from + forced)
-        self.n_calls = 0
-
-    def stream(self, messages, draw):
-        at = self.n_calls
-        self.n_calls += 1
-        if at in self.hang:
-            return ScriptedCandidates([["never"]], delay_s=3600, continues=True).stream(messages, draw)
-        return super().stream(messages, draw)

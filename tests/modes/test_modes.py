@@ -70,7 +70,15 @@ def run_exec(
 
 
 def auto_ladder(
-    project, fast, deep, *, plain=None, heal=4, task="Rename say_hello to greet in greet.py", mutants=False
+    project,
+    fast,
+    deep,
+    *,
+    plain=None,
+    heal=4,
+    task="Rename say_hello to greet in greet.py",
+    mutants=False,
+    session=None,
 ):
     """`whiz exec` in auto mode with healing, on `task` (by default "Rename say_hello to greet")
     tested by check.py: the ladder's candidates from `fast` and `deep`; `plain` gives the deep
@@ -83,7 +91,9 @@ def auto_ladder(
         sources={"fast": fast, "deep": deep},
     )
     test_cmd = f"{sys.executable} check.py"
-    return run_exec(project, pool, task, mode="auto", test_cmd=test_cmd, heal=heal, mutants=mutants)
+    return run_exec(
+        project, pool, task, mode="auto", test_cmd=test_cmd, heal=heal, mutants=mutants, session=session
+    )
 
 
 def items(events, type_):
@@ -681,6 +691,20 @@ def test_a_new_programs_fixes_do_not_start_once_the_heals_time_budget_is_spent(p
     assert (project / "hello.py").read_text() == "def hi():\n    return 'ho'\n"  # the closest, undoable
 
 
+def test_asking_what_is_wrong_is_given_up_where_the_heals_time_budget_ends(project):
+    # The question after a write-back is a call of the deep model as a draw is: one took 40 s and
+    # the turn ended 20 s past its heal's budget.
+    (project / "check.py").write_text("from greet import say_hello\nassert say_hello('x') == 'Hi, x'\n")
+    back = f"```python\n{GREET}```"
+    deep = HangsAfter([[back]] * 4, hang_from=1, forced=1, continues=False)  # the question hangs
+    task = "Make say_hello greet with Hi instead of Hello"
+    code, events, _ = auto_ladder(project, ScriptedCandidates([]), deep, task=task, mutants=True,
+                                  session={"heal_budget_s": 1.5})  # fmt: skip
+    assert code != 0
+    assert "stopped at the heal's time budget" in events[-1]["error"]["message"]
+    assert deep.n_calls == 2  # the first look, then the question, given up: no draw after it
+
+
 def test_the_ladders_sampled_rung_draws_from_the_task_as_given_after_a_reply_that_did_not_parse(project):
     # Seen with the real 0.5B ("Write fizzbuzz.py", auto): told that its greedy reply did not
     # parse, its samples echoed the instructions; drawn from the task as given, one was the program.
@@ -907,3 +931,22 @@ def test_a_ladders_later_repair_still_asks_for_the_new_function_the_task_wants(p
     assert "cannot import name 'shout'" in first and "cannot import name" not in later
     assert all("`shout` does not exist yet, and the tests need it" in c for c in (first, later))
     assert (project / "greet.py").read_text() == GREET + "\n\n" + right[10:-3]  # beside say_hello
+
+
+class HangsAfter(ScriptedCandidates):
+    """The first `hang_from` calls as scripted; the next `forced` calls decode for an hour; then
+    the script again (from where it was)."""
+
+    def __init__(self, batches, *, hang_from: int, forced: int, continues: bool = True):
+        super().__init__(batches, continues=continues)
+        self.hang = range(hang_from, hang_from + forced)
+        self.n_calls = 0
+
+    def stream(self, messages, draw):
+        at = self.n_calls
+        self.n_calls += 1
+        if at in self.hang:
+            return ScriptedCandidates([["never"]], delay_s=3600, continues=self.continues).stream(
+                messages, draw
+            )
+        return super().stream(messages, draw)

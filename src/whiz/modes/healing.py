@@ -379,8 +379,9 @@ class Healer:
         written_ms = 0.0
         cut_short = False
         for slot in plan.unexplained():  # written back by an earlier stage's first look
-            generations.append(await self._explain(source, plan, slot, brief))
-        while not plan.done():
+            if not await self._explain(source, plan, slot, brief, generations):
+                cut_short = True
+        while not plan.done() and not cut_short:
             attempts = plan.attempts(n - plan.distinct)
             if not attempts:
                 break
@@ -413,7 +414,10 @@ class Healer:
                 self._written_back |= {plan.places[i].function.where for i in plan.unexplained()}
                 break
             for slot in plan.unexplained():
-                generations.append(await self._explain(source, plan, slot, brief))
+                if not await self._explain(source, plan, slot, brief, generations):
+                    cut_short = True
+            if cut_short:
+                break
             closest = best_failure(results)
             if closest is not None and closest.status in ("failed", "timeout") and closest.failure:
                 # Later draws hear what the closest rewrite's tests said (not the rewrite itself:
@@ -537,12 +541,27 @@ class Healer:
         )  # fmt: skip
 
     async def _explain(
-        self, source: CandidateSource, plan: RepairPlan, slot: int, brief: Brief
-    ) -> Generation:
+        self,
+        source: CandidateSource,
+        plan: RepairPlan,
+        slot: int,
+        brief: Brief,
+        generations: list[Generation],
+    ) -> bool:
         """Ask what is wrong in a place a rewrite wrote back unchanged, and tell its later draws
-        (`RepairPlan.explain`); the answer is a `localize` item of that place."""
+        (`RepairPlan.explain`); the answer is a `localize` item of that place, its generation
+        added to `generations`. False where the heal's time budget ended first: the question is
+        a model call as a draw is, given up there (but in the heal's first draw)."""
         place = plan.places[slot]
-        said, generation = await explain(source, place, brief, self.settings.seed, self.settings.hypotheses)
+        left = self._ends - time.monotonic() if self._draws and self._ends < math.inf else None
+        if left is not None and left <= 0:
+            return False
+        asked = explain(source, place, brief, self.settings.seed, self.settings.hypotheses)
+        try:
+            said, generation = await asyncio.wait_for(asked, left)
+        except TimeoutError:
+            return False
+        generations.append(generation)
         plan.explain(slot, said)
         if said:
             fn = place.function
@@ -550,7 +569,7 @@ class Healer:
             reply = generation.texts[0] if generation.texts else ""
             places = [dataclasses.replace(place, hypothesis=h) for h in said]
             self.emit.single("localize", **localized_item(Localized(places, True, reply, generation)))
-        return generation
+        return True
 
     def _with_explanation(self, place: Localization) -> Localization:
         """The place with the hypothesis an earlier stage of this heal found for it, where it has none."""
