@@ -324,6 +324,11 @@ class Healer:
         """Whether the heal under way has spent its time budget (`HealSettings.budget_s`)."""
         return time.monotonic() >= self._ends
 
+    def _left_s(self) -> float | None:
+        """How long a model call of the heal under way may take: what is left of its budget, or
+        None (no bound) for what comes before its first draw, as that draw is let finish."""
+        return max(0.0, self._ends - time.monotonic()) if self._draws and self._ends < math.inf else None
+
     async def repair(
         self,
         models: HealModels,
@@ -350,9 +355,15 @@ class Healer:
         label = models.current
         source = await models.candidates()
         summary = failure_summary(failure, str(self.ws.root))
-        found = await localize(
+        asked = localize(
             source, self.ws, task, self.test_cmd, summary, seed=s.seed, expected=self._localized.get(label)
         )
+        try:
+            found = await asyncio.wait_for(asked, self._left_s())
+        except TimeoutError:  # a model call, given up where the budget ends as a draw is
+            item = self.emit.start("heal", round=number, mode=label, n=n, test_cmd=self.test_cmd,
+                                   status="in_progress", localized=True)  # fmt: skip
+            return self._round_done(item, number, label, joined([]), [], cut_short=True)
         if found.reply:
             self._localized[label] = found.reply
         self.emit.single("localize", **localized_item(found))
@@ -553,8 +564,8 @@ class Healer:
         added to `generations`. False where the heal's time budget ended first: the question is
         a model call as a draw is, given up there (but in the heal's first draw)."""
         place = plan.places[slot]
-        left = self._ends - time.monotonic() if self._draws and self._ends < math.inf else None
-        if left is not None and left <= 0:
+        left = self._left_s()
+        if left == 0:
             return False
         asked = explain(source, place, brief, self.settings.seed, self.settings.hypotheses)
         try:
