@@ -706,16 +706,18 @@ def test_asking_what_is_wrong_is_given_up_where_the_heals_time_budget_ends(proje
 
 
 def test_a_later_localization_is_given_up_where_the_heals_time_budget_ends(project):
+    (project / "greet.py").write_text(GREET + "\n\ndef shout(name):\n    return name.upper()\n")
     (project / "check.py").write_text("from greet import say_hello\nassert say_hello('x') == 'Hi, x'\n")
     located = "FILE: greet.py\nFUNCTION: say_hello\nLINES: 1-2\nBUG: It says Hello, not Hi.\n"
     back = f"```python\n{GREET}```"
-    # Where: answered; the first look writes the function back; where, asked again: it hangs.
-    deep = HangsAfter([[located], [back]] + [[located]] * 4, hang_from=2, forced=1, continues=False)
+    # Where (two functions): answered; the first look's draws write the function back; where,
+    # asked again by the next stage: it hangs.
+    deep = HangsAfter([[located]] + [[back]] * 3 + [[located]] * 4, hang_from=4, forced=1, continues=False)
     code, events, _ = auto_ladder(project, ScriptedCandidates([]), deep, task="Make the greeting say Hi",
                                   mutants=True, session={"heal_budget_s": 1.5})  # fmt: skip
     assert code != 0
     assert "stopped at the heal's time budget" in events[-1]["error"]["message"]
-    assert deep.n_calls == 3 and items(events, "heal")[-1].get("out_of_time") is True
+    assert deep.n_calls == 5 and items(events, "heal")[-1].get("out_of_time") is True
 
 
 def test_the_ladders_sampled_rung_draws_from_the_task_as_given_after_a_reply_that_did_not_parse(project):
