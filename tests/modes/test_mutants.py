@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.modes.test_repair import LOCATED, STATS, WRONG, heal, items, stats_project
+from whiz.modes import healing
 from whiz.modes.mutants import LONGEST, mutants
 
 CLAMP = """def clamp(x, lo, hi):
@@ -130,3 +131,16 @@ def test_the_heal_traces_the_failing_call_once_to_order_its_mutants(project, tmp
     code, events, _ = heal(again, [[LOCATED]] + [[WRONG]] * 3, rounds=1, n=1, mutants=True, trace=False)
     assert code == 0 and items(events, "heal")[-1]["method"] == "mutants"
     assert not items(events, "trace")
+
+
+def test_the_mutants_round_ends_at_its_own_time_limit_and_the_heal_goes_on(project, monkeypatch):
+    # Some dozens of test runs took half a heal's budget on bugs no one token mends: the round
+    # stops at its limit between runs, and what comes after it keeps its time.
+    monkeypatch.setattr(healing, "MUTANTS_S", 0.01)
+    two_off = STATS.replace("(len(xs) + 1)", "(len(xs) + 2)")  # no one token mends it
+    (project / "stats.py").write_text(two_off)
+    code, events, _ = heal(project, [[LOCATED]] + [[WRONG]] * 3, rounds=2, n=1, mutants=True)
+    (mutated,) = [r for r in items(events, "heal") if r.get("method") == "mutants"]
+    assert mutated["passed"] == 0 and mutated["cancelled"] >= mutated["n"] - 2  # two runs at once
+    assert "out_of_time" not in mutated
+    assert items(events, "heal")[-1].get("method") != "mutants"  # a round after it still ran

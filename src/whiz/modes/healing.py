@@ -94,6 +94,10 @@ as the run that was stopped (and never more than the test timeout)."""
 MUTANTS = 50
 """The most mutants a heal tests (`Healer.mutate`): past some dozens, a bug is seldom one token.
 Where the failing call was traced, those of the lines it ran come first."""
+MUTANTS_S = 20.0
+"""The longest the mutants' round may take: some dozens of test runs took 30-45 s of a 90 s heal
+on missing cases, which no one-token change mends, and the rewrites after them had seconds left.
+The lines the failing call ran come first, so the likeliest mutants are tested within it."""
 MUTANTS_AT_ONCE = 2
 """Mutants' test runs at once: they come all together, and as many runs as cores finish soonest."""
 MADE_FOR_IT = ("mutants", "forced")
@@ -482,7 +486,9 @@ class Healer:
                 stream.finish(index, "stop", 0)
 
         # Mutants all come at once, so the time budget is heeded between their test runs too.
-        tests = self._round_tests(number, len(made), plan=planned, at_once=MUTANTS_AT_ONCE, timed=True)
+        tests = self._round_tests(
+            number, len(made), plan=planned, at_once=MUTANTS_AT_ONCE, timed=True, within_s=MUTANTS_S
+        )
         try:
             async with CandidateStream(len(made), produce, "mutants") as written:
                 await tests.read(written, stop_at_pass=True)
@@ -692,10 +698,13 @@ class Healer:
         """A round's tests; `at_once` bounds its runs at once (default: the settings'), and with
         `timed` the heal's time budget ends the round between runs, as `GUARD_PATIENCE` does.
         `within_s`: the round's draws are given up this long after it starts, where the heal's
-        budget does not end them sooner."""
+        budget does not end them sooner (and, `timed`, it ends between runs there)."""
+
+        round_ends = math.inf if within_s is None else time.monotonic() + within_s
 
         def enough() -> bool:
-            return self._broke_checks >= GUARD_PATIENCE or (timed and self.out_of_time())
+            spent = self.out_of_time() or time.monotonic() >= round_ends
+            return self._broke_checks >= GUARD_PATIENCE or (timed and spent)
 
         # The heal's first draw is let finish, so that a heal always has a candidate to offer,
         # however short its budget; every later one is cut where the budget ends.
