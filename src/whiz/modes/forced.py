@@ -8,7 +8,7 @@ statement gives that many different changes, each a short decode: the prompt is 
 own, already in the server's cache, and the function's tail is copied from the prediction. The
 round has a time limit of its own (`FORCED_S`), so that the sampled rewrites after it keep theirs.
 
-`forcings(place, ran)` lists the draws for a place: the statements the failing call ran first (a
+`forcings(place, messages, ran)` lists the draws for a place: the statements the failing call ran first (a
 change of a line it never runs cannot change what it does), then the others, top to bottom;
 `unmarked(text, forcing)` takes the comment out of a reply, so that what is applied is the change
 alone."""

@@ -407,15 +407,9 @@ class Healer:
                 self._asked.setdefault(attempt.place.function.where, attempt_messages(attempt, brief))
             tests = self._round_tests(number, len(attempts), plan=self._rewrite(attempts, len(results)))
             tests.offset = len(results)
-            stream = attempts_stream(source, attempts, brief)
-            try:
-                async with stream as written:
-                    await tests.read(written, stop_at_pass=s.first_pass)
-                generation = written.generation()
-                batch = await tests.settle(generation, stop=s.first_pass)
-            except BaseException:
-                tests.cancel()
-                raise
+            generation, batch = await self._test_draw(
+                tests, attempts_stream(source, attempts, brief), stop=s.first_pass
+            )
             generations.append(generation)
             written_ms += generation.wall_ms
             results += batch
@@ -489,14 +483,9 @@ class Healer:
         tests = self._round_tests(
             number, len(made), plan=planned, at_once=MUTANTS_AT_ONCE, timed=True, within_s=MUTANTS_S
         )
-        try:
-            async with CandidateStream(len(made), produce, "mutants") as written:
-                await tests.read(written, stop_at_pass=True)
-            generation = written.generation()
-            results = await tests.settle(generation, stop=True)
-        except BaseException:
-            tests.cancel()
-            raise
+        generation, results = await self._test_draw(
+            tests, CandidateStream(len(made), produce, "mutants"), stop=True
+        )
         untested = any(r.status == "cancelled" for r in results)
         cut_short = pick_best(results) is None and untested and self.out_of_time()
         return self._round_done(item, number, label, generation, results, cut_short=cut_short)
@@ -543,14 +532,7 @@ class Healer:
             return self._planned(result)
 
         tests = self._round_tests(number, len(made), plan=planned, within_s=FORCED_S)
-        try:
-            async with forced_stream(source, made) as written:
-                await tests.read(written, stop_at_pass=True)
-            generation = written.generation()
-            results = await tests.settle(generation, stop=True)
-        except BaseException:
-            tests.cancel()
-            raise
+        generation, results = await self._test_draw(tests, forced_stream(source, made), stop=True)
         cut_short = tests.timed_out and pick_best(results) is None and self.out_of_time()
         return self._round_done(
             item, number, label, generation, results, candidates_ms=round(generation.wall_ms, 1),
@@ -669,21 +651,28 @@ class Healer:
         if seed is None and s.seed is not None:
             seed = s.seed + 1000 * (number - 1)
         tests = self._round_tests(number, n)
-        try:
-            draw = Draw(n, s.temperature, s.max_tokens, seed, parallel, greedy)
-            async with source.stream(messages, draw) as found:
-                await tests.read(found, stop_at_pass=s.first_pass)
-            # Leaving the block cancelled whatever was still being written.
-            generation = found.generation()
-            results = await tests.settle(generation, stop=s.first_pass)
-        except BaseException:
-            tests.cancel()
-            raise
+        draw = Draw(n, s.temperature, s.max_tokens, seed, parallel, greedy)
+        generation, results = await self._test_draw(tests, source.stream(messages, draw), stop=s.first_pass)
         cut_short = tests.timed_out and pick_best(results) is None
         return self._round_done(
             item, number, label, generation, results, candidates_ms=round(generation.wall_ms, 1),
             cut_short=cut_short,
         )  # fmt: skip
+
+    async def _test_draw(
+        self, tests: RoundTests, stream: CandidateStream, *, stop: bool
+    ) -> tuple[Generation, list[CandidateResult]]:
+        """A draw's candidates tested as they come (`RoundTests`), `stop`: the first to pass ending
+        it; what was written, and each candidate's result. Leaving the stream gives up what was
+        still being written; an error cancels the tests under way."""
+        try:
+            async with stream as written:
+                await tests.read(written, stop_at_pass=stop)
+            generation = written.generation()
+            return generation, await tests.settle(generation, stop=stop)
+        except BaseException:
+            tests.cancel()
+            raise
 
     def _round_tests(
         self,
