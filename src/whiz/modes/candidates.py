@@ -186,6 +186,19 @@ async def generate(source: CandidateSource, messages: list[dict[str, Any]], draw
     return found.generation()
 
 
+async def relay(out: CandidateStream, stream: CandidateStream, indexes: Sequence[int]) -> None:
+    """`stream`'s candidates written into `out` as they finish, its candidate i as `out`'s
+    `indexes[i]` (any beyond those are dropped), and its prompt tokens added."""
+    async with stream as found:
+        async for candidate in found:
+            if candidate.index >= len(indexes):
+                continue
+            at = indexes[candidate.index]
+            out.write(at, candidate.text)
+            out.finish(at, candidate.finish_reason, candidate.output_tokens)
+        out.prompt_tokens += found.prompt_tokens
+
+
 class ChatPoster(Protocol):
     """Streams a chat request to an OpenAI-compatible path, yielding each chunk; an error answer
     raises `ResponseError`. `HttpClient` is one; the web app's heal uses its own server's chat

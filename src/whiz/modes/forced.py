@@ -22,7 +22,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-from whiz.modes.candidates import CandidateSource, CandidateStream, Draw
+from whiz.modes.candidates import CandidateSource, CandidateStream, Draw, relay
 from whiz.modes.localize import Localization
 from whiz.modes.repair import rewrite_tokens
 
@@ -120,11 +120,7 @@ def forced_stream(source: CandidateSource, forced: list[Forcing]) -> CandidateSt
         forcing = forced[index]
         fn = forcing.place.function
         draw = Draw(1, 0.0, rewrite_tokens(fn), prediction=forcing.rest, start=forcing.start)
-        async with source.stream(list(forcing.messages), draw) as found:
-            async for candidate in found:
-                out.write(index, candidate.text)
-                out.finish(index, candidate.finish_reason, candidate.output_tokens)
-            out.prompt_tokens += found.prompt_tokens
+        await relay(out, source.stream(list(forcing.messages), draw), [index])
 
     async def produce(out: CandidateStream) -> None:
         await asyncio.gather(*(one(out, i) for i in range(len(forced))))

@@ -328,10 +328,15 @@ class Healer:
         """Whether the heal under way has spent its time budget (`HealSettings.budget_s`)."""
         return time.monotonic() >= self._ends
 
+    def _deadline(self) -> float | None:
+        """When the heal under way gives up its model calls: the end of its budget, or None (no
+        bound) before its first draw, which is let finish so that a heal always has a candidate."""
+        return self._ends if self._draws and self._ends < math.inf else None
+
     def _left_s(self) -> float | None:
-        """How long a model call of the heal under way may take: what is left of its budget, or
-        None (no bound) for what comes before its first draw, as that draw is let finish."""
-        return max(0.0, self._ends - time.monotonic()) if self._draws and self._ends < math.inf else None
+        """How long a model call of the heal under way may take (`_deadline`)."""
+        deadline = self._deadline()
+        return None if deadline is None else max(0.0, deadline - time.monotonic())
 
     async def repair(
         self,
@@ -459,9 +464,7 @@ class Healer:
                 break
             # The lines the failing call ran come first: a change of a line it never runs cannot
             # change what it does.
-            found = await self.trace_of(place, self._said_now) if self._said_now else None
-            start = place.function.start
-            ran = {line - start + 1 for line in found.ran} if found is not None else None
+            ran = await self._ran_lines(place)
             made += [(place, m) for m in mutants(place.function.source, first=ran, limit=left)]
         if not made:
             return None
@@ -506,10 +509,7 @@ class Healer:
             asked = self._asked.get(place.function.where)
             if asked is None or place.function.where not in self._written_back:
                 continue
-            found = await self.trace_of(place, self._said_now) if self._said_now else None
-            start = place.function.start
-            ran = {line - start + 1 for line in found.ran} if found is not None else None
-            made += forcings(place, asked, ran, limit=FORCED - len(made))
+            made += forcings(place, asked, await self._ran_lines(place), limit=FORCED - len(made))
         if not made:
             return None
         label = models.current
@@ -695,9 +695,7 @@ class Healer:
             spent = self.out_of_time() or time.monotonic() >= round_ends
             return self._broke_checks >= GUARD_PATIENCE or (timed and spent)
 
-        # The heal's first draw is let finish, so that a heal always has a candidate to offer,
-        # however short its budget; every later one is cut where the budget ends.
-        deadline = self._ends if self._draws and self._ends < math.inf else None
+        deadline = self._deadline()  # every draw after the heal's first is cut where the budget ends
         why = "the heal's time budget ran out"
         if within_s is not None and time.monotonic() + within_s < (deadline or math.inf):
             deadline, why = time.monotonic() + within_s, f"the round's {within_s:g} s ran out"
@@ -810,6 +808,13 @@ class Healer:
         fn = place.function
         said = secrets.redact(shown_trace(found, fn))
         return dataclasses.replace(brief, trace=said, traced=fn.where)
+
+    async def _ran_lines(self, place: Localization) -> set[int] | None:
+        """The lines of the place's function (1-based in its source) that its failing call ran
+        (`trace_of`), or None where it could not be traced."""
+        found = await self.trace_of(place, self._said_now) if self._said_now else None
+        start = place.function.start
+        return {line - start + 1 for line in found.ran} if found is not None else None
 
     async def trace_of(self, place: Localization, failure: str) -> Trace | None:
         """The place's failing call traced (`trace.py`), where what the tests said (`failure`) calls

@@ -34,7 +34,7 @@ from whiz.agent.editing.edits import FileChange
 from whiz.agent.errors import WhizAgentError
 from whiz.agent.project.workspace import Workspace
 from whiz.agent.runs_check import shown
-from whiz.modes.candidates import CandidateSource, CandidateStream, Draw, Generation, generate
+from whiz.modes.candidates import CandidateSource, CandidateStream, Draw, Generation, generate, relay
 from whiz.modes.localize import (
     RENAMING,
     Function,
@@ -521,14 +521,7 @@ def attempts_stream(source: CandidateSource, attempts: list[Attempt], brief: Bri
         messages = attempt_messages(first, brief)
         max_tokens = rewrite_tokens(fn)
         draw = Draw(len(indexes), first.temperature, max_tokens, first.seed, prediction=prediction(fn))
-        async with source.stream(messages, draw) as found:
-            async for candidate in found:
-                if candidate.index >= len(indexes):
-                    continue
-                at = indexes[candidate.index]
-                out.write(at, candidate.text)
-                out.finish(at, candidate.finish_reason, candidate.output_tokens)
-            out.prompt_tokens += found.prompt_tokens
+        await relay(out, source.stream(messages, draw), indexes)
 
     async def produce(out: CandidateStream) -> None:
         await asyncio.gather(*(one(out, indexes) for indexes in groups.values()))
